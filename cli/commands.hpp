@@ -1,0 +1,28 @@
+// cli/commands.hpp -- every subcommand of `vramscope`, listed once; main.cpp wires them to CLI11
+//
+// Each command lives in its own cmd_<name>.cpp and exposes one add_<name>_command() that declares
+// its options on a CLI11 subcommand and returns how to run it once parsing succeeded. Commands
+// return an exit code (see vramscope/status.hpp) or throw vramscope::Error.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace vramscope::cli {
+
+/// A parsed command ready to run: the CLI11 (sub)app it belongs to and its body.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+/// `vramscope` with no subcommand: the one-shot table (--json, --csv). Declares options on `app`.
+Command add_snapshot_command(CLI::App& app);
+/// `vramscope watch`: streaming samples.
+Command add_watch_command(CLI::App& app);
+/// `vramscope record -o FILE [-- CMD...]`: crash-safe recording.
+Command add_record_command(CLI::App& app);
+/// `vramscope show FILE`: summary of a recording.
+Command add_show_command(CLI::App& app);
+
+}  // namespace vramscope::cli

@@ -1,0 +1,25 @@
+# cmake/VramscopeHelpers.cmake -- warnings, sanitizers and vramscope_add_test(), used by every CMakeLists.txt
+
+# Warnings we want on every target of ours (never on third-party code).
+function(vramscope_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion
+                                           -Wno-sign-conversion -Wnon-virtual-dtor)
+endfunction()
+
+# Sanitizers apply to the whole tree so that the tests link exactly the code that ships.
+if(VRAMSCOPE_SANITIZE)
+  string(REPLACE ";" "," _vramscope_san "${VRAMSCOPE_SANITIZE}")
+  add_compile_options(-fsanitize=${_vramscope_san} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${_vramscope_san})
+endif()
+
+# vramscope_add_test(NAME name SOURCES a.cpp b.cpp [LIBS extra...] [LABELS l...])
+# Declares one gtest executable and registers each of its tests with CTest (gtest_discover_tests).
+function(vramscope_add_test)
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE vramscope_core GTest::gtest GTest::gtest_main ${T_LIBS})
+  vramscope_warnings(${T_NAME})
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "cpp;${T_LABELS}"
+                       ENVIRONMENT "VRAMSCOPE_TEST_DATA=${PROJECT_SOURCE_DIR}/tests/data")
+endfunction()

@@ -1,0 +1,175 @@
+// include/vramscope/sample.hpp -- the data model: what one look at the GPUs and the agents yields
+//
+// Every source (NVML, an agent's shared-memory segment, a recording being replayed) fills these
+// structs, and every sink (table, JSON, recording, TUI, exporters) reads them. A field the source
+// could not read is an empty std::optional: "unsupported" is never shown as zero.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vramscope {
+
+/// Which process lists a pid was found in (NVML keeps compute, graphics and MPS lists apart).
+enum ProcessKind : uint8_t {
+  ProcessKindCompute = 1U << 0U,
+  ProcessKindGraphics = 1U << 1U,
+  ProcessKindMps = 1U << 2U,
+};
+
+/// One process holding memory on one device, as the driver reports it.
+struct ProcessSample {
+  /// Host pid: the driver knows no pid namespaces.
+  uint32_t pid = 0;
+  /// Driver-side bytes of this process on this device; empty when NVML says "not available".
+  std::optional<uint64_t> used_bytes;
+  /// MIG GPU instance / compute instance ids; empty without MIG.
+  std::optional<uint32_t> gpu_instance_id;
+  std::optional<uint32_t> compute_instance_id;
+  /// Bitmask of ProcessKind.
+  uint8_t kinds = 0;
+  /// Is /proc/<pid> visible from here (same pid namespace)? If not, user and command are empty.
+  bool visible = false;
+  /// Owner's user name (or numeric uid) from /proc, when visible.
+  std::string user;
+  /// Command line from /proc/<pid>/cmdline (arguments joined by spaces), when visible.
+  std::string command;
+};
+
+/// One MIG instance of a MIG-enabled GPU.
+struct MigInstanceSample {
+  uint32_t index = 0;
+  std::string uuid;
+  std::optional<uint32_t> gpu_instance_id;
+  std::optional<uint32_t> compute_instance_id;
+  std::optional<uint64_t> total_bytes;
+  std::optional<uint64_t> used_bytes;
+  std::optional<uint64_t> free_bytes;
+};
+
+/// One GPU at one instant, as the driver reports it.
+struct DeviceSample {
+  /// NVML index (not the CUDA ordinal: CUDA_VISIBLE_DEVICES does not apply to NVML).
+  uint32_t index = 0;
+  std::string name;
+  /// "GPU-…" UUID: the stable key used to join with agents and with dcgm-exporter series.
+  std::string uuid;
+  /// PCI bus id in NVML's "%08X:%02X:%02X.0" form.
+  std::string pci_bus_id;
+
+  /// Framebuffer total; ECC reduces it.
+  std::optional<uint64_t> total_bytes;
+  /// Memory the driver and firmware keep (nvmlDeviceGetMemoryInfo_v2 only).
+  std::optional<uint64_t> reserved_bytes;
+  /// Used by allocations, excluding reserved (v2), or including it (v1 fallback).
+  std::optional<uint64_t> used_bytes;
+  std::optional<uint64_t> free_bytes;
+  /// Did the memory numbers come from the v2 call? If false, "used" includes "reserved".
+  bool memory_v2 = false;
+
+  /// BAR1: the CPU/peer mapping window, not framebuffer use.
+  std::optional<uint64_t> bar1_total_bytes;
+  std::optional<uint64_t> bar1_used_bytes;
+
+  /// Is MIG enabled? Empty when the GPU does not support MIG.
+  std::optional<bool> mig_enabled;
+  std::vector<MigInstanceSample> mig_instances;
+
+  /// Was the process list read? (false when the calls failed, e.g. no permission)
+  bool processes_supported = false;
+  std::vector<ProcessSample> processes;
+
+  /// Has this GPU fallen off the bus (GPU_IS_LOST)? The others keep being monitored.
+  bool lost = false;
+  /// One-line reason when some part of this sample could not be read; empty when all was fine.
+  std::string error;
+};
+
+/// Live allocator statistics one agent publishes for one CUDA device of its process.
+struct AllocatorSample {
+  uint32_t pid = 0;
+  /// torch.distributed rank and world size; -1 when not distributed.
+  int32_t rank = -1;
+  int32_t world_size = -1;
+  /// CUDA ordinal inside that process (after CUDA_VISIBLE_DEVICES).
+  int32_t cuda_device = 0;
+  /// UUID of the device ("GPU-…"), used to join with the driver's view.
+  std::string device_uuid;
+  /// Caching allocator numbers. requested/reserved are exact from events; allocated/active
+  /// and inactive_split come from getDeviceStats polls.
+  uint64_t allocated_bytes = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t requested_bytes = 0;
+  uint64_t active_bytes = 0;
+  uint64_t inactive_split_bytes = 0;
+  /// Peaks since the agent attached (vramscope's own; torch's peaks are never reset).
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t peak_reserved_bytes = 0;
+  /// Current training step (0 before the first step() call) and the previous step's peaks.
+  uint64_t step = 0;
+  uint64_t step_peak_allocated_bytes = 0;
+  uint64_t step_peak_reserved_bytes = 0;
+  /// Out-of-memory errors seen by the agent's observer.
+  uint64_t oom_count = 0;
+  /// Events handled and events dropped because the ring was full.
+  uint64_t event_count = 0;
+  uint64_t dropped_event_count = 0;
+  /// Is the agent polling only (cudaMallocAsync / pluggable allocator, no trace events)?
+  bool polling_only = false;
+  /// When the agent last published, CLOCK_REALTIME in ns.
+  int64_t updated_ns = 0;
+};
+
+/// One completed training step of one process on one device: exact peaks from allocator events.
+struct StepRecord {
+  uint32_t pid = 0;
+  int32_t rank = -1;
+  int32_t cuda_device = 0;
+  std::string device_uuid;
+  /// The step that ended (1 for the first step() call).
+  uint64_t step = 0;
+  /// When the step ended (CLOCK_REALTIME ns) and how long it lasted.
+  int64_t end_ns = 0;
+  int64_t duration_ns = 0;
+  /// Peaks inside the step, exact from events (requested/reserved) or polls (allocated).
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t peak_reserved_bytes = 0;
+  uint64_t peak_requested_bytes = 0;
+  /// Values at the end of the step.
+  uint64_t allocated_bytes = 0;
+  uint64_t reserved_bytes = 0;
+};
+
+/// An out-of-memory error one agent observed.
+struct OomRecord {
+  uint32_t pid = 0;
+  int32_t rank = -1;
+  int32_t cuda_device = 0;
+  std::string device_uuid;
+  int64_t timestamp_ns = 0;
+  /// The (rounded) request that failed, the device total and free bytes at that moment.
+  uint64_t requested_bytes = 0;
+  uint64_t device_total_bytes = 0;
+  uint64_t device_free_bytes = 0;
+  /// Allocator state at the OOM.
+  uint64_t allocated_bytes = 0;
+  uint64_t reserved_bytes = 0;
+};
+
+/// Everything seen at one instant: all GPUs from the driver plus all live agents.
+struct SystemSample {
+  /// CLOCK_REALTIME in ns since the epoch.
+  int64_t timestamp_ns = 0;
+  std::string hostname;
+  std::string driver_version;
+  std::vector<DeviceSample> devices;
+  std::vector<AllocatorSample> allocators;
+  /// Steps that completed since the previous SystemSample (none are lost between samples).
+  std::vector<StepRecord> steps;
+  /// OOMs observed since the previous SystemSample.
+  std::vector<OomRecord> ooms;
+};
+
+}  // namespace vramscope
