@@ -18,12 +18,12 @@ constexpr std::size_t index_columns = 3;
 constexpr std::size_t name_columns = 25;
 constexpr std::size_t amount_columns = 10;
 constexpr std::size_t percent_columns = 5;
-// Process row: pid(9) user(8) type(3) used(9) [alloc(10) resv(10) non-PyTorch(10)] command.
+// Process row: pid(9) user(8) type(4) used(9), two blanks, then the command takes the rest. The
+// agent's numbers go on a line of their own below, so the command keeps room to be recognised.
 constexpr std::size_t pid_columns = 9;
 constexpr std::size_t user_columns = 8;
-constexpr std::size_t type_columns = 3;
+constexpr std::size_t type_columns = 4;
 constexpr std::size_t used_columns = 9;
-constexpr std::size_t torch_columns = 10;
 constexpr std::size_t minimum_width = 80;
 
 constexpr const char* not_visible_text = "(not visible here: other pid namespace)";
@@ -148,20 +148,14 @@ class TableWriter {
   }
 
   std::size_t command_columns() const {
-    std::size_t used = pid_columns + 1 + user_columns + 1 + type_columns + 1 + used_columns + 1;
-    if (m_state.any_torch) used += 3 * (torch_columns + 1);
-    return m_width - used;
+    return m_width - (pid_columns + 1 + user_columns + 1 + type_columns + 1 + used_columns + 2);
   }
 
   void process_header() {
-    std::string text = pad_left("PID", pid_columns) + " " + pad_right("User", user_columns) + " " +
-                       pad_right("Typ", type_columns) + " " + pad_left("Used", used_columns) + " ";
-    if (m_state.any_torch) {
-      text += pad_left("TorchAlloc", torch_columns) + " " + pad_left("TorchResv", torch_columns) +
-              " " + pad_left("NonPyTorch", torch_columns) + " ";
-    }
-    text += "Command";
-    line(m_paint(text, Tone::Bold));
+    line(m_paint(pad_left("PID", pid_columns) + " " + pad_right("User", user_columns) + " " +
+                     pad_right("Type", type_columns) + " " + pad_left("Used", used_columns) +
+                     "  Command",
+                 Tone::Bold));
   }
 
   void process(const JoinedProcess& row) {
@@ -181,25 +175,20 @@ class TableWriter {
                        pad_right(p ? process_type_text(p->kinds) : "-", type_columns) + " " +
                        pad_left(p ? format_amount(p->used_bytes, m_options.units) : "-",
                                 used_columns) +
-                       " ";
-    if (m_state.any_torch) {
-      const auto torch_cell = [&](const std::optional<uint64_t>& value) {
-        return pad_left(row.torch ? format_amount(value, m_options.units) : "", torch_columns) + " ";
-      };
-      text += torch_cell(row.torch ? std::optional<uint64_t>(row.torch->allocated_bytes)
-                                   : std::nullopt);
-      text += torch_cell(row.torch ? std::optional<uint64_t>(row.torch->reserved_bytes)
-                                   : std::nullopt);
-      text += torch_cell(row.non_pytorch_bytes);
-    }
-    text += fit_text(command, command_columns());
+                       "  " + fit_text(command, command_columns());
     // No trailing blanks when the command is empty (an agent-only row).
     while (!text.empty() && text.back() == ' ') text.pop_back();
     line(text);
+    const std::string indent(pid_columns + 1, ' ');
+    if (row.torch) {
+      line(fit_text(indent + "torch: alloc " +
+                        format_amount(row.torch->allocated_bytes, m_options.units) +
+                        "  reserved " + format_amount(row.torch->reserved_bytes, m_options.units) +
+                        "  non-PyTorch " + format_amount(row.non_pytorch_bytes, m_options.units),
+                    m_width));
+    }
     if (row.issues != 0) {
-      line(m_paint(fit_text(std::string(pid_columns + 1, ' ') + "note: " +
-                                describe_join_issues(row.issues),
-                            m_width),
+      line(m_paint(fit_text(indent + "note: " + describe_join_issues(row.issues), m_width),
                    Tone::Yellow));
     }
   }
@@ -217,8 +206,9 @@ class TableWriter {
 
   void footnotes() {
     if (m_state.any_torch) {
-      line(m_paint("Used = NonPyTorch (CUDA context, NCCL, cuBLAS...) + cached free", Tone::Dim));
-      line(m_paint("(TorchResv - TorchAlloc) + TorchAlloc. GPU Reserved is the driver's.",
+      line(m_paint("Process Used = non-PyTorch (CUDA context, NCCL, cuBLAS...) + torch reserved;",
+                   Tone::Dim));
+      line(m_paint("torch reserved = alloc + cached free blocks. GPU Reserved is the driver's.",
                    Tone::Dim));
     }
     if (m_state.any_not_visible) {
