@@ -260,6 +260,11 @@ std::string AgentCore::segment_path() const {
   return m_writer ? m_writer->path() : std::string();
 }
 
+void AgentCore::close_segment() {
+  std::lock_guard lock(m_mutex);
+  m_writer.reset();
+}
+
 AllocatorSample AgentCore::sample_of(const Device& device, int64_t now_ns) const {
   const DeviceCounters& counters = *device.counters;
   AllocatorSample sample;

@@ -136,6 +136,10 @@ class AgentCore {
   const DeviceCounters& counters(std::size_t device) const { return *m_devices[device].counters; }
   /// Path of the segment file, or "" without a writer.
   std::string segment_path() const;
+  /// Removes the segment file and stops publishing (at interpreter exit).
+  void close_segment();
+  /// Is `device` tracked by polling only? Fixed once attach has finished.
+  bool polling_only(std::size_t device) const { return m_devices[device].polling_only; }
 
  private:
   struct Device;
