@@ -1,0 +1,91 @@
+// tests/cpp/cli/cli_runner.cpp -- posix_spawn of the binary with files for stdout and stderr
+#include "cli_runner.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "golden.hpp"
+
+extern char** environ;
+
+namespace vramscope::testing {
+
+TempDir::TempDir() {
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "vramscope-cli-test-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  m_path = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(m_path, ignored);
+}
+
+std::string cli_path() { return VRAMSCOPE_CLI_PATH; }
+
+std::string nvml_double_path() { return VRAMSCOPE_NVML_DOUBLE_PATH; }
+
+std::string nvml_script(const std::string& name) { return test_data_dir() + "/nvml/" + name; }
+
+std::map<std::string, std::optional<std::string>> double_env(const std::string& script) {
+  return {{"VRAMSCOPE_NVML_LIBRARY", nvml_double_path()},
+          {"VRAMSCOPE_NVML_DOUBLE_SCRIPT", script}};
+}
+
+CliResult run_cli(const TempDir& dir, const std::vector<std::string>& args,
+                  const std::map<std::string, std::optional<std::string>>& env) {
+  std::map<std::string, std::optional<std::string>> overrides = {
+      {"TZ", "UTC"}, {"NO_COLOR", std::nullopt}, {"VRAMSCOPE_SHM_DIR", dir.file("shm")}};
+  for (const auto& [key, value] : env) overrides[key] = value;
+
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text = *entry;
+    if (overrides.count(text.substr(0, text.find('='))) == 0) environment.push_back(text);
+  }
+  for (const auto& [key, value] : overrides) {
+    if (value) environment.push_back(key + "=" + *value);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  std::vector<std::string> argv_text = {cli_path()};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const std::string out_path = dir.file(".stdout");
+  const std::string err_path = dir.file(".stderr");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = 0;
+  CliResult result;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    ADD_FAILURE() << "cannot start " << argv_text[0];
+    return result;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = read_text_file(out_path);
+  result.err = read_text_file(err_path);
+  return result;
+}
+
+}  // namespace vramscope::testing
