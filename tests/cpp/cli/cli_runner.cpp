@@ -29,7 +29,12 @@ TempDir::~TempDir() {
 
 std::string cli_path() { return VRAMSCOPE_CLI_PATH; }
 
-std::string nvml_double_path() { return VRAMSCOPE_NVML_DOUBLE_PATH; }
+std::string nvml_double_path() {
+  // Running test_cli by hand against a double built elsewhere: VRAMSCOPE_TEST_NVML_DOUBLE.
+  const char* override_path = std::getenv("VRAMSCOPE_TEST_NVML_DOUBLE");
+  if (override_path != nullptr && override_path[0] != '\0') return override_path;
+  return VRAMSCOPE_NVML_DOUBLE_PATH;
+}
 
 std::string nvml_script(const std::string& name) { return test_data_dir() + "/nvml/" + name; }
 
