@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 
@@ -43,8 +44,8 @@ std::map<std::string, std::optional<std::string>> double_env(const std::string& 
           {"VRAMSCOPE_NVML_DOUBLE_SCRIPT", script}};
 }
 
-CliResult run_cli(const TempDir& dir, const std::vector<std::string>& args,
-                  const std::map<std::string, std::optional<std::string>>& env) {
+pid_t spawn_cli(const TempDir& dir, const std::vector<std::string>& args,
+                const std::map<std::string, std::optional<std::string>>& env, int stdout_fd) {
   std::map<std::string, std::optional<std::string>> overrides = {
       {"TZ", "UTC"}, {"NO_COLOR", std::nullopt}, {"VRAMSCOPE_SHM_DIR", dir.file("shm")}};
   for (const auto& [key, value] : env) overrides[key] = value;
@@ -67,29 +68,45 @@ CliResult run_cli(const TempDir& dir, const std::vector<std::string>& args,
   for (std::string& a : argv_text) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  const std::string out_path = dir.file(".stdout");
   const std::string err_path = dir.file(".stderr");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
   pid_t pid = 0;
-  CliResult result;
   const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    ADD_FAILURE() << "cannot start " << argv_text[0];
+  return rc == 0 ? pid : -1;
+}
+
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+CliResult run_cli(const TempDir& dir, const std::vector<std::string>& args,
+                  const std::map<std::string, std::optional<std::string>>& env) {
+  CliResult result;
+  const std::string out_path = dir.file(".stdout");
+  const int out_fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (out_fd < 0) {
+    ADD_FAILURE() << "cannot create " << out_path;
     return result;
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  const pid_t pid = spawn_cli(dir, args, env, out_fd);
+  close(out_fd);
+  if (pid < 0) {
+    ADD_FAILURE() << "cannot start " << cli_path();
+    return result;
   }
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.exit_code = wait_exit_code(pid);
   result.out = read_text_file(out_path);
-  result.err = read_text_file(err_path);
+  result.err = read_text_file(dir.file(".stderr"));
   return result;
 }
 

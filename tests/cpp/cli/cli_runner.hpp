@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/types.h>
+
 #include <map>
 #include <optional>
 #include <string>
@@ -47,6 +49,14 @@ std::string nvml_script(const std::string& name);
 /// stdin is /dev/null; stdout and stderr are captured.
 CliResult run_cli(const TempDir& dir, const std::vector<std::string>& args,
                   const std::map<std::string, std::optional<std::string>>& env = {});
+
+/// Starts vramscope like run_cli() but does not wait: stdout goes to `stdout_fd` (kept open by
+/// the caller), stderr to <dir>/.stderr. Returns the pid, or -1.
+pid_t spawn_cli(const TempDir& dir, const std::vector<std::string>& args,
+                const std::map<std::string, std::optional<std::string>>& env, int stdout_fd);
+
+/// Waits for `pid` and returns its exit status as a shell shows it (128 + signal if killed).
+int wait_exit_code(pid_t pid);
 
 /// `env` for the NVML double playing `script` (a path).
 std::map<std::string, std::optional<std::string>> double_env(const std::string& script);
