@@ -78,6 +78,10 @@ int run_record(const RecordOptions& options) {
   if (!options.duration.empty()) {
     duration_ns = parse_positive_duration_ns("--duration", options.duration);
   }
+  // Said before anything starts; the writer refuses again (atomically) when it creates the file.
+  if (!options.force && access(options.output.c_str(), F_OK) == 0) {
+    throw Error(options.output + ": already exists (use --force to overwrite it)");
+  }
   install_stop_handlers();
   SamplerOptions sampler_options;
   sampler_options.read_agents = !options.no_agents;
