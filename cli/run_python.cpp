@@ -1,34 +1,9 @@
 // cli/run_python.cpp -- pure helpers of `vramscope run` (see run_python.hpp)
 #include "run_python.hpp"
 
-#include <charconv>
-#include <cmath>
 #include <cstdio>
 
 namespace vramscope::cli {
-
-std::optional<double> parse_interval_ms(std::string_view text) {
-  struct Unit {
-    std::string_view suffix;
-    double to_ms;
-  };
-  // Longest suffixes first so that "ms" is not read as "s".
-  static constexpr Unit units[] = {{"ms", 1.0}, {"us", 1e-3}, {"ns", 1e-6}, {"s", 1e3}};
-  double scale = 1.0;
-  for (const Unit& unit : units) {
-    if (text.size() > unit.suffix.size() && text.ends_with(unit.suffix)) {
-      text.remove_suffix(unit.suffix.size());
-      scale = unit.to_ms;
-      break;
-    }
-  }
-  double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
-  const double interval_ms = value * scale;
-  if (!std::isfinite(interval_ms) || interval_ms <= 0) return std::nullopt;
-  return interval_ms;
-}
 
 std::string find_python(const char* env_python, const std::string& self_exe,
                         const std::function<bool(const std::string&)>& is_executable) {
@@ -48,9 +23,9 @@ std::vector<std::string> python_run_argv(const std::string& python,
   return argv;
 }
 
-std::string format_interval_ms(double interval_ms) {
+std::string format_interval_ms(int64_t interval_ns) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", interval_ms);
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(interval_ns) / 1e6);
   return buf;
 }
 

@@ -1,19 +1,14 @@
-// cli/run_python.hpp -- pure helpers of `vramscope run`: interval parsing, finding Python, argv
+// cli/run_python.hpp -- pure helpers of `vramscope run`: finding Python, its argv and environment
 //
 // Kept apart from cmd_run.cpp (which execs) so that tests link them without running anything.
 #pragma once
 
+#include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace vramscope::cli {
-
-/// Parses a positive duration such as "10ms", "0.5s", "250us" or "10" (milliseconds) into
-/// milliseconds; nullopt when malformed, zero or negative.
-std::optional<double> parse_interval_ms(std::string_view text);
 
 /// Chooses the Python interpreter: `env_python` ($VRAMSCOPE_PYTHON) when non-empty, else
 /// `python3` in the folder of `self_exe` (a venv's scripts dir holds both) when
@@ -26,7 +21,7 @@ std::string find_python(const char* env_python, const std::string& self_exe,
 std::vector<std::string> python_run_argv(const std::string& python,
                                          const std::vector<std::string>& program);
 
-/// Formats milliseconds for VRAMSCOPE_RUN_INTERVAL_MS without losing precision ("10", "0.25").
-std::string format_interval_ms(double interval_ms);
+/// Formats an interval for VRAMSCOPE_RUN_INTERVAL_MS (milliseconds, exact: "10", "0.25").
+std::string format_interval_ms(int64_t interval_ns);
 
 }  // namespace vramscope::cli

@@ -73,3 +73,25 @@ def test_cli_shows_agent_columns_and_decomposition_adds_up(tmp_path):
     finally:
         trainer.stdin.close()
         trainer.wait(timeout=60)
+
+
+@pytest.mark.skipif(not CLI, reason="set VRAMSCOPE_CLI to the vramscope binary")
+def test_run_record_records_the_program_and_returns_its_status(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import sys, torch\n"
+                      "m = torch.nn.Linear(256, 256).cuda()\n"
+                      "opt = torch.optim.AdamW(m.parameters())\n"
+                      "for _ in range(5):\n"
+                      "    m(torch.randn(32, 256, device='cuda')).sum().backward()\n"
+                      "    opt.step()\n"
+                      "sys.exit(7)\n")
+    recording = tmp_path / "run.vsrec"
+    out = subprocess.run([CLI, "run", "--record", str(recording), "--interval", "10ms",
+                          str(script)], capture_output=True, text=True, timeout=300,
+                         env=gpu_env(VRAMSCOPE_PYTHON=sys.executable))
+    assert out.returncode == 7, out.stderr
+    assert "vramscope: 5 steps, 0 OOMs" in out.stderr
+    assert oct(recording.stat().st_mode & 0o777) == "0o600"
+    shown = subprocess.run([CLI, "show", str(recording)], capture_output=True, text=True,
+                           timeout=60, env=gpu_env())
+    assert shown.returncode == 0, shown.stderr

@@ -30,6 +30,8 @@ def test_script_args_interval_quiet_and_exit_code(tmp_path):
     out = cli("run", "--interval", "0.5s", "--quiet", str(script), "4", "--quiet", "-m", "x")
     assert out.returncode == 4, out.stderr
     assert out.stdout.strip() == "['4', '--quiet', '-m', 'x'] 500 1"
+    out = cli("run", "-i", "2", str(script), "0", VRAMSCOPE_RUN_QUIET="1")
+    assert out.stdout.strip() == "['0'] 2000 1"
     assert out.stderr == ""
 
 
@@ -43,7 +45,8 @@ def test_module_form(tmp_path):
 
 @pytest.mark.parametrize("args, text", [
     (("run",), "missing the program"),
-    (("run", "--interval", "fast", "x.py"), "--interval must be a positive duration"),
+    (("run", "--interval", "fast", "x.py"), "--interval: cannot read 'fast' as a duration"),
+    (("run", "--interval", "0.1ms", "x.py"), "below the 1ms minimum"),
 ])
 def test_usage_errors_exit_2(args, text):
     out = cli(*args)

@@ -1,4 +1,4 @@
-// tests/cpp/run/test_run_python.cpp -- interval parsing, interpreter choice and argv of `vramscope run`
+// tests/cpp/run/test_run_python.cpp -- interpreter choice, argv and interval text of `vramscope run`
 #include <gtest/gtest.h>
 
 #include <set>
@@ -10,25 +10,11 @@
 namespace vramscope::cli {
 namespace {
 
-TEST(ParseInterval, AcceptsUnitsAndBareMilliseconds) {
-  EXPECT_DOUBLE_EQ(*parse_interval_ms("10ms"), 10.0);
-  EXPECT_DOUBLE_EQ(*parse_interval_ms("0.5s"), 500.0);
-  EXPECT_DOUBLE_EQ(*parse_interval_ms("250us"), 0.25);
-  EXPECT_DOUBLE_EQ(*parse_interval_ms("1000000ns"), 1.0);
-  EXPECT_DOUBLE_EQ(*parse_interval_ms("7"), 7.0);
-}
-
-TEST(ParseInterval, RejectsMalformedZeroAndNegative) {
-  for (const char* bad : {"", "ms", "s", "10 ms", "10m", "abc", "0", "0ms", "-5ms", "1e999s",
-                          "10msx", "nan"}) {
-    EXPECT_FALSE(parse_interval_ms(bad).has_value()) << bad;
-  }
-}
-
 TEST(FormatInterval, RoundTripsThroughPython) {
-  EXPECT_EQ(format_interval_ms(10.0), "10");
-  EXPECT_EQ(format_interval_ms(0.25), "0.25");
-  EXPECT_EQ(format_interval_ms(1500.0), "1500");
+  EXPECT_EQ(format_interval_ms(10'000'000), "10");
+  EXPECT_EQ(format_interval_ms(250'000), "0.25");
+  EXPECT_EQ(format_interval_ms(1'500'000'000), "1500");
+  EXPECT_EQ(format_interval_ms(1), "1e-06");
 }
 
 TEST(FindPython, EnvironmentWins) {
