@@ -119,11 +119,14 @@ Layout compute_layout(int width, int height, int gpu_count, int process_count) {
     placed = true;
   }
   if (!placed && width >= full_min_width) {
+    // The column count that gives the tallest graphs wins; ties go to fewer, wider panels.
     const int columns_max = std::clamp(width / full_column_width, 1, max_columns);
-    for (int columns = 1; columns <= std::min(columns_max, gpu_count) && !placed; ++columns) {
+    int best_graph_rows = min_graph_rows - 1;
+    for (int columns = 1; columns <= std::min(columns_max, gpu_count); ++columns) {
       const int rows = ceil_div(gpu_count, columns);
       const int graph_rows = std::min(max_graph_rows, (body_height - full_table_min) / rows - 4);
-      if (graph_rows >= min_graph_rows) {
+      if (graph_rows > best_graph_rows) {
+        best_graph_rows = graph_rows;
         layout.mode = LayoutMode::Full;
         grid = {columns, 4 + graph_rows, gpu_count};
         placed = true;
