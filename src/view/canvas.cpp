@@ -101,7 +101,7 @@ char32_t Canvas::printable(char32_t glyph) const {
       (glyph >= 0x2E80 && glyph < 0xA4D0) || (glyph >= 0xAC00 && glyph < 0xD7A4) ||
       (glyph >= 0xF900 && glyph < 0xFB00) || (glyph >= 0xFE30 && glyph < 0xFE50) ||
       (glyph >= 0xFF00 && glyph < 0xFF61) || (glyph >= 0xFFE0 && glyph < 0xFFE7) ||
-      glyph >= 0x1F000 || glyph == 0x200B || glyph == 0xFEFF) {
+      glyph >= 0x1F000 || glyph == 0x200B || glyph == 0xFEFF || glyph == 0xFFFD) {
     return replacement;
   }
   return glyph;
