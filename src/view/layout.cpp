@@ -60,7 +60,8 @@ GpuPanelLayout compact_panel(Rect panel, bool last_column) {
   // A one-cell gutter keeps neighbouring columns apart.
   const int usable = panel.width - (last_column ? 0 : 1);
   const int title_width = std::clamp(usable / 5, 6, 16);
-  const int summary_width = usable >= 70 ? 22 : 15;
+  // "1023M/1023M 100%" is the widest summary.
+  const int summary_width = 16;
   p.title = {panel.x, panel.y, title_width, 1};
   p.summary = {panel.x + usable - summary_width, panel.y, summary_width, 1};
   p.bar = {p.title.right() + 1, panel.y, p.summary.x - 1 - (p.title.right() + 1), 1};

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "vramscope/version.hpp"
 
 namespace vramscope::view {
 
@@ -98,10 +97,12 @@ void render_table(const ViewModel& model, const Rect& area, Canvas& canvas) {
   const Rect header = area.row(0);
   canvas.fill(header, U' ', column_header_style);
   int x = area.x;
+  int names_end = x;
   for (const auto& column : columns) {
     std::string name = column.name;
     if (column.sort == model.sort_key()) name += canvas.unicode() ? "▼" : "v";
     draw_cell(canvas, header, x, column, name, column_header_style);
+    names_end = column.right_aligned ? x + column.width : x + text_width(name);
     x += column.width + 1;
   }
   const auto& rows = model.rows();
@@ -110,7 +111,9 @@ void render_table(const ViewModel& model, const Rect& area, Canvas& canvas) {
     count = std::to_string(rows.size()) + "/" + std::to_string(model.total_row_count()) +
             " match \"" + model.filter() + "\" ";
   }
-  if (area.width > 60) canvas.text_right(header, count, column_header_style);
+  if (names_end + 2 + text_width(count) <= header.right()) {
+    canvas.text_right(header, count, column_header_style);
+  }
 
   const int visible = area.height - 1;
   if (rows.empty()) {
@@ -159,9 +162,10 @@ void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas)
     left += sep + speed;
     if (r.at_end) left += sep + "END";
   } else {
-    left = std::string("vramscope ") + version + sep + model.hostname() + sep + "driver " +
+    const std::size_t gpus = model.gpus().size();
+    left = "vramscope" + sep + model.hostname() + sep + "driver " +
            (model.driver_version().empty() ? "?" : model.driver_version()) + sep +
-           std::to_string(model.gpus().size()) + " GPUs" + sep + "every " +
+           std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs") + sep + "every " +
            compact_duration(model.interval_ns);
   }
   if (model.paused) left += sep + "PAUSED";
@@ -169,7 +173,12 @@ void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas)
     left += sep + "+" + std::to_string(layout.hidden_gpu_count) + " GPUs hidden (enlarge)";
   }
   const int end = canvas.text(area, area.x + 1, area.y, left, header_style);
-  std::string right = model.has_sample() ? format_local_time(model.timestamp_ns()) : "waiting";
+  // Live: the time of day is enough; a replay may span days, so it shows the date too.
+  std::string right = "waiting for the first sample";
+  if (model.has_sample()) {
+    right = format_local_time(model.timestamp_ns());
+    if (!model.replay) right = right.substr(11);
+  }
   if (const auto& oom = model.last_oom()) {
     right = "OOM pid " + std::to_string(oom->pid) + " at " +
             format_local_time(oom->timestamp_ns).substr(11) + "  " + right;

@@ -119,8 +119,10 @@ void draw_graph(const GpuView& gpu, const Rect& area, Canvas& canvas) {
   if (any_torch) label += " torch " + compact_bytes(peak_torch);
   canvas.text(area, area.x, area.y, label, Style{Color::Default, Color::Default, AttrDim});
   const int64_t span_ns = gpu.history.back().timestamp_ns - gpu.history[first].timestamp_ns;
-  canvas.text_right(area.row(0), "last " + compact_duration(span_ns),
-                    Style{Color::Default, Color::Default, AttrDim});
+  if (span_ns > 0) {
+    canvas.text_right(area.row(0), "last " + compact_duration(span_ns),
+                      Style{Color::Default, Color::Default, AttrDim});
+  }
 }
 
 }  // namespace
