@@ -20,6 +20,9 @@ function(vramscope_add_test)
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE vramscope_core GTest::gtest GTest::gtest_main ${T_LIBS})
   vramscope_warnings(${T_NAME})
-  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "cpp;${T_LABELS}"
+  # gtest_discover_tests expands a list value into separate words, so the labels are joined
+  # into one word per test here (ctest -L matches it as a regex: -L view, -L cpp both work).
+  string(JOIN "," _labels cpp ${T_LABELS})
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${_labels}"
                        ENVIRONMENT "VRAMSCOPE_TEST_DATA=${PROJECT_SOURCE_DIR}/tests/data")
 endfunction()
