@@ -99,15 +99,14 @@ void ReplayCursor::set_playing(bool playing, int64_t now_ns) {
   anchor(now_ns);
 }
 
-void ReplayCursor::faster(int64_t now_ns) {
-  m_speed = std::min(m_speed * 2.0, max_replay_speed);
+void ReplayCursor::set_speed(double speed, int64_t now_ns) {
+  m_speed = std::clamp(speed, min_replay_speed, max_replay_speed);
   anchor(now_ns);
 }
 
-void ReplayCursor::slower(int64_t now_ns) {
-  m_speed = std::max(m_speed / 2.0, min_replay_speed);
-  anchor(now_ns);
-}
+void ReplayCursor::faster(int64_t now_ns) { set_speed(m_speed * 2.0, now_ns); }
+
+void ReplayCursor::slower(int64_t now_ns) { set_speed(m_speed / 2.0, now_ns); }
 
 std::size_t ReplayCursor::advance(int64_t now_ns) {
   if (!m_playing) return 0;

@@ -56,6 +56,8 @@ class ReplayCursor {
   /// Starts or pauses playback; `now_ns` is CLOCK_MONOTONIC.
   void set_playing(bool playing, int64_t now_ns);
   double speed() const { return m_speed; }
+  /// Sets the speed, clamped to [min_replay_speed, max_replay_speed].
+  void set_speed(double speed, int64_t now_ns);
   /// Doubles or halves the speed within [min_replay_speed, max_replay_speed].
   void faster(int64_t now_ns);
   void slower(int64_t now_ns);

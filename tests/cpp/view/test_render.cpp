@@ -20,7 +20,8 @@ namespace {
 
 std::filesystem::path golden_path(const std::string& name) {
   const char* data = std::getenv("VRAMSCOPE_TEST_DATA");
-  return std::filesystem::path(data ? data : "tests/data") / "golden" / ("top_" + name + ".txt");
+  return std::filesystem::path(data ? data : VRAMSCOPE_SOURCE_TEST_DATA) / "golden" /
+         ("top_" + name + ".txt");
 }
 
 /// Compares `frame` with the golden file `name`, or rewrites the file when asked to.
