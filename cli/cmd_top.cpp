@@ -167,6 +167,7 @@ int run_top(const TopOptions& options) {
   }
   const bool unicode = !options.no_unicode && NcursesScreen::locale_is_utf8();
   if (options.once) {
+    model.compact_only = true;
     source->update(model, monotonic_ns());
     return run_once(model, unicode);
   }

@@ -85,7 +85,7 @@ void place_panels(Layout& layout, const Grid& grid, int top) {
 
 }  // namespace
 
-Layout compute_layout(int width, int height, int gpu_count, int process_count) {
+Layout compute_layout(int width, int height, int gpu_count, int process_count, bool allow_full) {
   Layout layout;
   layout.width = std::max(width, 0);
   layout.height = std::max(height, 0);
@@ -119,7 +119,7 @@ Layout compute_layout(int width, int height, int gpu_count, int process_count) {
     grid.panel_height = 0;
     placed = true;
   }
-  if (!placed && width >= full_min_width) {
+  if (!placed && allow_full && width >= full_min_width) {
     // The column count that gives the tallest graphs wins; ties go to fewer, wider panels.
     const int columns_max = std::clamp(width / full_column_width, 1, max_columns);
     int best_graph_rows = min_graph_rows - 1;

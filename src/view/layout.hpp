@@ -85,7 +85,9 @@ inline constexpr int min_height_cells = 10;
 
 /// Computes the layout for a `width` x `height` terminal showing `gpu_count` GPUs and
 /// `process_count` process rows. Never fails: negative or tiny sizes give Minimal mode.
-Layout compute_layout(int width, int height, int gpu_count, int process_count);
+/// `allow_full` false keeps to Compact (a single frame has no history worth a graph).
+Layout compute_layout(int width, int height, int gpu_count, int process_count,
+                      bool allow_full = true);
 
 /// Every top-level rectangle of `layout` (header, panels, processes, footer), for overlap checks.
 std::vector<Rect> top_level_rects(const Layout& layout);

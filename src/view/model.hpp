@@ -146,6 +146,8 @@ class ViewModel {
   bool paused = false;
   /// Is the user typing a filter after `/`?
   bool filter_editing = false;
+  /// Draw one or two lines per GPU even when graphs would fit (`top --once`).
+  bool compact_only = false;
   /// Sampling interval shown in the header.
   int64_t interval_ns = 0;
   /// Present while replaying.

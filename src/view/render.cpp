@@ -255,7 +255,7 @@ void render_help(Canvas& canvas) {
 
 Layout layout_for(const ViewModel& model, int width, int height) {
   return compute_layout(width, height, static_cast<int>(model.gpus().size()),
-                        static_cast<int>(model.rows().size()));
+                        static_cast<int>(model.rows().size()), !model.compact_only);
 }
 
 void render(const ViewModel& model, Canvas& canvas) {

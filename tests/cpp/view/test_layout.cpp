@@ -141,6 +141,11 @@ TEST(Layout, SixteenGpusOnATinyTerminalHideSomeAndSaySo) {
   EXPECT_EQ(layout.hidden_gpu_count, 8);
 }
 
+TEST(Layout, CompactOnlyNeverDrawsGraphs) {
+  EXPECT_EQ(compute_layout(200, 100, 8, 64, false).mode, LayoutMode::Compact);
+  EXPECT_EQ(compute_layout(200, 100, 8, 64, true).mode, LayoutMode::Full);
+}
+
 TEST(Layout, NoGpusGivesTheTableTheWholeBody) {
   const Layout layout = compute_layout(80, 24, 0, 3);
   EXPECT_TRUE(layout.gpus.empty());
