@@ -78,7 +78,7 @@ std::string cell_text(const Column& column, const ProcessRow& row) {
   if (!row.command.empty()) return row.command;
   // Explain the gap instead of leaving it blank (see user request 2: containers).
   if (!row.in_driver_list) return "(agent only: pid not in the driver's list, other pid namespace?)";
-  return "(process not visible from here: other pid namespace?)";
+  return "(not visible here: other pid namespace?)";
 }
 
 void draw_cell(Canvas& canvas, const Rect& row, int x, const Column& column,
