@@ -24,6 +24,8 @@ Command add_watch_command(CLI::App& app);
 Command add_record_command(CLI::App& app);
 /// `vramscope show FILE`: summary of a recording.
 Command add_show_command(CLI::App& app);
+/// `vramscope top`: live terminal view (or `--replay FILE`, or `--once` as text).
+Command add_top_command(CLI::App& app);
 /// `vramscope run [opts] script.py|-m module [args]`: run a Python program under the agent.
 Command add_run_command(CLI::App& app);
 

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   commands.push_back(cli::add_watch_command(app));
   commands.push_back(cli::add_record_command(app));
   commands.push_back(cli::add_show_command(app));
+  commands.push_back(cli::add_top_command(app));
   commands.push_back(cli::add_run_command(app));
 
   try {
