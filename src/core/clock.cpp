@@ -1,0 +1,25 @@
+// src/core/clock.cpp -- CLOCK_REALTIME for timestamps, CLOCK_MONOTONIC for intervals
+//
+// clock_gettime rather than std::chrono so that the clock ids are explicit: steady_clock's
+// epoch is unspecified, and recordings must carry wall time comparable across processes.
+#include "vramscope/clock.hpp"
+
+#include <time.h>
+
+namespace vramscope {
+namespace {
+
+int64_t read_clock_ns(clockid_t clock) {
+  timespec now{};
+  // clock_gettime cannot fail for these two clock ids on Linux.
+  clock_gettime(clock, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+}  // namespace
+
+int64_t wall_time_ns() { return read_clock_ns(CLOCK_REALTIME); }
+
+int64_t monotonic_ns() { return read_clock_ns(CLOCK_MONOTONIC); }
+
+}  // namespace vramscope
