@@ -17,10 +17,10 @@
 
 namespace vramscope::test {
 
-/// Path of a file under tests/data (CTest sets VRAMSCOPE_TEST_DATA).
+/// Path of a file under tests/data ($VRAMSCOPE_TEST_DATA overrides the source tree's folder).
 inline std::string test_data_path(const std::string& relative) {
   const char* root = std::getenv("VRAMSCOPE_TEST_DATA");
-  return std::string(root != nullptr ? root : "tests/data") + "/" + relative;
+  return std::string(root != nullptr ? root : VRAMSCOPE_TEST_DATA_DIR) + "/" + relative;
 }
 
 inline std::vector<std::string> split_lines(const std::string& text) {
