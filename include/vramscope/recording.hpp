@@ -28,6 +28,15 @@ struct RecordingMetadata {
   std::string writer_version;
 };
 
+/// How a RecordingWriter creates and syncs its file.
+struct RecordingWriterOptions {
+  /// Replace an existing file instead of refusing to.
+  bool overwrite = false;
+  /// fdatasync after every chunk, so a power loss loses at most the chunk being written.
+  /// Without it only a crash of vramscope itself is survived (the kernel still has the data).
+  bool sync_each_chunk = true;
+};
+
 /// Appends samples to a new recording file (created 0600, refuses to overwrite unless asked).
 /// Not thread-safe: one thread appends and flushes.
 class RecordingWriter {
@@ -36,6 +45,10 @@ class RecordingWriter {
   static std::unique_ptr<RecordingWriter> create(const std::string& path,
                                                  const RecordingMetadata& metadata,
                                                  bool overwrite = false);
+  /// Same, with every option spelled out.
+  static std::unique_ptr<RecordingWriter> create(const std::string& path,
+                                                 const RecordingMetadata& metadata,
+                                                 const RecordingWriterOptions& options);
   virtual ~RecordingWriter() = default;
   /// Buffers one sample; it reaches the file at the next flush().
   virtual void append(const SystemSample& sample) = 0;
@@ -64,6 +77,9 @@ class RecordingReader {
   /// Opens and validates the header; throws vramscope::Error for a missing, foreign or
   /// unsupported-version file (the message says which).
   static std::unique_ptr<RecordingReader> open(const std::string& path);
+  /// Reads a recording held in memory (tests, fuzzing); `name` stands for the path in messages.
+  static std::unique_ptr<RecordingReader> open_bytes(std::string bytes,
+                                                     const std::string& name = "<memory>");
   virtual ~RecordingReader() = default;
   virtual const RecordingMetadata& metadata() const = 0;
   /// Reads the next sample; false at the end of valid data (check tail_state() then).

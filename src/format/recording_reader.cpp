@@ -1,0 +1,271 @@
+// src/format/recording_reader.cpp -- validating, bounded-memory reader of recording files
+//
+// The reader holds one chunk payload at a time (at most max_chunk_payload_bytes) and decodes
+// samples from it one by one. A chunk's checksums are verified before any of its samples are
+// returned; the first chunk that is cut short or fails validation ends the data, and everything
+// before it is still returned (the writer only ever appends, so earlier chunks are intact).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "core/crc32c.hpp"
+#include "format/recording_layout.hpp"
+#include "format/sample_codec.hpp"
+#include "vramscope/recording.hpp"
+#include "vramscope/status.hpp"
+
+namespace vramscope {
+namespace {
+
+using format::ChunkHeader;
+using format::FileHeader;
+
+/// Where the bytes come from: a file (pread) or memory. Reads may return fewer bytes than asked
+/// only at the end of the data.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  /// Current size; re-read per chunk so a recording still being written can be followed.
+  virtual uint64_t size() = 0;
+  virtual std::size_t read_at(uint64_t offset, char* out, std::size_t size) = 0;
+};
+
+class FileSource final : public ByteSource {
+ public:
+  FileSource(std::string path, int fd) : m_path(std::move(path)), m_fd(fd) {}
+  ~FileSource() override { ::close(m_fd); }
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+
+  uint64_t size() override {
+    struct stat info {};
+    if (::fstat(m_fd, &info) != 0) throw Error(m_path + ": cannot stat: " + std::strerror(errno));
+    return static_cast<uint64_t>(info.st_size);
+  }
+
+  std::size_t read_at(uint64_t offset, char* out, std::size_t size) override {
+    std::size_t done = 0;
+    while (done < size) {
+      const ssize_t got = ::pread(m_fd, out + done, size - done, static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) throw Error(m_path + ": cannot read: " + std::strerror(errno));
+      if (got == 0) break;
+      done += static_cast<std::size_t>(got);
+    }
+    return done;
+  }
+
+ private:
+  std::string m_path;
+  int m_fd;
+};
+
+class MemorySource final : public ByteSource {
+ public:
+  explicit MemorySource(std::string bytes) : m_bytes(std::move(bytes)) {}
+  uint64_t size() override { return m_bytes.size(); }
+  std::size_t read_at(uint64_t offset, char* out, std::size_t size) override {
+    if (offset >= m_bytes.size()) return 0;
+    const std::size_t count = std::min<uint64_t>(size, m_bytes.size() - offset);
+    std::memcpy(out, m_bytes.data() + offset, count);
+    return count;
+  }
+
+ private:
+  std::string m_bytes;
+};
+
+/// A decoded sample may not expand beyond this (strings from the table plus struct storage):
+/// bounds the memory a crafted file can make the reader allocate per sample.
+constexpr uint64_t max_decoded_sample_bytes = 256U << 20U;
+
+class RecordingReaderImpl final : public RecordingReader {
+ public:
+  RecordingReaderImpl(std::unique_ptr<ByteSource> source, std::string name)
+      : m_source(std::move(source)), m_name(std::move(name)) {
+    read_header();
+  }
+
+  const RecordingMetadata& metadata() const override { return m_metadata; }
+
+  bool next(SystemSample& out) override {
+    while (m_samples_left == 0) {
+      if (m_finished || !load_chunk()) return false;
+    }
+    try {
+      m_decoder.decode(m_cursor, m_previous_timestamp_ns, out);
+      if (m_decoder.take_expanded_bytes() > max_decoded_sample_bytes) {
+        throw format::FormatError("sample expands implausibly");
+      }
+      --m_samples_left;
+      if (m_samples_left == 0) check_chunk_end(out);
+    } catch (const format::FormatError& error) {
+      return stop(TailState::Corrupt, "malformed chunk at byte " + std::to_string(m_chunk_offset) +
+                                          ": " + error.what());
+    }
+    m_previous_timestamp_ns = out.timestamp_ns;
+    return true;
+  }
+
+  TailState tail_state() const override { return m_tail_state; }
+  std::string tail_message() const override { return m_tail_message; }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const { throw Error(m_name + ": " + why); }
+
+  void read_header() {
+    const uint64_t file_size = m_source->size();
+    if (file_size == 0) fail("empty file, not a vramscope recording (recorder killed at start?)");
+    FileHeader fixed{};
+    const std::size_t got = m_source->read_at(0, reinterpret_cast<char*>(&fixed), sizeof fixed);
+    if (got < sizeof fixed.magic ||
+        std::memcmp(fixed.magic, format::file_magic, sizeof fixed.magic) != 0) {
+      fail("not a vramscope recording");
+    }
+    if (got < sizeof fixed) fail("recording header is cut short");
+    if (fixed.version > format::recording_version) {
+      fail("written by a newer vramscope (format v" + std::to_string(fixed.version) +
+           "); this one reads up to v" + std::to_string(format::recording_version));
+    }
+    if (fixed.version == 0) fail("invalid recording format version 0");
+    if (fixed.header_bytes < format::file_header_fixed_bytes + format::file_header_crc_bytes ||
+        fixed.header_bytes > format::max_header_bytes) {
+      fail("corrupt recording header (implausible length " + std::to_string(fixed.header_bytes) +
+           ")");
+    }
+    std::string header(fixed.header_bytes, '\0');
+    if (m_source->read_at(0, header.data(), header.size()) < header.size()) {
+      fail("recording header is cut short");
+    }
+    const std::size_t crc_at = header.size() - format::file_header_crc_bytes;
+    uint32_t stored_crc = 0;
+    std::memcpy(&stored_crc, header.data() + crc_at, sizeof stored_crc);
+    if (crc32c_unmask(stored_crc) != crc32c(header.data(), crc_at)) {
+      fail("corrupt recording header (checksum mismatch)");
+    }
+    // Checked after the CRC: with a valid CRC, unknown flags mean a feature, not damage.
+    if (fixed.flags != 0) {
+      fail("uses format features this vramscope does not know (flags 0x" +
+           to_hex(fixed.flags) + ")");
+    }
+    try {
+      m_metadata = format::decode_metadata(std::string_view(header).substr(
+          sizeof fixed, crc_at - sizeof fixed));
+    } catch (const format::FormatError& error) {
+      fail(std::string("corrupt recording metadata: ") + error.what());
+    }
+    m_metadata.format_version = fixed.version;
+    m_offset = fixed.header_bytes;
+  }
+
+  static std::string to_hex(uint32_t value) {
+    char buffer[16];
+    std::snprintf(buffer, sizeof buffer, "%x", value);
+    return buffer;
+  }
+
+  /// Reads and verifies the chunk at m_offset. False at the end of the valid data.
+  bool load_chunk() {
+    m_chunk_offset = m_offset;
+    const uint64_t file_size = m_source->size();
+    if (m_offset >= file_size) return stop(TailState::Clean, "");
+    ChunkHeader header{};
+    const std::size_t got =
+        m_source->read_at(m_offset, reinterpret_cast<char*>(&header), sizeof header);
+    if (got < sizeof header) return stop_torn();
+    if (std::memcmp(header.magic, format::chunk_magic, sizeof header.magic) != 0) {
+      return stop_corrupt("no chunk marker");
+    }
+    if (crc32c_unmask(header.header_crc) != crc32c(&header, offsetof(ChunkHeader, header_crc))) {
+      return stop_corrupt("chunk header checksum mismatch");
+    }
+    if (header.flags != 0) return stop_corrupt("unknown chunk flags");
+    if (header.payload_bytes > format::max_chunk_payload_bytes) {
+      return stop_corrupt("implausible chunk size " + std::to_string(header.payload_bytes));
+    }
+    if (header.sample_count == 0 || header.sample_count > header.payload_bytes) {
+      return stop_corrupt("implausible sample count " + std::to_string(header.sample_count));
+    }
+    const uint64_t payload_at = m_offset + sizeof header;
+    if (file_size - payload_at < header.payload_bytes) return stop_torn();
+    m_payload.resize(header.payload_bytes);
+    if (m_source->read_at(payload_at, m_payload.data(), m_payload.size()) < m_payload.size()) {
+      return stop_torn();
+    }
+    if (crc32c_unmask(header.payload_crc) != crc32c(m_payload)) {
+      return stop_corrupt("payload checksum mismatch");
+    }
+    m_header = header;
+    m_cursor = m_payload;
+    m_samples_left = header.sample_count;
+    m_previous_timestamp_ns = header.first_timestamp_ns;
+    m_offset = payload_at + header.payload_bytes;
+    return true;
+  }
+
+  /// After a chunk's last sample: the payload must be used up and the timestamps must agree.
+  void check_chunk_end(const SystemSample& last) const {
+    if (!m_cursor.empty()) throw format::FormatError("bytes left after the last sample");
+    if (last.timestamp_ns != m_header.last_timestamp_ns) {
+      throw format::FormatError("last timestamp disagrees with the chunk header");
+    }
+  }
+
+  bool stop_torn() {
+    return stop(TailState::Truncated, "torn chunk at byte " + std::to_string(m_chunk_offset) +
+                                          " (recorder killed while writing?)");
+  }
+
+  bool stop_corrupt(const std::string& why) {
+    return stop(TailState::Corrupt, "corrupt chunk at byte " + std::to_string(m_chunk_offset) +
+                                        ": " + why);
+  }
+
+  bool stop(TailState state, std::string message) {
+    m_finished = true;
+    m_samples_left = 0;
+    m_tail_state = state;
+    m_tail_message = std::move(message);
+    m_payload.clear();
+    m_payload.shrink_to_fit();
+    m_cursor = {};
+    return false;
+  }
+
+  std::unique_ptr<ByteSource> m_source;
+  std::string m_name;
+  RecordingMetadata m_metadata;
+  format::SampleDecoder m_decoder;
+  /// Offset of the next chunk, and of the chunk being read (for messages).
+  uint64_t m_offset = 0;
+  uint64_t m_chunk_offset = 0;
+  ChunkHeader m_header{};
+  std::string m_payload;
+  /// Undecoded rest of m_payload.
+  std::string_view m_cursor;
+  uint32_t m_samples_left = 0;
+  int64_t m_previous_timestamp_ns = 0;
+  bool m_finished = false;
+  TailState m_tail_state = TailState::Clean;
+  std::string m_tail_message;
+};
+
+}  // namespace
+
+std::unique_ptr<RecordingReader> RecordingReader::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open recording: " + std::strerror(errno));
+  return std::make_unique<RecordingReaderImpl>(std::make_unique<FileSource>(path, fd), path);
+}
+
+std::unique_ptr<RecordingReader> RecordingReader::open_bytes(std::string bytes,
+                                                             const std::string& name) {
+  return std::make_unique<RecordingReaderImpl>(std::make_unique<MemorySource>(std::move(bytes)),
+                                               name);
+}
+
+}  // namespace vramscope

@@ -1,0 +1,215 @@
+// src/format/recording_writer.cpp -- appends checksummed chunks to a new recording file
+//
+// Crash safety rests on three habits: the header is on disk (fdatasync, plus the directory entry)
+// before the first sample; each chunk goes out in one write() so a torn write can only damage
+// the last chunk; and a failed write is cut back off the file (ftruncate) so the next chunk never
+// lands after garbage.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "core/crc32c.hpp"
+#include "format/recording_layout.hpp"
+#include "format/sample_codec.hpp"
+#include "vramscope/recording.hpp"
+#include "vramscope/status.hpp"
+
+namespace vramscope {
+namespace {
+
+using format::ChunkHeader;
+using format::FileHeader;
+
+/// Samples in one chunk at most (the header stores the count in 32 bits).
+constexpr uint32_t max_chunk_samples = 1U << 20U;
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+/// Writes all of `bytes`, resuming after partial writes and EINTR. Returns 0 or an errno value.
+int write_all(int fd, const char* bytes, std::size_t size) {
+  while (size > 0) {
+    const ssize_t written = ::write(fd, bytes, size);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    bytes += written;
+    size -= static_cast<std::size_t>(written);
+  }
+  return 0;
+}
+
+/// Makes a new file's directory entry durable: without it, a power loss can lose the file itself.
+void sync_parent_directory(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // best effort: the file is already written and synced
+  ::fsync(fd);
+  ::close(fd);
+}
+
+class FileRecordingWriter final : public RecordingWriter {
+ public:
+  FileRecordingWriter(std::string path, int fd, const RecordingWriterOptions& options,
+                      uint64_t header_bytes)
+      : m_path(std::move(path)), m_fd(fd), m_options(options), m_file_bytes(header_bytes) {
+    start_chunk();
+  }
+
+  ~FileRecordingWriter() override {
+    try {
+      close();
+    } catch (const Error&) {
+      // A destructor cannot report; callers who care call close() themselves.
+    }
+  }
+
+  void append(const SystemSample& sample) override {
+    if (m_fd < 0) throw Error(m_path + ": recording is already closed");
+    if (pending_payload_bytes() >= format::writer_chunk_payload_bytes ||
+        m_pending_samples >= max_chunk_samples) {
+      flush();
+    }
+    const int64_t base_ns = m_pending_samples == 0 ? sample.timestamp_ns : m_last_timestamp_ns;
+    if (!m_encoder.encode(sample, base_ns, m_pending)) {
+      throw Error(m_path + ": sample too large to record (over " +
+                  std::to_string(format::SampleEncoder::max_sample_bytes >> 20U) + " MiB encoded)");
+    }
+    if (m_pending_samples == 0) m_first_timestamp_ns = sample.timestamp_ns;
+    m_last_timestamp_ns = sample.timestamp_ns;
+    ++m_pending_samples;
+    ++m_sample_count;
+  }
+
+  void flush() override {
+    if (m_pending_samples == 0) return;
+    if (m_fd < 0) throw Error(m_path + ": recording is already closed");
+    if (m_broken) throw Error(m_path + ": recording stopped after an earlier write error");
+    seal_chunk();
+    if (const int error = write_all(m_fd, m_pending.data(), m_pending.size()); error != 0) {
+      // Cut the partial chunk off so a retry (or the reader) sees a clean end of file.
+      if (::ftruncate(m_fd, static_cast<off_t>(m_file_bytes)) != 0 ||
+          ::lseek(m_fd, static_cast<off_t>(m_file_bytes), SEEK_SET) < 0) {
+        m_broken = true;
+      }
+      throw Error(m_path + ": cannot write recording: " + errno_text(error));
+    }
+    m_file_bytes += m_pending.size();
+    start_chunk();
+    if (m_options.sync_each_chunk && ::fdatasync(m_fd) != 0) {
+      throw Error(m_path + ": cannot sync recording to disk: " + errno_text(errno));
+    }
+  }
+
+  void close() override {
+    if (m_fd < 0) return;
+    flush();
+    const int fd = m_fd;
+    m_fd = -1;
+    const bool synced = m_options.sync_each_chunk || ::fdatasync(fd) == 0;
+    const int sync_error = errno;
+    if (::close(fd) != 0) throw Error(m_path + ": cannot close recording: " + errno_text(errno));
+    if (!synced) throw Error(m_path + ": cannot sync recording to disk: " + errno_text(sync_error));
+  }
+
+  uint64_t sample_count() const override { return m_sample_count; }
+  uint64_t file_bytes() const override { return m_file_bytes; }
+
+ private:
+  std::size_t pending_payload_bytes() const { return m_pending.size() - sizeof(ChunkHeader); }
+
+  /// Starts the next chunk's buffer with room for its header, so the chunk is one buffer.
+  void start_chunk() {
+    m_pending.assign(sizeof(ChunkHeader), '\0');
+    m_pending_samples = 0;
+  }
+
+  /// Fills in the header of the pending chunk, now that its payload is complete.
+  void seal_chunk() {
+    ChunkHeader header{};
+    std::memcpy(header.magic, format::chunk_magic, sizeof header.magic);
+    header.payload_bytes = static_cast<uint32_t>(pending_payload_bytes());
+    header.sample_count = m_pending_samples;
+    header.payload_crc = crc32c_mask(
+        crc32c(m_pending.data() + sizeof(ChunkHeader), pending_payload_bytes()));
+    header.first_timestamp_ns = m_first_timestamp_ns;
+    header.last_timestamp_ns = m_last_timestamp_ns;
+    header.flags = 0;
+    header.header_crc = crc32c_mask(crc32c(&header, offsetof(ChunkHeader, header_crc)));
+    std::memcpy(m_pending.data(), &header, sizeof header);
+  }
+
+  std::string m_path;
+  int m_fd;
+  RecordingWriterOptions m_options;
+  format::SampleEncoder m_encoder;
+  /// The chunk being built: header placeholder followed by encoded samples.
+  std::string m_pending;
+  uint32_t m_pending_samples = 0;
+  int64_t m_first_timestamp_ns = 0;
+  int64_t m_last_timestamp_ns = 0;
+  uint64_t m_sample_count = 0;
+  uint64_t m_file_bytes;
+  /// Did a failed write leave bytes we could not cut off? Then nothing more may be appended.
+  bool m_broken = false;
+};
+
+std::string build_header(const RecordingMetadata& metadata) {
+  const std::string encoded = format::encode_metadata(metadata);
+  const auto header_bytes = static_cast<uint32_t>(format::file_header_fixed_bytes + encoded.size() +
+                                                  format::file_header_crc_bytes);
+  FileHeader fixed{};
+  std::memcpy(fixed.magic, format::file_magic, sizeof fixed.magic);
+  fixed.version = format::recording_version;
+  fixed.flags = 0;
+  fixed.header_bytes = header_bytes;
+  std::string out(reinterpret_cast<const char*>(&fixed), sizeof fixed);
+  out += encoded;
+  const uint32_t crc = crc32c_mask(crc32c(out));
+  out.append(reinterpret_cast<const char*>(&crc), sizeof crc);
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<RecordingWriter> RecordingWriter::create(const std::string& path,
+                                                         const RecordingMetadata& metadata,
+                                                         bool overwrite) {
+  RecordingWriterOptions options;
+  options.overwrite = overwrite;
+  return create(path, metadata, options);
+}
+
+std::unique_ptr<RecordingWriter> RecordingWriter::create(const std::string& path,
+                                                         const RecordingMetadata& metadata,
+                                                         const RecordingWriterOptions& options) {
+  const std::string header = build_header(metadata);
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (options.overwrite ? O_TRUNC : O_EXCL);
+  const int fd = ::open(path.c_str(), flags, 0600);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == EEXIST) {
+      throw Error(path + ": already exists (choose another name, or overwrite it explicitly)");
+    }
+    throw Error(path + ": cannot create recording: " + errno_text(error));
+  }
+  // An overwritten file keeps its old mode; recordings name processes and commands, so tighten it.
+  int error = 0;
+  if (options.overwrite && ::fchmod(fd, 0600) != 0) error = errno;
+  if (error == 0) error = write_all(fd, header.data(), header.size());
+  if (error == 0 && ::fdatasync(fd) != 0) error = errno;
+  if (error != 0) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    throw Error(path + ": cannot write recording header: " + errno_text(error));
+  }
+  sync_parent_directory(path);
+  return std::make_unique<FileRecordingWriter>(path, fd, options, header.size());
+}
+
+}  // namespace vramscope
