@@ -20,6 +20,13 @@ function(vramscope_add_test)
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE vramscope_core GTest::gtest GTest::gtest_main ${T_LIBS})
   vramscope_warnings(${T_NAME})
-  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "cpp;${T_LABELS}"
+  # gtest_discover_tests flattens PROPERTIES into one key/value list, so a property can hold one
+  # value only: a second label would be read as a property name and swallow ENVIRONMENT. Each
+  # test gets the area label (ctest -L core); every test here is a C++ test anyway.
+  set(_label cpp)
+  if(T_LABELS)
+    list(GET T_LABELS 0 _label)
+  endif()
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${_label}
                        ENVIRONMENT "VRAMSCOPE_TEST_DATA=${PROJECT_SOURCE_DIR}/tests/data")
 endfunction()

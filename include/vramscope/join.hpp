@@ -1,0 +1,79 @@
+// include/vramscope/join.hpp -- one row per process: the driver's view joined with the allocator's
+//
+// NVML says how much a process holds on a device; an agent inside that process says how much of
+// it PyTorch's caching allocator reserved and allocated. Keyed by (pid, device uuid):
+//
+//   driver used = non-PyTorch  +  cached free           +  allocated
+//                 (context,       (reserved - allocated:   (live tensors)
+//                  NCCL, cuBLAS)   the allocator's cache)
+//
+// The two views are read at different instants and from different pid namespaces, so the join
+// says when they do not add up instead of printing a negative or guessed number.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vramscope/sample.hpp"
+
+namespace vramscope {
+
+/// Why a joined row's arithmetic cannot be trusted (bitmask).
+enum JoinIssue : uint8_t {
+  /// The agent's pid is absent from the device's NVML process list: usually a pid namespace
+  /// (the agent runs in a container and knows only its own pid; NVML gives host pids).
+  JoinIssuePidNotInDriverList = 1U << 0U,
+  /// The allocator reserved more than the driver says the process uses (reads at different
+  /// instants, or memory the driver does not count): non-PyTorch is unknown.
+  JoinIssueReservedExceedsDriverUsed = 1U << 1U,
+  /// allocated > reserved (polled allocated is newer than event-exact reserved): cache unknown.
+  JoinIssueAllocatedExceedsReserved = 1U << 2U,
+  /// The driver could not say how much this process uses (NVML "not available").
+  JoinIssueDriverUsedUnknown = 1U << 3U,
+};
+
+/// One process on one device, with whatever each view knows about it.
+struct JoinedProcess {
+  /// The driver's row; empty when only an agent reports this process (see issues).
+  std::optional<ProcessSample> driver;
+  /// The agent's row; empty when no agent publishes for this pid on this device.
+  std::optional<AllocatorSample> torch;
+  /// Pid shown to the user: the driver's host pid, else the agent's (namespace) pid.
+  uint32_t pid = 0;
+  /// reserved - allocated: free blocks the allocator keeps cached. Empty without an agent or
+  /// when allocated > reserved.
+  std::optional<uint64_t> cached_free_bytes;
+  /// driver used - reserved: CUDA context, NCCL, cuBLAS workspaces, other libraries. Empty
+  /// without an agent, without a driver number, or when reserved > driver used.
+  std::optional<uint64_t> non_pytorch_bytes;
+  /// Bitmask of JoinIssue; 0 when the decomposition adds up.
+  uint8_t issues = 0;
+};
+
+/// The processes of one device (index into SystemSample::devices).
+struct JoinedDevice {
+  std::size_t device_position = 0;
+  /// Driver rows in driver order, each with its agent if any, then agent-only rows.
+  std::vector<JoinedProcess> processes;
+};
+
+/// The whole join of one SystemSample.
+struct JoinResult {
+  /// One entry per device of the sample, same order.
+  std::vector<JoinedDevice> devices;
+  /// Agents whose device uuid matches no device the driver reported.
+  std::vector<AllocatorSample> unmatched_allocators;
+  /// Did at least one agent row land on a device?
+  bool any_torch = false;
+};
+
+/// Joins driver processes and allocator samples by (pid, device uuid). An agent whose uuid is a
+/// MIG instance's joins the parent device. Never guesses a pid mapping across namespaces.
+JoinResult join_processes(const SystemSample& sample);
+
+/// One short phrase per issue bit, e.g. "pid not in driver list (container?)"; "" for none.
+std::string describe_join_issues(uint8_t issues);
+
+}  // namespace vramscope

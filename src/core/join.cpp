@@ -1,0 +1,106 @@
+// src/core/join.cpp -- per-process join of the driver view (NVML) and the allocator view (agents)
+#include "vramscope/join.hpp"
+
+#include <algorithm>
+
+namespace vramscope {
+namespace {
+
+/// Does `uuid` name this device or one of its MIG instances?
+bool device_has_uuid(const DeviceSample& device, const std::string& uuid) {
+  if (uuid.empty()) return false;
+  if (device.uuid == uuid) return true;
+  return std::any_of(device.mig_instances.begin(), device.mig_instances.end(),
+                     [&](const MigInstanceSample& mig) { return mig.uuid == uuid; });
+}
+
+/// Fills the decomposition of a row that has an agent, and flags what does not add up.
+void decompose(JoinedProcess& row) {
+  const AllocatorSample& torch = *row.torch;
+  if (torch.allocated_bytes <= torch.reserved_bytes) {
+    row.cached_free_bytes = torch.reserved_bytes - torch.allocated_bytes;
+  } else {
+    row.issues |= JoinIssueAllocatedExceedsReserved;
+  }
+  if (!row.driver) {
+    row.issues |= JoinIssuePidNotInDriverList;
+    return;
+  }
+  if (!row.driver->used_bytes) {
+    row.issues |= JoinIssueDriverUsedUnknown;
+    return;
+  }
+  const uint64_t driver_used = *row.driver->used_bytes;
+  if (torch.reserved_bytes <= driver_used) {
+    row.non_pytorch_bytes = driver_used - torch.reserved_bytes;
+  } else {
+    row.issues |= JoinIssueReservedExceedsDriverUsed;
+  }
+}
+
+}  // namespace
+
+JoinResult join_processes(const SystemSample& sample) {
+  JoinResult result;
+  std::vector<bool> allocator_used(sample.allocators.size(), false);
+
+  for (std::size_t d = 0; d < sample.devices.size(); ++d) {
+    const DeviceSample& device = sample.devices[d];
+    JoinedDevice joined{d, {}};
+    // Positions of this device's agents; each joins at most one driver row.
+    std::vector<std::size_t> agents;
+    for (std::size_t a = 0; a < sample.allocators.size(); ++a) {
+      if (!allocator_used[a] && device_has_uuid(device, sample.allocators[a].device_uuid)) {
+        agents.push_back(a);
+      }
+    }
+    for (const ProcessSample& process : device.processes) {
+      JoinedProcess row;
+      row.driver = process;
+      row.pid = process.pid;
+      for (std::size_t a : agents) {
+        if (!allocator_used[a] && sample.allocators[a].pid == process.pid) {
+          allocator_used[a] = true;
+          row.torch = sample.allocators[a];
+          decompose(row);
+          break;
+        }
+      }
+      joined.processes.push_back(std::move(row));
+    }
+    // Agents left over: their pid is not in this device's list. Shown apart, never matched to
+    // "the one unmatched process": a wrong guess would be worse than an honest gap.
+    for (std::size_t a : agents) {
+      if (allocator_used[a]) continue;
+      allocator_used[a] = true;
+      JoinedProcess row;
+      row.torch = sample.allocators[a];
+      row.pid = row.torch->pid;
+      decompose(row);
+      joined.processes.push_back(std::move(row));
+    }
+    result.any_torch = result.any_torch || !agents.empty();
+    result.devices.push_back(std::move(joined));
+  }
+
+  for (std::size_t a = 0; a < sample.allocators.size(); ++a) {
+    if (!allocator_used[a]) result.unmatched_allocators.push_back(sample.allocators[a]);
+  }
+  return result;
+}
+
+std::string describe_join_issues(uint8_t issues) {
+  std::string text;
+  const auto add = [&](JoinIssue bit, const char* phrase) {
+    if ((issues & bit) == 0) return;
+    if (!text.empty()) text += "; ";
+    text += phrase;
+  };
+  add(JoinIssuePidNotInDriverList, "pid not in driver list (container?)");
+  add(JoinIssueReservedExceedsDriverUsed, "torch reserved > driver used");
+  add(JoinIssueAllocatedExceedsReserved, "torch allocated > reserved");
+  add(JoinIssueDriverUsedUnknown, "driver used N/A");
+  return text;
+}
+
+}  // namespace vramscope

@@ -1,0 +1,95 @@
+// src/report/csv_report.cpp -- CSV rows of devices and processes
+#include "report/csv_report.hpp"
+
+#include <initializer_list>
+#include <optional>
+
+#include "report/process_type.hpp"
+#include "vramscope/join.hpp"
+
+namespace vramscope::report {
+namespace {
+
+template <typename T>
+std::string number_or_empty(const std::optional<T>& value) {
+  return value ? std::to_string(*value) : std::string();
+}
+
+/// Joins already-quoted fields with commas and ends the record with CRLF.
+std::string record(std::initializer_list<std::string> fields) {
+  std::string line;
+  bool first = true;
+  for (const std::string& field : fields) {
+    if (!first) line += ',';
+    line += field;
+    first = false;
+  }
+  line += "\r\n";
+  return line;
+}
+
+const char* bool_text(bool value) { return value ? "true" : "false"; }
+
+}  // namespace
+
+std::string csv_field(std::string_view text) {
+  const bool needs_quotes = text.find_first_of(",\"\r\n") != std::string_view::npos ||
+                            (!text.empty() && (text.front() == ' ' || text.back() == ' '));
+  if (!needs_quotes) return std::string(text);
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  quoted += '"';
+  return quoted;
+}
+
+std::string csv_header(CsvRows rows) {
+  if (rows == CsvRows::Devices) {
+    return "timestamp_ns,hostname,index,name,uuid,pci_bus_id,total_bytes,reserved_bytes,"
+           "used_bytes,free_bytes,memory_info_version,lost,error\r\n";
+  }
+  return "timestamp_ns,hostname,index,uuid,pid,type,used_bytes,in_driver_list,visible,user,"
+         "command,torch_allocated_bytes,torch_reserved_bytes,non_pytorch_bytes\r\n";
+}
+
+std::string csv_rows(const SystemSample& sample, CsvRows rows) {
+  const std::string timestamp = std::to_string(sample.timestamp_ns);
+  const std::string host = csv_field(sample.hostname);
+  std::string out;
+  if (rows == CsvRows::Devices) {
+    for (const DeviceSample& d : sample.devices) {
+      out += record({timestamp, host, std::to_string(d.index), csv_field(d.name),
+                     csv_field(d.uuid), csv_field(d.pci_bus_id), number_or_empty(d.total_bytes),
+                     number_or_empty(d.reserved_bytes), number_or_empty(d.used_bytes),
+                     number_or_empty(d.free_bytes), d.memory_v2 ? "2" : "1", bool_text(d.lost),
+                     csv_field(d.error)});
+    }
+    return out;
+  }
+  const JoinResult joined = join_processes(sample);
+  for (const JoinedDevice& jd : joined.devices) {
+    const DeviceSample& d = sample.devices[jd.device_position];
+    for (const JoinedProcess& row : jd.processes) {
+      const ProcessSample* p = row.driver ? &*row.driver : nullptr;
+      const bool visible = p != nullptr && p->visible;
+      std::optional<uint64_t> torch_allocated;
+      std::optional<uint64_t> torch_reserved;
+      if (row.torch) {
+        torch_allocated = row.torch->allocated_bytes;
+        torch_reserved = row.torch->reserved_bytes;
+      }
+      out += record({timestamp, host, std::to_string(d.index), csv_field(d.uuid),
+                     std::to_string(row.pid), p ? process_type_text(p->kinds) : std::string(),
+                     p ? number_or_empty(p->used_bytes) : std::string(), bool_text(p != nullptr),
+                     bool_text(visible), visible ? csv_field(p->user) : std::string(),
+                     visible ? csv_field(p->command) : std::string(),
+                     number_or_empty(torch_allocated), number_or_empty(torch_reserved),
+                     number_or_empty(row.non_pytorch_bytes)});
+    }
+  }
+  return out;
+}
+
+}  // namespace vramscope::report

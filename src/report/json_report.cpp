@@ -1,0 +1,186 @@
+// src/report/json_report.cpp -- SystemSample -> JSON (schema in docs/json-schema.md)
+#include "report/json_report.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "report/process_type.hpp"
+#include "vramscope/join.hpp"
+
+namespace vramscope::report {
+namespace {
+
+// ordered_json keeps keys in the documented order (the default json sorts them).
+using json = nlohmann::ordered_json;
+
+/// An optional becomes its value or null: unsupported is never written as 0.
+template <typename T>
+json or_null(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+/// Empty text is "unknown" here, so null rather than "".
+json string_or_null(const std::string& text) { return text.empty() ? json(nullptr) : json(text); }
+
+json mig_json(const MigInstanceSample& mig) {
+  return json{{"index", mig.index},
+              {"uuid", mig.uuid},
+              {"gpu_instance_id", or_null(mig.gpu_instance_id)},
+              {"compute_instance_id", or_null(mig.compute_instance_id)},
+              {"total_bytes", or_null(mig.total_bytes)},
+              {"used_bytes", or_null(mig.used_bytes)},
+              {"free_bytes", or_null(mig.free_bytes)}};
+}
+
+/// The agent's numbers attached to a process row, plus the decomposition of driver used.
+json torch_json(const JoinedProcess& row) {
+  if (!row.torch) return nullptr;
+  const AllocatorSample& t = *row.torch;
+  json issues = json::array();
+  for (uint8_t bit = 1; bit != 0; bit = static_cast<uint8_t>(bit << 1U)) {
+    if ((row.issues & bit) != 0) issues.push_back(describe_join_issues(bit));
+  }
+  return json{{"allocated_bytes", t.allocated_bytes},
+              {"reserved_bytes", t.reserved_bytes},
+              {"cached_free_bytes", or_null(row.cached_free_bytes)},
+              {"non_pytorch_bytes", or_null(row.non_pytorch_bytes)},
+              {"rank", t.rank},
+              {"cuda_device", t.cuda_device},
+              {"step", t.step},
+              {"issues", issues}};
+}
+
+json process_json(const JoinedProcess& row) {
+  if (!row.driver) {
+    // Agent-only row: the driver did not list this pid on this device.
+    return json{{"pid", row.pid},        {"used_bytes", nullptr}, {"type", nullptr},
+                {"user", nullptr},       {"command", nullptr},    {"visible", false},
+                {"in_driver_list", false}, {"gpu_instance_id", nullptr},
+                {"compute_instance_id", nullptr}, {"torch", torch_json(row)}};
+  }
+  const ProcessSample& p = *row.driver;
+  return json{{"pid", p.pid},
+              {"used_bytes", or_null(p.used_bytes)},
+              {"type", process_type_text(p.kinds)},
+              {"user", p.visible ? string_or_null(p.user) : json(nullptr)},
+              {"command", p.visible ? string_or_null(p.command) : json(nullptr)},
+              {"visible", p.visible},
+              {"in_driver_list", true},
+              {"gpu_instance_id", or_null(p.gpu_instance_id)},
+              {"compute_instance_id", or_null(p.compute_instance_id)},
+              {"torch", torch_json(row)}};
+}
+
+json device_json(const DeviceSample& d, const JoinedDevice& joined) {
+  json mig = json::array();
+  for (const MigInstanceSample& m : d.mig_instances) mig.push_back(mig_json(m));
+  json processes = json::array();
+  for (const JoinedProcess& row : joined.processes) processes.push_back(process_json(row));
+  return json{{"index", d.index},
+              {"name", d.name},
+              {"uuid", d.uuid},
+              {"pci_bus_id", d.pci_bus_id},
+              {"total_bytes", or_null(d.total_bytes)},
+              {"reserved_bytes", or_null(d.reserved_bytes)},
+              {"used_bytes", or_null(d.used_bytes)},
+              {"free_bytes", or_null(d.free_bytes)},
+              {"memory_info_version", d.memory_v2 ? 2 : 1},
+              {"bar1_total_bytes", or_null(d.bar1_total_bytes)},
+              {"bar1_used_bytes", or_null(d.bar1_used_bytes)},
+              {"mig_enabled", or_null(d.mig_enabled)},
+              {"mig_instances", mig},
+              {"lost", d.lost},
+              {"error", string_or_null(d.error)},
+              {"processes_supported", d.processes_supported},
+              {"processes", processes}};
+}
+
+json allocator_json(const AllocatorSample& a, bool joined) {
+  return json{{"pid", a.pid},
+              {"rank", a.rank},
+              {"world_size", a.world_size},
+              {"cuda_device", a.cuda_device},
+              {"device_uuid", a.device_uuid},
+              {"joined_device", joined},
+              {"allocated_bytes", a.allocated_bytes},
+              {"reserved_bytes", a.reserved_bytes},
+              {"requested_bytes", a.requested_bytes},
+              {"active_bytes", a.active_bytes},
+              {"inactive_split_bytes", a.inactive_split_bytes},
+              {"peak_allocated_bytes", a.peak_allocated_bytes},
+              {"peak_reserved_bytes", a.peak_reserved_bytes},
+              {"step", a.step},
+              {"step_peak_allocated_bytes", a.step_peak_allocated_bytes},
+              {"step_peak_reserved_bytes", a.step_peak_reserved_bytes},
+              {"oom_count", a.oom_count},
+              {"event_count", a.event_count},
+              {"dropped_event_count", a.dropped_event_count},
+              {"polling_only", a.polling_only},
+              {"updated_ns", a.updated_ns}};
+}
+
+json step_json(const StepRecord& s) {
+  return json{{"pid", s.pid},
+              {"rank", s.rank},
+              {"cuda_device", s.cuda_device},
+              {"device_uuid", s.device_uuid},
+              {"step", s.step},
+              {"end_ns", s.end_ns},
+              {"duration_ns", s.duration_ns},
+              {"peak_allocated_bytes", s.peak_allocated_bytes},
+              {"peak_reserved_bytes", s.peak_reserved_bytes},
+              {"peak_requested_bytes", s.peak_requested_bytes},
+              {"allocated_bytes", s.allocated_bytes},
+              {"reserved_bytes", s.reserved_bytes}};
+}
+
+json oom_json(const OomRecord& o) {
+  return json{{"pid", o.pid},
+              {"rank", o.rank},
+              {"cuda_device", o.cuda_device},
+              {"device_uuid", o.device_uuid},
+              {"timestamp_ns", o.timestamp_ns},
+              {"requested_bytes", o.requested_bytes},
+              {"device_total_bytes", o.device_total_bytes},
+              {"device_free_bytes", o.device_free_bytes},
+              {"allocated_bytes", o.allocated_bytes},
+              {"reserved_bytes", o.reserved_bytes}};
+}
+
+}  // namespace
+
+std::string format_sample_json(const SystemSample& sample, bool pretty) {
+  const JoinResult joined = join_processes(sample);
+  json devices = json::array();
+  for (const JoinedDevice& jd : joined.devices) {
+    devices.push_back(device_json(sample.devices[jd.device_position], jd));
+  }
+  json allocators = json::array();
+  for (const AllocatorSample& a : sample.allocators) {
+    const bool unmatched =
+        std::any_of(joined.unmatched_allocators.begin(), joined.unmatched_allocators.end(),
+                    [&](const AllocatorSample& u) {
+                      return u.pid == a.pid && u.cuda_device == a.cuda_device &&
+                             u.device_uuid == a.device_uuid;
+                    });
+    allocators.push_back(allocator_json(a, !unmatched));
+  }
+  json steps = json::array();
+  for (const StepRecord& s : sample.steps) steps.push_back(step_json(s));
+  json ooms = json::array();
+  for (const OomRecord& o : sample.ooms) ooms.push_back(oom_json(o));
+
+  json doc;
+  doc["schema_version"] = json_schema_version;
+  doc["timestamp_ns"] = sample.timestamp_ns;
+  doc["hostname"] = sample.hostname;
+  doc["driver_version"] = string_or_null(sample.driver_version);
+  doc["devices"] = devices;
+  doc["allocators"] = allocators;
+  doc["steps"] = steps;
+  doc["ooms"] = ooms;
+  return pretty ? doc.dump(2) : doc.dump();
+}
+
+}  // namespace vramscope::report

@@ -1,0 +1,72 @@
+// src/report/text_cells.cpp -- width-aware, control-character-safe text cells
+#include "report/text_cells.hpp"
+
+namespace vramscope::report {
+namespace {
+
+bool is_continuation(unsigned char c) { return (c & 0xC0U) == 0x80U; }
+
+bool is_control(unsigned char c) { return c < 0x20U || c == 0x7FU; }
+
+/// Bytes of `text` that make up its first `columns` code points.
+std::size_t prefix_bytes(std::string_view text, std::size_t columns) {
+  std::size_t seen = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (is_continuation(static_cast<unsigned char>(text[i]))) continue;
+    if (seen == columns) return i;
+    ++seen;
+  }
+  return text.size();
+}
+
+std::string sanitize(std::string_view text) {
+  std::string clean(text);
+  for (char& c : clean) {
+    if (is_control(static_cast<unsigned char>(c))) c = '?';
+  }
+  return clean;
+}
+
+}  // namespace
+
+std::size_t display_width(std::string_view text) {
+  std::size_t width = 0;
+  for (char c : text) {
+    if (!is_continuation(static_cast<unsigned char>(c))) ++width;
+  }
+  return width;
+}
+
+std::string fit_text(std::string_view text, std::size_t width) {
+  std::string clean = sanitize(text);
+  if (display_width(clean) <= width) return clean;
+  if (width <= 3) return clean.substr(0, prefix_bytes(clean, width));
+  return clean.substr(0, prefix_bytes(clean, width - 3)) + "...";
+}
+
+std::string pad_right(std::string_view text, std::size_t width) {
+  std::string cell = fit_text(text, width);
+  cell.append(width - display_width(cell), ' ');
+  return cell;
+}
+
+std::string pad_left(std::string_view text, std::size_t width) {
+  std::string cell = fit_text(text, width);
+  return std::string(width - display_width(cell), ' ') + cell;
+}
+
+std::string strip_ansi(std::string_view text) {
+  std::string plain;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+      std::size_t end = text.find('m', i + 2);
+      if (end == std::string_view::npos) break;
+      i = end;
+      continue;
+    }
+    plain += text[i];
+  }
+  return plain;
+}
+
+}  // namespace vramscope::report

@@ -1,0 +1,38 @@
+// tests/cpp/report/test_text_cells.cpp -- fixed-width cells: UTF-8 widths, cuts, escapes
+#include <gtest/gtest.h>
+
+#include "report/text_cells.hpp"
+
+namespace vramscope::report {
+namespace {
+
+TEST(TextCells, WidthCountsCodePointsNotBytes) {
+  EXPECT_EQ(display_width("abc"), 3U);
+  EXPECT_EQ(display_width("h\xC3\xA9llo"), 5U);  // "héllo"
+  EXPECT_EQ(display_width(""), 0U);
+}
+
+TEST(TextCells, CutTextEndsWithDotsAndNeverSplitsACodePoint) {
+  EXPECT_EQ(fit_text("abcdefgh", 8), "abcdefgh");
+  EXPECT_EQ(fit_text("abcdefghi", 8), "abcde...");
+  EXPECT_EQ(fit_text("\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9", 4), "\xC3\xA9...");
+  EXPECT_EQ(fit_text("abcdef", 2), "ab");
+}
+
+TEST(TextCells, PaddingReachesTheExactWidth) {
+  EXPECT_EQ(pad_left("42", 5), "   42");
+  EXPECT_EQ(pad_right("\xC3\xA9", 3), "\xC3\xA9  ");
+  EXPECT_EQ(pad_right("toolongtext", 6), "too...");
+}
+
+TEST(TextCells, ControlCharactersBecomeQuestionMarks) {
+  EXPECT_EQ(fit_text("a\x1b[31mb\tc\x7f", 20), "a?[31mb?c?");
+}
+
+TEST(TextCells, StripAnsiRemovesColourOnly) {
+  EXPECT_EQ(strip_ansi("\x1b[1mbold\x1b[0m plain"), "bold plain");
+  EXPECT_EQ(strip_ansi("no escapes"), "no escapes");
+}
+
+}  // namespace
+}  // namespace vramscope::report
