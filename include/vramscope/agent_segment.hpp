@@ -48,6 +48,10 @@ class AgentSegmentReader {
   /// steps and OOMs not returned by an earlier poll. Invalid or foreign files are skipped.
   virtual void poll(std::vector<AllocatorSample>& allocators, std::vector<StepRecord>& new_steps,
                     std::vector<OomRecord>& new_ooms) = 0;
+  /// Steps / OOMs that live writers pushed but that were overwritten in their ring before this
+  /// reader could return them (a reader polling too slowly), summed over all segments.
+  virtual uint64_t lost_step_count() const { return 0; }
+  virtual uint64_t lost_oom_count() const { return 0; }
 };
 
 }  // namespace vramscope

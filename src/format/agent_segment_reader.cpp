@@ -1,0 +1,316 @@
+// src/format/agent_segment_reader.cpp -- finding, validating and reading agents' segments
+//
+// Every file in the directory is treated as hostile until proven otherwise: it must be a
+// regular file (never a symlink) owned by us, carry our magic and version, and have exactly the
+// size its header declares, with every count inside fixed bounds. Only then is it mapped,
+// read-only. Copies are taken with the seqlock protocol, so a reader never blocks a writer.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "format/agent_segment_layout.hpp"
+#include "format/process_identity.hpp"
+#include "format/segment_dir.hpp"
+#include "vramscope/agent_segment.hpp"
+
+namespace vramscope {
+namespace {
+
+using namespace format;
+
+/// A writer in another pid namespace cannot be checked by pid; without a heartbeat for this
+/// long its segment is no longer reported (but left in place: it may still be alive).
+constexpr int64_t foreign_writer_stale_ns = 60'000'000'000;
+
+int64_t realtime_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// One mapped, validated segment and what this reader already returned from it.
+struct MappedSegment {
+  std::string name;
+  const std::byte* map = nullptr;
+  uint64_t size_bytes = 0;
+  SegmentHeader header{};
+  SegmentGeometry geometry;
+  uint64_t steps_returned = 0;
+  uint64_t ooms_returned = 0;
+
+  MappedSegment() = default;
+  MappedSegment(const MappedSegment&) = delete;
+  MappedSegment& operator=(const MappedSegment&) = delete;
+  ~MappedSegment() {
+    if (map != nullptr) ::munmap(const_cast<std::byte*>(map), size_bytes);
+  }
+};
+
+/// Checks a header read from a file of `file_size` bytes; fills `geometry` when valid.
+bool header_is_valid(const SegmentHeader& header, uint64_t file_size, uint32_t name_pid,
+                     SegmentGeometry& geometry) {
+  if (std::memcmp(header.magic, segment_magic, sizeof(segment_magic)) != 0) return false;
+  if (header.version != segment_version) return false;
+  if (header.header_bytes < sizeof(SegmentHeader) || header.header_bytes % 8 != 0 ||
+      header.header_bytes > 4096) {
+    return false;
+  }
+  if (header.device_slots == 0 || header.device_slots > segment_max_device_slots) return false;
+  if (header.slot_bytes != sizeof(SlotBlock) || header.step_entry_bytes != sizeof(StepEntry) ||
+      header.oom_entry_bytes != sizeof(OomEntry)) {
+    return false;
+  }
+  if (header.step_capacity == 0 || header.step_capacity > segment_max_ring_capacity ||
+      header.oom_capacity == 0 || header.oom_capacity > segment_max_ring_capacity) {
+    return false;
+  }
+  if (header.writer_pid != name_pid || header.writer_uid != ::geteuid()) return false;
+  geometry = segment_geometry(header.header_bytes, header.device_slots, header.step_capacity,
+                              header.oom_capacity);
+  return geometry.total_bytes == header.total_bytes && geometry.total_bytes == file_size;
+}
+
+class SegmentReader final : public AgentSegmentReader {
+ public:
+  explicit SegmentReader(std::string dir)
+      : m_dir(std::move(dir)), m_namespace_inode(pid_namespace_inode()) {}
+
+  void poll(std::vector<AllocatorSample>& allocators, std::vector<StepRecord>& new_steps,
+            std::vector<OomRecord>& new_ooms) override {
+    std::string error;
+    // A missing or unsafe directory means "no agents": never an error for the monitor.
+    const int dir_fd = open_segment_dir(m_dir, /*create=*/false, error);
+    if (dir_fd < 0) {
+      m_segments.clear();
+      return;
+    }
+    std::map<std::pair<dev_t, ino_t>, std::unique_ptr<MappedSegment>> seen;
+    // fdopendir takes ownership of dir_fd; dirfd() keeps it usable for *at() calls.
+    DIR* listing = ::fdopendir(dir_fd);
+    if (listing == nullptr) {
+      ::close(dir_fd);
+      return;
+    }
+    while (const dirent* entry = ::readdir(listing)) {
+      const std::optional<uint32_t> pid = parse_segment_file_name(entry->d_name);
+      if (!pid) continue;
+      struct stat info {};
+      if (::fstatat(dir_fd, entry->d_name, &info, AT_SYMLINK_NOFOLLOW) != 0 ||
+          !S_ISREG(info.st_mode) || info.st_uid != ::geteuid()) {
+        continue;
+      }
+      const auto key = std::make_pair(info.st_dev, info.st_ino);
+      std::unique_ptr<MappedSegment> segment;
+      if (auto it = m_segments.find(key); it != m_segments.end()) {
+        segment = std::move(it->second);
+        m_segments.erase(it);
+      } else {
+        segment = map_segment(dir_fd, entry->d_name, *pid);
+        if (!segment) continue;
+      }
+      if (!writer_is_alive(segment->header)) {
+        remove_if_same(dir_fd, *segment, key);
+        continue;
+      }
+      if (writer_is_stale(*segment)) {
+        seen.emplace(key, std::move(segment));
+        continue;
+      }
+      read_segment(*segment, allocators, new_steps, new_ooms);
+      seen.emplace(key, std::move(segment));
+    }
+    ::closedir(listing);
+    // Segments no longer in the directory are unmapped here.
+    m_segments = std::move(seen);
+  }
+
+  uint64_t lost_step_count() const override { return m_lost_steps; }
+  uint64_t lost_oom_count() const override { return m_lost_ooms; }
+
+ private:
+  std::unique_ptr<MappedSegment> map_segment(int dir_fd, const char* name, uint32_t pid) {
+    // O_NONBLOCK: a FIFO swapped in after the fstatat() must not hang us; fstat() re-checks.
+    const int fd = ::openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return nullptr;
+    auto segment = std::make_unique<MappedSegment>();
+    struct stat info {};
+    bool ok = ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_uid == ::geteuid() &&
+              static_cast<uint64_t>(info.st_size) >= sizeof(SegmentHeader) &&
+              ::pread(fd, &segment->header, sizeof(SegmentHeader), 0) ==
+                  static_cast<ssize_t>(sizeof(SegmentHeader)) &&
+              header_is_valid(segment->header, static_cast<uint64_t>(info.st_size), pid,
+                              segment->geometry);
+    if (ok) {
+      void* map = ::mmap(nullptr, segment->geometry.total_bytes, PROT_READ, MAP_SHARED, fd, 0);
+      ok = map != MAP_FAILED;
+      if (ok) {
+        segment->map = static_cast<const std::byte*>(map);
+        segment->size_bytes = segment->geometry.total_bytes;
+      }
+    }
+    ::close(fd);
+    if (!ok) return nullptr;
+    segment->name = name;
+    // Whatever the ring still holds when a reader first looks is history, returned by the first
+    // poll; records overwritten before that are not this reader's loss.
+    const auto* live = reinterpret_cast<const SegmentHeader*>(segment->map);
+    const uint64_t steps = load_word(&live->steps_written);
+    const uint64_t ooms = load_word(&live->ooms_written);
+    segment->steps_returned = steps > segment->header.step_capacity ? steps - segment->header.step_capacity : 0;
+    segment->ooms_returned = ooms > segment->header.oom_capacity ? ooms - segment->header.oom_capacity : 0;
+    return segment;
+  }
+
+  bool same_namespace(const SegmentHeader& header) const {
+    return header.pid_namespace_inode == 0 || m_namespace_inode == 0 ||
+           header.pid_namespace_inode == m_namespace_inode;
+  }
+
+  bool writer_is_alive(const SegmentHeader& header) const {
+    // Pids from another namespace mean nothing here; such segments are judged by heartbeat.
+    if (!same_namespace(header)) return true;
+    return process_is_alive(header.writer_pid, header.writer_start_ticks);
+  }
+
+  bool writer_is_stale(const MappedSegment& segment) const {
+    if (same_namespace(segment.header)) return false;
+    const auto* header = reinterpret_cast<const SegmentHeader*>(segment.map);
+    const auto heartbeat_ns =
+        static_cast<int64_t>(load_word(reinterpret_cast<const uint64_t*>(&header->heartbeat_ns)));
+    return realtime_ns() - heartbeat_ns > foreign_writer_stale_ns;
+  }
+
+  /// Unlinks a dead writer's file unless its name now points at a different file.
+  static void remove_if_same(int dir_fd, const MappedSegment& segment,
+                             const std::pair<dev_t, ino_t>& key) {
+    struct stat info {};
+    if (::fstatat(dir_fd, segment.name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
+        info.st_dev == key.first && info.st_ino == key.second) {
+      ::unlinkat(dir_fd, segment.name.c_str(), 0);
+    }
+  }
+
+  void read_segment(MappedSegment& segment, std::vector<AllocatorSample>& allocators,
+                    std::vector<StepRecord>& new_steps, std::vector<OomRecord>& new_ooms) {
+    const SegmentHeader& header = segment.header;
+    const auto* slots = reinterpret_cast<const SlotBlock*>(segment.map + segment.geometry.slots_offset);
+    for (uint32_t slot = 0; slot < header.device_slots; ++slot) {
+      SlotStats stats{};
+      if (!seqlock_read(slots + slot, stats)) continue;
+      allocators.push_back(to_sample(header.writer_pid, stats));
+    }
+    const auto* live = reinterpret_cast<const SegmentHeader*>(segment.map);
+    const auto* steps = reinterpret_cast<const StepEntry*>(segment.map + segment.geometry.steps_offset);
+    read_ring(steps, header.step_capacity, load_word(&live->steps_written), segment.steps_returned,
+              m_lost_steps, [&](const StepPayload& entry) {
+                new_steps.push_back(to_step(header.writer_pid, entry));
+              });
+    const auto* ooms = reinterpret_cast<const OomEntry*>(segment.map + segment.geometry.ooms_offset);
+    read_ring(ooms, header.oom_capacity, load_word(&live->ooms_written), segment.ooms_returned,
+              m_lost_ooms, [&](const OomPayload& entry) {
+                new_ooms.push_back(to_oom(header.writer_pid, entry));
+              });
+  }
+
+  /// Returns entries `returned+1 .. written` still present in the ring, oldest first.
+  template <typename Payload, typename Emit>
+  static void read_ring(const SeqBlock<Payload>* entries, uint32_t capacity, uint64_t written,
+                        uint64_t& returned, uint64_t& lost, Emit emit) {
+    if (written <= returned) return;
+    const uint64_t oldest_kept = written > capacity ? written - capacity + 1 : 1;
+    uint64_t sequence = returned + 1;
+    if (sequence < oldest_kept) {
+      lost += oldest_kept - sequence;
+      sequence = oldest_kept;
+    }
+    for (; sequence <= written; ++sequence) {
+      Payload payload{};
+      // A failed read or a newer sequence number means the writer lapped us mid-read.
+      if (seqlock_read(entries + (sequence - 1) % capacity, payload) &&
+          payload.sequence == sequence) {
+        emit(payload);
+      } else {
+        ++lost;
+      }
+    }
+    returned = written;
+  }
+
+  static AllocatorSample to_sample(uint32_t pid, const SlotStats& stats) {
+    AllocatorSample sample;
+    sample.pid = pid;
+    sample.rank = stats.rank;
+    sample.world_size = stats.world_size;
+    sample.cuda_device = stats.cuda_device;
+    sample.device_uuid.assign(stats.device_uuid, fixed_string_length(stats.device_uuid));
+    sample.allocated_bytes = stats.allocated_bytes;
+    sample.reserved_bytes = stats.reserved_bytes;
+    sample.requested_bytes = stats.requested_bytes;
+    sample.active_bytes = stats.active_bytes;
+    sample.inactive_split_bytes = stats.inactive_split_bytes;
+    sample.peak_allocated_bytes = stats.peak_allocated_bytes;
+    sample.peak_reserved_bytes = stats.peak_reserved_bytes;
+    sample.step = stats.step;
+    sample.step_peak_allocated_bytes = stats.step_peak_allocated_bytes;
+    sample.step_peak_reserved_bytes = stats.step_peak_reserved_bytes;
+    sample.oom_count = stats.oom_count;
+    sample.event_count = stats.event_count;
+    sample.dropped_event_count = stats.dropped_event_count;
+    sample.polling_only = (stats.flags & slot_flag_polling_only) != 0;
+    sample.updated_ns = stats.updated_ns;
+    return sample;
+  }
+
+  static StepRecord to_step(uint32_t pid, const StepPayload& entry) {
+    StepRecord step;
+    step.pid = pid;
+    step.rank = entry.rank;
+    step.cuda_device = entry.cuda_device;
+    step.device_uuid.assign(entry.device_uuid, fixed_string_length(entry.device_uuid));
+    step.step = entry.step;
+    step.end_ns = entry.end_ns;
+    step.duration_ns = entry.duration_ns;
+    step.peak_allocated_bytes = entry.peak_allocated_bytes;
+    step.peak_reserved_bytes = entry.peak_reserved_bytes;
+    step.peak_requested_bytes = entry.peak_requested_bytes;
+    step.allocated_bytes = entry.allocated_bytes;
+    step.reserved_bytes = entry.reserved_bytes;
+    return step;
+  }
+
+  static OomRecord to_oom(uint32_t pid, const OomPayload& entry) {
+    OomRecord oom;
+    oom.pid = pid;
+    oom.rank = entry.rank;
+    oom.cuda_device = entry.cuda_device;
+    oom.device_uuid.assign(entry.device_uuid, fixed_string_length(entry.device_uuid));
+    oom.timestamp_ns = entry.timestamp_ns;
+    oom.requested_bytes = entry.requested_bytes;
+    oom.device_total_bytes = entry.device_total_bytes;
+    oom.device_free_bytes = entry.device_free_bytes;
+    oom.allocated_bytes = entry.allocated_bytes;
+    oom.reserved_bytes = entry.reserved_bytes;
+    return oom;
+  }
+
+  std::string m_dir;
+  uint64_t m_namespace_inode;
+  std::map<std::pair<dev_t, ino_t>, std::unique_ptr<MappedSegment>> m_segments;
+  uint64_t m_lost_steps = 0;
+  uint64_t m_lost_ooms = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<AgentSegmentReader> AgentSegmentReader::create(const std::string& dir) {
+  return std::make_unique<SegmentReader>(dir.empty() ? agent_segment_dir() : dir);
+}
+
+}  // namespace vramscope

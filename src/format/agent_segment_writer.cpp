@@ -1,0 +1,229 @@
+// src/format/agent_segment_writer.cpp -- creating and updating one process's agent segment
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "format/agent_segment_layout.hpp"
+#include "format/process_identity.hpp"
+#include "format/segment_dir.hpp"
+#include "vramscope/agent_segment.hpp"
+#include "vramscope/status.hpp"
+
+namespace vramscope {
+namespace {
+
+using namespace format;
+
+int64_t realtime_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+class SegmentWriter final : public AgentSegmentWriter {
+ public:
+  SegmentWriter(int dir_fd, int fd, void* map, const SegmentGeometry& geometry, std::string dir,
+                std::string name)
+      : m_dir_fd(dir_fd),
+        m_fd(fd),
+        m_map(static_cast<std::byte*>(map)),
+        m_geometry(geometry),
+        m_name(std::move(name)),
+        m_path(dir + "/" + m_name),
+        m_creator_pid(::getpid()) {
+    struct stat info {};
+    if (::fstat(m_fd, &info) == 0) {
+      m_inode = info.st_ino;
+      m_device = info.st_dev;
+    }
+  }
+
+  ~SegmentWriter() override {
+    // Only the creating process removes the file: a fork()ed child (a DataLoader worker) that
+    // runs static destructors must not delete its parent's segment. And only if the name still
+    // points at our file: a later writer for the same pid may have replaced it.
+    if (::getpid() == m_creator_pid) {
+      struct stat info {};
+      if (::fstatat(m_dir_fd, m_name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
+          info.st_ino == m_inode && info.st_dev == m_device) {
+        ::unlinkat(m_dir_fd, m_name.c_str(), 0);
+      }
+    }
+    ::munmap(m_map, m_geometry.total_bytes);
+    ::close(m_fd);
+    ::close(m_dir_fd);
+  }
+
+  void publish(uint32_t slot, const AllocatorSample& sample) override {
+    if (slot >= header()->device_slots) {
+      throw Error("agent segment: device slot " + std::to_string(slot) + " out of range");
+    }
+    SlotStats stats{};
+    stats.rank = sample.rank;
+    stats.world_size = sample.world_size;
+    stats.cuda_device = sample.cuda_device;
+    stats.flags = sample.polling_only ? slot_flag_polling_only : 0U;
+    stats.allocated_bytes = sample.allocated_bytes;
+    stats.reserved_bytes = sample.reserved_bytes;
+    stats.requested_bytes = sample.requested_bytes;
+    stats.active_bytes = sample.active_bytes;
+    stats.inactive_split_bytes = sample.inactive_split_bytes;
+    stats.peak_allocated_bytes = sample.peak_allocated_bytes;
+    stats.peak_reserved_bytes = sample.peak_reserved_bytes;
+    stats.step = sample.step;
+    stats.step_peak_allocated_bytes = sample.step_peak_allocated_bytes;
+    stats.step_peak_reserved_bytes = sample.step_peak_reserved_bytes;
+    stats.oom_count = sample.oom_count;
+    stats.event_count = sample.event_count;
+    stats.dropped_event_count = sample.dropped_event_count;
+    stats.updated_ns = sample.updated_ns != 0 ? sample.updated_ns : realtime_ns();
+    copy_fixed_string(stats.device_uuid, sample.device_uuid.data(), sample.device_uuid.size());
+    seqlock_write(slots() + slot, stats);
+    store_word(reinterpret_cast<uint64_t*>(&header()->heartbeat_ns),
+               static_cast<uint64_t>(stats.updated_ns));
+  }
+
+  void push_step(const StepRecord& step) override {
+    StepPayload entry{};
+    entry.sequence = ++m_steps_written;
+    entry.rank = step.rank;
+    entry.cuda_device = step.cuda_device;
+    entry.step = step.step;
+    entry.end_ns = step.end_ns;
+    entry.duration_ns = step.duration_ns;
+    entry.peak_allocated_bytes = step.peak_allocated_bytes;
+    entry.peak_reserved_bytes = step.peak_reserved_bytes;
+    entry.peak_requested_bytes = step.peak_requested_bytes;
+    entry.allocated_bytes = step.allocated_bytes;
+    entry.reserved_bytes = step.reserved_bytes;
+    copy_fixed_string(entry.device_uuid, step.device_uuid.data(), step.device_uuid.size());
+    const uint32_t capacity = header()->step_capacity;
+    seqlock_write(steps() + (entry.sequence - 1) % capacity, entry);
+    // Published after the entry is complete: a reader that sees the count sees the entry.
+    store_word(&header()->steps_written, entry.sequence);
+  }
+
+  void push_oom(const OomRecord& oom) override {
+    OomPayload entry{};
+    entry.sequence = ++m_ooms_written;
+    entry.rank = oom.rank;
+    entry.cuda_device = oom.cuda_device;
+    entry.timestamp_ns = oom.timestamp_ns;
+    entry.requested_bytes = oom.requested_bytes;
+    entry.device_total_bytes = oom.device_total_bytes;
+    entry.device_free_bytes = oom.device_free_bytes;
+    entry.allocated_bytes = oom.allocated_bytes;
+    entry.reserved_bytes = oom.reserved_bytes;
+    copy_fixed_string(entry.device_uuid, oom.device_uuid.data(), oom.device_uuid.size());
+    const uint32_t capacity = header()->oom_capacity;
+    seqlock_write(ooms() + (entry.sequence - 1) % capacity, entry);
+    store_word(&header()->ooms_written, entry.sequence);
+  }
+
+  const std::string& path() const override { return m_path; }
+
+ private:
+  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(m_map); }
+  SlotBlock* slots() const {
+    return reinterpret_cast<SlotBlock*>(m_map + m_geometry.slots_offset);
+  }
+  StepEntry* steps() const {
+    return reinterpret_cast<StepEntry*>(m_map + m_geometry.steps_offset);
+  }
+  OomEntry* ooms() const { return reinterpret_cast<OomEntry*>(m_map + m_geometry.ooms_offset); }
+
+  int m_dir_fd;
+  int m_fd;
+  std::byte* m_map;
+  SegmentGeometry m_geometry;
+  std::string m_name;
+  std::string m_path;
+  pid_t m_creator_pid;
+  ino_t m_inode = 0;
+  dev_t m_device = 0;
+  uint64_t m_steps_written = 0;
+  uint64_t m_ooms_written = 0;
+};
+
+/// Creates an exclusive temporary file in the directory; returns its fd and sets `name`.
+int create_temp_file(int dir_fd, uint32_t pid, std::string& name) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    name = ".agent-" + std::to_string(pid) + ".tmp" + std::to_string(::getpid()) + "-" +
+           std::to_string(attempt);
+    // O_EXCL | O_NOFOLLOW: never reuse or follow anything already under that name.
+    const int fd = ::openat(dir_fd, name.c_str(),
+                            O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::unique_ptr<AgentSegmentWriter> AgentSegmentWriter::create(uint32_t pid, uint32_t device_slots,
+                                                               const std::string& dir) {
+  if (device_slots == 0 || device_slots > segment_max_device_slots) {
+    throw Error("agent segment: device slot count " + std::to_string(device_slots) +
+                " outside 1.." + std::to_string(segment_max_device_slots));
+  }
+  const std::string directory = dir.empty() ? agent_segment_dir() : dir;
+  std::string error;
+  const int dir_fd = open_segment_dir(directory, /*create=*/true, error);
+  if (dir_fd < 0) throw Error("agent segment: " + error);
+
+  const SegmentGeometry geometry = segment_geometry(sizeof(SegmentHeader), device_slots,
+                                                    segment_step_capacity, segment_oom_capacity);
+  std::string temp_name;
+  const int fd = create_temp_file(dir_fd, pid, temp_name);
+  void* map = MAP_FAILED;
+  const auto fail = [&](const std::string& what) {
+    const std::string reason = what + ": " + errno_text();
+    if (map != MAP_FAILED) ::munmap(map, geometry.total_bytes);
+    if (fd >= 0) {
+      ::unlinkat(dir_fd, temp_name.c_str(), 0);
+      ::close(fd);
+    }
+    ::close(dir_fd);
+    throw Error("agent segment in " + directory + ": " + reason);
+  };
+  if (fd < 0) fail("cannot create a file");
+  // The umask may have cleared bits but never adds any; fchmod makes the mode exact anyway.
+  if (::fchmod(fd, 0600) != 0) fail("fchmod");
+  if (::ftruncate(fd, static_cast<off_t>(geometry.total_bytes)) != 0) fail("ftruncate");
+  map = ::mmap(nullptr, geometry.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) fail("mmap");
+
+  // ftruncate zero-filled the file: every seqlock starts at 0 ("never written") and both ring
+  // counters at 0. Only the header needs filling, before the file gets its final name.
+  auto* header = static_cast<SegmentHeader*>(map);
+  std::memcpy(header->magic, segment_magic, sizeof(segment_magic));
+  header->version = segment_version;
+  header->header_bytes = sizeof(SegmentHeader);
+  header->device_slots = device_slots;
+  header->slot_bytes = sizeof(SlotBlock);
+  header->step_entry_bytes = sizeof(StepEntry);
+  header->oom_entry_bytes = sizeof(OomEntry);
+  header->step_capacity = segment_step_capacity;
+  header->oom_capacity = segment_oom_capacity;
+  header->writer_pid = pid;
+  header->writer_uid = ::geteuid();
+  header->writer_start_ticks = process_start_ticks(pid).value_or(0);
+  header->pid_namespace_inode = pid_namespace_inode();
+  header->total_bytes = geometry.total_bytes;
+  header->created_ns = realtime_ns();
+  header->heartbeat_ns = header->created_ns;
+
+  // rename() is atomic: readers see either no file or a complete header, never a partial one.
+  const std::string name = segment_file_name(pid);
+  if (::renameat(dir_fd, temp_name.c_str(), dir_fd, name.c_str()) != 0) fail("rename");
+  return std::make_unique<SegmentWriter>(dir_fd, fd, map, geometry, directory, name);
+}
+
+}  // namespace vramscope

@@ -1,0 +1,487 @@
+// tests/cpp/format/test_agent_segment.cpp -- agent segments: round trip, seqlock, rings, cleanup
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "format/agent_segment_layout.hpp"
+#include "format/process_identity.hpp"
+#include "format/segment_dir.hpp"
+#include "vramscope/agent_segment.hpp"
+#include "vramscope/status.hpp"
+
+namespace vramscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A fresh 0700 directory removed after the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "vramscope-seg-XXXXXX").string();
+    const char* made = ::mkdtemp(pattern.data());
+    if (made == nullptr) throw std::runtime_error("mkdtemp failed");
+    m_path = made;
+  }
+  ~TempDir() { fs::remove_all(m_path); }
+  const std::string& path() const { return m_path; }
+
+ private:
+  std::string m_path;
+};
+
+struct Polled {
+  std::vector<AllocatorSample> allocators;
+  std::vector<StepRecord> steps;
+  std::vector<OomRecord> ooms;
+};
+
+Polled poll(AgentSegmentReader& reader) {
+  Polled out;
+  reader.poll(out.allocators, out.steps, out.ooms);
+  return out;
+}
+
+uint32_t self_pid() { return static_cast<uint32_t>(::getpid()); }
+
+AllocatorSample sample_for(uint64_t i) {
+  AllocatorSample s;
+  s.pid = self_pid();
+  s.rank = 3;
+  s.world_size = 8;
+  s.cuda_device = 1;
+  s.device_uuid = "GPU-" + std::to_string(i);
+  s.allocated_bytes = i;
+  s.reserved_bytes = 3 * i + 7;
+  s.requested_bytes = i ^ 0x5555U;
+  s.active_bytes = i + 1;
+  s.inactive_split_bytes = i * 2;
+  s.peak_allocated_bytes = i + 10;
+  s.peak_reserved_bytes = i + 20;
+  s.step = i / 3;
+  s.step_peak_allocated_bytes = i + 30;
+  s.step_peak_reserved_bytes = i + 40;
+  s.oom_count = i % 5;
+  s.event_count = i * 7;
+  s.dropped_event_count = i % 11;
+  s.polling_only = i % 2 == 1;
+  s.updated_ns = static_cast<int64_t>(i) + 1'000'000;
+  return s;
+}
+
+/// Every field of a sample built by sample_for() follows from `allocated_bytes`.
+void expect_consistent(const AllocatorSample& s) {
+  const AllocatorSample want = sample_for(s.allocated_bytes);
+  ASSERT_EQ(s.device_uuid, want.device_uuid);
+  ASSERT_EQ(s.reserved_bytes, want.reserved_bytes);
+  ASSERT_EQ(s.requested_bytes, want.requested_bytes);
+  ASSERT_EQ(s.active_bytes, want.active_bytes);
+  ASSERT_EQ(s.inactive_split_bytes, want.inactive_split_bytes);
+  ASSERT_EQ(s.peak_allocated_bytes, want.peak_allocated_bytes);
+  ASSERT_EQ(s.peak_reserved_bytes, want.peak_reserved_bytes);
+  ASSERT_EQ(s.step, want.step);
+  ASSERT_EQ(s.step_peak_allocated_bytes, want.step_peak_allocated_bytes);
+  ASSERT_EQ(s.step_peak_reserved_bytes, want.step_peak_reserved_bytes);
+  ASSERT_EQ(s.oom_count, want.oom_count);
+  ASSERT_EQ(s.event_count, want.event_count);
+  ASSERT_EQ(s.dropped_event_count, want.dropped_event_count);
+  ASSERT_EQ(s.polling_only, want.polling_only);
+  ASSERT_EQ(s.updated_ns, want.updated_ns);
+}
+
+StepRecord step_for(uint64_t step) {
+  StepRecord r;
+  r.rank = 3;
+  r.cuda_device = 1;
+  r.device_uuid = "GPU-aaaa";
+  r.step = step;
+  r.end_ns = static_cast<int64_t>(step) * 100;
+  r.duration_ns = 99;
+  r.peak_allocated_bytes = step * 2;
+  r.peak_reserved_bytes = step * 3;
+  r.peak_requested_bytes = step * 4;
+  r.allocated_bytes = step * 5;
+  r.reserved_bytes = step * 6;
+  return r;
+}
+
+TEST(AgentSegment, RoundTripsEveryField) {
+  TempDir dir;
+  auto writer = AgentSegmentWriter::create(self_pid(), 2, dir.path());
+  auto reader = AgentSegmentReader::create(dir.path());
+  EXPECT_TRUE(poll(*reader).allocators.empty()) << "unpublished slots are not reported";
+
+  writer->publish(1, sample_for(12345));
+  OomRecord oom;
+  oom.rank = 2;
+  oom.cuda_device = 1;
+  oom.device_uuid = "GPU-12345678-abcd";
+  oom.timestamp_ns = 42;
+  oom.requested_bytes = 400'000'286'720;
+  oom.device_total_bytes = 150'109'880'320;
+  oom.device_free_bytes = 149'372'928'000;
+  oom.allocated_bytes = 7;
+  oom.reserved_bytes = 8;
+  writer->push_oom(oom);
+  writer->push_step(step_for(1));
+
+  Polled first = poll(*reader);
+  ASSERT_EQ(first.allocators.size(), 1U);
+  EXPECT_EQ(first.allocators[0].pid, self_pid());
+  EXPECT_EQ(first.allocators[0].rank, 3);
+  EXPECT_EQ(first.allocators[0].world_size, 8);
+  EXPECT_EQ(first.allocators[0].cuda_device, 1);
+  EXPECT_EQ(first.allocators[0].allocated_bytes, 12345U);
+  expect_consistent(first.allocators[0]);
+
+  ASSERT_EQ(first.steps.size(), 1U);
+  const StepRecord& step = first.steps[0];
+  const StepRecord want = step_for(1);
+  EXPECT_EQ(step.pid, self_pid());
+  EXPECT_EQ(step.rank, want.rank);
+  EXPECT_EQ(step.cuda_device, want.cuda_device);
+  EXPECT_EQ(step.device_uuid, want.device_uuid);
+  EXPECT_EQ(step.step, want.step);
+  EXPECT_EQ(step.end_ns, want.end_ns);
+  EXPECT_EQ(step.duration_ns, want.duration_ns);
+  EXPECT_EQ(step.peak_allocated_bytes, want.peak_allocated_bytes);
+  EXPECT_EQ(step.peak_reserved_bytes, want.peak_reserved_bytes);
+  EXPECT_EQ(step.peak_requested_bytes, want.peak_requested_bytes);
+  EXPECT_EQ(step.allocated_bytes, want.allocated_bytes);
+  EXPECT_EQ(step.reserved_bytes, want.reserved_bytes);
+
+  ASSERT_EQ(first.ooms.size(), 1U);
+  EXPECT_EQ(first.ooms[0].pid, self_pid());
+  EXPECT_EQ(first.ooms[0].rank, 2);
+  EXPECT_EQ(first.ooms[0].device_uuid, oom.device_uuid);
+  EXPECT_EQ(first.ooms[0].timestamp_ns, 42);
+  EXPECT_EQ(first.ooms[0].requested_bytes, oom.requested_bytes);
+  EXPECT_EQ(first.ooms[0].device_total_bytes, oom.device_total_bytes);
+  EXPECT_EQ(first.ooms[0].device_free_bytes, oom.device_free_bytes);
+  EXPECT_EQ(first.ooms[0].allocated_bytes, 7U);
+  EXPECT_EQ(first.ooms[0].reserved_bytes, 8U);
+
+  Polled second = poll(*reader);
+  EXPECT_EQ(second.allocators.size(), 1U) << "current stats are reported on every poll";
+  EXPECT_TRUE(second.steps.empty()) << "steps are reported once";
+  EXPECT_TRUE(second.ooms.empty()) << "OOMs are reported once";
+}
+
+TEST(AgentSegment, LongUuidIsTruncatedNotOverflowed) {
+  TempDir dir;
+  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  AllocatorSample s = sample_for(1);
+  s.device_uuid = std::string(300, 'x');
+  writer->publish(0, s);
+  auto reader = AgentSegmentReader::create(dir.path());
+  Polled out = poll(*reader);
+  ASSERT_EQ(out.allocators.size(), 1U);
+  EXPECT_EQ(out.allocators[0].device_uuid, std::string(format::segment_uuid_bytes - 1, 'x'));
+}
+
+TEST(AgentSegment, FilesAreOwnerOnlyAndRemovedByTheWriter) {
+  TempDir parent;
+  const std::string dir = parent.path() + "/segments";
+  std::string path;
+  {
+    auto writer = AgentSegmentWriter::create(self_pid(), 1, dir);
+    path = writer->path();
+    EXPECT_EQ(path, dir + "/agent-" + std::to_string(self_pid()) + ".seg");
+    struct stat info {};
+    ASSERT_EQ(::stat(dir.c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 07777, 0700U);
+    ASSERT_EQ(::lstat(path.c_str(), &info), 0);
+    EXPECT_TRUE(S_ISREG(info.st_mode));
+    EXPECT_EQ(info.st_mode & 07777, 0600U);
+    int entries = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+    EXPECT_EQ(entries, 1) << "no temporary file is left behind";
+  }
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(AgentSegment, WriterRefusesUnsafeDirectories) {
+  TempDir parent;
+  const std::string open_dir = parent.path() + "/open";
+  ASSERT_EQ(::mkdir(open_dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(open_dir.c_str(), 0777), 0);
+  EXPECT_THROW(AgentSegmentWriter::create(self_pid(), 1, open_dir), Error);
+
+  const std::string real_dir = parent.path() + "/real";
+  const std::string link = parent.path() + "/link";
+  ASSERT_EQ(::mkdir(real_dir.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(real_dir.c_str(), link.c_str()), 0);
+  EXPECT_THROW(AgentSegmentWriter::create(self_pid(), 1, link), Error);
+
+  EXPECT_THROW(AgentSegmentWriter::create(self_pid(), 0, real_dir), Error);
+  EXPECT_THROW(AgentSegmentWriter::create(self_pid(), 100000, real_dir), Error);
+
+  // A reader of an unsafe directory sees no agents and does not fail.
+  auto reader = AgentSegmentReader::create(open_dir);
+  EXPECT_TRUE(poll(*reader).allocators.empty());
+}
+
+TEST(AgentSegment, ConcurrentReaderOnlySeesConsistentCopies) {
+  TempDir dir;
+  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto reader = AgentSegmentReader::create(dir.path());
+  constexpr uint64_t publishes = 200'000;
+  constexpr uint64_t steps_pushed = 20'000;
+  std::atomic<bool> done{false};
+  std::thread hammer([&] {
+    for (uint64_t i = 1; i <= publishes; ++i) {
+      writer->publish(0, sample_for(i));
+      if (i % (publishes / steps_pushed) == 0) writer->push_step(step_for(i / 10));
+    }
+    done.store(true, std::memory_order_release);
+  });
+
+  uint64_t reads = 0;
+  uint64_t last_allocated = 0;
+  uint64_t steps_returned = 0;
+  uint64_t last_step = 0;
+  auto check = [&](const Polled& out) {
+    for (const AllocatorSample& s : out.allocators) {
+      expect_consistent(s);
+      EXPECT_GE(s.allocated_bytes, last_allocated) << "a reader never goes back in time";
+      last_allocated = s.allocated_bytes;
+      ++reads;
+    }
+    for (const StepRecord& r : out.steps) {
+      EXPECT_GT(r.step, last_step) << "steps come in order, each once";
+      EXPECT_EQ(r.peak_requested_bytes, r.step * 4);
+      last_step = r.step;
+      ++steps_returned;
+    }
+  };
+  while (!done.load(std::memory_order_acquire)) check(poll(*reader));
+  hammer.join();
+  check(poll(*reader));
+  EXPECT_GT(reads, 0U);
+  EXPECT_EQ(last_allocated, publishes) << "the final value is visible after the writer stops";
+  EXPECT_EQ(steps_returned + reader->lost_step_count(), steps_pushed);
+}
+
+TEST(Seqlock, NeverReturnsATornCopy) {
+  // The same protocol as the segment, without the file system in between, so that reads and
+  // writes overlap as often as possible: every word of a written payload equals its generation.
+  format::SlotBlock block{};
+  constexpr uint64_t generations = 300'000;
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    format::SlotStats stats{};
+    for (uint64_t g = 1; g <= generations; ++g) {
+      uint64_t words[sizeof(stats) / 8];
+      for (uint64_t& w : words) w = g;
+      std::memcpy(&stats, words, sizeof(stats));
+      format::seqlock_write(&block, stats);
+    }
+    done.store(true, std::memory_order_release);
+  });
+  uint64_t good_reads = 0;
+  uint64_t torn = 0;
+  while (!done.load(std::memory_order_acquire)) {
+    format::SlotStats copy{};
+    if (!format::seqlock_read(&block, copy)) continue;
+    uint64_t words[sizeof(copy) / 8];
+    std::memcpy(words, &copy, sizeof(copy));
+    for (uint64_t w : words) torn += w != words[0] ? 1 : 0;
+    ++good_reads;
+  }
+  writer.join();
+  EXPECT_EQ(torn, 0U);
+  EXPECT_GT(good_reads, 0U);
+  format::SlotStats last{};
+  ASSERT_TRUE(format::seqlock_read(&block, last));
+  EXPECT_EQ(last.allocated_bytes, generations);
+}
+
+TEST(AgentSegment, StepsAreReturnedOnceAcrossRingWrap) {
+  TempDir dir;
+  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto reader = AgentSegmentReader::create(dir.path());
+  writer->publish(0, sample_for(1));
+  EXPECT_TRUE(poll(*reader).steps.empty());
+
+  const uint64_t capacity = format::segment_step_capacity;
+  const uint64_t burst = capacity + 44;
+  for (uint64_t s = 1; s <= burst; ++s) writer->push_step(step_for(s));
+  Polled out = poll(*reader);
+  ASSERT_EQ(out.steps.size(), capacity);
+  EXPECT_EQ(out.steps.front().step, burst - capacity + 1);
+  EXPECT_EQ(out.steps.back().step, burst);
+  EXPECT_EQ(reader->lost_step_count(), 44U);
+
+  for (uint64_t s = burst + 1; s <= burst + 5; ++s) writer->push_step(step_for(s));
+  out = poll(*reader);
+  ASSERT_EQ(out.steps.size(), 5U);
+  for (uint64_t i = 0; i < 5; ++i) EXPECT_EQ(out.steps[i].step, burst + 1 + i);
+  EXPECT_TRUE(poll(*reader).steps.empty());
+  EXPECT_EQ(reader->lost_step_count(), 44U);
+
+  // A reader arriving late gets the ring's history and counts nothing as lost.
+  auto late = AgentSegmentReader::create(dir.path());
+  out = poll(*late);
+  ASSERT_EQ(out.steps.size(), capacity);
+  EXPECT_EQ(out.steps.back().step, burst + 5);
+  EXPECT_EQ(late->lost_step_count(), 0U);
+}
+
+TEST(AgentSegment, OomRingWrapsAndCountsLost) {
+  TempDir dir;
+  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto reader = AgentSegmentReader::create(dir.path());
+  poll(*reader);
+  const uint64_t total = format::segment_oom_capacity + 3;
+  for (uint64_t i = 1; i <= total; ++i) {
+    OomRecord oom;
+    oom.requested_bytes = i;
+    writer->push_oom(oom);
+  }
+  Polled out = poll(*reader);
+  ASSERT_EQ(out.ooms.size(), format::segment_oom_capacity);
+  EXPECT_EQ(out.ooms.front().requested_bytes, 4U);
+  EXPECT_EQ(reader->lost_oom_count(), 3U);
+}
+
+TEST(AgentSegment, DeadWriterSegmentIsRemoved) {
+  TempDir dir;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child "crashes": it leaves without running the writer's destructor.
+    int code = 0;
+    try {
+      auto writer = AgentSegmentWriter::create(static_cast<uint32_t>(::getpid()), 1, dir.path());
+      writer->publish(0, sample_for(5));
+      writer.release();
+    } catch (...) {
+      code = 1;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const std::string path = dir.path() + "/" + format::segment_file_name(child);
+  ASSERT_TRUE(fs::exists(path)) << "the crashed child left its segment";
+
+  auto reader = AgentSegmentReader::create(dir.path());
+  EXPECT_TRUE(poll(*reader).allocators.empty());
+  EXPECT_FALSE(fs::exists(path)) << "a dead writer's segment is cleaned up";
+}
+
+TEST(AgentSegment, RecycledPidIsDetectedByStartTime) {
+  TempDir dir;
+  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  writer->publish(0, sample_for(1));
+  // Pretend the segment was written by an earlier process that had our pid.
+  const int fd = ::open(writer->path().c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  format::SegmentHeader header{};
+  ASSERT_EQ(::pread(fd, &header, sizeof(header), 0), static_cast<ssize_t>(sizeof(header)));
+  ASSERT_NE(header.writer_start_ticks, 0U);
+  header.writer_start_ticks += 1;
+  ASSERT_EQ(::pwrite(fd, &header, sizeof(header), 0), static_cast<ssize_t>(sizeof(header)));
+  ::close(fd);
+
+  auto reader = AgentSegmentReader::create(dir.path());
+  EXPECT_TRUE(poll(*reader).allocators.empty());
+  EXPECT_FALSE(fs::exists(writer->path()));
+}
+
+TEST(AgentSegment, ForeignGarbageAndTruncatedFilesAreIgnored) {
+  TempDir dir;
+  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  writer->publish(0, sample_for(77));
+  std::ifstream in(writer->path(), std::ios::binary);
+  const std::string valid((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(valid.size(), sizeof(format::SegmentHeader));
+
+  const auto write_file = [&](const std::string& name, const std::string& bytes) {
+    const std::string path = dir.path() + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    ::chmod(path.c_str(), 0600);
+    return path;
+  };
+  // Names below use pid 1 (alive, not ours) so that a file that wrongly passed validation
+  // would be reported, not cleaned up as a dead writer's.
+  std::mt19937_64 rng(7);
+  std::string noise(4096, '\0');
+  for (char& c : noise) c = static_cast<char>(rng());
+  write_file("agent-1.seg", noise);
+  write_file("agent-2.seg", valid.substr(0, valid.size() / 2));
+  write_file("agent-3.seg", valid.substr(0, 10));
+  write_file("agent-4.seg", "");
+  std::string wrong_pid = valid;  // header says our pid, name says another one
+  write_file("agent-5.seg", wrong_pid);
+  std::string huge_slots = valid;
+  format::SegmentHeader header{};
+  std::memcpy(&header, huge_slots.data(), sizeof(header));
+  header.device_slots = 1'000'000;
+  std::memcpy(huge_slots.data(), &header, sizeof(header));
+  write_file("agent-6.seg", huge_slots);
+  std::string bad_version = valid;
+  std::memcpy(&header, valid.data(), sizeof(header));
+  header.version = 99;
+  std::memcpy(bad_version.data(), &header, sizeof(header));
+  write_file("agent-7.seg", bad_version);
+  const std::string foreign = write_file("agent-8.seg", valid);
+  ASSERT_EQ(::chown(foreign.c_str(), 65534, 65534) == 0 || ::geteuid() != 0, true);
+  write_file("notes.txt", valid);
+  write_file("agent-x.seg", valid);
+  ASSERT_EQ(::mkdir((dir.path() + "/agent-9.seg").c_str(), 0700), 0);
+  ASSERT_EQ(::mkfifo((dir.path() + "/agent-10.seg").c_str(), 0600), 0);
+  const std::string outside = write_file("elsewhere", valid);
+  ASSERT_EQ(::symlink(outside.c_str(), (dir.path() + "/agent-11.seg").c_str()), 0);
+
+  auto reader = AgentSegmentReader::create(dir.path());
+  Polled out = poll(*reader);
+  ASSERT_EQ(out.allocators.size(), 1U) << "only the real segment is read";
+  EXPECT_EQ(out.allocators[0].allocated_bytes, 77U);
+  EXPECT_TRUE(fs::exists(dir.path() + "/agent-1.seg")) << "invalid files are left alone";
+}
+
+TEST(AgentSegment, ReaderOfMissingDirectorySeesNothing) {
+  auto reader = AgentSegmentReader::create("/nonexistent/vramscope-test-dir");
+  Polled out = poll(*reader);
+  EXPECT_TRUE(out.allocators.empty());
+}
+
+TEST(SegmentDir, ParsesOnlyWellFormedNames) {
+  EXPECT_EQ(format::parse_segment_file_name("agent-42.seg"), 42U);
+  EXPECT_EQ(format::segment_file_name(42), "agent-42.seg");
+  for (const char* bad : {"agent-.seg", "agent-0.seg", "agent--1.seg", "agent-+1.seg",
+                          "agent-1.seg.tmp", ".agent-1.tmp", "agent-99999999999.seg",
+                          "agent-1x.seg", "xagent-1.seg"}) {
+    EXPECT_FALSE(format::parse_segment_file_name(bad).has_value()) << bad;
+  }
+}
+
+TEST(SegmentDir, DefaultHonoursEnvironment) {
+  ::setenv("VRAMSCOPE_SHM_DIR", "/some/where", 1);
+  EXPECT_EQ(agent_segment_dir(), "/some/where");
+  ::unsetenv("VRAMSCOPE_SHM_DIR");
+  EXPECT_NE(agent_segment_dir().find("vramscope-" + std::to_string(::geteuid())),
+            std::string::npos);
+}
+
+TEST(ProcessIdentity, StartTimeIdentifiesUs) {
+  const std::optional<uint64_t> ticks = format::process_start_ticks(self_pid());
+  ASSERT_TRUE(ticks.has_value());
+  EXPECT_TRUE(format::process_is_alive(self_pid(), *ticks));
+  EXPECT_FALSE(format::process_is_alive(self_pid(), *ticks + 1));
+  EXPECT_NE(format::pid_namespace_inode(), 0U);
+}
+
+}  // namespace
+}  // namespace vramscope
