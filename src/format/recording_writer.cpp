@@ -189,7 +189,8 @@ std::unique_ptr<RecordingWriter> RecordingWriter::create(const std::string& path
                                                          const RecordingMetadata& metadata,
                                                          const RecordingWriterOptions& options) {
   const std::string header = build_header(metadata);
-  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (options.overwrite ? O_TRUNC : O_EXCL);
+  // No O_TRUNC: an existing path is checked to be a regular file before anything is changed.
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (options.overwrite ? 0 : O_EXCL);
   const int fd = ::open(path.c_str(), flags, 0600);
   if (fd < 0) {
     const int error = errno;
@@ -198,14 +199,20 @@ std::unique_ptr<RecordingWriter> RecordingWriter::create(const std::string& path
     }
     throw Error(path + ": cannot create recording: " + errno_text(error));
   }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    throw Error(path + ": not a regular file, cannot record into it");
+  }
   // An overwritten file keeps its old mode; recordings name processes and commands, so tighten it.
   int error = 0;
-  if (options.overwrite && ::fchmod(fd, 0600) != 0) error = errno;
+  if (options.overwrite && (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, 0) != 0)) error = errno;
   if (error == 0) error = write_all(fd, header.data(), header.size());
   if (error == 0 && ::fdatasync(fd) != 0) error = errno;
   if (error != 0) {
     ::close(fd);
-    ::unlink(path.c_str());
+    // Only a file this call created is removed; an existing one we failed to rewrite stays.
+    if (!options.overwrite) ::unlink(path.c_str());
     throw Error(path + ": cannot write recording header: " + errno_text(error));
   }
   sync_parent_directory(path);

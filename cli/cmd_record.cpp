@@ -1,0 +1,178 @@
+// cli/cmd_record.cpp -- `vramscope record -o FILE [-- CMD...]`: samples into a crash-safe recording
+//
+// Samples are appended at the interval and flushed as a checksummed chunk at least every 100 ms,
+// so a SIGKILL loses at most that much. With a command, the recorder runs it in its own process
+// group, so a terminal's Ctrl-C reaches the command directly; the recorder notes the signal,
+// keeps recording until the command exits and returns its exit status.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "commands.hpp"
+#include "pacing.hpp"
+#include "stop_signals.hpp"
+#include "vramscope/clock.hpp"
+#include "vramscope/recording.hpp"
+#include "vramscope/sampler.hpp"
+#include "vramscope/units.hpp"
+#include "vramscope/version.hpp"
+
+namespace vramscope::cli {
+namespace {
+
+/// A chunk reaches the disk at least this often, whatever the interval.
+constexpr int64_t flush_period_ns = 100'000'000;
+/// The status line is redrawn at most 4 times a second.
+constexpr int64_t status_period_ns = 250'000'000;
+
+struct RecordOptions {
+  std::string output;
+  std::string interval = "100ms";
+  std::string duration;
+  bool force = false;
+  bool no_agents = false;
+  std::vector<std::string> command;
+};
+
+/// "\r"-updated progress on stderr, only when stderr is a terminal.
+class StatusLine {
+ public:
+  StatusLine() : m_enabled(isatty(STDERR_FILENO) == 1) {}
+  void update(const RecordingWriter& writer, int64_t elapsed_ns, int64_t now_ns, bool force) {
+    if (!m_enabled || (!force && now_ns - m_last_ns < status_period_ns)) return;
+    m_last_ns = now_ns;
+    std::fprintf(stderr, "\rrecording: %llu samples, %s, %s   ",
+                 static_cast<unsigned long long>(writer.sample_count()),
+                 format_bytes(writer.file_bytes()).c_str(), format_duration_ns(elapsed_ns).c_str());
+    std::fflush(stderr);
+    m_drawn = true;
+  }
+  void finish() {
+    if (m_drawn) std::fputc('\n', stderr);
+    m_drawn = false;
+  }
+
+ private:
+  bool m_enabled;
+  bool m_drawn = false;
+  int64_t m_last_ns = 0;
+};
+
+/// A stop signal arrived while a command runs: Ctrl-C from the terminal already reached the
+/// command; a signal sent to us alone (kill, a supervisor's SIGTERM) is passed on to it.
+void relay_stop_signal(const ChildProcess& child) {
+  if (g_stop_signal == 0) return;
+  if (g_stop_from_kill != 0 || g_stop_signal == SIGTERM) child.send_signal(g_stop_signal);
+  g_stop_signal = 0;
+}
+
+int run_record(const RecordOptions& options) {
+  const int64_t interval_ns = parse_interval_ns("--interval", options.interval);
+  std::optional<int64_t> duration_ns;
+  if (!options.duration.empty()) {
+    duration_ns = parse_positive_duration_ns("--duration", options.duration);
+  }
+  install_stop_handlers();
+  SamplerOptions sampler_options;
+  sampler_options.read_agents = !options.no_agents;
+  const std::unique_ptr<Sampler> sampler = open_sampler(sampler_options);
+
+  RecordingMetadata metadata;
+  metadata.created_ns = wall_time_ns();
+  metadata.interval_ns = interval_ns;
+  metadata.hostname = sampler->hostname();
+  metadata.driver_version = sampler->driver_version();
+  metadata.command = shell_join(options.command);
+  metadata.writer_version = version;
+  // Created before the command starts, so "file exists" never leaves a command running.
+  std::unique_ptr<RecordingWriter> writer =
+      RecordingWriter::create(options.output, metadata, options.force);
+
+  std::optional<ChildProcess> child;
+  if (!options.command.empty()) {
+    try {
+      child = ChildProcess::spawn(options.command);
+    } catch (const Error&) {
+      // Nothing was recorded: leave no empty file behind.
+      writer.reset();
+      unlink(options.output.c_str());
+      throw;
+    }
+  }
+
+  StatusLine status;
+  SystemSample sample;
+  const int64_t start_ns = monotonic_ns();
+  int64_t last_flush_ns = start_ns;
+  int result = ExitOk;
+  try {
+    for (;;) {
+      int64_t now_ns = monotonic_ns();
+      if (duration_ns && now_ns - start_ns >= *duration_ns) break;
+      if (child) {
+        relay_stop_signal(*child);
+      } else if (stop_requested()) {
+        break;
+      }
+      g_child_changed = 0;
+      const bool child_done = child && child->poll_exited();
+      // One last sample after the command exits shows what it left behind.
+      sampler->sample(sample);
+      writer->append(sample);
+      now_ns = monotonic_ns();
+      if (now_ns - last_flush_ns >= flush_period_ns) {
+        writer->flush();
+        last_flush_ns = now_ns;
+      }
+      status.update(*writer, now_ns - start_ns, now_ns, false);
+      if (child_done) break;
+      sleep_until_ns(next_deadline_ns(start_ns, interval_ns, monotonic_ns()));
+    }
+    writer->close();
+  } catch (const Error& e) {
+    status.finish();
+    std::fprintf(stderr, "vramscope: recording stopped: %s\n", e.what());
+    result = ExitError;
+  }
+  const int64_t end_ns = monotonic_ns();
+  status.update(*writer, end_ns - start_ns, end_ns, true);
+  status.finish();
+
+  if (!child) return result;
+  // --duration may end the recording first: the command still runs to its end.
+  while (!child->wait()) relay_stop_signal(*child);
+  return result != ExitOk ? result : child->exit_status().value_or(ExitError);
+}
+
+}  // namespace
+
+Command add_record_command(CLI::App& app) {
+  auto options = std::make_shared<RecordOptions>();
+  CLI::App* record = app.add_subcommand(
+      "record",
+      "Record samples of every GPU (and of PyTorch agents) into a crash-safe file until Ctrl-C, "
+      "--duration, or the end of the command given after `--`. With a command, Ctrl-C goes to "
+      "the command, recording continues until it exits, and its exit status is returned.");
+  record->add_option("-o,--output", options->output, "Recording file to create (mode 0600)")
+      ->required();
+  record->add_option("-i,--interval", options->interval,
+                     "Time between samples: 10ms, 0.5s, 2 (seconds); at least 1ms")
+      ->capture_default_str();
+  record->add_option("-d,--duration", options->duration,
+                     "Stop recording after this long (30s, 5m); a command keeps running");
+  record->add_flag("--force", options->force, "Overwrite FILE if it exists");
+  record->add_flag("--no-agents", options->no_agents,
+                   "Driver view only; do not read PyTorch agents' shared memory");
+  record->add_option("command", options->command,
+                     "Command to run and record, after `--` (e.g. -- python train.py)");
+  record->footer("Example: vramscope record -o run.vsrec -- python train.py --epochs 3");
+  return Command{record, [options] { return run_record(*options); }};
+}
+
+}  // namespace vramscope::cli

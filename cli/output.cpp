@@ -1,0 +1,21 @@
+// cli/output.cpp -- stdout writes that turn EPIPE into "stop", not into a crash or an error
+#include "output.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "vramscope/status.hpp"
+
+namespace vramscope::cli {
+
+bool write_stdout(std::string_view text) {
+  errno = 0;
+  const std::size_t written = std::fwrite(text.data(), 1, text.size(), stdout);
+  if (written == text.size() && std::fflush(stdout) == 0) return true;
+  if (errno == EPIPE) return false;
+  throw Error(std::string("cannot write to standard output: ") + std::strerror(errno));
+}
+
+}  // namespace vramscope::cli

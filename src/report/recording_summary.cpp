@@ -1,0 +1,231 @@
+// src/report/recording_summary.cpp -- peaks per device and per process over a recording
+#include "report/recording_summary.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <array>
+#include <nlohmann/json.hpp>
+
+#include "report/table_report.hpp"
+#include "report/text_cells.hpp"
+#include "vramscope/join.hpp"
+#include "vramscope/units.hpp"
+
+namespace vramscope::report {
+namespace {
+
+/// Raises `peak` to `value` when higher; returns whether it did.
+bool raise(std::optional<uint64_t>& peak, uint64_t value) {
+  if (peak && *peak >= value) return false;
+  peak = value;
+  return true;
+}
+
+/// The device that `uuid` names or holds as a MIG instance; null when none does.
+const DeviceSample* find_device(const SystemSample& sample, const std::string& uuid) {
+  for (const DeviceSample& d : sample.devices) {
+    if (d.uuid == uuid) return &d;
+    for (const MigInstanceSample& mig : d.mig_instances) {
+      if (mig.uuid == uuid) return &d;
+    }
+  }
+  return nullptr;
+}
+
+std::string local_time_text(int64_t timestamp_ns) {
+  const time_t seconds = static_cast<time_t>(timestamp_ns / 1'000'000'000);
+  struct tm parts {};
+  localtime_r(&seconds, &parts);
+  std::array<char, 32> text{};
+  strftime(text.data(), text.size(), "%Y-%m-%d %H:%M:%S", &parts);
+  return text.data();
+}
+
+std::string mib(const std::optional<uint64_t>& bytes) { return format_amount(bytes, UnitStyle::Mib); }
+
+std::string offset_text(int64_t offset_ns) { return "+" + format_duration_ns(offset_ns); }
+
+template <typename T>
+nlohmann::ordered_json or_null(const std::optional<T>& value) {
+  return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
+}
+
+nlohmann::ordered_json text_or_null(const std::string& text) {
+  return text.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(text);
+}
+
+}  // namespace
+
+ProcessPeak& RecordingSummary::process(uint32_t pid, const std::string& uuid,
+                                       uint32_t device_index) {
+  ProcessPeak& peak = m_processes[{pid, uuid}];
+  peak.pid = pid;
+  peak.device_uuid = uuid;
+  peak.device_index = device_index;
+  return peak;
+}
+
+void RecordingSummary::add(const SystemSample& sample) {
+  if (m_sample_count == 0) m_start_ns = sample.timestamp_ns;
+  ++m_sample_count;
+  m_end_ns = std::max(m_end_ns, sample.timestamp_ns);
+  const int64_t offset_ns = sample.timestamp_ns - m_start_ns;
+  m_oom_count += sample.ooms.size();
+
+  for (const DeviceSample& d : sample.devices) {
+    DevicePeak& peak = m_devices[d.uuid];
+    peak.index = d.index;
+    peak.uuid = d.uuid;
+    if (!d.name.empty()) peak.name = d.name;
+    if (d.total_bytes) peak.total_bytes = d.total_bytes;
+    if (d.used_bytes && raise(peak.peak_used_bytes, *d.used_bytes)) peak.peak_offset_ns = offset_ns;
+  }
+
+  const JoinResult joined = join_processes(sample);
+  for (const JoinedDevice& jd : joined.devices) {
+    const DeviceSample& d = sample.devices[jd.device_position];
+    for (const JoinedProcess& row : jd.processes) {
+      ProcessPeak& peak = process(row.pid, d.uuid, d.index);
+      if (row.driver) {
+        if (row.driver->visible && !row.driver->command.empty()) peak.command = row.driver->command;
+        if (row.driver->used_bytes && raise(peak.peak_used_bytes, *row.driver->used_bytes)) {
+          peak.peak_offset_ns = offset_ns;
+        }
+      }
+      if (row.torch) {
+        const AllocatorSample& t = *row.torch;
+        raise(peak.torch_peak_allocated_bytes, std::max(t.allocated_bytes, t.peak_allocated_bytes));
+        raise(peak.torch_peak_reserved_bytes, std::max(t.reserved_bytes, t.peak_reserved_bytes));
+        if (t.step > 0) {
+          raise(peak.step_count, t.step);
+          raise(peak.max_step_peak_allocated_bytes, t.step_peak_allocated_bytes);
+        }
+      }
+    }
+  }
+  for (const StepRecord& step : sample.steps) {
+    const DeviceSample* d = find_device(sample, step.device_uuid);
+    if (d == nullptr) continue;
+    ProcessPeak& peak = process(step.pid, d->uuid, d->index);
+    raise(peak.step_count, step.step);
+    raise(peak.max_step_peak_allocated_bytes, step.peak_allocated_bytes);
+  }
+}
+
+const char* tail_state_name(TailState state) {
+  switch (state) {
+    case TailState::Clean:
+      return "clean";
+    case TailState::Truncated:
+      return "truncated";
+    case TailState::Corrupt:
+      return "corrupt";
+  }
+  return "unknown";
+}
+
+std::string format_summary_text(const std::string& path, const RecordingMetadata& metadata,
+                                const RecordingSummary& summary, const RecordingTail& tail) {
+  std::string out = "Recording " + fit_text(path, 200) + " (format " +
+                    std::to_string(metadata.format_version) + ", written by vramscope " +
+                    fit_text(metadata.writer_version.empty() ? "?" : metadata.writer_version, 40) +
+                    ")\n";
+  out += "Host      " + fit_text(metadata.hostname, 100) + ", driver " +
+         fit_text(metadata.driver_version.empty() ? "N/A" : metadata.driver_version, 40) + "\n";
+  if (!metadata.command.empty()) out += "Command   " + fit_text(metadata.command, 200) + "\n";
+  if (summary.sample_count() == 0) {
+    out += "Span      no samples\n";
+  } else {
+    out += "Span      " + local_time_text(summary.start_ns()) + " .. " +
+           local_time_text(summary.end_ns()) + " (" +
+           format_duration_ns(summary.end_ns() - summary.start_ns()) + ")\n";
+  }
+  out += "Samples   " + std::to_string(summary.sample_count()) + ", every " +
+         format_duration_ns(metadata.interval_ns) + "\n";
+  out += std::string("Tail      ") + tail_state_name(tail.state);
+  if (tail.state != TailState::Clean) out += ": " + fit_text(tail.message, 200);
+  out += "\n";
+  if (summary.oom_count() > 0) {
+    out += "OOMs      " + std::to_string(summary.oom_count()) + "\n";
+  }
+
+  out += "\nGPU  Name                       Total  Peak used  at\n";
+  for (const auto& [uuid, d] : summary.devices()) {
+    out += pad_left(std::to_string(d.index), 3) + "  " + pad_right(d.name, 22) + " " +
+           pad_left(mib(d.total_bytes), 9) + "  " + pad_left(mib(d.peak_used_bytes), 9) + "  " +
+           (d.peak_used_bytes ? offset_text(d.peak_offset_ns) : "-") + "  " + fit_text(uuid, 60) +
+           "\n";
+  }
+  if (summary.processes().empty()) return out;
+  out += "\nProcess peaks (driver used; torch allocated/reserved when an agent published)\n";
+  for (const auto& [key, p] : summary.processes()) {
+    out += "  pid " + std::to_string(p.pid) + " on GPU " + std::to_string(p.device_index) +
+           ": used " + mib(p.peak_used_bytes);
+    if (p.peak_used_bytes) out += " at " + offset_text(p.peak_offset_ns);
+    if (p.torch_peak_allocated_bytes) {
+      out += ", torch alloc " + mib(p.torch_peak_allocated_bytes) + " resv " +
+             mib(p.torch_peak_reserved_bytes);
+    }
+    if (p.step_count) {
+      out += ", " + std::to_string(*p.step_count) + " steps, max step peak " +
+             mib(p.max_step_peak_allocated_bytes);
+    }
+    out += "\n";
+    if (!p.command.empty()) out += "      " + fit_text(p.command, 74) + "\n";
+  }
+  return out;
+}
+
+std::string format_summary_json(const std::string& path, const RecordingMetadata& metadata,
+                                const RecordingSummary& summary, const RecordingTail& tail) {
+  using json = nlohmann::ordered_json;
+  json devices = json::array();
+  for (const auto& [uuid, d] : summary.devices()) {
+    devices.push_back(json{{"index", d.index},
+                           {"name", d.name},
+                           {"uuid", uuid},
+                           {"total_bytes", or_null(d.total_bytes)},
+                           {"peak_used_bytes", or_null(d.peak_used_bytes)},
+                           {"peak_used_offset_ns",
+                            d.peak_used_bytes ? json(d.peak_offset_ns) : json(nullptr)}});
+  }
+  json processes = json::array();
+  for (const auto& [key, p] : summary.processes()) {
+    processes.push_back(
+        json{{"pid", p.pid},
+             {"device_uuid", p.device_uuid},
+             {"device_index", p.device_index},
+             {"command", text_or_null(p.command)},
+             {"peak_used_bytes", or_null(p.peak_used_bytes)},
+             {"peak_used_offset_ns", p.peak_used_bytes ? json(p.peak_offset_ns) : json(nullptr)},
+             {"torch_peak_allocated_bytes", or_null(p.torch_peak_allocated_bytes)},
+             {"torch_peak_reserved_bytes", or_null(p.torch_peak_reserved_bytes)},
+             {"step_count", or_null(p.step_count)},
+             {"max_step_peak_allocated_bytes", or_null(p.max_step_peak_allocated_bytes)}});
+  }
+  const bool empty = summary.sample_count() == 0;
+  json doc;
+  doc["schema_version"] = 1;
+  doc["file"] = path;
+  doc["format_version"] = metadata.format_version;
+  doc["writer_version"] = text_or_null(metadata.writer_version);
+  doc["hostname"] = metadata.hostname;
+  doc["driver_version"] = text_or_null(metadata.driver_version);
+  doc["command"] = text_or_null(metadata.command);
+  doc["created_ns"] = metadata.created_ns;
+  doc["interval_ns"] = metadata.interval_ns;
+  doc["sample_count"] = summary.sample_count();
+  doc["start_ns"] = empty ? json(nullptr) : json(summary.start_ns());
+  doc["end_ns"] = empty ? json(nullptr) : json(summary.end_ns());
+  doc["duration_ns"] = empty ? json(nullptr) : json(summary.end_ns() - summary.start_ns());
+  doc["tail"] = json{{"state", tail_state_name(tail.state)},
+                     {"message", tail.state == TailState::Clean ? json(nullptr)
+                                                                : text_or_null(tail.message)}};
+  doc["oom_count"] = summary.oom_count();
+  doc["devices"] = devices;
+  doc["processes"] = processes;
+  return doc.dump(2);
+}
+
+}  // namespace vramscope::report

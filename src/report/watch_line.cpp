@@ -1,0 +1,60 @@
+// src/report/watch_line.cpp -- compact per-GPU lines for streaming
+#include "report/watch_line.hpp"
+
+#include <time.h>
+
+#include <array>
+#include <cstdio>
+
+#include "vramscope/join.hpp"
+
+namespace vramscope::report {
+namespace {
+
+std::string clock_text(int64_t timestamp_ns) {
+  const time_t seconds = static_cast<time_t>(timestamp_ns / 1'000'000'000);
+  const auto millis = static_cast<int>((timestamp_ns / 1'000'000) % 1000);
+  struct tm parts {};
+  localtime_r(&seconds, &parts);
+  std::array<char, 32> text{};
+  std::snprintf(text.data(), text.size(), "%02d:%02d:%02d.%03d", parts.tm_hour, parts.tm_min,
+                parts.tm_sec, millis);
+  return text.data();
+}
+
+}  // namespace
+
+std::string format_watch_lines(const SystemSample& sample, UnitStyle units) {
+  const std::string when = clock_text(sample.timestamp_ns);
+  const JoinResult joined = join_processes(sample);
+  std::string out;
+  for (const JoinedDevice& jd : joined.devices) {
+    const DeviceSample& d = sample.devices[jd.device_position];
+    std::string text = when + "  gpu " + std::to_string(d.index);
+    if (d.lost) {
+      text += "  GPU lost";
+      if (!d.error.empty()) text += ": " + d.error;
+      out += text + "\n";
+      continue;
+    }
+    text += "  used " + format_amount(d.used_bytes, units) + "  free " +
+            format_amount(d.free_bytes, units);
+    uint64_t allocated = 0;
+    uint64_t reserved = 0;
+    bool any_agent = false;
+    for (const JoinedProcess& row : jd.processes) {
+      if (!row.torch) continue;
+      any_agent = true;
+      allocated += row.torch->allocated_bytes;
+      reserved += row.torch->reserved_bytes;
+    }
+    if (any_agent) {
+      text += "  torch alloc " + format_amount(allocated, units) + " resv " +
+              format_amount(reserved, units);
+    }
+    out += text + "\n";
+  }
+  return out;
+}
+
+}  // namespace vramscope::report

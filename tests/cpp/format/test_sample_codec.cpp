@@ -1,0 +1,171 @@
+// tests/cpp/format/test_sample_codec.cpp -- SystemSample encoding: round trips and hostile input
+#include "format/sample_codec.hpp"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "format/fixtures.hpp"
+
+namespace vramscope::format {
+namespace {
+
+using testing::dump;
+using testing::make_sample;
+
+/// Encodes `samples` as one chunk would hold them and decodes them back.
+std::vector<SystemSample> round_trip(const std::vector<SystemSample>& samples,
+                                     std::string* encoded = nullptr) {
+  SampleEncoder encoder;
+  std::string bytes;
+  int64_t base_ns = samples.empty() ? 0 : samples.front().timestamp_ns;
+  for (const auto& sample : samples) {
+    EXPECT_TRUE(encoder.encode(sample, base_ns, bytes));
+    base_ns = sample.timestamp_ns;
+  }
+  if (encoded != nullptr) *encoded = bytes;
+  SampleDecoder decoder;
+  std::string_view cursor = bytes;
+  std::vector<SystemSample> out(samples.size());
+  base_ns = samples.empty() ? 0 : samples.front().timestamp_ns;
+  for (auto& sample : out) {
+    decoder.decode(cursor, base_ns, sample);
+    base_ns = sample.timestamp_ns;
+  }
+  EXPECT_TRUE(cursor.empty());
+  return out;
+}
+
+TEST(SampleCodec, RoundTripsRichSamples) {
+  std::vector<SystemSample> samples;
+  for (uint64_t seed = 0; seed < 40; ++seed) samples.push_back(make_sample(seed, 2, 6));
+  const auto decoded = round_trip(samples);
+  ASSERT_EQ(decoded.size(), samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) EXPECT_EQ(dump(decoded[i]), dump(samples[i]));
+}
+
+TEST(SampleCodec, RoundTripsEmptyAndExtremeValues) {
+  SystemSample empty;
+  SystemSample extreme;
+  extreme.timestamp_ns = std::numeric_limits<int64_t>::min();
+  DeviceSample device;
+  device.index = std::numeric_limits<uint32_t>::max();
+  device.total_bytes = std::numeric_limits<uint64_t>::max();
+  device.used_bytes = 0;  // present and zero is not absent
+  device.mig_enabled = false;
+  ProcessSample process;
+  process.pid = std::numeric_limits<uint32_t>::max();
+  process.kinds = 0xFF;
+  process.used_bytes = 0;
+  process.gpu_instance_id = std::numeric_limits<uint32_t>::max();
+  device.processes.push_back(process);
+  extreme.devices.push_back(device);
+  AllocatorSample allocator;
+  allocator.rank = std::numeric_limits<int32_t>::min();
+  allocator.world_size = std::numeric_limits<int32_t>::max();
+  allocator.updated_ns = std::numeric_limits<int64_t>::max();
+  allocator.dropped_event_count = std::numeric_limits<uint64_t>::max();
+  extreme.allocators.push_back(allocator);
+  StepRecord step;
+  step.duration_ns = std::numeric_limits<int64_t>::min();
+  step.end_ns = std::numeric_limits<int64_t>::max();
+  extreme.steps.push_back(step);
+  SystemSample last;
+  last.timestamp_ns = std::numeric_limits<int64_t>::max();
+  const std::vector<SystemSample> samples{empty, extreme, last};
+  const auto decoded = round_trip(samples);
+  for (std::size_t i = 0; i < samples.size(); ++i) EXPECT_EQ(dump(decoded[i]), dump(samples[i]));
+}
+
+TEST(SampleCodec, RepeatedStringsAreStoredOnce) {
+  std::string first;
+  std::string both;
+  round_trip({make_sample(1, 8, 8)}, &first);
+  round_trip({make_sample(1, 8, 8), make_sample(2, 8, 8)}, &both);
+  const auto occurrences = [](const std::string& haystack, const std::string& needle) {
+    int count = 0;
+    for (auto at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  EXPECT_EQ(occurrences(both, "NVIDIA H100 80GB HBM3"), 1);
+  EXPECT_EQ(occurrences(both, "train.py --model=llama-3-8b --rank=3 "), 1);
+  EXPECT_EQ(occurrences(both, "node-07"), 1);
+  EXPECT_LT(both.size() - first.size(), first.size() * 2 / 3);
+}
+
+TEST(SampleCodec, ClipsOverlongStringsAtACharacterBoundary) {
+  EXPECT_EQ(clip_utf8("abc", 10), "abc");
+  EXPECT_EQ(clip_utf8("ab€", 4), "ab");  // € is 3 bytes; cutting inside it drops it whole
+  EXPECT_EQ(clip_utf8("ab€", 5), "ab€");
+  SystemSample sample;
+  DeviceSample device;
+  device.error = std::string(max_string_bytes - 1, 'x') + "😀";
+  sample.devices.push_back(device);
+  const auto decoded = round_trip({sample});
+  EXPECT_EQ(decoded[0].devices[0].error, std::string(max_string_bytes - 1, 'x'));
+}
+
+TEST(SampleCodec, RejectsEveryTruncation) {
+  std::string bytes;
+  SampleEncoder encoder;
+  const SystemSample sample = make_sample(3, 2, 4);
+  ASSERT_TRUE(encoder.encode(sample, sample.timestamp_ns, bytes));
+  for (std::size_t size = 0; size < bytes.size(); ++size) {
+    SampleDecoder decoder;
+    std::string_view cursor(bytes.data(), size);
+    SystemSample out;
+    EXPECT_THROW(decoder.decode(cursor, sample.timestamp_ns, out), FormatError) << size;
+  }
+}
+
+TEST(SampleCodec, RejectsHostileEncodings) {
+  const auto decode = [](const std::string& bytes) {
+    SampleDecoder decoder;
+    std::string_view cursor = bytes;
+    SystemSample out;
+    decoder.decode(cursor, 0, out);
+  };
+  // Length, then: timestamp, hostname, driver, device count, ...
+  EXPECT_THROW(decode(std::string("\x00", 1)), FormatError);                // empty sample
+  EXPECT_THROW(decode("\x05\x00\x00\x00\x05\x00"), FormatError);            // 5 devices, 1 byte
+  EXPECT_THROW(decode("\x04\x00\x07\x00\x00"), FormatError);                // string ref, no table
+  EXPECT_THROW(decode("\x05\x00\x01\x7F\x00\x00"), FormatError);            // literal past end
+  EXPECT_THROW(decode(std::string("\x08\x00\x00\x00\x00\x00\x00\x00\x00", 9)),
+               FormatError);  // trailing byte inside the sample
+  EXPECT_THROW(decode("\x0C\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\x7F\x00\x00"),
+               FormatError);  // varint past 64 bits
+  // One device whose flags carry an unknown bit.
+  const std::string device_prefix("\x00\x00\x00\x01\x00\x00\x00\x00", 8);
+  EXPECT_THROW(decode(std::string(1, static_cast<char>(device_prefix.size() + 6)) + device_prefix +
+                      "\x80\x10\x00\x00\x00\x00"),
+               FormatError);
+}
+
+TEST(SampleCodec, ExactSampleDecodesCleanly) {
+  // The same shape as the hostile cases above, well formed: guards against the hostile cases
+  // throwing for the wrong reason.
+  SampleDecoder decoder;
+  const std::string bytes("\x07\x00\x00\x00\x00\x00\x00\x00", 8);
+  std::string_view cursor = bytes;
+  SystemSample out;
+  decoder.decode(cursor, 42, out);
+  EXPECT_EQ(out.timestamp_ns, 42);
+  EXPECT_TRUE(cursor.empty());
+}
+
+TEST(SampleCodec, MetadataRoundTrips) {
+  const RecordingMetadata metadata = testing::make_metadata();
+  const RecordingMetadata decoded = decode_metadata(encode_metadata(metadata));
+  EXPECT_EQ(decoded.created_ns, metadata.created_ns);
+  EXPECT_EQ(decoded.interval_ns, metadata.interval_ns);
+  EXPECT_EQ(decoded.hostname, metadata.hostname);
+  EXPECT_EQ(decoded.driver_version, metadata.driver_version);
+  EXPECT_EQ(decoded.command, metadata.command);
+  EXPECT_EQ(decoded.writer_version, metadata.writer_version);
+  EXPECT_THROW(decode_metadata(encode_metadata(metadata).substr(0, 10)), FormatError);
+}
+
+}  // namespace
+}  // namespace vramscope::format
