@@ -2,6 +2,8 @@
 //
 // The recording is read once and every requested sink receives each sample, so several formats
 // cost one pass. A torn or corrupt tail (recorder killed) is a warning: what was read is exported.
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -52,6 +54,14 @@ Command add_export_command(CLI::App& app) {
         options->csv_processes_path.empty() && options->jsonl_path.empty()) {
       throw Error("export: give at least one output (--tensorboard DIR, --trace FILE, --csv FILE, --csv-processes FILE, --jsonl FILE)",
                   ExitUsage);
+    }
+    if (!options->force) {
+      for (const std::string* path : {&options->trace_path, &options->csv_path, &options->csv_processes_path,
+                                      &options->jsonl_path}) {
+        if (!path->empty() && ::access(path->c_str(), F_OK) == 0) {
+          throw Error(*path + " already exists (pass --force to overwrite it)");
+        }
+      }
     }
     auto reader = RecordingReader::open(options->input);
 
