@@ -151,7 +151,7 @@ def rank_advice(e: OomEvidence) -> List[Advice]:
         recoverable = min(e.cached_free_bytes, e.requested_bytes)
         fits = e.cached_free_bytes + e.device_free_bytes >= e.requested_bytes
         advice.append(Advice(
-            score=(2.0 if fits else recoverable / need) * max(e.fragmentation, 0.05),
+            score=100.0 if fits else recoverable / need * max(e.fragmentation, 0.05),
             title="set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
             detail=(f"{format_bytes(e.cached_free_bytes)} is free inside the cache but the "
                     f"largest free block is {format_bytes(e.largest_free_block_bytes)} "
