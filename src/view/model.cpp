@@ -1,0 +1,257 @@
+// src/view/model.cpp -- what `vramscope top` shows: the per-GPU and per-process join, sort, filter
+#include "view/model.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <tuple>
+#include <utility>
+
+namespace vramscope::view {
+
+namespace {
+
+constexpr std::array<SortKey, 5> sort_order{SortKey::Memory, SortKey::Pid, SortKey::Allocated,
+                                            SortKey::Gpu, SortKey::Command};
+
+/// History is kept per GPU UUID so that it survives a GPU being renumbered or lost for a while.
+std::string gpu_key(const DeviceSample& device) {
+  return device.uuid.empty() ? "#" + std::to_string(device.index) : device.uuid;
+}
+
+/// The GPU index an agent's device belongs to: its UUID is either a GPU's or a MIG instance's.
+std::optional<uint32_t> gpu_of(const std::vector<DeviceSample>& devices, const std::string& uuid) {
+  for (const auto& device : devices) {
+    if (device.uuid == uuid) return device.index;
+    for (const auto& mig : device.mig_instances) {
+      if (mig.uuid == uuid) return device.index;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+/// Bytes the row stands for when sorting by memory: the driver's number, else the agent's.
+uint64_t memory_of(const ProcessRow& row) {
+  return row.driver_used_bytes.value_or(row.torch_reserved_bytes.value_or(0));
+}
+
+bool row_less(SortKey key, const ProcessRow& a, const ProcessRow& b) {
+  const auto pid_gpu = [](const ProcessRow& r) { return std::tie(r.pid, r.gpu_index); };
+  switch (key) {
+    case SortKey::Memory:
+      if (memory_of(a) != memory_of(b)) return memory_of(a) > memory_of(b);
+      break;
+    case SortKey::Pid:
+      break;
+    case SortKey::Allocated:
+      // Rows without an agent sort after every row with one.
+      if (a.torch_allocated_bytes.has_value() != b.torch_allocated_bytes.has_value()) {
+        return a.torch_allocated_bytes.has_value();
+      }
+      if (a.torch_allocated_bytes != b.torch_allocated_bytes) {
+        return a.torch_allocated_bytes > b.torch_allocated_bytes;
+      }
+      break;
+    case SortKey::Gpu:
+      if (a.gpu_index != b.gpu_index) return a.gpu_index < b.gpu_index;
+      if (memory_of(a) != memory_of(b)) return memory_of(a) > memory_of(b);
+      break;
+    case SortKey::Command:
+      if (a.command != b.command) return a.command < b.command;
+      break;
+  }
+  return pid_gpu(a) < pid_gpu(b);
+}
+
+/// Splits one GPU's used memory between the agents' processes and everything else.
+MemorySplit split_memory(const DeviceSample& device, const std::vector<ProcessRow>& rows) {
+  MemorySplit split;
+  split.total_bytes = device.total_bytes.value_or(0);
+  split.driver_reserved_bytes = device.memory_v2 ? device.reserved_bytes.value_or(0) : 0;
+  const uint64_t used = device.used_bytes.value_or(0);
+  const uint64_t accounted = used + split.driver_reserved_bytes;
+  split.free_bytes = device.free_bytes.value_or(
+      split.total_bytes > accounted ? split.total_bytes - accounted : 0);
+  uint64_t attributed = 0;
+  for (const auto& row : rows) {
+    if (row.gpu_index != device.index || !row.has_agent) continue;
+    split.has_agents = true;
+    const uint64_t allocated = row.torch_allocated_bytes.value_or(0);
+    const uint64_t reserved = std::max(row.torch_reserved_bytes.value_or(0), allocated);
+    split.allocated_bytes += allocated;
+    split.cached_free_bytes += reserved - allocated;
+    // The driver's number includes the allocator's reserve; what exceeds it is not PyTorch's.
+    // Without a driver number (pid not listed) only the reserve is known to be this process's.
+    const uint64_t driver = row.driver_used_bytes.value_or(reserved);
+    split.non_pytorch_bytes += driver > reserved ? driver - reserved : 0;
+    attributed += std::max(driver, reserved);
+  }
+  split.other_bytes = used > attributed ? used - attributed : 0;
+  return split;
+}
+
+}  // namespace
+
+std::string_view sort_key_name(SortKey key) {
+  switch (key) {
+    case SortKey::Memory: return "memory";
+    case SortKey::Pid: return "pid";
+    case SortKey::Allocated: return "allocated";
+    case SortKey::Gpu: return "gpu";
+    case SortKey::Command: return "command";
+  }
+  return "memory";
+}
+
+std::optional<SortKey> parse_sort_key(std::string_view name) {
+  for (const SortKey key : sort_order) {
+    if (sort_key_name(key) == name) return key;
+  }
+  return std::nullopt;
+}
+
+ViewModel::ViewModel(std::size_t history_capacity)
+    : m_history_capacity(std::max<std::size_t>(history_capacity, 1)) {}
+
+void ViewModel::ingest(const SystemSample& sample) {
+  m_has_sample = true;
+  m_timestamp_ns = sample.timestamp_ns;
+  m_hostname = sample.hostname;
+  m_driver_version = sample.driver_version;
+  if (!sample.ooms.empty()) m_last_oom = sample.ooms.back();
+
+  // Rows: one per (pid, GPU) the driver lists, joined with the agent on that pid and GPU.
+  m_all_rows.clear();
+  for (const auto& device : sample.devices) {
+    for (const auto& process : device.processes) {
+      ProcessRow row;
+      row.pid = process.pid;
+      row.user = process.user;
+      row.gpu_index = device.index;
+      row.command = process.command;
+      row.driver_used_bytes = process.used_bytes;
+      row.in_driver_list = true;
+      m_all_rows.push_back(std::move(row));
+    }
+  }
+  for (const auto& agent : sample.allocators) {
+    const auto gpu = gpu_of(sample.devices, agent.device_uuid);
+    if (!gpu) continue;
+    auto it = std::find_if(m_all_rows.begin(), m_all_rows.end(), [&](const ProcessRow& r) {
+      return r.pid == agent.pid && r.gpu_index == *gpu;
+    });
+    if (it == m_all_rows.end()) {
+      // The driver does not list it: another pid namespace (containers) or a process list the
+      // driver would not give. The agent's numbers are still exact, so the row stays.
+      ProcessRow row;
+      row.pid = agent.pid;
+      row.gpu_index = *gpu;
+      m_all_rows.push_back(std::move(row));
+      it = std::prev(m_all_rows.end());
+    }
+    // Several agents cannot share a pid, but one process may report a device under two
+    // ordinals (MIG); sum them.
+    const auto add = [](std::optional<uint64_t>& total, uint64_t value) {
+      total = total.value_or(0) + value;
+    };
+    add(it->torch_allocated_bytes, agent.allocated_bytes);
+    add(it->torch_reserved_bytes, agent.reserved_bytes);
+    add(it->step_peak_allocated_bytes, agent.step_peak_allocated_bytes);
+    it->step = agent.step;
+    if (agent.rank >= 0) it->rank = agent.rank;
+    it->has_agent = true;
+  }
+
+  std::vector<GpuView> gpus;
+  gpus.reserve(sample.devices.size());
+  for (const auto& device : sample.devices) {
+    GpuView view;
+    view.device = device;
+    view.device.processes.clear();  // the rows own the per-process view
+    view.split = split_memory(device, m_all_rows);
+    if (view.split.has_agents) {
+      view.torch_allocated_bytes = view.split.allocated_bytes;
+      view.torch_reserved_bytes = view.split.allocated_bytes + view.split.cached_free_bytes;
+    }
+    const std::string key = gpu_key(device);
+    for (auto& old : m_gpus) {
+      if (gpu_key(old.device) == key) {
+        view.history = std::move(old.history);
+        break;
+      }
+    }
+    view.history.push_back({sample.timestamp_ns, device.used_bytes, view.torch_allocated_bytes});
+    while (view.history.size() > m_history_capacity) view.history.pop_front();
+    gpus.push_back(std::move(view));
+  }
+  m_gpus = std::move(gpus);
+  rebuild_rows();
+}
+
+void ViewModel::clear_history() {
+  for (auto& gpu : m_gpus) gpu.history.clear();
+  m_last_oom.reset();
+}
+
+void ViewModel::set_sort_key(SortKey key) {
+  m_sort_key = key;
+  rebuild_rows();
+}
+
+void ViewModel::cycle_sort_key() {
+  const auto it = std::find(sort_order.begin(), sort_order.end(), m_sort_key);
+  set_sort_key(std::next(it) == sort_order.end() ? sort_order.front() : *std::next(it));
+}
+
+void ViewModel::set_filter(std::string filter) {
+  m_filter = std::move(filter);
+  rebuild_rows();
+}
+
+void ViewModel::rebuild_rows() {
+  const std::string needle = lower(m_filter);
+  m_rows.clear();
+  for (const auto& row : m_all_rows) {
+    if (needle.empty() || lower(row.command).find(needle) != std::string::npos ||
+        lower(row.user).find(needle) != std::string::npos ||
+        std::to_string(row.pid).find(needle) != std::string::npos) {
+      m_rows.push_back(row);
+    }
+  }
+  std::stable_sort(m_rows.begin(), m_rows.end(), [this](const ProcessRow& a, const ProcessRow& b) {
+    return row_less(m_sort_key, a, b);
+  });
+}
+
+std::optional<std::size_t> ViewModel::selected_index() const {
+  if (!m_selected) return std::nullopt;
+  for (std::size_t i = 0; i < m_rows.size(); ++i) {
+    if (m_rows[i].pid == m_selected->first && m_rows[i].gpu_index == m_selected->second) return i;
+  }
+  return std::nullopt;
+}
+
+void ViewModel::move_selection(int delta) {
+  if (m_rows.empty()) return;
+  const auto current = selected_index();
+  const long last = static_cast<long>(m_rows.size()) - 1;
+  const long target = current ? std::clamp(static_cast<long>(*current) + delta, 0L, last) : 0L;
+  const auto& row = m_rows[static_cast<std::size_t>(target)];
+  m_selected = std::make_pair(row.pid, row.gpu_index);
+}
+
+void ViewModel::select_first() {
+  if (!m_rows.empty()) m_selected = std::make_pair(m_rows.front().pid, m_rows.front().gpu_index);
+}
+
+void ViewModel::select_last() {
+  if (!m_rows.empty()) m_selected = std::make_pair(m_rows.back().pid, m_rows.back().gpu_index);
+}
+
+}  // namespace vramscope::view

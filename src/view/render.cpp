@@ -1,0 +1,320 @@
+// src/view/render.cpp -- one frame of `vramscope top`: header, GPU panels, process table, footer, help
+#include "view/render.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <string>
+#include <vector>
+
+
+namespace vramscope::view {
+
+using detail::error_style;
+using detail::free_style;
+
+namespace {
+
+constexpr Style header_style{Color::Default, Color::Default, AttrReverse};
+constexpr Style column_header_style{Color::Default, Color::Default, AttrReverse | AttrBold};
+constexpr Style selected_style{Color::Default, Color::Default, AttrReverse};
+constexpr Style key_style{Color::Default, Color::Default, AttrBold};
+
+/// One column of the process table.
+struct Column {
+  const char* name;
+  int width;
+  bool right_aligned;
+  /// Columns with a higher number are dropped first on narrow terminals; 0 is never dropped.
+  int drop_rank;
+  /// The sort key this column shows, marked in the column header.
+  std::optional<SortKey> sort;
+};
+
+constexpr int command_min_width = 10;
+
+std::vector<Column> table_columns(int width) {
+  std::vector<Column> columns{
+      {"PID", 7, true, 0, SortKey::Pid},   {"USER", 8, false, 3, {}},
+      {"GPU", 4, true, 0, SortKey::Gpu},   {"USED", 6, true, 0, SortKey::Memory},
+      {"ALLOC", 6, true, 0, SortKey::Allocated}, {"RSRVD", 6, true, 4, {}},
+      {"PEAK", 6, true, 5, {}},            {"STEP", 7, true, 6, {}},
+      {"RANK", 4, true, 7, {}},            {"COMMAND", 0, false, 0, SortKey::Command}};
+  const auto fixed = [&] {
+    int sum = 0;
+    for (const auto& c : columns) sum += c.width + 1;
+    return sum;
+  };
+  while (fixed() + command_min_width > width) {
+    auto it = std::max_element(columns.begin(), columns.end(),
+                               [](const Column& a, const Column& b) { return a.drop_rank < b.drop_rank; });
+    if (it->drop_rank == 0) break;
+    columns.erase(it);
+  }
+  columns.back().width = std::max(width - fixed(), 0);
+  return columns;
+}
+
+std::string optional_bytes(const std::optional<uint64_t>& bytes) {
+  return bytes ? compact_bytes(*bytes) : "-";
+}
+
+std::string cell_text(const Column& column, const ProcessRow& row) {
+  const std::string_view name = column.name;
+  if (name == "PID") return std::to_string(row.pid);
+  if (name == "USER") return row.user.empty() ? "-" : row.user;
+  if (name == "GPU") return std::to_string(row.gpu_index);
+  if (name == "USED") {
+    if (!row.in_driver_list) return "?";
+    return row.driver_used_bytes ? compact_bytes(*row.driver_used_bytes) : "n/a";
+  }
+  if (name == "ALLOC") return optional_bytes(row.torch_allocated_bytes);
+  if (name == "RSRVD") return optional_bytes(row.torch_reserved_bytes);
+  if (name == "PEAK") return optional_bytes(row.step_peak_allocated_bytes);
+  if (name == "STEP") return row.step ? std::to_string(*row.step) : "-";
+  if (name == "RANK") return row.rank ? std::to_string(*row.rank) : "-";
+  if (!row.command.empty()) return row.command;
+  // Explain the gap instead of leaving it blank (see user request 2: containers).
+  if (!row.in_driver_list) return "(agent only: pid not in the driver's list, other pid namespace?)";
+  return "(not visible here: other pid namespace?)";
+}
+
+void draw_cell(Canvas& canvas, const Rect& row, int x, const Column& column,
+               const std::string& text, Style style) {
+  const Rect clip{x, row.y, column.width, 1};
+  if (column.right_aligned) {
+    canvas.text_right(clip, text, style);
+  } else {
+    canvas.text(clip, x, row.y, text, style);
+  }
+}
+
+void render_table(const ViewModel& model, const Rect& area, Canvas& canvas) {
+  if (area.empty()) return;
+  const auto columns = table_columns(area.width);
+  const Rect header = area.row(0);
+  canvas.fill(header, U' ', column_header_style);
+  int x = area.x;
+  int names_end = x;
+  for (const auto& column : columns) {
+    std::string name = column.name;
+    if (column.sort == model.sort_key()) name += canvas.unicode() ? "▼" : "v";
+    draw_cell(canvas, header, x, column, name, column_header_style);
+    names_end = column.right_aligned ? x + column.width : x + text_width(name);
+    x += column.width + 1;
+  }
+  const auto& rows = model.rows();
+  std::string count = std::to_string(rows.size()) + " processes ";
+  if (!model.filter().empty()) {
+    count = std::to_string(rows.size()) + "/" + std::to_string(model.total_row_count()) +
+            " match \"" + model.filter() + "\" ";
+  }
+  if (names_end + 2 + text_width(count) <= header.right()) {
+    canvas.text_right(header, count, column_header_style);
+  }
+
+  const int visible = area.height - 1;
+  if (rows.empty()) {
+    const std::string why = model.filter().empty() ? "no process is using a GPU"
+                                                   : "no process matches the filter";
+    canvas.text(area.row(1), area.x + 1, area.y + 1, why, free_style);
+    return;
+  }
+  const auto selected = model.selected_index();
+  // Scroll just enough to keep the selected row on screen.
+  const std::size_t offset = selected && *selected >= static_cast<std::size_t>(visible)
+                                 ? *selected - static_cast<std::size_t>(visible) + 1
+                                 : 0;
+  for (int i = 0; i < visible && offset + i < rows.size(); ++i) {
+    const auto& row = rows[offset + static_cast<std::size_t>(i)];
+    const Rect line = area.row(1 + i);
+    const bool is_selected = selected && *selected == offset + static_cast<std::size_t>(i);
+    Style style = is_selected ? selected_style : Style{};
+    if (is_selected) canvas.fill(line, U' ', style);
+    x = area.x;
+    for (const auto& column : columns) {
+      Style cell_style = style;
+      const std::string_view name = column.name;
+      if ((name == "ALLOC" || name == "RSRVD" || name == "PEAK") && row.has_agent) {
+        cell_style.fg = detail::allocated_style.fg;
+      }
+      if (name == "COMMAND" && row.command.empty()) cell_style.attrs |= AttrDim;
+      draw_cell(canvas, line, x, column, cell_text(column, row), cell_style);
+      x += column.width + 1;
+    }
+  }
+}
+
+void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas) {
+  const Rect& area = layout.header;
+  canvas.fill(area, U' ', header_style);
+  const std::string sep = canvas.unicode() ? " │ " : " | ";
+  std::string left;
+  if (model.replay) {
+    const auto& r = *model.replay;
+    left = "REPLAY of " + r.file + " (recorded on " + r.hostname + " at " +
+           format_local_time(r.recorded_ns) + ")" + sep + "sample " + std::to_string(r.position);
+    if (r.count) left += "/" + std::to_string(*r.count);
+    char speed[32];
+    std::snprintf(speed, sizeof speed, "%gx", r.speed);
+    left += sep + speed;
+    if (r.at_end) left += sep + "END";
+  } else {
+    const std::size_t gpus = model.gpus().size();
+    left = "vramscope" + sep + model.hostname() + sep + "driver " +
+           (model.driver_version().empty() ? "?" : model.driver_version()) + sep +
+           std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs") + sep + "every " +
+           compact_duration(model.interval_ns);
+  }
+  if (model.paused) left += sep + "PAUSED";
+  if (layout.hidden_gpu_count > 0) {
+    left += sep + "+" + std::to_string(layout.hidden_gpu_count) + " GPUs hidden (enlarge)";
+  }
+  const int end = canvas.text(area, area.x + 1, area.y, left, header_style);
+  // Live: the time of day is enough; a replay may span days, so it shows the date too.
+  std::string right = "waiting for the first sample";
+  if (model.has_sample()) {
+    right = format_local_time(model.timestamp_ns());
+    if (!model.replay) right = right.substr(11);
+  }
+  if (const auto& oom = model.last_oom()) {
+    right = "OOM pid " + std::to_string(oom->pid) + " at " +
+            format_local_time(oom->timestamp_ns).substr(11) + "  " + right;
+  }
+  if (end + 2 + text_width(right) < area.right()) {
+    canvas.text_right(area, right + " ", model.last_oom() ? error_style : header_style);
+  }
+}
+
+void render_footer(const ViewModel& model, const Rect& area, Canvas& canvas) {
+  if (model.filter_editing) {
+    const std::string prompt = "/" + model.filter() + (canvas.unicode() ? "█" : "_") +
+                               "   Enter keep, Esc clear";
+    canvas.text(area, area.x, area.y, prompt, key_style);
+    return;
+  }
+  const bool u = canvas.unicode();
+  std::vector<std::pair<std::string, std::string>> keys{
+      {"q", "quit"}, {"?", "help"}, {"s", "sort:" + std::string(sort_key_name(model.sort_key()))},
+      {"/", model.filter().empty() ? "filter" : "filter:" + model.filter()}};
+  if (model.replay) {
+    keys.push_back({"space", model.paused ? "play" : "pause"});
+    keys.push_back({u ? "←→" : "<>", "step"});
+    keys.push_back({"+-", "speed"});
+    keys.push_back({"gG", "start/end"});
+  } else {
+    keys.push_back({u ? "↑↓" : "up/dn", "select"});
+    keys.push_back({"space", model.paused ? "resume" : "pause"});
+  }
+  int x = area.x;
+  for (const auto& [key, what] : keys) {
+    if (x + text_width(key) + 1 + text_width(what) > area.right()) break;
+    x = canvas.text(area, x, area.y, key, key_style);
+    x = canvas.text(area, x + 1, area.y, what, Style{}) + 2;
+  }
+}
+
+void render_help(Canvas& canvas) {
+  const bool u = canvas.unicode();
+  const std::vector<std::string> lines{
+      "vramscope top: keys",
+      "",
+      "q, Esc        quit",
+      "?             show or hide this help",
+      "s             next sort: memory pid allocated gpu command",
+      "/             filter by command, user or pid",
+      std::string(u ? "↑ ↓" : "up dn") + " PgUp PgDn Home End   select a process",
+      "space         pause (live) or play/pause (replay)",
+      std::string(u ? "← →" : "left right") + " , .   replay: one sample back / forward",
+      "+ -           replay speed (0.25x .. 64x)",
+      "g G           replay: first / last sample",
+      "",
+      "bar: alloc = tensors; cached = freed blocks torch keeps;",
+      "non-torch = CUDA context, NCCL, cuBLAS of torch processes;",
+      "other = processes without agent; driver = driver-reserved",
+      "USED = driver's bytes; ALLOC RSRVD = torch allocator;",
+      "PEAK = peak allocated in the last step",
+  };
+  int width = 0;
+  for (const auto& line : lines) width = std::max(width, text_width(line));
+  const int box_w = std::min(width + 4, canvas.width());
+  const int box_h = std::min(static_cast<int>(lines.size()) + 2, canvas.height());
+  const Rect box{(canvas.width() - box_w) / 2, (canvas.height() - box_h) / 2, box_w, box_h};
+  canvas.fill(box, U' ', Style{});
+  canvas.box(box, detail::title_style);
+  const Rect inner{box.x + 2, box.y + 1, box.width - 4, box.height - 2};
+  for (int i = 0; i < inner.height && i < static_cast<int>(lines.size()); ++i) {
+    canvas.text(inner, inner.x, inner.y + i, lines[static_cast<std::size_t>(i)],
+                i == 0 ? detail::title_style : Style{});
+  }
+}
+
+}  // namespace
+
+Layout layout_for(const ViewModel& model, int width, int height) {
+  return compute_layout(width, height, static_cast<int>(model.gpus().size()),
+                        static_cast<int>(model.rows().size()), !model.compact_only);
+}
+
+void render(const ViewModel& model, Canvas& canvas) {
+  canvas.clear();
+  const Layout layout = layout_for(model, canvas.width(), canvas.height());
+  if (layout.mode == LayoutMode::Minimal) {
+    canvas.text(canvas.bounds(), 0, 0, layout.message, error_style);
+    return;
+  }
+  render_header(model, layout, canvas);
+  for (std::size_t i = 0; i < layout.gpus.size() && i < model.gpus().size(); ++i) {
+    detail::render_gpu(model.gpus()[i], layout.gpus[i], canvas);
+  }
+  render_table(model, layout.processes, canvas);
+  render_footer(model, layout.footer, canvas);
+  if (model.help_visible) render_help(canvas);
+}
+
+std::string compact_bytes(uint64_t bytes) {
+  if (bytes < 1000) return std::to_string(bytes) + "B";
+  constexpr std::array<char, 5> units{'K', 'M', 'G', 'T', 'P'};
+  double value = static_cast<double>(bytes) / 1024.0;
+  std::size_t unit = 0;
+  while (value >= 1000.0 && unit + 1 < units.size()) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char out[16];
+  if (value < 99.95) {
+    std::snprintf(out, sizeof out, "%.1f%c", value, units[unit]);
+  } else {
+    std::snprintf(out, sizeof out, "%.0f%c", value, units[unit]);
+  }
+  return out;
+}
+
+std::string format_local_time(int64_t timestamp_ns) {
+  const std::time_t seconds = static_cast<std::time_t>(timestamp_ns / 1'000'000'000);
+  std::tm local{};
+  localtime_r(&seconds, &local);
+  char out[32];
+  std::strftime(out, sizeof out, "%Y-%m-%d %H:%M:%S", &local);
+  return out;
+}
+
+std::string compact_duration(int64_t duration_ns) {
+  const int64_t ms = std::max<int64_t>(duration_ns, 0) / 1'000'000;
+  char out[32];
+  if (ms < 1000) {
+    std::snprintf(out, sizeof out, "%" PRId64 "ms", ms);
+  } else if (ms < 60'000) {
+    std::snprintf(out, sizeof out, "%" PRId64 "s", ms / 1000);
+  } else if (ms < 3'600'000) {
+    std::snprintf(out, sizeof out, "%" PRId64 "m%02" PRId64 "s", ms / 60'000, ms / 1000 % 60);
+  } else {
+    std::snprintf(out, sizeof out, "%" PRId64 "h%02" PRId64 "m", ms / 3'600'000,
+                  ms / 60'000 % 60);
+  }
+  return out;
+}
+
+}  // namespace vramscope::view

@@ -1,0 +1,159 @@
+// tests/cpp/view/test_replay.cpp -- replay cursor: stepping, seeking past the window, timed playback
+//
+// The recording is an in-memory stand-in for RecordingReader with the same contract (samples in
+// order, then false and a tail state); the real file format is tested by the format tests, and
+// the end-to-end test replays a real file.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "fixtures.hpp"
+#include "view/replay.hpp"
+#include "vramscope/status.hpp"
+
+namespace vramscope::view {
+namespace {
+
+constexpr int64_t ms = 1'000'000;
+
+class MemoryRecording final : public RecordingReader {
+ public:
+  MemoryRecording(const std::vector<SystemSample>* samples, int* opens, TailState tail)
+      : m_samples(samples), m_tail(tail) {
+    ++*opens;
+    m_metadata.hostname = "node-a";
+    m_metadata.created_ns = fixtures::base_ns;
+  }
+  const RecordingMetadata& metadata() const override { return m_metadata; }
+  bool next(SystemSample& out) override {
+    if (m_next >= m_samples->size()) return false;
+    out = (*m_samples)[m_next++];
+    return true;
+  }
+  TailState tail_state() const override { return m_tail; }
+  std::string tail_message() const override {
+    return m_tail == TailState::Clean ? "" : "torn chunk at byte 4096";
+  }
+
+ private:
+  const std::vector<SystemSample>* m_samples;
+  TailState m_tail;
+  RecordingMetadata m_metadata;
+  std::size_t m_next = 0;
+};
+
+/// `count` samples 100 ms apart; sample i has timestamp base + i * 100 ms.
+std::vector<SystemSample> samples(int count) {
+  std::vector<SystemSample> out;
+  for (int i = 0; i < count; ++i) {
+    SystemSample s = fixtures::one_gpu(i);
+    s.timestamp_ns = fixtures::base_ns + i * 100 * ms;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+struct Fixture {
+  std::vector<SystemSample> data;
+  int opens = 0;
+  TailState tail = TailState::Clean;
+  RecordingOpener opener() {
+    return [this] { return std::make_unique<MemoryRecording>(&data, &opens, tail); };
+  }
+};
+
+int64_t index_of(const ReplayCursor& cursor) {
+  return (cursor.current().timestamp_ns - fixtures::base_ns) / (100 * ms);
+}
+
+TEST(ReplayCursor, StepsForwardAndBackAndStopsAtBothEnds) {
+  Fixture f{samples(5)};
+  ReplayCursor cursor(f.opener());
+  EXPECT_EQ(cursor.position(), 0U);
+  EXPECT_FALSE(cursor.step_back());
+  for (int i = 1; i < 5; ++i) ASSERT_TRUE(cursor.step_forward());
+  EXPECT_FALSE(cursor.step_forward());
+  EXPECT_TRUE(cursor.at_end());
+  EXPECT_EQ(cursor.count(), 5U);
+  EXPECT_EQ(index_of(cursor), 4);
+  ASSERT_TRUE(cursor.step_back());
+  EXPECT_EQ(index_of(cursor), 3);
+  EXPECT_EQ(f.opens, 1) << "stepping back inside the window never rereads the file";
+}
+
+TEST(ReplayCursor, SeekingBeforeTheWindowRereadsAndKeepsTheWindowBounded) {
+  Fixture f{samples(100)};
+  ReplayCursor cursor(f.opener(), 10);
+  cursor.seek_end();
+  EXPECT_EQ(index_of(cursor), 99);
+  EXPECT_LE(cursor.recent(1000).size(), 11U) << "only the window is kept in memory";
+  cursor.seek(5);
+  EXPECT_EQ(index_of(cursor), 5);
+  EXPECT_EQ(f.opens, 2);
+  ASSERT_TRUE(cursor.step_back());
+  EXPECT_EQ(index_of(cursor), 4);
+  EXPECT_EQ(f.opens, 2);
+  cursor.seek(1000);  // past the end: the last sample
+  EXPECT_EQ(index_of(cursor), 99);
+  // Going back one sample at a time through the whole file stays exact.
+  for (int i = 98; i >= 0; --i) {
+    ASSERT_TRUE(cursor.step_back());
+    ASSERT_EQ(index_of(cursor), i);
+  }
+  EXPECT_LE(f.opens, 2 + 100 / 10 + 1) << "each reread refills a whole window";
+}
+
+TEST(ReplayCursor, RecentEndsWithTheCurrentSample) {
+  Fixture f{samples(20)};
+  ReplayCursor cursor(f.opener());
+  cursor.seek(7);
+  const auto recent = cursor.recent(3);
+  ASSERT_EQ(recent.size(), 3U);
+  EXPECT_EQ(recent.back(), &cursor.current());
+  EXPECT_EQ(recent.front()->timestamp_ns, fixtures::base_ns + 5 * 100 * ms);
+}
+
+TEST(ReplayCursor, PlaybackFollowsRecordedTimeTimesSpeed) {
+  Fixture f{samples(50)};
+  ReplayCursor cursor(f.opener());
+  const int64_t t0 = 1'000 * ms;
+  cursor.set_playing(true, t0);
+  EXPECT_EQ(cursor.next_due_ns(), t0 + 100 * ms);
+  EXPECT_EQ(cursor.advance(t0 + 99 * ms), 0U);
+  EXPECT_EQ(cursor.advance(t0 + 100 * ms), 1U);
+  EXPECT_EQ(cursor.advance(t0 + 450 * ms), 3U);
+  EXPECT_EQ(index_of(cursor), 4);
+  cursor.set_speed(4.0, t0 + 450 * ms);  // re-anchors at sample 4
+  EXPECT_EQ(cursor.advance(t0 + 550 * ms), 4U);  // 100 ms at 4x = 400 ms of recording
+  EXPECT_EQ(index_of(cursor), 8);
+  cursor.set_playing(false, t0 + 600 * ms);
+  EXPECT_EQ(cursor.advance(t0 + 10'000 * ms), 0U);
+  EXPECT_FALSE(cursor.next_due_ns().has_value());
+}
+
+TEST(ReplayCursor, SpeedIsClampedAndPlaybackStopsAtTheEnd) {
+  Fixture f{samples(10)};
+  ReplayCursor cursor(f.opener());
+  for (int i = 0; i < 20; ++i) cursor.faster(0);
+  EXPECT_EQ(cursor.speed(), max_replay_speed);
+  for (int i = 0; i < 20; ++i) cursor.slower(0);
+  EXPECT_EQ(cursor.speed(), min_replay_speed);
+  cursor.set_speed(64.0, 1);
+  EXPECT_EQ(cursor.advance(1 + 1'000'000 * ms), 9U);
+  EXPECT_TRUE(cursor.at_end());
+  EXPECT_FALSE(cursor.playing());
+}
+
+TEST(ReplayCursor, TornTailIsReportedAndEmptyFilesAreRefused) {
+  Fixture torn{samples(3)};
+  torn.tail = TailState::Truncated;
+  ReplayCursor cursor(torn.opener());
+  cursor.seek_end();
+  EXPECT_EQ(cursor.tail_message(), "torn chunk at byte 4096");
+  Fixture empty;
+  EXPECT_THROW(ReplayCursor{empty.opener()}, Error);
+}
+
+}  // namespace
+}  // namespace vramscope::view
