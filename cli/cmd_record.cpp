@@ -16,6 +16,7 @@
 #include "child_process.hpp"
 #include "commands.hpp"
 #include "pacing.hpp"
+#include "record.hpp"
 #include "stop_signals.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/recording.hpp"
@@ -30,15 +31,6 @@ namespace {
 constexpr int64_t flush_period_ns = 100'000'000;
 /// The status line is redrawn at most 4 times a second.
 constexpr int64_t status_period_ns = 250'000'000;
-
-struct RecordOptions {
-  std::string output;
-  std::string interval = "100ms";
-  std::string duration;
-  bool force = false;
-  bool no_agents = false;
-  std::vector<std::string> command;
-};
 
 /// "\r"-updated progress on stderr, only when stderr is a terminal.
 class StatusLine {
@@ -72,11 +64,17 @@ void relay_stop_signal(const ChildProcess& child) {
   g_stop_signal = 0;
 }
 
+}  // namespace
+
 int run_record(const RecordOptions& options) {
   const int64_t interval_ns = parse_interval_ns("--interval", options.interval);
   std::optional<int64_t> duration_ns;
   if (!options.duration.empty()) {
     duration_ns = parse_positive_duration_ns("--duration", options.duration);
+  }
+  // Said before anything starts; the writer refuses again (atomically) when it creates the file.
+  if (!options.force && access(options.output.c_str(), F_OK) == 0) {
+    throw Error(options.output + ": already exists (use --force to overwrite it)");
   }
   install_stop_handlers();
   SamplerOptions sampler_options;
@@ -149,8 +147,6 @@ int run_record(const RecordOptions& options) {
   while (!child->wait()) relay_stop_signal(*child);
   return result != ExitOk ? result : child->exit_status().value_or(ExitError);
 }
-
-}  // namespace
 
 Command add_record_command(CLI::App& app) {
   auto options = std::make_shared<RecordOptions>();

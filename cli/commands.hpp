@@ -26,5 +26,11 @@ Command add_record_command(CLI::App& app);
 Command add_show_command(CLI::App& app);
 /// `vramscope top`: live terminal view (or `--replay FILE`, or `--once` as text).
 Command add_top_command(CLI::App& app);
+/// `vramscope run [opts] script.py|-m module [args]`: run a Python program under the agent.
+Command add_run_command(CLI::App& app);
+/// `vramscope export FILE --tensorboard DIR --trace OUT --csv OUT --jsonl OUT`.
+Command add_export_command(CLI::App& app);
+/// `vramscope exporter [--listen HOST:PORT]`: Prometheus /metrics.
+Command add_exporter_command(CLI::App& app);
 
 }  // namespace vramscope::cli

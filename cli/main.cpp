@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   commands.push_back(cli::add_record_command(app));
   commands.push_back(cli::add_show_command(app));
   commands.push_back(cli::add_top_command(app));
+  commands.push_back(cli::add_run_command(app));
+  commands.push_back(cli::add_export_command(app));
+  commands.push_back(cli::add_exporter_command(app));
 
   try {
     app.parse(argc, argv);

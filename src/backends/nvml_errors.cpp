@@ -81,7 +81,7 @@ std::string device_error_message(const Api& api, Return code, std::string_view w
   const std::string subject(what);
   switch (code) {
     case ErrorGpuIsLost:
-      return "GPU is lost (fallen off the bus) while reading " + subject + nvml;
+      return "GPU has fallen off the bus" + nvml;  // where we noticed it does not matter
     case ErrorNoPermission:
       return "no permission to read " + subject + nvml;
     case ErrorResetRequired:

@@ -24,7 +24,7 @@ std::string init_failure_message(const Api& api, Return code);
 
 /// One line for a failed per-device call: `what` is the quantity that could not be read
 /// ("memory", "process list"), e.g. "no permission to read memory (NVML: Insufficient
-/// Permissions)" or "GPU is lost (fallen off the bus) while reading memory (NVML: GPU is lost)".
+/// Permissions)"; a lost GPU is "GPU has fallen off the bus (NVML: GPU is lost)".
 std::string device_error_message(const Api& api, Return code, std::string_view what);
 
 }  // namespace vramscope::nvml

@@ -154,8 +154,7 @@ LoadResult load_library(const std::string& explicit_path) {
     return {std::make_unique<Library>(handle, std::move(path), api), BackendFailure::None, {}};
   }
   if (!stub_error.empty()) return {nullptr, BackendFailure::LibraryNotFound, stub_error};
-  std::string message = "NVIDIA driver library not found (" + first_error + ")";
-  if (candidates.size() > 1) message += "; is the NVIDIA driver installed?";
+  std::string message = "cannot load the NVML library (" + first_error + ")";
   return {nullptr, BackendFailure::LibraryNotFound, message};
 }
 

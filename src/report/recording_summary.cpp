@@ -44,7 +44,9 @@ std::string local_time_text(int64_t timestamp_ns) {
 
 std::string mib(const std::optional<uint64_t>& bytes) { return format_amount(bytes, UnitStyle::Mib); }
 
-std::string offset_text(int64_t offset_ns) { return "+" + format_duration_ns(offset_ns); }
+std::string offset_text(int64_t offset_ns) {
+  return offset_ns == 0 ? std::string("start") : "+" + format_duration_ns(offset_ns);
+}
 
 template <typename T>
 nlohmann::ordered_json or_null(const std::optional<T>& value) {
@@ -154,8 +156,8 @@ std::string format_summary_text(const std::string& path, const RecordingMetadata
   for (const auto& [uuid, d] : summary.devices()) {
     out += pad_left(std::to_string(d.index), 3) + "  " + pad_right(d.name, 22) + " " +
            pad_left(mib(d.total_bytes), 9) + "  " + pad_left(mib(d.peak_used_bytes), 9) + "  " +
-           (d.peak_used_bytes ? offset_text(d.peak_offset_ns) : "-") + "  " + fit_text(uuid, 60) +
-           "\n";
+           (d.peak_used_bytes ? offset_text(d.peak_offset_ns) : "-") + "\n";
+    out += "     " + fit_text(uuid, 75) + "\n";
   }
   if (summary.processes().empty()) return out;
   out += "\nProcess peaks (driver used; torch allocated/reserved when an agent published)\n";

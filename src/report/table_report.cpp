@@ -102,6 +102,11 @@ class TableWriter {
  private:
   void line(const std::string& text) { m_out += text + "\n"; }
 
+  /// A message under a device row, wrapped rather than cut: it says why numbers are missing.
+  void note(const std::string& text, Tone tone) {
+    for (const std::string& part : wrap_text(text, m_width - 5)) line(m_paint("     " + part, tone));
+  }
+
   void header() {
     std::string text = local_time_text(m_sample.timestamp_ns);
     text += "  driver " + (m_sample.driver_version.empty() ? std::string("N/A")
@@ -119,8 +124,9 @@ class TableWriter {
     const std::string lead = pad_left(std::to_string(d.index), index_columns) + "  " +
                              pad_right(d.name, name_columns);
     if (d.lost) {
-      const std::string reason = d.error.empty() ? std::string("GPU lost") : "GPU lost: " + d.error;
-      line(lead + " " + m_paint(fit_text(reason, m_width - display_width(lead) - 1), Tone::Red));
+      // The reason gets a line of its own: it is the one thing worth reading about this GPU.
+      line(lead + " " + m_paint("GPU lost", Tone::Red));
+      if (!d.error.empty()) note(d.error, Tone::Red);
       return;
     }
     line(lead + amount_cells(d.total_bytes, d.reserved_bytes, d.used_bytes, d.free_bytes,
@@ -134,7 +140,7 @@ class TableWriter {
            amount_cells(mig.total_bytes, std::nullopt, mig.used_bytes, mig.free_bytes,
                         m_options.units));
     }
-    if (!d.error.empty()) line(m_paint(fit_text("     note: " + d.error, m_width), Tone::Yellow));
+    if (!d.error.empty()) note("note: " + d.error, Tone::Yellow);
     if (!d.processes_supported && jd.processes.empty()) {
       line(fit_text("     processes: N/A", m_width));
       return;

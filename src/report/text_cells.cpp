@@ -55,6 +55,29 @@ std::string pad_left(std::string_view text, std::size_t width) {
   return std::string(width - display_width(cell), ' ') + cell;
 }
 
+std::vector<std::string> wrap_text(std::string_view text, std::size_t width) {
+  std::vector<std::string> lines(1);
+  const std::string clean = sanitize(text);
+  std::size_t at = 0;
+  while (at < clean.size()) {
+    const std::size_t space = clean.find(' ', at);
+    const std::string word = clean.substr(at, space == std::string::npos ? std::string::npos : space - at);
+    at = space == std::string::npos ? clean.size() : space + 1;
+    if (word.empty()) continue;
+    std::string& current = lines.back();
+    const std::size_t needed = display_width(current) + (current.empty() ? 0 : 1) + display_width(word);
+    if (needed <= width) {
+      if (!current.empty()) current += ' ';
+      current += word;
+    } else if (current.empty()) {
+      current = fit_text(word, width);
+    } else {
+      lines.push_back(fit_text(word, width));
+    }
+  }
+  return lines;
+}
+
 std::string strip_ansi(std::string_view text) {
   std::string plain;
   for (std::size_t i = 0; i < text.size(); ++i) {

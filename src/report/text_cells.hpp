@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace vramscope::report {
 
@@ -23,6 +24,10 @@ std::string pad_right(std::string_view text, std::size_t width);
 
 /// fit_text, then padded with spaces on the left to exactly `width` columns.
 std::string pad_left(std::string_view text, std::size_t width);
+
+/// `text` (sanitised) broken at spaces into lines of at most `width` columns; a word longer
+/// than `width` is cut. Never returns an empty vector.
+std::vector<std::string> wrap_text(std::string_view text, std::size_t width);
 
 /// Removes ANSI SGR sequences ("\x1b[...m"): what a line looks like without colour.
 std::string strip_ansi(std::string_view text);

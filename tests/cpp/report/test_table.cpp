@@ -74,7 +74,7 @@ TEST_F(Table, LostGpuSaysSoAndOthersStay) {
   s.devices[1].total_bytes.reset();
   const std::string table = format_sample_table(s, {});
   testing::expect_golden("report/lost_gpu_table.txt", table);
-  EXPECT_NE(table.find("GPU lost: GPU is lost (NVML error 15)"), std::string::npos);
+  EXPECT_NE(table.find("GPU lost\n     GPU is lost (NVML error 15)\n"), std::string::npos);
   EXPECT_NE(table.find("NVIDIA H200"), std::string::npos);
 }
 

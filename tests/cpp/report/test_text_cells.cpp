@@ -29,6 +29,13 @@ TEST(TextCells, ControlCharactersBecomeQuestionMarks) {
   EXPECT_EQ(fit_text("a\x1b[31mb\tc\x7f", 20), "a?[31mb?c?");
 }
 
+TEST(TextCells, WrapBreaksAtSpacesAndCutsLongWords) {
+  EXPECT_EQ(wrap_text("one two three four", 9),
+            (std::vector<std::string>{"one two", "three", "four"}));
+  EXPECT_EQ(wrap_text("", 5), (std::vector<std::string>{""}));
+  EXPECT_EQ(wrap_text("abcdefghijkl x", 6), (std::vector<std::string>{"abc...", "x"}));
+}
+
 TEST(TextCells, StripAnsiRemovesColourOnly) {
   EXPECT_EQ(strip_ansi("\x1b[1mbold\x1b[0m plain"), "bold plain");
   EXPECT_EQ(strip_ansi("no escapes"), "no escapes");

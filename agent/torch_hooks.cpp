@@ -1,0 +1,131 @@
+// agent/torch_hooks.cpp -- trace tracker, OOM observer and getDeviceStats glue (torch 2.2+)
+//
+// Only c10/cuda/CUDACachingAllocator.h is included, and types are spelled through
+// c10::cuda::CUDACachingAllocator, which compiles against 2.2 .. 2.11 (2.11 moved the types
+// to c10/core/CachingDeviceAllocator.h and re-exports them there).
+#include "torch_hooks.hpp"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+
+#include <stdexcept>
+
+namespace vramscope::agent {
+namespace alloc = c10::cuda::CUDACachingAllocator;
+
+namespace {
+
+/// The first line of a c10 error: its what() appends a C++ backtrace we do not want to show.
+std::string first_line(const char* message) {
+  std::string text(message == nullptr ? "" : message);
+  const std::size_t newline = text.find('\n');
+  return newline == std::string::npos ? text : text.substr(0, newline);
+}
+
+}  // namespace
+
+std::string allocator_backend() {
+  try {
+    return alloc::name();
+  } catch (const std::exception& error) {
+    return "unknown (" + first_line(error.what()) + ")";
+  }
+}
+
+int cuda_device_count() {
+  try {
+    return static_cast<int>(c10::cuda::device_count());
+  } catch (...) {
+    return 0;
+  }
+}
+
+bool allocator_initialised() {
+  // Before lazy init the native allocator has no per-device state and getDeviceStats(0)
+  // throws "Invalid device argument"; afterwards it is a cheap copy.
+  try {
+    static_cast<void>(alloc::getDeviceStats(0));
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+std::optional<tracking::TorchStats> read_device_stats(std::size_t device) noexcept {
+  try {
+    const auto stats = alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    constexpr std::size_t all = 0;  // StatType::AGGREGATE
+    const auto current = [](const auto& stat) {
+      return stat.current > 0 ? static_cast<uint64_t>(stat.current) : uint64_t{0};
+    };
+    const auto peak = [](const auto& stat) {
+      return stat.peak > 0 ? static_cast<uint64_t>(stat.peak) : uint64_t{0};
+    };
+    tracking::TorchStats out;
+    out.allocated_bytes = current(stats.allocated_bytes[all]);
+    out.peak_allocated_bytes = peak(stats.allocated_bytes[all]);
+    out.reserved_bytes = current(stats.reserved_bytes[all]);
+    out.peak_reserved_bytes = peak(stats.reserved_bytes[all]);
+    out.requested_bytes = current(stats.requested_bytes[all]);
+    out.peak_requested_bytes = peak(stats.requested_bytes[all]);
+    out.active_bytes = current(stats.active_bytes[all]);
+    out.inactive_split_bytes = current(stats.inactive_split_bytes[all]);
+    return out;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+uint64_t allocated_bytes_now(std::size_t device) {
+  try {
+    const int64_t current =
+        alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device)).allocated_bytes[0].current;
+    return current > 0 ? static_cast<uint64_t>(current) : 0;
+  } catch (const std::exception& error) {
+    throw std::runtime_error(first_line(error.what()));
+  }
+}
+
+void attach_trace_tracker(EventSink sink, std::size_t device_count) {
+  // Runs on whichever thread allocates or frees, with that device's allocator mutex held:
+  // no GIL, no allocation, no locks, no calls back into the allocator -- only the sink, which
+  // updates atomics and pushes into a preallocated ring.
+  auto tracker = [sink, device_count](const alloc::TraceEntry& entry) {
+    const auto device = static_cast<int64_t>(entry.device_);
+    if (device < 0 || static_cast<std::size_t>(device) >= device_count) return;
+    const auto raw = static_cast<int64_t>(entry.action_);
+    sink(static_cast<std::size_t>(device), tracking::action_from_raw(raw),
+         static_cast<uint64_t>(entry.size_), static_cast<uint64_t>(entry.addr_),
+         static_cast<uint8_t>(raw));
+  };
+  try {
+    alloc::attachAllocatorTraceTracker(std::move(tracker));
+  } catch (const std::exception& error) {
+    throw std::runtime_error(first_line(error.what()));
+  }
+}
+
+void attach_oom_observer(OomSink sink, std::size_t device_count) {
+  // Runs on the allocating thread after torch released the allocator lock, just before the
+  // OutOfMemoryError is thrown: reading stats is allowed, allocating on the GPU is not.
+  auto observer = [sink, device_count](int64_t device, size_t allocated, size_t device_total,
+                                       size_t device_free) {
+    if (device < 0 || static_cast<std::size_t>(device) >= device_count) return;
+    sink(static_cast<std::size_t>(device), allocated, device_total, device_free);
+  };
+  try {
+    alloc::attachOutOfMemoryObserver(std::move(observer));
+  } catch (const std::exception& error) {
+    throw std::runtime_error(first_line(error.what()));
+  }
+}
+
+void empty_cache() {
+  try {
+    alloc::emptyCache();
+  } catch (const std::exception& error) {
+    throw std::runtime_error(first_line(error.what()));
+  }
+}
+
+}  // namespace vramscope::agent

@@ -1,0 +1,53 @@
+// agent/torch_hooks.hpp -- the thin layer over c10's CUDA caching allocator
+//
+// Everything that touches torch's C++ API is behind these functions, so agent_module.cpp and
+// the torch-free core never see a c10 type. Functions that may fail in torch throw
+// std::runtime_error with torch's message, or return empty, as documented.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "tracking/agent_core.hpp"
+#include "tracking/events.hpp"
+
+namespace vramscope::agent {
+
+/// The allocator backend's name: "native", "cudaMallocAsync" or "pluggable".
+std::string allocator_backend();
+
+/// CUDA devices visible to this process (0 without a driver or device; never throws).
+int cuda_device_count();
+
+/// Has torch's CUDA lazy init created the per-device allocators? Trackers attached before
+/// that would silently receive nothing.
+bool allocator_initialised();
+
+/// getDeviceStats(device) aggregate counters; empty when torch refuses (pluggable allocator).
+std::optional<tracking::TorchStats> read_device_stats(std::size_t device) noexcept;
+
+/// allocated_bytes.current of `device` (one getDeviceStats copy, ~35 ns). Throws on failure.
+uint64_t allocated_bytes_now(std::size_t device);
+
+/// What the tracker hands to the core for each event.
+using EventSink = void (*)(std::size_t device, tracking::Action action, uint64_t size_bytes,
+                           uint64_t address, uint8_t raw_action) noexcept;
+
+/// Attaches a trace tracker forwarding every event of devices [0, device_count) to `sink`.
+/// Throws std::runtime_error when the backend refuses (cudaMallocAsync, pluggable).
+void attach_trace_tracker(EventSink sink, std::size_t device_count);
+
+/// What the OOM observer hands on: device, rounded request, device total, device free.
+using OomSink = void (*)(std::size_t device, uint64_t requested_bytes,
+                         uint64_t device_total_bytes, uint64_t device_free_bytes) noexcept;
+
+/// Attaches an out-of-memory observer. Throws std::runtime_error when the backend refuses.
+void attach_oom_observer(OomSink sink, std::size_t device_count);
+
+/// torch.cuda.empty_cache() for the default pool.
+void empty_cache();
+
+}  // namespace vramscope::agent

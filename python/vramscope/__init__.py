@@ -1,0 +1,55 @@
+# python/vramscope/__init__.py -- public Python API: torch.cuda-style readers, attach, Monitor
+"""vramscope: what is using GPU memory, right now, and why.
+
+The readers mirror ``torch.cuda`` so that they can be swapped in::
+
+    import vramscope
+    vramscope.memory_allocated()        # like torch.cuda.memory_allocated(), < 1 µs
+    vramscope.max_memory_reserved(1)    # vramscope's own peak: torch's peaks are never reset
+
+    with vramscope.Monitor(every=100, auto_step=True) as mon:
+        train()                         # one line every 100 optimizer steps, a table at exit
+
+The agent attaches on first use, or right after the program initialises CUDA. Importing this
+package does not import torch.
+"""
+
+from ._api import (attach, device_count, empty_cache, last_oom, max_memory_allocated,
+                   max_memory_requested, max_memory_reserved, memory_allocated, memory_requested,
+                   memory_reserved, memory_stats, mode, reset_peak)
+from ._steps import StepRecord
+from ._torchcheck import VramscopeWarning
+from .monitor import Monitor
+
+
+def _version() -> str:
+    # The version has one source, include/vramscope/version.hpp, which the wheel's metadata
+    # carries; a source checkout on PYTHONPATH has no metadata.
+    from importlib import metadata
+
+    try:
+        return metadata.version("vramscope")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _version()
+
+__all__ = [
+    "Monitor",
+    "StepRecord",
+    "VramscopeWarning",
+    "attach",
+    "device_count",
+    "empty_cache",
+    "last_oom",
+    "max_memory_allocated",
+    "max_memory_requested",
+    "max_memory_reserved",
+    "memory_allocated",
+    "memory_requested",
+    "memory_reserved",
+    "memory_stats",
+    "mode",
+    "reset_peak",
+]

@@ -1,0 +1,89 @@
+# python/vramscope/_torchcheck.py -- find torch and the agent, and explain clearly when they do not fit
+"""Every way the agent can be unusable, each with one clear line.
+
+torch missing -> ImportError; torch without CUDA or no visible GPU -> RuntimeError; an agent built
+for another torch minor version (or not built at all) -> a one-time warning and the polling
+fallback, because loading C++ compiled against other allocator struct layouts would be unsafe.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from types import ModuleType
+from typing import Optional, Tuple
+
+#: Message of the ImportError raised when torch is not installed.
+TORCH_MISSING = "vramscope's agent needs PyTorch: pip install torch"
+
+
+class VramscopeWarning(UserWarning):
+    """Something in vramscope degraded (for example to polling); the program keeps running."""
+
+
+def import_torch() -> ModuleType:
+    """Returns the torch module, or raises ImportError with one actionable line."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError(TORCH_MISSING) from e
+    return torch
+
+
+def check_cuda(torch: ModuleType) -> None:
+    """Raises RuntimeError (one line) unless this torch can use a CUDA GPU."""
+    if getattr(torch.version, "cuda", None) is None:
+        raise RuntimeError(
+            f"vramscope: this PyTorch build ({torch.__version__}) has no CUDA support; "
+            "install a CUDA build of torch"
+        )
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "vramscope: no CUDA GPU is visible to PyTorch (torch.cuda.is_available() is False)"
+        )
+
+
+def major_minor(version: str) -> Optional[Tuple[int, int]]:
+    """``"2.11.0+cu130"`` -> ``(2, 11)``; None when the string is not a version."""
+    m = re.match(r"\s*(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def agent_version_problem(torch_version: str, built_for: str) -> Optional[str]:
+    """Why an agent built against torch ``built_for`` must not run under ``torch_version``,
+    or None when both have the same major.minor."""
+    loaded, built = major_minor(torch_version), major_minor(built_for)
+    if loaded is not None and loaded == built:
+        return None
+    return (f"the agent was built for torch {built_for} but torch {torch_version} is loaded; "
+            "rebuild it with `pip install --no-build-isolation --force-reinstall vramscope`")
+
+
+def load_agent(torch: ModuleType) -> Tuple[Optional[ModuleType], Optional[str]]:
+    """Imports ``vramscope._agent`` (torch must already be imported so that the extension binds
+    to the same libc10_cuda). Returns ``(module, None)`` or ``(None, reason)``."""
+    try:
+        from vramscope import _agent
+    except ImportError as e:
+        return None, f"the agent extension could not be loaded ({e})"
+    problem = agent_version_problem(torch.__version__, _agent.torch_version())
+    if problem is not None:
+        return None, problem
+    return _agent, None
+
+
+_warned = False
+
+
+def warn_polling_once(reason: str) -> None:
+    """The one warning of a process that falls back to polling."""
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    warnings.warn(
+        f"vramscope: {reason}. Falling back to polling torch.cuda.memory_stats "
+        "(slower; peaks are sampled, not exact).",
+        VramscopeWarning,
+        stacklevel=3,
+    )

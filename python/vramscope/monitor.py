@@ -1,0 +1,211 @@
+# python/vramscope/monitor.py -- per-step memory of a training loop: lines, history, leak warnings
+"""``Monitor``: wrap a training loop, call ``step()`` at each step boundary (or let the optimizer
+hook do it), and get one compact line every N steps, a bounded per-step history, a warning when
+allocated memory keeps growing, and a per-step table at exit.
+
+The numbers per step come from the agent (exact step peaks from allocator events); this module
+only bookkeeps and formats them (the formatting and leak logic live in ``_steps``).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
+
+from . import _api, _dist
+from ._device import Device, parse_device
+from ._steps import (LeakDetector, StepRecord, format_leak_warning, format_step_line,
+                     format_step_table, history_limit_deque)
+from ._torchcheck import VramscopeWarning
+
+__all__ = ["Monitor", "StepSink"]
+
+
+class StepSink(Protocol):
+    """Where closed steps go besides the history (the TensorBoard writer is one)."""
+
+    def write_step(self, record: StepRecord) -> None:
+        """Receives one device's record of a closed step."""
+
+    def close(self) -> None:
+        """Flushes and releases the sink; called once when the Monitor exits."""
+
+
+def _tensorboard_sink(logdir: str, rank: int) -> StepSink:
+    # The TensorBoard writer lives in vramscope.tensorboard (the exporters' module); Monitor only
+    # plugs it into _sinks.
+    try:
+        from .tensorboard import TensorBoardSink
+    except ImportError as e:
+        raise RuntimeError(
+            "vramscope: tensorboard_dir needs vramscope.tensorboard, which this installation "
+            f"lacks ({e})") from e
+    return TensorBoardSink(logdir, rank=rank)
+
+
+class Monitor:
+    """Per-step GPU memory of a training loop.
+
+    ``every``: print one line every N steps (0: never print). ``devices``: devices to follow
+    (default: every visible GPU). ``auto_step``: close a step after each optimizer step (through
+    ``torch.optim``'s global post-step hook; with several optimizers, the first one that steps
+    marks the steps). ``leak_steps`` / ``leak_threshold_bytes``: warn when step-end allocated
+    memory grows at each of ``leak_steps`` consecutive steps by more than the threshold in total.
+    ``rank``: overrides the rank shown under DDP (default: torch.distributed, else $RANK).
+    ``history_limit``: how many step records ``history`` keeps (oldest dropped first).
+    ``exit_table_rows``: rows of the per-step table printed at exit (0: none).
+    """
+
+    def __init__(self, every: int = 10, devices: Optional[Sequence[Device]] = None,
+                 print_fn: Callable[[str], Any] = print, tensorboard_dir: Optional[str] = None,
+                 auto_step: bool = False, leak_steps: int = 5,
+                 leak_threshold_bytes: int = 1 << 20, rank: Optional[int] = None,
+                 history_limit: int = 100_000, exit_table_rows: int = 20) -> None:
+        if every < 0:
+            raise ValueError("vramscope: every must be >= 0 (0 prints nothing)")
+        if exit_table_rows < 0:
+            raise ValueError("vramscope: exit_table_rows must be >= 0")
+        self.every = every
+        self.print_fn = print_fn
+        self.auto_step = auto_step
+        self.exit_table_rows = exit_table_rows
+        self._device_args = list(devices) if devices is not None else None
+        self._devices: Optional[List[int]] = None
+        self._explicit_rank = rank
+        (self.rank, self.world_size), self._rank_final = _dist.resolve_rank(rank)
+        self._history = history_limit_deque(history_limit)
+        self._leaks = LeakDetector(leak_steps, leak_threshold_bytes)
+        self._last_allocated: Dict[int, int] = {}
+        self._step = 0
+        self._hook: Any = None
+        self._step_optimizer: Optional[weakref.ref] = None
+        self._tensorboard_dir = tensorboard_dir
+        #: Extra destinations of every step record (objects with write_step() and close()).
+        self._sinks: List[StepSink] = []
+        self._active = False
+
+    # ----- lifecycle
+    def __enter__(self) -> "Monitor":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Attaches the agent (lazily if CUDA is not initialised) and installs the hook."""
+        if self._active:
+            return
+        _api.attach()
+        if self._tensorboard_dir is not None:
+            self._sinks.append(_tensorboard_sink(self._tensorboard_dir, self.rank))
+        if self.auto_step:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+            self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
+        self._active = True
+        if _api.device_count() > 0:
+            # Memory allocated before the loop is the baseline of the first step's delta.
+            for device in self._resolve_devices():
+                self._last_allocated[device] = _api.memory_allocated(device)
+
+    def close(self) -> None:
+        """Removes the hook, prints the exit table, closes the sinks. Idempotent."""
+        if not self._active:
+            return
+        self._active = False
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        if self.every and self.exit_table_rows and self._history:
+            self.print_fn(self.table(last=self.exit_table_rows).rstrip("\n"))
+        sinks, self._sinks = self._sinks, []
+        for sink in sinks:
+            sink.close()
+
+    # ----- steps
+    def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        marker = self._step_optimizer() if self._step_optimizer is not None else None
+        if marker is None:
+            self._step_optimizer = weakref.ref(optimizer)
+        elif marker is not optimizer:
+            return
+        self.step()
+
+    def _resolve_devices(self) -> List[int]:
+        if self._devices is None:
+            count = _api.device_count()
+            if self._device_args is None:
+                self._devices = list(range(count))
+            else:
+                self._devices = sorted({parse_device(d, _api._current, count)
+                                        for d in self._device_args})
+        return self._devices
+
+    def _refresh_rank(self) -> None:
+        if self._rank_final:
+            return
+        (rank, world), self._rank_final = _dist.resolve_rank(self._explicit_rank)
+        if (rank, world) != (self.rank, self.world_size) or self._rank_final:
+            self.rank, self.world_size = rank, world
+            _api.set_rank(rank, world)
+
+    def step(self) -> List[StepRecord]:
+        """Closes the current step; returns its records (one per followed device)."""
+        self._step += 1
+        raw = _api.step_all()
+        if not raw:
+            return []
+        self._refresh_rank()
+        wanted = set(self._resolve_devices())
+        records = []
+        for r in raw:
+            device = int(r["device"])
+            if device not in wanted:
+                continue
+            allocated = int(r["allocated_bytes"])
+            record = StepRecord(
+                step=self._step, device=device, rank=self.rank, world_size=self.world_size,
+                allocated_bytes=allocated, reserved_bytes=int(r["reserved_bytes"]),
+                peak_allocated_bytes=int(r["peak_allocated_bytes"]),
+                peak_reserved_bytes=int(r["peak_reserved_bytes"]),
+                peak_requested_bytes=int(r["peak_requested_bytes"]),
+                delta_allocated_bytes=allocated - self._last_allocated.get(device, 0),
+                duration_ns=int(r.get("duration_ns", 0)))
+            self._last_allocated[device] = allocated
+            records.append(record)
+        self._history.extend(records)
+        for record in records:
+            leak = self._leaks.observe(record.device, record.allocated_bytes)
+            if leak is not None:
+                warnings.warn(format_leak_warning(leak, self.rank, self.world_size),
+                              VramscopeWarning, stacklevel=2)
+            for sink in self._sinks:
+                sink.write_step(record)
+        if self.every and self._step % self.every == 0:
+            self.print_fn(format_step_line(records))
+        return records
+
+    # ----- results
+    @property
+    def history(self) -> List[StepRecord]:
+        """Every kept step record, oldest first."""
+        return list(self._history)
+
+    @property
+    def steps(self) -> int:
+        """Steps closed so far."""
+        return self._step
+
+    def table(self, last: Optional[int] = None) -> str:
+        """The per-step table of the history (only the ``last`` steps when given)."""
+        records = self.history
+        if last is not None and records:
+            first_step = records[-1].step - last + 1
+            records = [r for r in records if r.step >= first_step]
+        return format_step_table(records)
+
+
+def _print_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

@@ -1,0 +1,178 @@
+# python/vramscope/run.py -- `python -m vramscope.run [-m module | script.py] [args]`: agent, no code change
+"""Runs a Python program with the vramscope agent attached and steps closed automatically.
+
+The agent attaches right after the program initialises CUDA; every optimizer step closes a
+step; at exit a one-line summary (peaks per device, steps, OOMs) goes to stderr. The program
+runs as ``__main__`` with its own ``sys.argv``; its exceptions and exit code are its own.
+
+Environment: VRAMSCOPE_RUN_INTERVAL_MS (publish interval of the agent, default 10),
+VRAMSCOPE_RUN_QUIET=1 (no summary and no notes).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from typing import List, Mapping, NamedTuple, Optional, Sequence
+
+from ._steps import format_bytes
+
+USAGE = """\
+usage: python -m vramscope.run [-m module | script.py] [args...]
+
+Runs a PyTorch program with vramscope's allocator agent attached (no code change): exact
+allocated/reserved/requested bytes for `vramscope` / `vramscope top`, a step per optimizer step,
+and a summary of peaks, steps and OOMs at exit (on stderr).
+
+environment:
+  VRAMSCOPE_RUN_INTERVAL_MS  how often the agent publishes its numbers, in ms (default 10)
+  VRAMSCOPE_RUN_QUIET        1 to print no summary and no notes"""
+
+
+class UsageError(Exception):
+    """Bad command line or environment; exit code 2."""
+
+
+class RunOptions(NamedTuple):
+    """What to run and how."""
+
+    #: Module name for -m, else None.
+    module: Optional[str]
+    #: Script path when not -m, else None.
+    script: Optional[str]
+    #: Arguments passed to the program.
+    args: List[str]
+    #: Agent publish interval.
+    interval_ms: float
+    #: No summary and no notes?
+    quiet: bool
+
+
+def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> RunOptions:
+    """Parses ``argv`` (without the program name) like ``python`` does: options end at the script
+    or at ``-m module``; everything after belongs to the program."""
+    if not argv:
+        raise UsageError("missing the program to run")
+    first = argv[0]
+    module = script = None
+    if first == "-m":
+        if len(argv) < 2:
+            raise UsageError("-m needs a module name")
+        module, rest = argv[1], list(argv[2:])
+    elif first.startswith("-m") and len(first) > 2:
+        module, rest = first[2:], list(argv[1:])
+    elif first.startswith("-"):
+        raise UsageError(f"unknown option {first!r}")
+    else:
+        script, rest = first, list(argv[1:])
+    raw_interval = env.get("VRAMSCOPE_RUN_INTERVAL_MS", "10")
+    try:
+        interval_ms = float(raw_interval)
+    except ValueError:
+        interval_ms = -1.0
+    if not interval_ms > 0:
+        raise UsageError(
+            f"VRAMSCOPE_RUN_INTERVAL_MS must be a positive number of ms, got {raw_interval!r}")
+    quiet = env.get("VRAMSCOPE_RUN_QUIET", "").strip().lower() in ("1", "true", "yes", "on")
+    return RunOptions(module, script, rest, interval_ms, quiet)
+
+
+class DevicePeak(NamedTuple):
+    """One device's line of the summary."""
+
+    device: int
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+    oom_count: int
+
+
+def format_summary(mode: str, steps: int, peaks: Sequence[DevicePeak]) -> str:
+    """The exit summary, e.g. ``vramscope: 120 steps, 0 OOMs | cuda:0 peak allocated 1.2 GiB,
+    peak reserved 2.0 GiB (events)``."""
+    if not peaks:
+        return f"vramscope: {steps} steps; the program did not use CUDA ({mode})"
+    ooms = sum(p.oom_count for p in peaks)
+    parts = [f"vramscope: {steps} steps, {ooms} OOM{'' if ooms == 1 else 's'}"]
+    for p in peaks:
+        parts.append(f"cuda:{p.device} peak allocated {format_bytes(p.peak_allocated_bytes)}, "
+                     f"peak reserved {format_bytes(p.peak_reserved_bytes)}")
+    return " | ".join(parts) + f" ({mode})"
+
+
+def _note(quiet: bool, text: str) -> None:
+    if not quiet:
+        print(f"vramscope run: {text}", file=sys.stderr, flush=True)
+
+
+def _start_agent(opts: RunOptions):
+    """Attaches (lazily) and starts the auto-stepping Monitor; None when there is no GPU."""
+    try:
+        import vramscope
+        vramscope.attach(interval_ms=opts.interval_ms)
+        monitor = vramscope.Monitor(every=0, auto_step=True, exit_table_rows=0)
+        monitor.start()
+        return monitor
+    except (ImportError, RuntimeError) as e:
+        _note(opts.quiet, f"{str(e).removeprefix('vramscope: ')}; running without the agent")
+        return None
+
+
+def _summary(monitor) -> str:
+    from . import _api
+
+    peaks = []
+    for device in range(_api.device_count()):
+        stats = _api.memory_stats(device)
+        peaks.append(DevicePeak(device, _api.max_memory_allocated(device),
+                                _api.max_memory_reserved(device),
+                                int(stats.get("oom_count", 0))))
+    return format_summary(_api.mode(), monitor.steps, peaks)
+
+
+def _run_program(opts: RunOptions) -> None:
+    if opts.module is not None:
+        sys.argv = [opts.module, *opts.args]
+        runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
+    else:
+        assert opts.script is not None
+        sys.argv = [opts.script, *opts.args]
+        # Like `python script.py`: the script's folder comes first on the import path.
+        sys.path[0] = os.path.dirname(os.path.abspath(opts.script))
+        runpy.run_path(opts.script, run_name="__main__")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Entry point; raises what the program raises (SystemExit included)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return
+    try:
+        opts = parse_args(argv, os.environ)
+    except UsageError as e:
+        print(f"{USAGE}\n\nvramscope run: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if opts.script is not None and not os.path.isfile(opts.script):
+        print(f"vramscope run: error: no such file: {opts.script}", file=sys.stderr)
+        raise SystemExit(2)
+    monitor = _start_agent(opts)
+    try:
+        _run_program(opts)
+    finally:
+        if monitor is not None:
+            _finish(monitor, opts.quiet)
+
+
+def _finish(monitor, quiet: bool) -> None:
+    # Runs while the program's own exception may be propagating: never replace it with ours.
+    try:
+        monitor.close()
+        if not quiet:
+            print(_summary(monitor), file=sys.stderr, flush=True)
+    except Exception as e:  # noqa: BLE001 -- see above
+        _note(quiet, f"could not summarise ({e})")
+
+
+if __name__ == "__main__":
+    main()

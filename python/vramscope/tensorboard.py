@@ -1,0 +1,121 @@
+# python/vramscope/tensorboard.py -- per-step memory scalars into TensorBoard (Monitor's sink)
+"""TensorBoard output of :class:`vramscope.Monitor` steps.
+
+``Monitor(tensorboard_dir=...)`` plugs a :class:`TensorBoardSink` into the Monitor's ``_sinks``.
+The target may be
+
+* a directory: the run directory. Under distributed training each rank writes its own run,
+  ``<dir>/rank<R>``, and the tags are the same in every run, so TensorBoard overlays the ranks
+  in one chart per tag;
+* an object with ``add_scalar(tag, value, global_step, walltime)`` -- e.g. your own
+  ``torch.utils.tensorboard.SummaryWriter`` -- so the scalars land in your run. The rank then
+  goes into the tag (``memory/rank1/cuda0/...``), since your run is shared.
+
+Tags (the same scheme as ``vramscope export --tensorboard``, see docs/tensorboard.md)::
+
+    memory/cuda<D>/allocated_bytes            at the end of the step
+    memory/cuda<D>/reserved_bytes
+    memory/cuda<D>/step_peak_allocated_bytes  highest inside the step (exact, from events)
+    memory/cuda<D>/step_peak_reserved_bytes
+    memory/cuda<D>/step_peak_requested_bytes
+
+The x axis is the Monitor's step. Values are float32 in the event file (exact below 16 MiB,
+7 significant digits above).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Optional
+
+__all__ = ["TensorBoardSink", "step_scalars"]
+
+_FIELDS = (
+    ("allocated_bytes", "allocated_bytes"),
+    ("reserved_bytes", "reserved_bytes"),
+    ("step_peak_allocated_bytes", "peak_allocated_bytes"),
+    ("step_peak_reserved_bytes", "peak_reserved_bytes"),
+    ("step_peak_requested_bytes", "peak_requested_bytes"),
+)
+
+
+def step_scalars(record: Any, qualify_rank: bool = False) -> list:
+    """``[(tag, value), ...]`` for one step record (any object with the StepRecord fields)."""
+    prefix = "memory/"
+    if qualify_rank and getattr(record, "world_size", 1) > 1:
+        prefix += f"rank{record.rank}/"
+    prefix += f"cuda{record.device}/"
+    return [(prefix + tag, float(getattr(record, field))) for tag, field in _FIELDS]
+
+
+def _make_private_dirs(path: str) -> None:
+    # os.makedirs applies `mode` to the leaf only; every directory we create must be 0700.
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        _make_private_dirs(parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+
+
+def _open_writer(logdir: str) -> Any:
+    # The agent extension may carry the native C++ writer (no tensorboard package needed); else
+    # torch's SummaryWriter, which needs the `tensorboard` package.
+    try:
+        from . import _agent  # type: ignore[attr-defined]
+
+        native = getattr(_agent, "TensorBoardWriter", None)
+    except ImportError:
+        native = None
+    if native is not None:
+        return native(logdir)
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise RuntimeError(
+            "vramscope: tensorboard_dir needs the `tensorboard` package (pip install tensorboard), "
+            f"or pass your own SummaryWriter as tensorboard_dir ({e})") from e
+    return SummaryWriter(log_dir=logdir)
+
+
+class TensorBoardSink:
+    """Receives the Monitor's step records and writes them as TensorBoard scalars."""
+
+    def __init__(self, target: Any, rank: int = 0, world_size: Optional[int] = None) -> None:
+        if hasattr(target, "add_scalar"):
+            self._writer = target
+            self._owned = False
+            self._qualify_rank = True
+        else:
+            logdir = os.fspath(target)
+            if world_size is None:
+                world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+            if world_size > 1:
+                logdir = os.path.join(logdir, f"rank{rank}")
+            _make_private_dirs(logdir)
+            self._writer = _open_writer(logdir)
+            self._owned = True
+            self._qualify_rank = False
+        #: Directory of the run this sink writes (None for a user's writer).
+        self.logdir = None if not self._owned else logdir
+
+    def write_step(self, record: Any) -> None:
+        """Writes one device's record of a closed step at that step number."""
+        walltime = time.time()
+        for tag, value in step_scalars(record, self._qualify_rank):
+            self._writer.add_scalar(tag, value, record.step, walltime)
+
+    def flush(self) -> None:
+        flush = getattr(self._writer, "flush", None)
+        if flush is not None:
+            flush()
+
+    def close(self) -> None:
+        """Flushes; closes the writer only when this sink opened it (never the user's)."""
+        if self._owned:
+            self._writer.close()
+        else:
+            self.flush()

@@ -1,0 +1,83 @@
+// src/exporters/metrics_cache.cpp -- background refresh of the rendered Prometheus body
+#include "exporters/metrics_cache.hpp"
+
+#include <chrono>
+#include <exception>
+#include <utility>
+
+namespace vramscope::exporters {
+
+MetricsCache::MetricsCache(SampleSource source, int64_t interval_ns, PrometheusOptions options)
+    : m_source(std::move(source)), m_interval_ns(interval_ns), m_options(options) {}
+
+MetricsCache::~MetricsCache() { stop(); }
+
+void MetricsCache::start() {
+  refresh();
+  std::lock_guard<std::mutex> lock(m_mutex);
+  if (m_thread.joinable()) return;
+  m_stopping = false;
+  m_thread = std::thread([this] { run(); });
+}
+
+void MetricsCache::stop() {
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_stopping = true;
+  }
+  m_wake.notify_all();
+  if (m_thread.joinable()) m_thread.join();
+}
+
+void MetricsCache::refresh() {
+  SystemSample sample;
+  PrometheusStatus status;
+  std::string error;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    status.up = m_source(sample);
+    if (!status.up) error = "driver backend failed";
+  } catch (const std::exception& e) {
+    status.up = false;
+    error = e.what();
+  }
+  status.sample_duration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  auto body = std::make_shared<const std::string>(render_prometheus(sample, m_options, status));
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_body = std::move(body);
+  m_last_error = std::move(error);
+  ++m_refresh_count;
+}
+
+std::shared_ptr<const std::string> MetricsCache::body() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_body;
+}
+
+uint64_t MetricsCache::refresh_count() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_refresh_count;
+}
+
+std::string MetricsCache::last_error() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_last_error;
+}
+
+void MetricsCache::run() {
+  // Absolute deadlines keep the cadence from drifting by the sampling time itself.
+  auto deadline = std::chrono::steady_clock::now();
+  const auto interval = std::chrono::nanoseconds(m_interval_ns);
+  for (;;) {
+    deadline += interval;
+    {
+      std::unique_lock<std::mutex> lock(m_mutex);
+      if (m_wake.wait_until(lock, deadline, [this] { return m_stopping; })) return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline + interval) deadline = now;  // fell behind (suspended host): do not burst
+    refresh();
+  }
+}
+
+}  // namespace vramscope::exporters

@@ -1,0 +1,63 @@
+// src/exporters/sink.hpp -- the Sink interface every exporter implements, and buffered file output
+//
+// Exporters receive SystemSamples and never query a backend: a live sampler, a recording being
+// replayed and a test all feed them the same way. Buffering lives once, in BufferedFile, so each
+// exporter only decides what bytes one sample becomes and when a record is complete.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "vramscope/sample.hpp"
+
+namespace vramscope::exporters {
+
+/// A consumer of samples (TensorBoard, Chrome trace, CSV...). Not thread-safe: one thread writes.
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  /// Consumes one sample; output may stay buffered until flush().
+  virtual void write(const SystemSample& sample) = 0;
+  /// Pushes everything written so far to its destination.
+  virtual void flush() = 0;
+};
+
+/// Append-only output file with an in-memory buffer that is written with whole-record granularity:
+/// append() copies bytes into the buffer, and only flush() (or a full buffer at a record boundary)
+/// hands them to the kernel, so a reader never sees half a record unless the process dies inside
+/// write(2) itself. Files are created 0600; a missing parent directory is created 0700.
+class BufferedFile {
+ public:
+  /// Creates `path` (O_CREAT|O_EXCL unless `overwrite`), O_CLOEXEC, mode 0600. Throws
+  /// vramscope::Error naming the path and the reason on failure.
+  BufferedFile(const std::string& path, bool overwrite, std::size_t buffer_bytes = 1U << 16U);
+  ~BufferedFile();
+  BufferedFile(const BufferedFile&) = delete;
+  BufferedFile& operator=(const BufferedFile&) = delete;
+
+  /// Appends one complete record. When the buffer would overflow, it is flushed first, so a
+  /// record is never split across two write(2) calls by us.
+  void append_record(std::string_view bytes);
+  /// Writes the buffer to the file (loops over short writes, retries EINTR). Throws on I/O errors.
+  void flush();
+  /// Flushes and closes; later calls are no-ops. Also done by the destructor (errors swallowed there).
+  void close();
+  /// Bytes handed to append_record() so far (buffered or written).
+  std::size_t total_bytes() const { return m_total_bytes; }
+  /// The file's path as given.
+  const std::string& path() const { return m_path; }
+
+ private:
+  std::string m_path;
+  std::string m_buffer;
+  std::size_t m_buffer_bytes;
+  std::size_t m_total_bytes = 0;
+  int m_fd = -1;
+};
+
+/// Creates `dir` and its missing parents with mode 0700 (existing ones are left as they are).
+/// Throws vramscope::Error when a component cannot be created or is not a directory.
+void make_private_directories(const std::string& dir);
+
+}  // namespace vramscope::exporters

@@ -1,0 +1,213 @@
+// src/exporters/tensorboard.cpp -- TFRecord framing and hand-encoded Event protobufs
+#include "exporters/tensorboard.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/crc32c.hpp"
+#include "vramscope/clock.hpp"
+#include "vramscope/status.hpp"
+
+namespace vramscope::exporters {
+
+namespace {
+
+// Protobuf tag bytes: (field number << 3) | wire type.
+constexpr char event_wall_time = 0x09;     // 1, fixed64
+constexpr char event_step = 0x10;          // 2, varint
+constexpr char event_file_version = 0x1A;  // 3, length-delimited
+constexpr char event_summary = 0x2A;       // 5, length-delimited
+constexpr char summary_value = 0x0A;       // Summary.value 1, length-delimited
+constexpr char value_tag = 0x0A;           // Value.tag 1, length-delimited
+constexpr char value_simple_value = 0x15;  // Value.simple_value 2, fixed32
+
+void put_varint(std::string& out, uint64_t value) {
+  while (value >= 0x80U) {
+    out += static_cast<char>((value & 0x7FU) | 0x80U);
+    value >>= 7U;
+  }
+  out += static_cast<char>(value);
+}
+
+template <typename T>
+void put_little_endian(std::string& out, T value) {
+  static_assert(std::is_unsigned_v<T>);
+  for (std::size_t i = 0; i < sizeof(T); ++i) out += static_cast<char>((value >> (8U * i)) & 0xFFU);
+}
+
+void put_double(std::string& out, double value) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  put_little_endian(out, bits);
+}
+
+void put_bytes_field(std::string& out, char tag, std::string_view bytes) {
+  out += tag;
+  put_varint(out, bytes.size());
+  out.append(bytes);
+}
+
+std::string local_hostname() {
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) != 0 || name[0] == '\0') return "localhost";
+  return name.data();
+}
+
+/// Per-process counter of files created, the last part of the file name (as the Python writers do).
+std::atomic<uint32_t> file_counter{0};
+
+}  // namespace
+
+std::string encode_file_version_event(double wall_time_s) {
+  std::string event;
+  event += event_wall_time;
+  put_double(event, wall_time_s);
+  put_bytes_field(event, event_file_version, "brain.Event:2");
+  return event;
+}
+
+std::string encode_scalars_event(const std::vector<TensorBoardScalar>& scalars, int64_t step, double wall_time_s) {
+  std::string summary;
+  for (const TensorBoardScalar& scalar : scalars) {
+    std::string value;
+    put_bytes_field(value, value_tag, scalar.tag);
+    value += value_simple_value;
+    const auto narrow = static_cast<float>(scalar.value);
+    uint32_t bits = 0;
+    std::memcpy(&bits, &narrow, sizeof bits);
+    put_little_endian(value, bits);
+    put_bytes_field(summary, summary_value, value);
+  }
+  std::string event;
+  event += event_wall_time;
+  put_double(event, wall_time_s);
+  // proto3 leaves default values out; readers take an absent step as 0.
+  if (step != 0) {
+    event += event_step;
+    put_varint(event, static_cast<uint64_t>(step));
+  }
+  put_bytes_field(event, event_summary, summary);
+  return event;
+}
+
+std::string frame_tfrecord(std::string_view payload) {
+  std::string record;
+  record.reserve(payload.size() + 16);
+  put_little_endian(record, static_cast<uint64_t>(payload.size()));
+  put_little_endian(record, crc32c_mask(crc32c(std::string_view(record.data(), 8))));
+  record.append(payload);
+  put_little_endian(record, crc32c_mask(crc32c(payload)));
+  return record;
+}
+
+std::string tensorboard_file_name(int64_t unix_seconds, std::string_view hostname, uint32_t pid, uint32_t counter) {
+  return fmt::format("events.out.tfevents.{:010d}.{}.{}.{}", unix_seconds, hostname, pid, counter);
+}
+
+TensorBoardWriter::TensorBoardWriter(const std::string& log_dir, const TensorBoardOptions& options)
+    : m_options(options) {
+  make_private_directories(log_dir);
+  const int64_t now_ns = wall_time_ns();
+  const std::string name = tensorboard_file_name(now_ns / 1000000000, local_hostname(),
+                                                 static_cast<uint32_t>(::getpid()), file_counter++);
+  m_path = log_dir + "/" + name;
+  m_file = std::make_unique<BufferedFile>(m_path, false);
+  append_event(encode_file_version_event(static_cast<double>(now_ns) / 1e9));
+  // The header reaches disk at once, so TensorBoard lists the run even before the first flush.
+  m_file->flush();
+  m_last_flush_ns = monotonic_ns();
+}
+
+TensorBoardWriter::~TensorBoardWriter() {
+  try {
+    close();
+  } catch (const Error&) {
+    // Destructors cannot report; callers that care call close().
+  }
+}
+
+const std::string& TensorBoardWriter::path() const { return m_path; }
+
+void TensorBoardWriter::append_event(const std::string& payload) {
+  if (!m_file) throw Error("TensorBoard writer is closed");
+  m_file->append_record(frame_tfrecord(payload));
+  if (m_options.flush_interval_ns > 0 && m_last_flush_ns != 0) {
+    const int64_t now = monotonic_ns();
+    if (now - m_last_flush_ns >= m_options.flush_interval_ns) {
+      m_file->flush();
+      m_last_flush_ns = now;
+    }
+  }
+}
+
+void TensorBoardWriter::add_scalar(std::string_view tag, double value, int64_t step, double wall_time_s) {
+  add_scalars({TensorBoardScalar{std::string(tag), value}}, step, wall_time_s);
+}
+
+void TensorBoardWriter::add_scalars(const std::vector<TensorBoardScalar>& scalars, int64_t step, double wall_time_s) {
+  if (scalars.empty()) return;
+  append_event(encode_scalars_event(scalars, step, wall_time_s));
+}
+
+std::string TensorBoardWriter::torch_prefix(uint32_t pid, int32_t rank, int32_t cuda_device) const {
+  std::string prefix = "memory/";
+  if (m_options.qualify_process) prefix += rank >= 0 ? fmt::format("rank{}/", rank) : fmt::format("pid{}/", pid);
+  return prefix + fmt::format("cuda{}/", cuda_device);
+}
+
+void TensorBoardWriter::write(const SystemSample& sample) {
+  const double wall_s = static_cast<double>(sample.timestamp_ns) / 1e9;
+  if (m_options.driver_tags && !sample.devices.empty()) {
+    std::vector<TensorBoardScalar> scalars;
+    for (const DeviceSample& device : sample.devices) {
+      const std::string prefix = fmt::format("driver/gpu{}/", device.index);
+      if (device.used_bytes) scalars.push_back({prefix + "used_bytes", static_cast<double>(*device.used_bytes)});
+      if (device.free_bytes) scalars.push_back({prefix + "free_bytes", static_cast<double>(*device.free_bytes)});
+      if (device.reserved_bytes) scalars.push_back({prefix + "reserved_bytes", static_cast<double>(*device.reserved_bytes)});
+      if (device.total_bytes) scalars.push_back({prefix + "total_bytes", static_cast<double>(*device.total_bytes)});
+    }
+    add_scalars(scalars, m_sample_index, wall_s);
+  }
+  ++m_sample_index;
+  for (const AllocatorSample& allocator : sample.allocators) {
+    const std::string prefix = torch_prefix(allocator.pid, allocator.rank, allocator.cuda_device);
+    add_scalars({{prefix + "allocated_bytes", static_cast<double>(allocator.allocated_bytes)},
+                 {prefix + "reserved_bytes", static_cast<double>(allocator.reserved_bytes)},
+                 {prefix + "requested_bytes", static_cast<double>(allocator.requested_bytes)},
+                 {prefix + "active_bytes", static_cast<double>(allocator.active_bytes)}},
+                static_cast<int64_t>(allocator.step), wall_s);
+  }
+  for (const StepRecord& step : sample.steps) write_step(step);
+  for (const OomRecord& oom : sample.ooms) {
+    const std::string prefix = torch_prefix(oom.pid, oom.rank, oom.cuda_device);
+    add_scalar(prefix + "oom_requested_bytes", static_cast<double>(oom.requested_bytes), m_sample_index,
+               static_cast<double>(oom.timestamp_ns) / 1e9);
+  }
+}
+
+void TensorBoardWriter::write_step(const StepRecord& step) {
+  const std::string prefix = torch_prefix(step.pid, step.rank, step.cuda_device);
+  add_scalars({{prefix + "step_peak_allocated_bytes", static_cast<double>(step.peak_allocated_bytes)},
+               {prefix + "step_peak_reserved_bytes", static_cast<double>(step.peak_reserved_bytes)},
+               {prefix + "step_peak_requested_bytes", static_cast<double>(step.peak_requested_bytes)}},
+              static_cast<int64_t>(step.step), static_cast<double>(step.end_ns) / 1e9);
+}
+
+void TensorBoardWriter::flush() {
+  if (!m_file) return;
+  m_file->flush();
+  m_last_flush_ns = monotonic_ns();
+}
+
+void TensorBoardWriter::close() {
+  if (!m_file) return;
+  m_file->close();
+  m_file.reset();
+}
+
+}  // namespace vramscope::exporters

@@ -1,0 +1,296 @@
+// src/tracking/agent_core.cpp -- draining, polling, windows, steps, OOMs and publication
+#include "tracking/agent_core.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace vramscope::tracking {
+namespace {
+
+int64_t monotonic_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t realtime_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr std::size_t mark_index(PeakMark mark) { return static_cast<std::size_t>(mark); }
+
+}  // namespace
+
+AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
+                     AgentConfig config, std::unique_ptr<AgentSegmentWriter> writer)
+    : m_stats(std::move(stats)),
+      m_config(config),
+      m_writer(std::move(writer)),
+      m_step_started_ns(monotonic_ns()),
+      m_window_started_ns(m_step_started_ns) {
+  m_devices.resize(device_uuids.size());
+  for (std::size_t i = 0; i < device_uuids.size(); ++i) {
+    Device& device = m_devices[i];
+    device.uuid = std::move(device_uuids[i]);
+    device.index = i;
+    device.counters = std::make_unique<DeviceCounters>();
+    device.ring = std::make_unique<EventRing>(m_config.ring_capacity);
+    device.history.resize(std::max<std::size_t>(m_config.history_events, 1));
+  }
+  m_scratch.reserve(std::min<std::size_t>(m_config.ring_capacity, 1U << 16U));
+}
+
+void AgentCore::on_event(std::size_t device, Action action, uint64_t size_bytes, uint64_t address,
+                         uint8_t raw_action) noexcept {
+  Device& d = m_devices[device];
+  d.counters->on_event(action, size_bytes);
+  d.ring->push(Event{size_bytes, address, coarse_monotonic_ns(), action, raw_action});
+}
+
+bool AgentCore::seed(std::size_t device) {
+  std::lock_guard lock(m_mutex);
+  Device& d = m_devices[device];
+  const bool ok = d.counters->seed([&]() -> std::optional<CounterSeed> {
+    const std::optional<TorchStats> torch = m_stats(device);
+    if (!torch) return std::nullopt;
+    d.last_stats = torch;
+    return CounterSeed{torch->reserved_bytes, torch->peak_reserved_bytes, torch->requested_bytes,
+                       torch->peak_requested_bytes};
+  });
+  if (ok && d.last_stats) {
+    // Same convention as the event counters: the global peak starts at torch's peak.
+    for (uint64_t& mark : d.allocated_marks) mark = d.last_stats->allocated_bytes;
+    d.allocated_marks[mark_index(PeakMark::Global)] =
+        std::max(d.last_stats->allocated_bytes, d.last_stats->peak_allocated_bytes);
+  }
+  return ok;
+}
+
+void AgentCore::set_polling_only(std::size_t device) {
+  std::lock_guard lock(m_mutex);
+  m_devices[device].polling_only = true;
+  observe(m_devices[device]);
+}
+
+void AgentCore::drain(Device& device) {
+  m_scratch.clear();
+  device.ring->drain(m_scratch);
+  for (const Event& event : m_scratch) {
+    device.history[device.history_next] = event;
+    device.history_next = (device.history_next + 1) % device.history.size();
+    device.history_full = device.history_full || device.history_next == 0;
+  }
+}
+
+void AgentCore::observe(Device& device) {
+  const std::optional<TorchStats> torch = m_stats(device.index);
+  if (!torch) return;
+  const bool first = !device.last_stats.has_value();
+  // torch's peak moves only when a new high was reached since our previous look (or the user
+  // reset it, after which it is a value reached since then): a value every mark lived through.
+  const bool peak_moved =
+      !first && torch->peak_allocated_bytes != device.last_stats->peak_allocated_bytes;
+  for (std::size_t m = 0; m < peak_mark_count; ++m) {
+    uint64_t& mark = device.allocated_marks[m];
+    mark = std::max(mark, torch->allocated_bytes);
+    if (peak_moved) mark = std::max(mark, torch->peak_allocated_bytes);
+  }
+  if (first) {
+    uint64_t& global = device.allocated_marks[mark_index(PeakMark::Global)];
+    global = std::max(global, torch->peak_allocated_bytes);
+  }
+  if (device.polling_only) {
+    device.counters->set_polled(CounterSeed{torch->reserved_bytes, torch->peak_reserved_bytes,
+                                            torch->requested_bytes, torch->peak_requested_bytes});
+  }
+  device.last_stats = torch;
+}
+
+void AgentCore::tick() {
+  std::lock_guard lock(m_mutex);
+  const int64_t now = monotonic_ns();
+  const bool window_over = now - m_window_started_ns >= m_config.window_ns;
+  for (Device& device : m_devices) {
+    drain(device);
+    observe(device);
+    if (window_over) {
+      const EventPeaks events = device.counters->restart(PeakMark::Window);
+      uint64_t& mark = device.allocated_marks[mark_index(PeakMark::Window)];
+      device.window_peak = {mark, events.reserved_bytes, events.requested_bytes};
+      mark = device.last_stats ? device.last_stats->allocated_bytes : 0;
+    }
+  }
+  if (window_over) m_window_started_ns = now;
+  if (m_writer) {
+    const int64_t wall = realtime_ns();
+    for (const Device& device : m_devices) {
+      m_writer->publish(static_cast<uint32_t>(device.index), sample_of(device, wall));
+    }
+  }
+}
+
+std::vector<StepRecord> AgentCore::step() {
+  std::lock_guard lock(m_mutex);
+  const int64_t now = monotonic_ns();
+  const int64_t wall = realtime_ns();
+  ++m_step;
+  std::vector<StepRecord> records;
+  records.reserve(m_devices.size());
+  for (Device& device : m_devices) {
+    observe(device);
+    const EventPeaks events = device.counters->restart(PeakMark::Step);
+    uint64_t& mark = device.allocated_marks[mark_index(PeakMark::Step)];
+    device.last_step_peak = {mark, events.reserved_bytes, events.requested_bytes};
+    const uint64_t allocated = device.last_stats ? device.last_stats->allocated_bytes : 0;
+    mark = allocated;
+
+    StepRecord record;
+    record.pid = m_config.pid;
+    record.rank = m_config.rank;
+    record.cuda_device = static_cast<int32_t>(device.index);
+    record.device_uuid = device.uuid;
+    record.step = m_step;
+    record.end_ns = wall;
+    record.duration_ns = now - m_step_started_ns;
+    record.peak_allocated_bytes = device.last_step_peak.allocated_bytes;
+    record.peak_reserved_bytes = device.last_step_peak.reserved_bytes;
+    record.peak_requested_bytes = device.last_step_peak.requested_bytes;
+    record.allocated_bytes = allocated;
+    record.reserved_bytes = device.counters->reserved_bytes();
+    if (m_writer) m_writer->push_step(record);
+    records.push_back(std::move(record));
+  }
+  m_step_started_ns = now;
+  return records;
+}
+
+void AgentCore::reset_peak(std::size_t device) {
+  std::lock_guard lock(m_mutex);
+  Device& d = m_devices[device];
+  observe(d);
+  d.counters->restart(PeakMark::Global);
+  d.allocated_marks[mark_index(PeakMark::Global)] = d.last_stats ? d.last_stats->allocated_bytes : 0;
+}
+
+DeviceStatsView AgentCore::stats(std::size_t device) {
+  std::lock_guard lock(m_mutex);
+  Device& d = m_devices[device];
+  observe(d);
+  const DeviceCounters& counters = *d.counters;
+  DeviceStatsView view;
+  if (d.last_stats) {
+    view.allocated_bytes = d.last_stats->allocated_bytes;
+    view.active_bytes = d.last_stats->active_bytes;
+    view.inactive_split_bytes = d.last_stats->inactive_split_bytes;
+  }
+  view.reserved_bytes = counters.reserved_bytes();
+  view.requested_bytes = counters.requested_bytes();
+  view.pending_free_bytes = counters.pending_free_bytes();
+  const EventPeaks global = counters.peaks(PeakMark::Global);
+  view.peak = {d.allocated_marks[mark_index(PeakMark::Global)], global.reserved_bytes,
+               global.requested_bytes};
+  const EventPeaks running = counters.peaks(PeakMark::Step);
+  view.current_step_peak = {d.allocated_marks[mark_index(PeakMark::Step)], running.reserved_bytes,
+                            running.requested_bytes};
+  view.step = m_step;
+  view.last_step_peak = d.last_step_peak;
+  view.window_peak = d.window_peak;
+  view.event_count = counters.total_event_count();
+  view.dropped_event_count = d.ring->dropped_count();
+  view.unknown_event_count = counters.event_count(Action::Unknown);
+  view.anomaly_count = counters.anomaly_count();
+  view.oom_count = d.oom_count;
+  view.polling_only = d.polling_only;
+  return view;
+}
+
+OomRecord AgentCore::record_oom(std::size_t device, uint64_t requested_bytes,
+                                uint64_t device_total_bytes, uint64_t device_free_bytes) {
+  std::lock_guard lock(m_mutex);
+  Device& d = m_devices[device];
+  // Drain now so the history ends with the events that led to this OOM.
+  drain(d);
+  observe(d);
+  ++d.oom_count;
+  OomRecord record;
+  record.pid = m_config.pid;
+  record.rank = m_config.rank;
+  record.cuda_device = static_cast<int32_t>(device);
+  record.device_uuid = d.uuid;
+  record.timestamp_ns = realtime_ns();
+  record.requested_bytes = requested_bytes;
+  record.device_total_bytes = device_total_bytes;
+  record.device_free_bytes = device_free_bytes;
+  record.allocated_bytes = d.last_stats ? d.last_stats->allocated_bytes : 0;
+  record.reserved_bytes = d.counters->reserved_bytes();
+  m_last_oom = record;
+  if (m_writer) m_writer->push_oom(record);
+  return record;
+}
+
+std::optional<OomRecord> AgentCore::last_oom() const {
+  std::lock_guard lock(m_mutex);
+  return m_last_oom;
+}
+
+std::vector<Event> AgentCore::recent_events(std::size_t device) {
+  std::lock_guard lock(m_mutex);
+  Device& d = m_devices[device];
+  drain(d);
+  std::vector<Event> out;
+  if (d.history_full) {
+    out.insert(out.end(), d.history.begin() + static_cast<std::ptrdiff_t>(d.history_next),
+               d.history.end());
+  }
+  out.insert(out.end(), d.history.begin(),
+             d.history.begin() + static_cast<std::ptrdiff_t>(d.history_next));
+  return out;
+}
+
+void AgentCore::set_rank(int32_t rank, int32_t world_size) {
+  std::lock_guard lock(m_mutex);
+  m_config.rank = rank;
+  m_config.world_size = world_size;
+}
+
+std::string AgentCore::segment_path() const {
+  std::lock_guard lock(m_mutex);
+  return m_writer ? m_writer->path() : std::string();
+}
+
+void AgentCore::close_segment() {
+  std::lock_guard lock(m_mutex);
+  m_writer.reset();
+}
+
+AllocatorSample AgentCore::sample_of(const Device& device, int64_t now_ns) const {
+  const DeviceCounters& counters = *device.counters;
+  AllocatorSample sample;
+  sample.pid = m_config.pid;
+  sample.rank = m_config.rank;
+  sample.world_size = m_config.world_size;
+  sample.cuda_device = static_cast<int32_t>(device.index);
+  sample.device_uuid = device.uuid;
+  if (device.last_stats) {
+    sample.allocated_bytes = device.last_stats->allocated_bytes;
+    sample.active_bytes = device.last_stats->active_bytes;
+    sample.inactive_split_bytes = device.last_stats->inactive_split_bytes;
+  }
+  sample.reserved_bytes = counters.reserved_bytes();
+  sample.requested_bytes = counters.requested_bytes();
+  sample.peak_allocated_bytes = device.allocated_marks[mark_index(PeakMark::Global)];
+  sample.peak_reserved_bytes = counters.peaks(PeakMark::Global).reserved_bytes;
+  sample.step = m_step;
+  sample.step_peak_allocated_bytes = device.last_step_peak.allocated_bytes;
+  sample.step_peak_reserved_bytes = device.last_step_peak.reserved_bytes;
+  sample.oom_count = device.oom_count;
+  sample.event_count = counters.total_event_count();
+  sample.dropped_event_count = device.ring->dropped_count();
+  sample.polling_only = device.polling_only;
+  sample.updated_ns = now_ns;
+  return sample;
+}
+
+}  // namespace vramscope::tracking

@@ -1,0 +1,182 @@
+// src/tracking/agent_core.hpp -- everything the in-process agent does, without torch
+//
+// The torch layer (agent/) feeds events into on_event() from the trace tracker, supplies a
+// StatsProvider built on getDeviceStats, and runs tick() on its own thread. Tests drive the
+// same class with synthetic events and a synthetic provider.
+//
+// Exactness: reserved and requested bytes (and their peaks) follow every event. Allocated bytes
+// come from the provider; their peaks are exact whenever torch's own peak moves (a new high was
+// reached: torch's peak is then the value we missed between polls), and otherwise are the
+// highest value seen by polls at tick(), step() and explicit reads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tracking/device_counters.hpp"
+#include "tracking/event_ring.hpp"
+#include "tracking/events.hpp"
+#include "vramscope/agent_segment.hpp"
+#include "vramscope/sample.hpp"
+
+namespace vramscope::tracking {
+
+/// torch's counters for one device (getDeviceStats, aggregate pool).
+struct TorchStats {
+  uint64_t allocated_bytes = 0;
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t peak_reserved_bytes = 0;
+  uint64_t requested_bytes = 0;
+  uint64_t peak_requested_bytes = 0;
+  uint64_t active_bytes = 0;
+  uint64_t inactive_split_bytes = 0;
+};
+
+/// Reads torch's counters of a device; empty when they cannot be read (pluggable allocator).
+/// Must be safe to call from any thread that does not hold that device's allocator lock.
+using StatsProvider = std::function<std::optional<TorchStats>(std::size_t device)>;
+
+/// Tunables of an AgentCore.
+struct AgentConfig {
+  /// Pid published in records (the process's own pid).
+  uint32_t pid = 0;
+  /// torch.distributed rank and world size; -1 when not distributed.
+  int32_t rank = -1;
+  int32_t world_size = -1;
+  /// Length of the rolling window whose peaks stats() reports.
+  int64_t window_ns = 1'000'000'000;
+  /// Events buffered per device between ticks (rounded up to a power of two).
+  std::size_t ring_capacity = 1U << 16U;
+  /// Recent events kept per device for the OOM post-mortem.
+  std::size_t history_events = 4096;
+};
+
+/// Peaks of one interval over the three quantities.
+struct IntervalPeaks {
+  uint64_t allocated_bytes = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t requested_bytes = 0;
+};
+
+/// Everything known about one device, for stats() and the Python API.
+struct DeviceStatsView {
+  uint64_t allocated_bytes = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t requested_bytes = 0;
+  uint64_t active_bytes = 0;
+  uint64_t inactive_split_bytes = 0;
+  uint64_t pending_free_bytes = 0;
+  /// Since attach or reset_peak().
+  IntervalPeaks peak;
+  /// Steps completed (0 before the first step()), the running step's peaks so far, and the
+  /// peaks of the last completed step.
+  uint64_t step = 0;
+  IntervalPeaks current_step_peak;
+  IntervalPeaks last_step_peak;
+  /// Peaks of the last completed window of AgentConfig::window_ns.
+  IntervalPeaks window_peak;
+  uint64_t event_count = 0;
+  uint64_t dropped_event_count = 0;
+  uint64_t unknown_event_count = 0;
+  uint64_t anomaly_count = 0;
+  uint64_t oom_count = 0;
+  /// Is this device tracked by polling only (no events)?
+  bool polling_only = false;
+};
+
+/// The agent's per-process state: counters, rings, peaks, steps, OOMs, publication.
+class AgentCore {
+ public:
+  /// One tracked device per entry of `device_uuids` (CUDA ordinal = index). `writer` may be
+  /// null (publish=False). Threads: on_event() from trackers; everything else may be called
+  /// from any thread and serialises on an internal mutex that on_event() never takes.
+  AgentCore(std::vector<std::string> device_uuids, StatsProvider stats, AgentConfig config,
+            std::unique_ptr<AgentSegmentWriter> writer);
+  AgentCore(const AgentCore&) = delete;
+  AgentCore& operator=(const AgentCore&) = delete;
+
+  std::size_t device_count() const { return m_devices.size(); }
+
+  /// The callback's work: counters plus a ring push. Never blocks, allocates or throws.
+  /// `device` must be < device_count().
+  void on_event(std::size_t device, Action action, uint64_t size_bytes, uint64_t address,
+                uint8_t raw_action) noexcept;
+
+  /// Seeds the event counters of `device` from the provider (call after the tracker is
+  /// attached). Returns false when the provider fails or events never paused.
+  bool seed(std::size_t device);
+  /// Marks `device` as tracked by polling only (no tracker could be attached).
+  void set_polling_only(std::size_t device);
+
+  /// One agent-thread iteration: drain rings into the history, poll the provider, roll the
+  /// window, publish every device to the segment.
+  void tick();
+  /// Closes the current step on every device; publishes and returns one record per device.
+  std::vector<StepRecord> step();
+  /// Restarts vramscope's global peaks of `device` at the current values (torch's untouched).
+  void reset_peak(std::size_t device);
+  /// Current view of one device (polls the provider first, so allocated is fresh).
+  DeviceStatsView stats(std::size_t device);
+  /// Records an OOM seen by torch's observer on `device`; publishes it and returns it.
+  OomRecord record_oom(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
+                       uint64_t device_free_bytes);
+  /// The most recent OOM, if any.
+  std::optional<OomRecord> last_oom() const;
+  /// The last AgentConfig::history_events events of `device`, oldest first.
+  std::vector<Event> recent_events(std::size_t device);
+  /// Changes the rank and world size put in later records.
+  void set_rank(int32_t rank, int32_t world_size);
+  /// Event counters of `device` (read-only use by the torch layer's fast paths).
+  const DeviceCounters& counters(std::size_t device) const { return *m_devices[device].counters; }
+  /// Path of the segment file, or "" without a writer.
+  std::string segment_path() const;
+  /// Removes the segment file and stops publishing (at interpreter exit).
+  void close_segment();
+  /// Is `device` tracked by polling only? Fixed once attach has finished.
+  bool polling_only(std::size_t device) const { return m_devices[device].polling_only; }
+
+ private:
+  struct Device;
+  /// Drains `device`'s ring into its history (caller holds m_mutex).
+  void drain(Device& device);
+  /// Polls the provider and folds allocated (and, when polling, everything) into the marks.
+  void observe(Device& device);
+  AllocatorSample sample_of(const Device& device, int64_t now_ns) const;
+
+  struct Device {
+    std::string uuid;
+    std::size_t index = 0;
+    std::unique_ptr<DeviceCounters> counters;
+    std::unique_ptr<EventRing> ring;
+    bool polling_only = false;
+    std::optional<TorchStats> last_stats;
+    /// Allocated-bytes peak marks, indexed by PeakMark (guarded by m_mutex).
+    uint64_t allocated_marks[peak_mark_count] = {0, 0, 0};
+    IntervalPeaks last_step_peak;
+    IntervalPeaks window_peak;
+    uint64_t oom_count = 0;
+    /// Circular history of recent events: `history_next` is where the next one goes.
+    std::vector<Event> history;
+    std::size_t history_next = 0;
+    bool history_full = false;
+  };
+
+  mutable std::mutex m_mutex;
+  std::vector<Device> m_devices;
+  StatsProvider m_stats;
+  AgentConfig m_config;
+  std::unique_ptr<AgentSegmentWriter> m_writer;
+  uint64_t m_step = 0;
+  int64_t m_step_started_ns;
+  int64_t m_window_started_ns;
+  std::optional<OomRecord> m_last_oom;
+  std::vector<Event> m_scratch;
+};
+
+}  // namespace vramscope::tracking

@@ -1,0 +1,91 @@
+// tests/cpp/cli/test_cli_nogpu.cpp -- the binary without a usable NVML, usage errors, bad files
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "cli_runner.hpp"
+
+namespace vramscope::testing {
+namespace {
+
+/// Is `text` exactly one line?
+bool one_line(const std::string& text) {
+  return !text.empty() && text.back() == '\n' && text.find('\n') == text.size() - 1;
+}
+
+TEST(CliNoGpu, MissingLibraryExitsThreeWithOneLine) {
+  VRAMSCOPE_REQUIRE_CLI();
+  TempDir dir;
+  const std::map<std::string, std::optional<std::string>> env = {
+      {"VRAMSCOPE_NVML_LIBRARY", dir.file("libnvidia-ml-absent.so.1")}};
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{}, {"--json"}, {"watch", "--count", "1"},
+        {"record", "-o", dir.file("r.vsrec"), "--duration", "1s"}}) {
+    const CliResult r = run_cli(dir, args, env);
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_TRUE(one_line(r.err)) << r.err;
+    EXPECT_NE(r.err.find("NVIDIA driver"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("VRAMSCOPE_NVML_LIBRARY"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  // Nothing is created when recording cannot start.
+  EXPECT_FALSE(std::ifstream(dir.file("r.vsrec")).good());
+}
+
+TEST(CliNoGpu, BadIntervalsAreUsageErrors) {
+  VRAMSCOPE_REQUIRE_CLI();
+  TempDir dir;
+  for (const char* interval : {"0.5ms", "0", "abc", "-1s", "10 parsecs"}) {
+    const CliResult r = run_cli(dir, {"watch", "--interval", interval, "--count", "1"});
+    EXPECT_EQ(r.exit_code, 2) << interval << ": " << r.err;
+    EXPECT_TRUE(one_line(r.err)) << r.err;
+    EXPECT_NE(r.err.find("--interval"), std::string::npos) << r.err;
+  }
+  const CliResult bad_duration =
+      run_cli(dir, {"record", "-o", dir.file("x"), "--duration", "soon"});
+  EXPECT_EQ(bad_duration.exit_code, 2) << bad_duration.err;
+}
+
+TEST(CliNoGpu, OptionErrorsAreUsageErrors) {
+  VRAMSCOPE_REQUIRE_CLI();
+  TempDir dir;
+  EXPECT_EQ(run_cli(dir, {"--json", "--csv"}).exit_code, 2);
+  EXPECT_EQ(run_cli(dir, {"--processes"}).exit_code, 2);
+  EXPECT_EQ(run_cli(dir, {"--units", "furlongs"}).exit_code, 2);
+  EXPECT_EQ(run_cli(dir, {"watch", "--format", "xml"}).exit_code, 2);
+  EXPECT_EQ(run_cli(dir, {"record"}).exit_code, 2);
+  EXPECT_EQ(run_cli(dir, {"no-such-command"}).exit_code, 2);
+}
+
+TEST(CliNoGpu, HelpTeachesAndSucceeds) {
+  VRAMSCOPE_REQUIRE_CLI();
+  TempDir dir;
+  const CliResult root = run_cli(dir, {"--help"});
+  EXPECT_EQ(root.exit_code, 0);
+  EXPECT_NE(root.out.find("Exit codes"), std::string::npos);
+  EXPECT_NE(root.out.find("--json"), std::string::npos);
+  const CliResult record = run_cli(dir, {"record", "--help"});
+  EXPECT_EQ(record.exit_code, 0);
+  EXPECT_NE(record.out.find("--duration"), std::string::npos);
+}
+
+TEST(CliNoGpu, ShowNeedsNoGpuAndRejectsForeignFiles) {
+  VRAMSCOPE_REQUIRE_CLI();
+  TempDir dir;
+  const std::map<std::string, std::optional<std::string>> no_nvml = {
+      {"VRAMSCOPE_NVML_LIBRARY", dir.file("absent.so")}};
+  std::ofstream(dir.file("notes.txt")) << "these are not the bytes you are looking for\n";
+  std::ofstream(dir.file("empty.vsrec")).flush();
+  for (const std::string& name : std::vector<std::string>{"notes.txt", "empty.vsrec"}) {
+    const CliResult r = run_cli(dir, {"show", dir.file(name)}, no_nvml);
+    EXPECT_EQ(r.exit_code, 1) << name << ": " << r.err;
+    EXPECT_TRUE(one_line(r.err)) << r.err;
+    EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  const CliResult missing = run_cli(dir, {"show", dir.file("absent.vsrec")}, no_nvml);
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+}
+
+}  // namespace
+}  // namespace vramscope::testing

@@ -1,0 +1,186 @@
+// tests/cpp/cli/test_cli_record.cpp -- `vramscope record` and `vramscope show` end to end
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "cli_runner.hpp"
+#include "golden.hpp"
+
+namespace vramscope::testing {
+namespace {
+
+using nlohmann::json;
+
+json show_json(const TempDir& dir, const std::string& file) {
+  const CliResult r = run_cli(dir, {"show", "--json", file}, {{"VRAMSCOPE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+TEST(CliRecord, CommandExitStatusIsReturnedAndShowReadsTheFile) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const std::string file = dir.file("run.vsrec");
+  const CliResult r = run_cli(dir, {"record", "-o", file, "-i", "10ms", "--", "/bin/sh", "-c", "exit 7"},
+                              double_env(nvml_script("two_gpus.json")));
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  struct stat info {};
+  ASSERT_EQ(stat(file.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777U, 0600U);
+
+  const json summary = show_json(dir, file);
+  EXPECT_EQ(summary["command"], "/bin/sh -c 'exit 7'");
+  EXPECT_GE(summary["sample_count"].get<int>(), 1);
+  EXPECT_EQ(summary["tail"]["state"], "clean");
+  EXPECT_EQ(summary["interval_ns"], 10'000'000);
+  ASSERT_EQ(summary["devices"].size(), 2U);
+  EXPECT_EQ(summary["devices"][0]["peak_used_bytes"], 83214991360ULL);
+  EXPECT_EQ(summary["processes"].size(), 4U);
+
+  // The text summary works without any NVML and says the same.
+  const CliResult text = run_cli(dir, {"show", file}, {{"VRAMSCOPE_NVML_LIBRARY", "/nonexistent.so"}});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Tail      clean"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("79360MiB"), std::string::npos) << text.out;
+}
+
+TEST(CliRecord, KilledCommandGivesOneHundredTwentyEightPlusSignal) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const CliResult r = run_cli(dir, {"record", "-o", dir.file("k.vsrec"), "--", "/bin/sh", "-c", "kill -TERM $$"},
+                              double_env(nvml_script("two_gpus.json")));
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+}
+
+TEST(CliRecord, InterruptSentToTheRecorderReachesTheCommand) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  // The command interrupts its recorder (as `kill -INT` from elsewhere would): the recorder
+  // passes SIGINT on, keeps recording until the command ends, and returns its status.
+  const CliResult r =
+      run_cli(dir, {"record", "-o", dir.file("i.vsrec"), "-i", "5ms", "--", "/bin/sh", "-c",
+                    "kill -INT $PPID; exec sleep 30"},
+              double_env(nvml_script("two_gpus.json")));
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
+  EXPECT_EQ(show_json(dir, dir.file("i.vsrec"))["tail"]["state"], "clean");
+}
+
+TEST(CliRecord, DurationBoundsTheRecording) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const std::string file = dir.file("d.vsrec");
+  const CliResult r = run_cli(dir, {"record", "-o", file, "-i", "20ms", "--duration", "200ms"},
+                              double_env(nvml_script("two_gpus.json")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json summary = show_json(dir, file);
+  // 200 ms at 20 ms: ten samples on the grid; allow a slow machine to miss some ticks.
+  EXPECT_GE(summary["sample_count"].get<int>(), 3);
+  EXPECT_LE(summary["sample_count"].get<int>(), 10);
+  EXPECT_LT(summary["duration_ns"].get<int64_t>(), 200'000'000);
+  EXPECT_EQ(summary["command"], nullptr);
+}
+
+TEST(CliRecord, RefusesToOverwriteWithoutForce) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const std::string file = dir.file("keep.vsrec");
+  std::ofstream(file) << "precious";
+  const auto env = double_env(nvml_script("two_gpus.json"));
+  const CliResult refused = run_cli(dir, {"record", "-o", file, "--duration", "10ms", "--", "true"}, env);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("--force"), std::string::npos) << refused.err;
+  EXPECT_EQ(read_text_file(file), "precious");
+  const CliResult forced = run_cli(dir, {"record", "-o", file, "--force", "--duration", "10ms"}, env);
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_GE(show_json(dir, file)["sample_count"].get<int>(), 1);
+}
+
+TEST(CliRecord, UnknownCommandExits127AndLeavesNoFile) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const std::string file = dir.file("none.vsrec");
+  const CliResult r = run_cli(dir, {"record", "-o", file, "--", "vramscope-no-such-command-xyz"},
+                              double_env(nvml_script("two_gpus.json")));
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.err.find("vramscope-no-such-command-xyz"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(file));
+}
+
+TEST(CliRecord, SigtermStopsARecordingWithoutCommandCleanly) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const std::string file = dir.file("t.vsrec");
+  const int out_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  const pid_t pid = spawn_cli(dir, {"record", "-o", file, "-i", "5ms"},
+                              double_env(nvml_script("two_gpus.json")), out_fd);
+  close(out_fd);
+  ASSERT_GT(pid, 0);
+  // Wait (bounded) until a first chunk reached the file: the recorder is in its loop.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const uintmax_t header_only = 0;
+  uintmax_t first_size = header_only;
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::error_code error;
+    const uintmax_t size = std::filesystem::file_size(file, error);
+    if (!error && first_size == header_only) first_size = size;
+    if (!error && size > first_size) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  EXPECT_EQ(wait_exit_code(pid), 0) << read_text_file(dir.file(".stderr"));
+  const json summary = show_json(dir, file);
+  EXPECT_EQ(summary["tail"]["state"], "clean");
+  EXPECT_GE(summary["sample_count"].get<int>(), 1);
+}
+
+TEST(CliShow, TruncatedFileWarnsButSucceeds) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const std::string file = dir.file("cut.vsrec");
+  ASSERT_EQ(run_cli(dir, {"record", "-o", file, "-i", "5ms", "--duration", "100ms"},
+                    double_env(nvml_script("two_gpus.json")))
+                .exit_code,
+            0);
+  const json whole = show_json(dir, file);
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) - 7);
+
+  const CliResult r = run_cli(dir, {"show", file});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("Tail      truncated"), std::string::npos) << r.out;
+  const json cut = show_json(dir, file);
+  EXPECT_EQ(cut["tail"]["state"], "truncated");
+  EXPECT_TRUE(cut["tail"]["message"].is_string());
+  EXPECT_LT(cut["sample_count"].get<int>(), whole["sample_count"].get<int>());
+}
+
+TEST(CliShow, SummaryTextMatchesGoldenForAFixedRecording) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const std::string file = dir.file("one.vsrec");
+  ASSERT_EQ(run_cli(dir, {"record", "-o", file, "-i", "1s", "--duration", "1ms"},
+                    double_env(nvml_script("mig.json")))
+                .exit_code,
+            0);
+  const CliResult r = run_cli(dir, {"show", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string text = replace_all(r.out, file, "<FILE>");
+  text = std::regex_replace(text, std::regex(R"(Host      \S+,)"), "Host      <HOSTNAME>,");
+  text = std::regex_replace(text, std::regex(R"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"), "<TIME>");
+  text = std::regex_replace(text, std::regex(R"(written by vramscope [0-9.]+)"),
+                            "written by vramscope <VERSION>");
+  expect_golden("cli/show_one_sample.txt", text);
+}
+
+}  // namespace
+}  // namespace vramscope::testing

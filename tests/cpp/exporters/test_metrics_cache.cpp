@@ -1,0 +1,79 @@
+// tests/cpp/exporters/test_metrics_cache.cpp -- scrapes read the cache; the source is sampled per refresh only
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "exporters/metrics_cache.hpp"
+#include "fixtures.hpp"
+
+namespace vramscope::exporters {
+namespace {
+
+TEST(MetricsCache, ManyReadersNeverSampleTheSource) {
+  std::atomic<int> calls{0};
+  // A long interval: only start()'s synchronous refresh may run during the test.
+  MetricsCache cache(
+      [&](SystemSample& out) {
+        ++calls;
+        out = test::make_large_sample(8, 64);
+        return true;
+      },
+      3600LL * 1000000000LL, {});
+  cache.start();
+  std::vector<std::thread> readers;
+  std::atomic<std::size_t> total{0};
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&] {
+      for (int i = 0; i < 500; ++i) total += cache.body()->size();
+    });
+  }
+  for (auto& reader : readers) reader.join();
+  cache.stop();
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(cache.refresh_count(), 1U);
+  EXPECT_GT(total.load(), 2000U * 10000U);
+  EXPECT_NE(cache.body()->find("vramscope_up 1\n"), std::string::npos);
+}
+
+TEST(MetricsCache, FailingSourceRendersUpZeroAndKeepsAgents) {
+  MetricsCache cache(
+      [](SystemSample& out) {
+        out.allocators.push_back(AllocatorSample{});
+        return false;
+      },
+      1000000000LL, {});
+  cache.refresh();
+  EXPECT_NE(cache.body()->find("vramscope_up 0\n"), std::string::npos);
+  EXPECT_NE(cache.body()->find("vramscope_torch_allocated_bytes{"), std::string::npos);
+  EXPECT_EQ(cache.last_error(), "driver backend failed");
+}
+
+TEST(MetricsCache, ThrowingSourceIsContained) {
+  MetricsCache cache([](SystemSample&) -> bool { throw std::runtime_error("NVML exploded"); }, 1000000000LL, {});
+  cache.refresh();
+  EXPECT_NE(cache.body()->find("vramscope_up 0\n"), std::string::npos);
+  EXPECT_EQ(cache.last_error(), "NVML exploded");
+}
+
+// The thread refreshes by itself, and stop() returns promptly even with a long interval pending.
+TEST(MetricsCache, ThreadRefreshesAndStops) {
+  std::atomic<int> calls{0};
+  MetricsCache cache(
+      [&](SystemSample&) {
+        ++calls;
+        return true;
+      },
+      1000000LL, {});
+  cache.start();
+  while (cache.refresh_count() < 5) std::this_thread::yield();
+  cache.stop();
+  const int after_stop = calls.load();
+  EXPECT_GE(after_stop, 5);
+  EXPECT_EQ(static_cast<uint64_t>(after_stop), cache.refresh_count());
+}
+
+}  // namespace
+}  // namespace vramscope::exporters

@@ -1,0 +1,144 @@
+// tests/cpp/exporters/test_tensorboard.cpp -- byte-exact framing, file naming and permissions
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "core/crc32c.hpp"
+#include "exporters/tensorboard.hpp"
+#include "fixtures.hpp"
+#include "temp_dir.hpp"
+#include "vramscope/status.hpp"
+
+namespace vramscope::exporters {
+namespace {
+
+std::string to_hex(std::string_view bytes) {
+  std::string hex;
+  for (const unsigned char c : bytes) {
+    static const char digits[] = "0123456789abcdef";
+    hex += digits[c >> 4U];
+    hex += digits[c & 0xFU];
+  }
+  return hex;
+}
+
+/// Splits a TFRecord stream, checking both CRCs of every record; stops at a truncated tail.
+std::vector<std::string> read_records(const std::string& data, bool* truncated = nullptr) {
+  std::vector<std::string> records;
+  std::size_t pos = 0;
+  if (truncated != nullptr) *truncated = false;
+  while (pos < data.size()) {
+    if (data.size() - pos < 12) break;
+    uint64_t length = 0;
+    std::memcpy(&length, data.data() + pos, 8);
+    uint32_t length_crc = 0;
+    std::memcpy(&length_crc, data.data() + pos + 8, 4);
+    EXPECT_EQ(length_crc, crc32c_mask(crc32c(data.data() + pos, 8)));
+    if (data.size() - pos - 12 < length + 4) break;
+    const std::string payload = data.substr(pos + 12, length);
+    uint32_t payload_crc = 0;
+    std::memcpy(&payload_crc, data.data() + pos + 12 + length, 4);
+    EXPECT_EQ(payload_crc, crc32c_mask(crc32c(payload)));
+    records.push_back(payload);
+    pos += 12 + length + 4;
+  }
+  if (truncated != nullptr) *truncated = pos != data.size();
+  return records;
+}
+
+// The computed test vector from the reference note, byte for byte.
+TEST(TensorBoard, FileVersionRecordMatchesTestVector) {
+  const std::string record = frame_tfrecord(encode_file_version_event(1700000000.0));
+  EXPECT_EQ(record.size(), 40U);
+  EXPECT_EQ(to_hex(record),
+            "1800000000000000a37f4b220900000040fc54d9411a0d627261696e2e4576656e743a32eced8f9d");
+}
+
+// Event{wall_time=1.5, step=300, summary{value{tag="a/b", simple_value=2.0}}}, encoded by hand:
+// 09 <1.5 LE> 10 ac02 2a 0c (0a 0a (0a 03 "a/b" 15 <2.0f LE>)).
+TEST(TensorBoard, ScalarEventEncoding) {
+  const std::string event = encode_scalars_event({{"a/b", 2.0}}, 300, 1.5);
+  EXPECT_EQ(to_hex(event), "09000000000000f83f10ac022a0c0a0a0a03612f621500000040");
+  // Step 0 is the proto3 default and is left out.
+  EXPECT_EQ(to_hex(encode_scalars_event({{"a/b", 2.0}}, 0, 1.5)).substr(18, 2), "2a");
+}
+
+TEST(TensorBoard, FileNameFollowsPythonWriters) {
+  EXPECT_EQ(tensorboard_file_name(1700000000, "node-01", 4242, 3), "events.out.tfevents.1700000000.node-01.4242.3");
+  EXPECT_EQ(tensorboard_file_name(42, "h", 1, 0), "events.out.tfevents.0000000042.h.1.0");
+}
+
+TEST(TensorBoard, WritesPrivateFilesInNewDirectoriesWithValidRecords) {
+  test::TempDir dir;
+  const std::string run = dir.file("runs/exp1");
+  std::string path;
+  {
+    TensorBoardWriter writer(run);
+    path = writer.path();
+    writer.write(test::make_rich_sample());
+    writer.add_scalar("custom/x", 1.0, 5, 1700000000.0);
+  }
+  struct stat info {};
+  ASSERT_EQ(::stat(run.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777U, 0700U);
+  ASSERT_EQ(::stat(path.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777U, 0600U);
+  EXPECT_NE(std::filesystem::path(path).filename().string().find("tfevents"), std::string::npos);
+
+  bool truncated = true;
+  const auto records = read_records(test::read_file(path), &truncated);
+  EXPECT_FALSE(truncated);
+  // version, driver scalars, 2 allocators, 2 steps, 1 OOM, custom.
+  ASSERT_EQ(records.size(), 8U);
+  EXPECT_NE(records[0].find("brain.Event:2"), std::string::npos);
+  EXPECT_NE(records[1].find("driver/gpu0/used_bytes"), std::string::npos);
+  EXPECT_NE(records[2].find("memory/rank0/cuda0/allocated_bytes"), std::string::npos);
+  EXPECT_NE(records[4].find("memory/rank0/cuda0/step_peak_allocated_bytes"), std::string::npos);
+  EXPECT_NE(records[6].find("memory/rank1/cuda0/oom_requested_bytes"), std::string::npos);
+}
+
+TEST(TensorBoard, UnqualifiedTagsForPerRankRuns) {
+  test::TempDir dir;
+  TensorBoardOptions options;
+  options.qualify_process = false;
+  options.driver_tags = false;
+  TensorBoardWriter writer(dir.path(), options);
+  writer.write_step(test::make_rich_sample().steps[1]);
+  writer.close();
+  const auto records = read_records(test::read_file(writer.path()));
+  ASSERT_EQ(records.size(), 2U);
+  EXPECT_NE(records[1].find("memory/cuda0/step_peak_reserved_bytes"), std::string::npos);
+  EXPECT_THROW(writer.add_scalar("x", 1, 1, 1), Error);
+}
+
+// Data is buffered until flush(); flush writes whole records only.
+TEST(TensorBoard, ExplicitFlushWritesWholeRecords) {
+  test::TempDir dir;
+  TensorBoardOptions options;
+  options.flush_interval_ns = 0;
+  TensorBoardWriter writer(dir.path(), options);
+  const std::size_t header_size = test::read_file(writer.path()).size();
+  EXPECT_EQ(header_size, 40U);
+  for (int i = 1; i <= 10; ++i) writer.add_scalar("loss/x", i, i, 1700000000.0 + i);
+  EXPECT_EQ(test::read_file(writer.path()).size(), header_size);
+  writer.flush();
+  bool truncated = true;
+  EXPECT_EQ(read_records(test::read_file(writer.path()), &truncated).size(), 11U);
+  EXPECT_FALSE(truncated);
+}
+
+TEST(TensorBoard, UnwritableDirectoryIsAClearError) {
+  test::TempDir dir;
+  { std::ofstream(dir.file("file")) << "x"; }
+  try {
+    TensorBoardWriter writer(dir.file("file/run"));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a directory"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace vramscope::exporters

@@ -1,0 +1,32 @@
+// tests/cpp/format/make_v1_small.cpp -- writes tests/data/recordings/v1_small.vsrec
+//
+// Usage: make_v1_small OUTPUT.vsrec   (see docs/recording-format.md, "Compatibility files").
+// Run only when a new format version is introduced, to add that version's file; never to
+// regenerate an existing one.
+#include <cstdio>
+
+#include "format/v1_small_fixture.hpp"
+#include "vramscope/recording.hpp"
+#include "vramscope/status.hpp"
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUTPUT.vsrec\n", argv[0]);
+    return vramscope::ExitUsage;
+  }
+  try {
+    vramscope::RecordingWriterOptions options;
+    options.overwrite = true;
+    auto writer =
+        vramscope::RecordingWriter::create(argv[1], vramscope::testing::v1_small_metadata(), options);
+    for (const auto& chunk : vramscope::testing::v1_small_chunks()) {
+      for (const auto& sample : chunk) writer->append(sample);
+      writer->flush();
+    }
+    writer->close();
+  } catch (const vramscope::Error& error) {
+    std::fprintf(stderr, "make_v1_small: %s\n", error.what());
+    return vramscope::ExitError;
+  }
+  return vramscope::ExitOk;
+}

@@ -1,0 +1,90 @@
+// tests/cpp/format/test_recording_crash.cpp -- a recorder killed with SIGKILL loses no flushed chunk
+//
+// A child process records in a loop and reports each completed flush() through a pipe; the parent
+// blocks on that pipe (no sleeps) and kills the child once enough chunks are on disk, while it is
+// busy writing the next one. Everything reported as flushed must read back.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "format/fixtures.hpp"
+#include "format/temp_dir.hpp"
+#include "vramscope/recording.hpp"
+#include "vramscope/status.hpp"
+
+namespace vramscope {
+namespace {
+
+using testing::dump;
+using testing::make_sample;
+
+constexpr int samples_per_chunk = 3;
+
+/// The child: records until killed, writing the number of flushed samples after each flush().
+[[noreturn]] void record_until_killed(const std::string& path, int report_fd, bool sync) {
+  try {
+    RecordingWriterOptions options;
+    options.sync_each_chunk = sync;
+    auto writer = RecordingWriter::create(path, testing::make_metadata(), options);
+    for (uint64_t seed = 0;; ++seed) {
+      // Big samples make each write() long, so the kill often lands inside one.
+      writer->append(make_sample(seed, 8, 64));
+      if ((seed + 1) % samples_per_chunk == 0) {
+        writer->flush();
+        const uint64_t flushed = writer->sample_count();
+        if (::write(report_fd, &flushed, sizeof flushed) != sizeof flushed) ::_exit(3);
+      }
+    }
+  } catch (...) {
+    ::_exit(2);
+  }
+}
+
+void kill_after_chunks(int chunks, bool sync) {
+  testing::TempDir dir;
+  const std::string path = dir.file("killed.vsrec");
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    record_until_killed(path, pipe_fds[1], sync);
+  }
+  ::close(pipe_fds[1]);
+  uint64_t flushed = 0;
+  for (int i = 0; i < chunks; ++i) {
+    ASSERT_EQ(::read(pipe_fds[0], &flushed, sizeof flushed), static_cast<ssize_t>(sizeof flushed))
+        << "recorder died early";
+  }
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::close(pipe_fds[0]);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child status " << status;
+
+  auto reader = RecordingReader::open(path);
+  SystemSample sample;
+  uint64_t count = 0;
+  while (reader->next(sample)) {
+    ASSERT_EQ(dump(sample), dump(make_sample(count, 8, 64))) << "sample " << count;
+    ++count;
+  }
+  EXPECT_GE(count, flushed);
+  EXPECT_EQ(count % samples_per_chunk, 0U) << "only whole chunks may be read";
+  EXPECT_NE(reader->tail_state(), TailState::Corrupt) << reader->tail_message();
+}
+
+TEST(RecordingCrash, SigkillKeepsEveryFlushedChunk) {
+  for (int chunks : {1, 2, 5, 13, 40}) {
+    SCOPED_TRACE(chunks);
+    kill_after_chunks(chunks, /*sync=*/false);
+  }
+}
+
+TEST(RecordingCrash, SigkillWithSyncEachChunk) { kill_after_chunks(4, /*sync=*/true); }
+
+}  // namespace
+}  // namespace vramscope

@@ -1,0 +1,118 @@
+// tests/cpp/report/test_recording_summary.cpp -- peaks, their times, steps and the show outputs
+#include <gtest/gtest.h>
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "report/recording_summary.hpp"
+#include "report/sample_fixtures.hpp"
+#include "report/watch_line.hpp"
+
+namespace vramscope::report {
+namespace {
+
+using testing::make_two_gpu_sample;
+using testing::mib;
+
+/// Three samples 1 s apart; GPU 0's use peaks in the second, the trainer's agent in the third.
+RecordingSummary three_samples() {
+  RecordingSummary summary;
+  SystemSample s = make_two_gpu_sample();
+  const int64_t t0 = s.timestamp_ns;
+  summary.add(s);
+
+  s.timestamp_ns = t0 + 1'000'000'000;
+  s.devices[0].used_bytes = 90000 * mib;
+  s.devices[0].processes[0].used_bytes = 50000 * mib;
+  summary.add(s);
+
+  s.timestamp_ns = t0 + 2'000'000'000;
+  s.devices[0].used_bytes = 10000 * mib;
+  s.devices[0].processes[0].used_bytes = 9000 * mib;
+  s.allocators[0].allocated_bytes = 1000 * mib;
+  s.allocators[0].peak_allocated_bytes = 40000 * mib;
+  s.allocators[0].peak_reserved_bytes = 45000 * mib;
+  s.allocators[0].step = 12;
+  s.allocators[0].step_peak_allocated_bytes = 39000 * mib;
+  StepRecord step;
+  step.pid = 4021;
+  step.device_uuid = s.devices[0].uuid;
+  step.step = 13;
+  step.peak_allocated_bytes = 41000 * mib;
+  s.steps.push_back(step);
+  s.ooms.push_back(OomRecord{});
+  summary.add(s);
+  return summary;
+}
+
+TEST(RecordingSummary, KeepsPeaksAndWhenTheyHappened) {
+  const RecordingSummary summary = three_samples();
+  EXPECT_EQ(summary.sample_count(), 3U);
+  EXPECT_EQ(summary.end_ns() - summary.start_ns(), 2'000'000'000);
+  EXPECT_EQ(summary.oom_count(), 1U);
+  const DevicePeak& gpu0 = summary.devices().begin()->second;
+  EXPECT_EQ(gpu0.peak_used_bytes, 90000 * mib);
+  EXPECT_EQ(gpu0.peak_offset_ns, 1'000'000'000);
+
+  const ProcessPeak& trainer = summary.processes().at({4021, gpu0.uuid});
+  EXPECT_EQ(trainer.peak_used_bytes, 50000 * mib);
+  EXPECT_EQ(trainer.peak_offset_ns, 1'000'000'000);
+  EXPECT_EQ(trainer.torch_peak_allocated_bytes, 40000 * mib);
+  EXPECT_EQ(trainer.torch_peak_reserved_bytes, 45000 * mib);
+  // The step record (13, 41000 MiB) is newer and higher than the agent's published step.
+  EXPECT_EQ(trainer.step_count, 13U);
+  EXPECT_EQ(trainer.max_step_peak_allocated_bytes, 41000 * mib);
+  EXPECT_EQ(trainer.command, "python train.py --lr 3e-4");
+
+  const ProcessPeak& xorg = summary.processes().at({5177, gpu0.uuid});
+  EXPECT_FALSE(xorg.torch_peak_allocated_bytes);
+  EXPECT_FALSE(xorg.step_count);
+}
+
+TEST(RecordingSummary, JsonUsesNullsAndIntegers) {
+  RecordingMetadata metadata;
+  metadata.format_version = 1;
+  metadata.interval_ns = 100'000'000;
+  metadata.hostname = "node-7";
+  const nlohmann::json doc = nlohmann::json::parse(
+      format_summary_json("r.vsrec", metadata, three_samples(), {TailState::Truncated, "torn"}));
+  EXPECT_EQ(doc["tail"]["state"], "truncated");
+  EXPECT_EQ(doc["tail"]["message"], "torn");
+  EXPECT_EQ(doc["command"], nullptr);
+  EXPECT_EQ(doc["duration_ns"], 2'000'000'000);
+  EXPECT_EQ(doc["oom_count"], 1);
+  EXPECT_EQ(doc["devices"][0]["peak_used_bytes"].get<uint64_t>(), 90000 * mib);
+  bool saw_plain_process = false;
+  for (const auto& p : doc["processes"]) {
+    if (p["pid"] == 5177) {
+      saw_plain_process = true;
+      EXPECT_EQ(p["torch_peak_allocated_bytes"], nullptr);
+      EXPECT_EQ(p["step_count"], nullptr);
+    }
+  }
+  EXPECT_TRUE(saw_plain_process);
+}
+
+TEST(RecordingSummary, EmptyRecordingSaysSo) {
+  RecordingMetadata metadata;
+  const RecordingSummary empty;
+  const std::string text = format_summary_text("e.vsrec", metadata, empty, {});
+  EXPECT_NE(text.find("Span      no samples"), std::string::npos) << text;
+  const nlohmann::json doc = nlohmann::json::parse(format_summary_json("e.vsrec", metadata, empty, {}));
+  EXPECT_EQ(doc["start_ns"], nullptr);
+  EXPECT_EQ(doc["sample_count"], 0);
+}
+
+TEST(WatchLine, SumsAgentsPerGpuAndMarksLostOnes) {
+  setenv("TZ", "UTC", 1);
+  tzset();
+  SystemSample s = make_two_gpu_sample();
+  s.devices[1].lost = true;
+  s.devices[1].error = "GPU is lost";
+  EXPECT_EQ(format_watch_lines(s, UnitStyle::Mib),
+            "22:13:20.123  gpu 0  used 40960MiB  free 102289MiB  torch alloc 20480MiB resv 24576MiB\n"
+            "22:13:20.123  gpu 1  GPU lost: GPU is lost\n");
+}
+
+}  // namespace
+}  // namespace vramscope::report

@@ -1,0 +1,268 @@
+// tests/cpp/tracking/test_agent_core.cpp -- the agent's tick/step/OOM logic with synthetic torch
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "tracking/agent_core.hpp"
+#include "tracking/reference_allocator.hpp"
+
+namespace vramscope::tracking {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ReferenceAllocator;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "vramscope-core-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    m_path = pattern;
+  }
+  ~TempDir() { fs::remove_all(m_path); }
+  const std::string& path() const { return m_path; }
+
+ private:
+  std::string m_path;
+};
+
+/// torch's numbers for allocated bytes, set by the test (allocated is never event-derived).
+struct FakeTorch {
+  std::mutex mutex;
+  std::vector<TorchStats> devices;
+  explicit FakeTorch(std::size_t n) : devices(n) {}
+  void set_allocated(std::size_t device, uint64_t bytes) {
+    std::lock_guard lock(mutex);
+    TorchStats& s = devices[device];
+    s.allocated_bytes = bytes;
+    s.peak_allocated_bytes = std::max(s.peak_allocated_bytes, bytes);
+    s.active_bytes = bytes + 1;
+    s.inactive_split_bytes = 7;
+  }
+  StatsProvider provider() {
+    return [this](std::size_t device) -> std::optional<TorchStats> {
+      std::lock_guard lock(mutex);
+      return devices[device];
+    };
+  }
+};
+
+AgentConfig config() {
+  AgentConfig c;
+  c.pid = static_cast<uint32_t>(::getpid());
+  c.rank = 1;
+  c.world_size = 2;
+  c.ring_capacity = 1024;
+  c.history_events = 16;
+  return c;
+}
+
+TEST(AgentCore, StepRecordsCarryExactPeaksAndArePublished) {
+  TempDir dir;
+  FakeTorch torch(1);
+  torch.set_allocated(0, 100);
+  auto writer = AgentSegmentWriter::create(config().pid, 1, dir.path());
+  AgentCore core({"GPU-test"}, torch.provider(), config(), std::move(writer));
+  ASSERT_TRUE(core.seed(0));
+
+  core.on_event(0, Action::SegmentAlloc, 2 << 20, 0x1000, 3);
+  core.on_event(0, Action::Alloc, 4096, 0x1000, 0);
+  torch.set_allocated(0, 600);  // a new all-time high of allocated bytes, between polls
+  torch.set_allocated(0, 300);
+  core.on_event(0, Action::FreeRequested, 4096, 0x1000, 1);
+  core.on_event(0, Action::FreeCompleted, 4096, 0x1000, 2);
+  std::vector<StepRecord> steps = core.step();
+  ASSERT_EQ(steps.size(), 1U);
+  EXPECT_EQ(steps[0].step, 1U);
+  EXPECT_EQ(steps[0].rank, 1);
+  EXPECT_EQ(steps[0].device_uuid, "GPU-test");
+  EXPECT_EQ(steps[0].peak_reserved_bytes, 2U << 20U);
+  EXPECT_EQ(steps[0].peak_requested_bytes, 4096U);
+  EXPECT_EQ(steps[0].peak_allocated_bytes, 600U) << "exact through torch's moving peak";
+  EXPECT_EQ(steps[0].allocated_bytes, 300U);
+  EXPECT_EQ(steps[0].reserved_bytes, 2U << 20U);
+  EXPECT_GT(steps[0].duration_ns, 0);
+
+  // Second step: no new high, so allocated's step peak is what polls saw.
+  torch.set_allocated(0, 250);
+  core.tick();
+  torch.set_allocated(0, 200);
+  steps = core.step();
+  EXPECT_EQ(steps[0].step, 2U);
+  EXPECT_EQ(steps[0].peak_allocated_bytes, 300U) << "the step started at 300";
+  EXPECT_EQ(steps[0].peak_requested_bytes, 0U);
+
+  core.tick();
+  auto reader = AgentSegmentReader::create(dir.path());
+  std::vector<AllocatorSample> allocators;
+  std::vector<StepRecord> published;
+  std::vector<OomRecord> ooms;
+  reader->poll(allocators, published, ooms);
+  ASSERT_EQ(published.size(), 2U);
+  EXPECT_EQ(published[0].peak_allocated_bytes, 600U);
+  ASSERT_EQ(allocators.size(), 1U);
+  EXPECT_EQ(allocators[0].allocated_bytes, 200U);
+  EXPECT_EQ(allocators[0].reserved_bytes, 2U << 20U);
+  EXPECT_EQ(allocators[0].peak_allocated_bytes, 600U);
+  EXPECT_EQ(allocators[0].step, 2U);
+  EXPECT_EQ(allocators[0].step_peak_allocated_bytes, 300U);
+  EXPECT_EQ(allocators[0].event_count, 4U);
+  EXPECT_EQ(allocators[0].rank, 1);
+  EXPECT_EQ(allocators[0].world_size, 2);
+}
+
+TEST(AgentCore, GlobalPeaksStartAtTorchsAndResetOnlyOurs) {
+  FakeTorch torch(1);
+  torch.set_allocated(0, 5000);
+  torch.set_allocated(0, 1000);
+  torch.devices[0].reserved_bytes = 8000;
+  torch.devices[0].peak_reserved_bytes = 9000;
+  AgentCore core({"GPU-a"}, torch.provider(), config(), nullptr);
+  ASSERT_TRUE(core.seed(0));
+  DeviceStatsView view = core.stats(0);
+  EXPECT_EQ(view.peak.allocated_bytes, 5000U);
+  EXPECT_EQ(view.peak.reserved_bytes, 9000U);
+  EXPECT_EQ(view.reserved_bytes, 8000U);
+
+  core.reset_peak(0);
+  view = core.stats(0);
+  EXPECT_EQ(view.peak.allocated_bytes, 1000U);
+  EXPECT_EQ(view.peak.reserved_bytes, 8000U);
+  EXPECT_EQ(torch.devices[0].peak_allocated_bytes, 5000U) << "torch's own peak untouched";
+  EXPECT_EQ(core.segment_path(), "");
+}
+
+TEST(AgentCore, OomIsRecordedWithTheEventsLeadingToIt) {
+  TempDir dir;
+  FakeTorch torch(2);
+  auto writer = AgentSegmentWriter::create(config().pid, 2, dir.path());
+  AgentCore core({"GPU-0", "GPU-1"}, torch.provider(), config(), std::move(writer));
+  ASSERT_TRUE(core.seed(0));
+  ASSERT_TRUE(core.seed(1));
+  EXPECT_FALSE(core.last_oom().has_value());
+  for (uint64_t i = 0; i < 40; ++i) core.on_event(1, Action::SegmentAlloc, 1000 + i, i, 3);
+  core.on_event(1, Action::Oom, 1ULL << 40U, 12345, 8);
+  torch.set_allocated(1, 777);
+  const OomRecord oom = core.record_oom(1, 1ULL << 40U, 80ULL << 30U, 12345);
+  EXPECT_EQ(oom.cuda_device, 1);
+  EXPECT_EQ(oom.device_uuid, "GPU-1");
+  EXPECT_EQ(oom.allocated_bytes, 777U);
+  EXPECT_EQ(oom.reserved_bytes, 40 * 1000U + 780U);
+  ASSERT_TRUE(core.last_oom().has_value());
+  EXPECT_EQ(core.last_oom()->requested_bytes, 1ULL << 40U);
+  EXPECT_EQ(core.stats(1).oom_count, 1U);
+  EXPECT_EQ(core.stats(0).oom_count, 0U);
+
+  const std::vector<Event> history = core.recent_events(1);
+  ASSERT_EQ(history.size(), 16U) << "bounded history";
+  EXPECT_EQ(history.back().action, Action::Oom);
+  EXPECT_EQ(history.front().address, 25U) << "oldest kept first";
+  EXPECT_TRUE(core.recent_events(0).empty());
+
+  auto reader = AgentSegmentReader::create(dir.path());
+  std::vector<AllocatorSample> allocators;
+  std::vector<StepRecord> steps;
+  std::vector<OomRecord> ooms;
+  reader->poll(allocators, steps, ooms);
+  ASSERT_EQ(ooms.size(), 1U);
+  EXPECT_EQ(ooms[0].device_free_bytes, 12345U);
+}
+
+TEST(AgentCore, WindowPeaksRollOver) {
+  FakeTorch torch(1);
+  AgentConfig c = config();
+  c.window_ns = 0;  // every tick closes a window
+  AgentCore core({"GPU-w"}, torch.provider(), c, nullptr);
+  ASSERT_TRUE(core.seed(0));
+  core.on_event(0, Action::SegmentAlloc, 5000, 0, 3);
+  core.on_event(0, Action::SegmentFree, 5000, 0, 4);
+  core.tick();
+  EXPECT_EQ(core.stats(0).window_peak.reserved_bytes, 5000U);
+  core.tick();
+  EXPECT_EQ(core.stats(0).window_peak.reserved_bytes, 0U);
+}
+
+TEST(AgentCore, PollingOnlyDevicesFollowTheProvider) {
+  FakeTorch torch(1);
+  torch.devices[0].reserved_bytes = 3000;
+  torch.devices[0].peak_reserved_bytes = 4000;
+  torch.set_allocated(0, 1200);
+  AgentCore core({"GPU-p"}, torch.provider(), config(), nullptr);
+  core.set_polling_only(0);
+  DeviceStatsView view = core.stats(0);
+  EXPECT_TRUE(view.polling_only);
+  EXPECT_EQ(view.reserved_bytes, 3000U);
+  EXPECT_EQ(view.peak.reserved_bytes, 4000U);
+  EXPECT_EQ(view.allocated_bytes, 1200U);
+  EXPECT_EQ(view.active_bytes, 1201U);
+  EXPECT_EQ(view.inactive_split_bytes, 7U);
+  EXPECT_EQ(view.event_count, 0U);
+}
+
+TEST(AgentCore, ConcurrentProducersOnSeveralDevices) {
+  // Two allocating threads per device (serialised by the model's lock, as torch serialises
+  // callbacks per device), four devices in parallel, and an agent thread ticking and stepping
+  // throughout. At the end every device's numbers equal its model's.
+  constexpr std::size_t devices = 4;
+  constexpr int operations_per_thread = 20'000;
+  std::vector<std::unique_ptr<ReferenceAllocator>> models;
+  for (std::size_t d = 0; d < devices; ++d) {
+    models.push_back(std::make_unique<ReferenceAllocator>(100 + d, d % 2 == 1));
+  }
+  StatsProvider provider = [&](std::size_t device) -> std::optional<TorchStats> {
+    const CounterSeed truth = models[device]->stats();
+    TorchStats s;
+    s.reserved_bytes = truth.reserved_bytes;
+    s.peak_reserved_bytes = truth.peak_reserved_bytes;
+    s.requested_bytes = truth.requested_bytes;
+    s.peak_requested_bytes = truth.peak_requested_bytes;
+    return s;
+  };
+  AgentConfig c = config();
+  c.ring_capacity = 256;  // small enough that some events drop
+  AgentCore core({"GPU-0", "GPU-1", "GPU-2", "GPU-3"}, provider, c, nullptr);
+  std::vector<std::atomic<uint64_t>> emitted(devices);
+  for (std::size_t d = 0; d < devices; ++d) {
+    models[d]->attach([&core, &emitted, d](Action action, uint64_t size, uint8_t raw) {
+      core.on_event(d, action, size, 0, raw);
+      emitted[d].fetch_add(1, std::memory_order_relaxed);
+    });
+    ASSERT_TRUE(core.seed(d));
+  }
+  std::atomic<bool> stop{false};
+  std::thread agent([&] {
+    while (!stop.load(std::memory_order_acquire)) {
+      core.tick();
+      core.step();
+    }
+  });
+  std::vector<std::thread> producers;
+  for (std::size_t d = 0; d < devices; ++d) {
+    for (int t = 0; t < 2; ++t) {
+      producers.emplace_back([&, d] {
+        for (int op = 0; op < operations_per_thread; ++op) models[d]->random_operation();
+      });
+    }
+  }
+  for (std::thread& p : producers) p.join();
+  stop.store(true, std::memory_order_release);
+  agent.join();
+  core.tick();
+  for (std::size_t d = 0; d < devices; ++d) {
+    const CounterSeed truth = models[d]->stats();
+    const DeviceStatsView view = core.stats(d);
+    EXPECT_EQ(view.reserved_bytes, truth.reserved_bytes) << "device " << d;
+    EXPECT_EQ(view.requested_bytes, truth.requested_bytes) << "device " << d;
+    EXPECT_EQ(view.peak.reserved_bytes, truth.peak_reserved_bytes) << "device " << d;
+    EXPECT_EQ(view.peak.requested_bytes, truth.peak_requested_bytes) << "device " << d;
+    EXPECT_EQ(view.event_count, emitted[d].load()) << "device " << d;
+    EXPECT_EQ(view.anomaly_count, 0U);
+  }
+}
+
+}  // namespace
+}  // namespace vramscope::tracking

@@ -1,0 +1,115 @@
+// tests/fuzz/make_seeds.cpp -- writes seed recordings for the fuzzer into a corpus folder
+//
+// Usage: make_seeds RECORDING_SEED_DIR PAYLOAD_SEED_DIR. Seeds are small valid recordings (so the fuzzer starts from the real
+// structure) plus a truncated and a header-only one.
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "format/sample_codec.hpp"
+#include "vramscope/recording.hpp"
+#include "vramscope/status.hpp"
+
+namespace {
+
+vramscope::SystemSample seed_sample(int index) {
+  vramscope::SystemSample s;
+  s.timestamp_ns = 1'700'000'000'000'000'000 + index * 100'000'000LL;
+  s.hostname = "host";
+  s.driver_version = "550.1";
+  vramscope::DeviceSample d;
+  d.index = 0;
+  d.name = "GPU";
+  d.uuid = "GPU-1";
+  d.total_bytes = 1ULL << 34U;
+  d.used_bytes = static_cast<uint64_t>(index) << 28U;
+  d.mig_enabled = index % 2 == 0;
+  if (index % 2 == 0) {
+    vramscope::MigInstanceSample mig;
+    mig.uuid = "MIG-1";
+    mig.gpu_instance_id = 1;
+    d.mig_instances.push_back(mig);
+  }
+  vramscope::ProcessSample p;
+  p.pid = 42;
+  p.used_bytes = 1ULL << 28U;
+  p.kinds = vramscope::ProcessKindCompute;
+  p.visible = true;
+  p.user = "u";
+  p.command = "python x.py";
+  d.processes.push_back(p);
+  s.devices.push_back(d);
+  vramscope::AllocatorSample a;
+  a.pid = 42;
+  a.device_uuid = "GPU-1";
+  a.allocated_bytes = 1000;
+  s.allocators.push_back(a);
+  if (index % 3 == 0) {
+    vramscope::StepRecord step;
+    step.device_uuid = "GPU-1";
+    step.step = static_cast<uint64_t>(index);
+    s.steps.push_back(step);
+  }
+  if (index == 4) {
+    vramscope::OomRecord oom;
+    oom.device_uuid = "GPU-1";
+    s.ooms.push_back(oom);
+  }
+  return s;
+}
+
+void write_seed(const std::string& path, int chunks, int per_chunk) {
+  vramscope::RecordingMetadata metadata;
+  metadata.hostname = "host";
+  metadata.command = "python x.py";
+  vramscope::RecordingWriterOptions options;
+  options.overwrite = true;
+  options.sync_each_chunk = false;
+  auto writer = vramscope::RecordingWriter::create(path, metadata, options);
+  int index = 0;
+  for (int c = 0; c < chunks; ++c) {
+    for (int i = 0; i < per_chunk; ++i) writer->append(seed_sample(index++));
+    writer->flush();
+  }
+  writer->close();
+}
+
+/// A bare chunk payload (what the decoder target takes): a few encoded samples.
+void write_payload_seed(const std::string& path) {
+  vramscope::format::SampleEncoder encoder;
+  std::string payload;
+  int64_t base_ns = seed_sample(0).timestamp_ns;
+  for (int i = 0; i < 5; ++i) {
+    const auto sample = seed_sample(i);
+    encoder.encode(sample, base_ns, payload);
+    base_ns = sample.timestamp_ns;
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(payload.data(), static_cast<std::streamsize>(payload.size()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s RECORDING_SEED_DIR PAYLOAD_SEED_DIR\n", argv[0]);
+    return vramscope::ExitUsage;
+  }
+  const std::string dir = argv[1];
+  try {
+    write_seed(dir + "/header_only.vsrec", 0, 0);
+    write_seed(dir + "/one_chunk.vsrec", 1, 1);
+    write_seed(dir + "/three_chunks.vsrec", 3, 2);
+    write_seed(dir + "/truncated.vsrec", 2, 3);
+    std::ifstream in(dir + "/truncated.vsrec", std::ios::binary);
+    std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    std::ofstream(dir + "/truncated.vsrec", std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 5));
+    write_payload_seed(std::string(argv[2]) + "/five_samples.bin");
+  } catch (const vramscope::Error& error) {
+    std::fprintf(stderr, "make_seeds: %s\n", error.what());
+    return vramscope::ExitError;
+  }
+  return vramscope::ExitOk;
+}

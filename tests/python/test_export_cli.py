@@ -1,0 +1,83 @@
+# tests/python/test_export_cli.py -- `vramscope export` of a recording made by the test (NVML double)
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from _exporter_paths import cli_binary, double_env, nvml_double
+
+
+@pytest.fixture
+def recording(tmp_path):
+    if cli_binary() is None or nvml_double() is None:
+        pytest.skip("vramscope binary or NVML test double not built")
+    env = double_env("two_gpus.json", tmp_path)
+    path = tmp_path / "run.vrs"
+    subprocess.run([str(cli_binary()), "record", "-o", str(path), "--interval", "10ms", "--duration", "200ms"],
+                   env=env, check=True, capture_output=True, timeout=60)
+    return path, env
+
+
+def export(recording, *args):
+    path, env = recording
+    return subprocess.run([str(cli_binary()), "export", str(path), *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_all_formats_in_one_pass(recording, tmp_path):
+    out = tmp_path / "out"
+    result = export(recording, "--trace", str(tmp_path / "t.json"), "--csv", str(tmp_path / "d.csv"),
+                    "--csv-processes", str(tmp_path / "p.csv"), "--jsonl", str(tmp_path / "s.jsonl"),
+                    "--tensorboard", str(out))
+    assert result.returncode == 0, result.stderr
+    samples = len((tmp_path / "s.jsonl").read_text().splitlines())
+    assert samples >= 3
+    assert f"exported {samples} samples" in result.stderr
+    for line in (tmp_path / "s.jsonl").read_text().splitlines():
+        assert len(json.loads(line)["devices"]) == 2
+    csv_lines = (tmp_path / "d.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("timestamp_ns,") and len(csv_lines) == 1 + 2 * samples
+
+    trace = json.loads((tmp_path / "t.json").read_text())
+    counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
+    names = {e["name"] for e in counters}
+    assert {"GPU0 used", "GPU1 used", "GPU0 free"} <= names
+    assert any(name.endswith("driver used") for name in names)
+    assert all(isinstance(e["args"]["bytes"], int) for e in counters)
+    process_names = [e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
+    assert any(name.startswith("GPU 0 (") for name in process_names)
+
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    acc = event_accumulator.EventAccumulator(str(out), size_guidance={event_accumulator.SCALARS: 0})
+    acc.Reload()
+    assert len(acc.Scalars("driver/gpu0/used_bytes")) == samples
+    assert all(oct(f.stat().st_mode & 0o777) == "0o600" for f in out.iterdir())
+
+
+def test_refuses_to_overwrite_without_force(recording, tmp_path):
+    target = tmp_path / "t.json"
+    assert export(recording, "--trace", str(target)).returncode == 0
+    again = export(recording, "--trace", str(target))
+    assert again.returncode == 1 and "--force" in again.stderr
+    assert export(recording, "--trace", str(target), "--force").returncode == 0
+
+
+def test_usage_errors(recording, tmp_path):
+    none = export(recording)
+    assert none.returncode == 2 and "at least one output" in none.stderr
+    path, env = recording
+    foreign = tmp_path / "foreign.vrs"
+    foreign.write_bytes(b"not a recording at all")
+    bad = subprocess.run([str(cli_binary()), "export", str(foreign), "--trace", str(tmp_path / "x.json")], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stderr.startswith("vramscope: ")
+
+
+def test_max_events_bounds_the_trace(recording, tmp_path):
+    result = export(recording, "--trace", str(tmp_path / "t.json"), "--max-events", "5")
+    assert result.returncode == 0, result.stderr
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert trace["otherData"]["max_events"] == 5
+    assert trace["otherData"]["dropped_events"] > 0 and "dropped by --max-events" in result.stderr

@@ -1,0 +1,119 @@
+# tests/python/test_run.py -- `python -m vramscope.run`: argv, __main__, exit codes, exceptions
+import textwrap
+
+import pytest
+
+from conftest import run_python
+from vramscope.run import DevicePeak, RunOptions, UsageError, format_summary, parse_args
+
+GiB = 1 << 30
+
+PROGRAM = textwrap.dedent("""
+    import sys
+    print("name", __name__)
+    print("argv", sys.argv[1:])
+    print("path0", sys.path[0])
+    if sys.argv[1] == "raise":
+        raise KeyError("boom from the program")
+    if sys.argv[1] == "exit":
+        sys.exit(int(sys.argv[2]))
+    if sys.argv[1] == "message":
+        sys.exit("fatal: custom message")
+""")
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "prog.py"
+    path.write_text(PROGRAM)
+    return path
+
+
+def test_script_gets_its_argv_main_and_folder(script, tmp_path):
+    out = run_python(["-m", "vramscope.run", str(script), "ok", "--flag", "-m", "x"],
+                     VRAMSCOPE_RUN_QUIET="1")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["name __main__", "argv ['ok', '--flag', '-m', 'x']",
+                                       f"path0 {tmp_path}"]
+
+
+@pytest.mark.parametrize("code", [0, 3, 42])
+def test_exit_code_propagates(script, code):
+    out = run_python(["-m", "vramscope.run", str(script), "exit", str(code)],
+                     VRAMSCOPE_RUN_QUIET="1")
+    assert out.returncode == code
+
+
+def test_exit_with_message(script):
+    out = run_python(["-m", "vramscope.run", str(script), "message"], VRAMSCOPE_RUN_QUIET="1")
+    assert out.returncode == 1
+    assert out.stderr.strip().endswith("fatal: custom message")
+
+
+def test_exception_propagates_with_traceback(script):
+    out = run_python(["-m", "vramscope.run", str(script), "raise"], VRAMSCOPE_RUN_QUIET="1")
+    assert out.returncode == 1
+    assert "Traceback" in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "KeyError: 'boom from the program'"
+
+
+def test_module_mode(tmp_path):
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tool.py").write_text(PROGRAM)
+    out = run_python(["-m", "vramscope.run", "-m", "mypkg.tool", "exit", "5"], cwd=tmp_path,
+                     VRAMSCOPE_RUN_QUIET="1")
+    assert out.returncode == 5, out.stderr
+    assert out.stdout.splitlines()[:2] == ["name __main__", "argv ['exit', '5']"]
+
+
+def test_not_quiet_explains_and_summarises(script, has_gpu):
+    out = run_python(["-m", "vramscope.run", str(script), "exit", "0"])
+    assert out.returncode == 0
+    lines = out.stderr.strip().splitlines()
+    if has_gpu:
+        assert lines[-1].startswith("vramscope: 0 steps")
+    else:
+        assert lines == ["vramscope run: no CUDA GPU is visible to PyTorch "
+                         "(torch.cuda.is_available() is False); running without the agent"]
+
+
+@pytest.mark.parametrize("args, env, text", [
+    ([], {}, "missing the program"),
+    (["-m"], {}, "-m needs a module name"),
+    (["--nope", "x.py"], {}, "unknown option '--nope'"),
+    (["missing_script.py"], {}, "no such file: missing_script.py"),
+    (["x.py"], {"VRAMSCOPE_RUN_INTERVAL_MS": "fast"}, "VRAMSCOPE_RUN_INTERVAL_MS"),
+    (["x.py"], {"VRAMSCOPE_RUN_INTERVAL_MS": "0"}, "VRAMSCOPE_RUN_INTERVAL_MS"),
+])
+def test_usage_errors_exit_2(args, env, text, tmp_path):
+    (tmp_path / "x.py").write_text("")
+    out = run_python(["-m", "vramscope.run", *args], cwd=tmp_path, **env)
+    assert out.returncode == 2
+    assert text in out.stderr
+
+
+def test_help_exits_0():
+    out = run_python(["-m", "vramscope.run", "--help"])
+    assert out.returncode == 0
+    assert out.stdout.startswith("usage: python -m vramscope.run")
+
+
+def test_parse_args():
+    assert parse_args(["-mpkg.mod", "a"], {}) == RunOptions("pkg.mod", None, ["a"], 10.0, False)
+    assert parse_args(["s.py", "-m", "x"], {"VRAMSCOPE_RUN_INTERVAL_MS": "2.5",
+                                             "VRAMSCOPE_RUN_QUIET": "yes"}) == RunOptions(
+        None, "s.py", ["-m", "x"], 2.5, True)
+    assert parse_args(["s.py"], {"VRAMSCOPE_RUN_QUIET": "0"}).quiet is False
+    with pytest.raises(UsageError):
+        parse_args(["s.py"], {"VRAMSCOPE_RUN_INTERVAL_MS": "-1"})
+
+
+def test_summary_text():
+    peaks = [DevicePeak(0, 3 * GiB // 2, 2 * GiB, 0), DevicePeak(1, 512, 2 << 20, 1)]
+    assert format_summary("events", 120, peaks) == (
+        "vramscope: 120 steps, 1 OOM | cuda:0 peak allocated 1.5 GiB, peak reserved 2.0 GiB"
+        " | cuda:1 peak allocated 512 B, peak reserved 2.0 MiB (events)")
+    assert format_summary("pending", 0, []) == (
+        "vramscope: 0 steps; the program did not use CUDA (pending)")

@@ -1,0 +1,43 @@
+# tests/python/test_stubs.py -- the _agent.pyi stub, the extension and the polling fallback agree
+#
+# The polling fallback must answer every call the extension answers (the API swaps one for the
+# other), and the stub must describe the extension exactly once it is built.
+import ast
+import pathlib
+
+import pytest
+
+import vramscope
+from vramscope._polling import PollingReader
+
+STUB = pathlib.Path(vramscope.__file__).with_name("_agent.pyi")
+# Functions of the extension that only make sense for the real agent.
+AGENT_ONLY = {"attach", "is_attached", "segment_path", "torch_version"}
+
+
+def stub_functions():
+    tree = ast.parse(STUB.read_text())
+    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def test_stub_lists_the_contract():
+    names = set(stub_functions())
+    assert {"attach", "memory_allocated", "memory_reserved", "memory_requested", "step",
+            "stats", "empty_cache", "reset_peak", "torch_version"} <= names
+
+
+def test_polling_reader_answers_every_agent_call():
+    for name, node in stub_functions().items():
+        if name in AGENT_ONLY:
+            continue
+        assert hasattr(PollingReader, name), f"PollingReader lacks {name}"
+        stub_args = [a.arg for a in node.args.args]
+        impl_args = PollingReader.__dict__[name].__code__.co_varnames[1:1 + len(stub_args)]
+        assert list(impl_args) == stub_args, name
+
+
+def test_stub_matches_the_built_extension():
+    pytest.importorskip("torch")  # the extension binds to the libc10 torch loaded first
+    agent = pytest.importorskip("vramscope._agent", reason="the agent extension is not built")
+    public = {n for n in dir(agent) if not n.startswith("_")}
+    assert public == set(stub_functions())
