@@ -6,6 +6,8 @@
 # Exits 0 on success, 1 on failure (with the screen that failed), 77 when tmux is missing.
 # Synchronisation is by polling the screen with bounded retries, never by fixed sleeps.
 set -euo pipefail
+# A command that fails outside the checks below still says which one it was.
+trap 'echo "FAIL: line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 
 vramscope=$1
 fake_agent=$2
