@@ -59,6 +59,12 @@ def empty_cache() -> int:
 def last_oom() -> dict[str, int] | None:
     """The most recent OOM seen, or None."""
 
+def recent_events(device: int) -> list[dict[str, int | str]]:
+    """The last events of a device, oldest first (OOM post-mortem)."""
+
+def allocator_backend() -> str:
+    """The allocator backend: "native", "cudaMallocAsync" or "pluggable"."""
+
 def segment_path() -> str:
     """The shared-memory segment file ("" when not publishing)."""
 

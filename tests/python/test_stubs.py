@@ -12,7 +12,8 @@ from vramscope._polling import PollingReader
 
 STUB = pathlib.Path(vramscope.__file__).with_name("_agent.pyi")
 # Functions of the extension that only make sense for the real agent.
-AGENT_ONLY = {"attach", "is_attached", "segment_path", "torch_version"}
+AGENT_ONLY = {"attach", "is_attached", "segment_path", "torch_version", "recent_events",
+              "allocator_backend"}
 
 
 def stub_functions():
