@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/gpu/run-suite.sh -- everything that needs a real GPU, in one go, for a GPU machine.
 #
-#   tools/gpu/run-suite.sh OUTDIR [tests|bench|record|all]
+#   tools/gpu/run-suite.sh OUTDIR [PHASE...]     phases: tests record top probe bench (default: all)
 #
 # Expects: python3 with torch (CUDA), scikit-build-core and nanobind; the `vramscope` CLI binary on
 # PATH or in $VRAMSCOPE_CLI (it can be built elsewhere and copied: it needs only libc and ncurses);
@@ -9,8 +9,9 @@
 # nlohmann/ and fmt/. Builds and installs the Python package (the agent) without the CLI, then runs
 # tests/gpu, the benchmarks, and/or records a demo training run. Logs go to OUTDIR.
 set -uo pipefail
-out="${1:?usage: run-suite.sh OUTDIR [tests|bench|record|all]}"
-what="${2:-all}"
+out="${1:?usage: run-suite.sh OUTDIR [tests] [record] [top] [probe] [bench]}"
+shift
+what=" ${*:-tests record top probe bench} "
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -29,19 +30,43 @@ fi
 echo "built in $(( $(date +%s) - start )) s"
 export VRAMSCOPE_CLI="$cli"   # pip's VRAMSCOPE_CLI=OFF was for the build only
 
-if [[ "$what" == tests || "$what" == all ]]; then
+if [[ "$what" == *" tests "* ]]; then
   echo "== tests/gpu"
   python3 -m pytest tests/gpu -v -rs -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.log" | tail -n 60
 fi
-if [[ "$what" == record || "$what" == all ]]; then
+if [[ "$what" == *" record "* ]]; then
   echo "== recording a demo training run"
   rm -f "$out/h200-training.vsrec"
   "$cli" run --record "$out/h200-training.vsrec" --interval 100ms \
       examples/train_small_gpt.py --seconds 36 2>&1 | tail -n 15
   "$cli" show "$out/h200-training.vsrec" | head -n 40
 fi
-if [[ "$what" == bench || "$what" == all ]]; then
+if [[ "$what" == *" top "* ]]; then
+  echo "== vramscope top beside a training process with the agent"
+  "$cli" run --quiet examples/train_small_gpt.py --seconds 25 >"$out/top-train.log" 2>&1 &
+  train=$!
+  # Wait until the agent has published (its segment shows in --json), bounded.
+  for _ in $(seq 1 100); do
+    "$cli" --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["allocators"] else 1)' && break
+    sleep 0.2
+  done
+  tmux new-session -d -s vstop -x 120 -y 36 "$cli top --interval 100ms"
+  sleep 4
+  tmux capture-pane -p -t vstop > "$out/top-frame.txt"
+  tmux send-keys -t vstop q
+  cat "$out/top-frame.txt"
+  wait "$train"
+fi
+if [[ "$what" == *" probe "* ]]; then
+  echo "== nvidia-smi rounding probe"
+  python3 tools/gpu/probe_nvidia_smi_rounding.py 2>&1 | tee "$out/probe.log"
+fi
+if [[ "$what" == *" bench "* ]]; then
   echo "== benchmarks"
   bench/cli_vs_nvidia_smi.sh 2>&1 | tee "$out/bench-cli.log" | tail -n 8
+  if [[ -x "${VRAMSCOPE_BUILD_DIR:-build/dev}/bench/bench_nvml" ]]; then
+    VRAMSCOPE_BENCH_REAL_NVML=1 VRAMSCOPE_BENCH_SUSTAINED_SECONDS=10 \
+      "${VRAMSCOPE_BUILD_DIR:-build/dev}/bench/bench_nvml" 2>&1 | tee "$out/bench-nvml.log" | tail -n 25
+  fi
   python3 bench/bench_agent.py --json "$out/bench-agent.json" 2>&1 | tee "$out/bench-agent.log" | tail -n 30
 fi
