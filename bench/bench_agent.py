@@ -223,6 +223,8 @@ def main():
     parser.add_argument("--json", help="write raw runs and medians to this file")
     parser.add_argument("--reps", type=int, default=5, help="repetitions per mode (default 5)")
     parser.add_argument("--only", choices=["gpt2", "alloc"], help="run one benchmark")
+    parser.add_argument("--modes", help="comma-separated GPT-2 modes to run (baseline is always "
+                        "kept), e.g. agent,seed: for a short device lease")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -234,12 +236,19 @@ def main():
     kinds = {"gpt2": GPT2_MODES, "alloc": ALLOC_MODES}
     if args.only:
         kinds = {args.only: kinds[args.only]}
+    if args.modes and "gpt2" in kinds:
+        wanted = {"baseline", *args.modes.split(",")}
+        kinds["gpt2"] = [m for m in GPT2_MODES if m in wanted]
     raw = {kind: {mode: [] for mode in modes} for kind, modes in kinds.items()}
     start = time.monotonic()
     for rep in range(args.reps):
         for kind, modes in kinds.items():
             for mode in modes:
+                t0 = time.monotonic()
                 raw[kind][mode].append(run_worker(kind, mode))
+                # One line per finished process, so a run cut short still leaves its numbers.
+                print(f"{kind}/{mode} rep {rep + 1} ({time.monotonic() - t0:.0f} s): "
+                      f"{json.dumps(raw[kind][mode][-1])}", file=sys.stderr, flush=True)
         print(f"repetition {rep + 1}/{args.reps} done after {time.monotonic() - start:.0f} s",
               file=sys.stderr, flush=True)
     med, table = summarize(raw)

@@ -16,7 +16,8 @@ std::optional<int64_t> parse_duration_ns(std::string_view text);
 /// KiB/MiB/GiB powers of 1024, K/M/G alone powers of 1024). Empty on malformed input.
 std::optional<uint64_t> parse_size_bytes(std::string_view text);
 
-/// Bytes in whole MiB, rounded down exactly as nvidia-smi does ("81559MiB").
+/// Bytes in whole MiB, rounded UP as nvidia-smi does: measured on an H200 (driver 580), its
+/// reserved 615.06 MiB prints as 616 and free 141603.13 MiB as 141604 ("81559MiB").
 uint64_t to_mib(uint64_t bytes);
 
 /// Human form with one or two significant decimals: "512 B", "3.0 KiB", "81.6 GiB".

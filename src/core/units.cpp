@@ -182,7 +182,10 @@ std::optional<uint64_t> parse_size_bytes(std::string_view text) {
   return parse_with_units(text, size_units, std::numeric_limits<uint64_t>::max());
 }
 
-uint64_t to_mib(uint64_t bytes) { return bytes >> 20U; }
+uint64_t to_mib(uint64_t bytes) {
+  // Round up (nvidia-smi's rule, see the header); written so that it cannot overflow.
+  return (bytes >> 20U) + ((bytes & ((1ULL << 20U) - 1)) != 0 ? 1U : 0U);
+}
 
 std::string format_bytes(uint64_t bytes) { return format_magnitude(bytes); }
 

@@ -12,6 +12,11 @@ import textwrap
 import pytest
 
 MIB = 1024 * 1024
+
+
+def mib(value: int) -> int:
+    """Whole MiB rounded up: nvidia-smi's rule (reserved 615.06 MiB prints as 616)."""
+    return -(-value // MIB)
 HOLD_BYTES = 2 * 1024 * MIB
 
 GPU_QUERY = [
@@ -116,12 +121,12 @@ def test_vramscope_json_matches_nvidia_smi(torch_holder):
     for index, smi in before.items():
         ours = devices[index]
         assert not ours["lost"], ours["error"]
-        assert ours["total_bytes"] // MIB == smi["total"]
+        assert mib(ours["total_bytes"]) == smi["total"]
         if smi["reserved"] is not None:
-            assert ours["reserved_bytes"] is not None and ours["reserved_bytes"] // MIB == smi["reserved"]
+            assert ours["reserved_bytes"] is not None and mib(ours["reserved_bytes"]) == smi["reserved"]
         # used/free may move between the reads: ours must lie between nvidia-smi's two reads.
-        assert _between(ours["used_bytes"] // MIB, smi["used"], after[index]["used"]), (index, ours, smi)
-        assert _between(ours["free_bytes"] // MIB, smi["free"], after[index]["free"]), (index, ours, smi)
+        assert _between(mib(ours["used_bytes"]), smi["used"], after[index]["used"]), (index, ours, smi)
+        assert _between(mib(ours["free_bytes"]), smi["free"], after[index]["free"]), (index, ours, smi)
 
     pid = torch_holder.pid
     rows = [p for d in doc["devices"] for p in d["processes"] if p["pid"] == pid]
@@ -130,6 +135,6 @@ def test_vramscope_json_matches_nvidia_smi(torch_holder):
     assert row["type"] is not None and "C" in row["type"]
     assert row["used_bytes"] is not None and row["used_bytes"] >= HOLD_BYTES
     assert pid in apps_before and pid in apps_after
-    assert _between(row["used_bytes"] // MIB, apps_before[pid], apps_after[pid])
+    assert _between(mib(row["used_bytes"]), apps_before[pid], apps_after[pid])
     if row["visible"]:
         assert "python" in row["command"]

@@ -84,8 +84,13 @@ def scenario_exact(device):
 
 def scenario_monitor(device):
     records = []
+    seen = []  # torch's allocated bytes right after each optimizer step, read by a later hook
     with vramscope.Monitor(every=0, auto_step=True, leak_steps=3, exit_table_rows=0) as mon:
+        # Registered after the Monitor's hook, so it runs right after it with no allocation between.
+        handle = torch.optim.optimizer.register_optimizer_step_post_hook(
+            lambda opt, args, kwargs: seen.append(torch.cuda.memory_allocated(device)))
         train_steps(device, 6)
+        handle.remove()
         records = mon.history
     assert mon.steps == 6, mon.steps
     mine = [r for r in records if r.device == device]
@@ -93,7 +98,8 @@ def scenario_monitor(device):
     for r in mine:
         assert r.peak_allocated_bytes >= r.allocated_bytes
         assert r.peak_reserved_bytes >= r.reserved_bytes >= r.allocated_bytes
-    assert mine[-1].allocated_bytes == torch.cuda.memory_allocated(device)
+    # Steps end at optimizer.step() (before zero_grad frees the gradients): exact at that point.
+    assert [r.allocated_bytes for r in mine] == seen, (seen, [r.allocated_bytes for r in mine])
     print("ok", json.dumps({"rank": mine[-1].rank, "world_size": mine[-1].world_size}))
 
 

@@ -4,6 +4,8 @@
 // machine); skipped everywhere else.
 #include <gtest/gtest.h>
 
+#include "vramscope/units.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -72,11 +74,11 @@ TEST(RealNvml, MatchesNvidiaSmi) {
     EXPECT_EQ(gpu.error, "");
     EXPECT_TRUE(gpu.memory_v2) << "GetMemoryInfo_v2 failed: the version word is wrong?";
     ASSERT_TRUE(gpu.total_bytes && gpu.reserved_bytes && gpu.used_bytes && gpu.free_bytes);
-    EXPECT_EQ(*gpu.total_bytes / mib, std::stoull(f[3]));
-    EXPECT_EQ(*gpu.reserved_bytes / mib, std::stoull(f[4]));
+    EXPECT_EQ(to_mib(*gpu.total_bytes), std::stoull(f[3]));
+    EXPECT_EQ(to_mib(*gpu.reserved_bytes), std::stoull(f[4]));
     // used/free move while other work runs: allow 256 MiB between the two reads.
-    EXPECT_NEAR(static_cast<double>(*gpu.used_bytes / mib), std::stod(f[5]), 256);
-    EXPECT_NEAR(static_cast<double>(*gpu.free_bytes / mib), std::stod(f[6]), 256);
+    EXPECT_NEAR(static_cast<double>(to_mib(*gpu.used_bytes)), std::stod(f[5]), 256);
+    EXPECT_NEAR(static_cast<double>(to_mib(*gpu.free_bytes)), std::stod(f[6]), 256);
     const uint64_t parts = *gpu.reserved_bytes + *gpu.used_bytes + *gpu.free_bytes;
     EXPECT_NEAR(static_cast<double>(parts), static_cast<double>(*gpu.total_bytes),
                 static_cast<double>(*gpu.total_bytes) * 0.01);

@@ -84,10 +84,14 @@ TEST(ParseSize, RejectsMalformedAndOverflowingInput) {
   EXPECT_FALSE(parse_size_bytes("16384PiB").has_value());
 }
 
-TEST(ToMib, RoundsDownLikeNvidiaSmi) {
+TEST(ToMib, RoundsUpLikeNvidiaSmi) {
   EXPECT_EQ(to_mib(0), 0U);
-  EXPECT_EQ(to_mib((1U << 20U) - 1), 0U);
+  EXPECT_EQ(to_mib(1), 1U);
+  EXPECT_EQ(to_mib((1U << 20U) - 1), 1U);
   EXPECT_EQ(to_mib(1U << 20U), 1U);
+  EXPECT_EQ(to_mib((1U << 20U) + 1), 2U);
+  EXPECT_EQ(to_mib(644'939'776ULL), 616U);  // H200 reserved 615.06 MiB: nvidia-smi prints 616
+  EXPECT_EQ(to_mib(~0ULL), 1ULL << 44U);
   EXPECT_EQ(to_mib(85'520'809'984ULL), 81'559U);  // an 80 GB H100 ("81559MiB")
 }
 

@@ -110,7 +110,7 @@ TEST(WatchLine, SumsAgentsPerGpuAndMarksLostOnes) {
   s.devices[1].lost = true;
   s.devices[1].error = "GPU is lost";
   EXPECT_EQ(format_watch_lines(s, UnitStyle::Mib),
-            "22:13:20.123  gpu 0  used 40960MiB  free 102289MiB  torch alloc 20480MiB resv 24576MiB\n"
+            "22:13:20.123  gpu 0  used 40961MiB  free 102290MiB  torch alloc 20480MiB resv 24576MiB\n"
             "22:13:20.123  gpu 1  GPU lost: GPU is lost\n");
 }
 

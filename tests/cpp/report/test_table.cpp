@@ -50,8 +50,9 @@ TEST_F(Table, HumanUnitsMatchesGolden) {
                          format_sample_table(make_two_gpu_sample(), options));
 }
 
-TEST_F(Table, MibIsFlooredLikeNvidiaSmi) {
-  EXPECT_EQ(format_amount(40960 * mib + mib - 1, UnitStyle::Mib), "40960MiB");
+TEST_F(Table, MibIsRoundedUpLikeNvidiaSmi) {
+  EXPECT_EQ(format_amount(40960 * mib + mib - 1, UnitStyle::Mib), "40961MiB");
+  EXPECT_EQ(format_amount(40960 * mib, UnitStyle::Mib), "40960MiB");
   EXPECT_EQ(format_amount(0, UnitStyle::Mib), "0MiB");
   EXPECT_EQ(format_amount(std::nullopt, UnitStyle::Mib), "N/A");
   EXPECT_EQ(format_amount(std::nullopt, UnitStyle::Human), "N/A");
