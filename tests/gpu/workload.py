@@ -9,6 +9,7 @@ import sys
 
 import torch
 import torch.nn as nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 import vramscope
 
@@ -87,7 +88,7 @@ def scenario_monitor(device):
     seen = []  # torch's allocated bytes right after each optimizer step, read by a later hook
     with vramscope.Monitor(every=0, auto_step=True, leak_steps=3, exit_table_rows=0) as mon:
         # Registered after the Monitor's hook, so it runs right after it with no allocation between.
-        handle = torch.optim.optimizer.register_optimizer_step_post_hook(
+        handle = register_optimizer_step_post_hook(
             lambda opt, args, kwargs: seen.append(torch.cuda.memory_allocated(device)))
         train_steps(device, 6)
         handle.remove()
