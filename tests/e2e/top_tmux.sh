@@ -106,8 +106,15 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [[ $(tmux -L "$socket" display -p -t top '#{pane_dead}') == 1 ]] || fail "q did not quit" "$(screen)"
-status=$(tmux -L "$socket" display -p -t top '#{pane_dead_status}')
-[[ $status == 0 ]] || fail "exit status after q was $status" "$(screen)"
+# tmux can mark the pane dead a moment before it records the status: poll for it (bounded).
+status=""
+for _ in $(seq 1 50); do
+  status=$(tmux -L "$socket" display -p -t top '#{pane_dead_status}')
+  [[ -n $status ]] && break
+  sleep 0.1
+done
+signal=$(tmux -L "$socket" display -p -t top '#{pane_dead_signal}')
+[[ $status == 0 ]] || fail "exit status after q was '$status' (signal '$signal')" "$(screen)"
 echo "ok: interactive view, sort, help, quit"
 
 # --- 2. --once prints the same view as text, without a terminal ------------------------------
