@@ -31,6 +31,23 @@ count_ctest() {
   ((fails == 0)) || status=1
 }
 
+# Adds the counts of a pytest log's closing line ("N passed, M skipped in 3.2s") to the totals.
+# pytest exits 5 when a folder collects no test (tests/gpu without a GPU): that is not a failure.
+count_pytest() {
+  local log="$1" summary n kind
+  summary="$(grep -E '[0-9]+ (passed|failed|skipped|deselected|errors?)|no tests ran' "$log" | grep -E ' in [0-9.]+s' | tail -n 1)"
+  if [[ -z "$summary" ]]; then failed=$((failed + 1)); status=1; return; fi
+  for kind in passed failed skipped errors error; do
+    n="$(grep -oE "[0-9]+ $kind\b" <<<"$summary" | head -n 1 | cut -d' ' -f1)"
+    n="${n:-0}"
+    case "$kind" in
+      passed) passed=$((passed + n)) ;;
+      skipped) skipped=$((skipped + n)) ;;
+      *) failed=$((failed + n)); ((n == 0)) || status=1 ;;
+    esac
+  done
+}
+
 # Configures, builds and runs ctest for one build folder. Extra args go to cmake configure.
 run_ctest() {
   local name="$1" dir="build/$1"; shift
@@ -63,21 +80,15 @@ fi
 section "Python package (agent built against the installed torch)"
 if "$py" -m pip install -q --no-build-isolation -C build-dir=build/wheel . >build/pip.log 2>&1; then
   tail -n 3 build/pip.log
-  section "pytest"
   export VRAMSCOPE_CLI="$root/build/dev/cli/vramscope"
   export VRAMSCOPE_BUILD_DIR="$root/build/dev"
-  "$py" -m pytest tests/python tests/gpu -q -p no:cacheprovider 2>&1 | tee build/pytest.log | tail -n 30
-  summary="$(grep -E '[0-9]+ (passed|failed|skipped|errors?)' build/pytest.log | grep -E ' in [0-9.]+s' | tail -n 1)"
-  for kind in passed failed skipped errors error; do
-    n="$(grep -oE "[0-9]+ $kind\b" <<<"$summary" | head -n 1 | cut -d' ' -f1)"
-    n="${n:-0}"
-    case "$kind" in
-      passed) passed=$((passed + n)) ;;
-      skipped) skipped=$((skipped + n)) ;;
-      *) failed=$((failed + n)); ((n == 0)) || status=1 ;;
-    esac
+  # Each folder has its own conftest.py: run them as separate sessions so they do not clash.
+  for suite in tests/python tests/gpu; do
+    section "pytest $suite"
+    log="build/pytest-${suite##*/}.log"
+    "$py" -m pytest "$suite" -p no:cacheprovider -rs 2>&1 | tee "$log" | tail -n 15
+    count_pytest "$log"
   done
-  [[ -n "$summary" ]] || { failed=$((failed + 1)); status=1; }
 else
   tail -n 60 build/pip.log; failed=$((failed + 1)); status=1
 fi

@@ -4,6 +4,8 @@
 Devices are CUDA ordinals. Nothing here takes or returns torch objects.
 """
 
+from collections.abc import Sequence
+
 def attach(
     interval_ms: float = 10.0,
     publish: bool = True,
@@ -70,3 +72,44 @@ def segment_path() -> str:
 
 def torch_version() -> str:
     """The torch version the module was built against."""
+
+# --- attribution and OOM post-mortem (agent/attribution_glue.cpp) -----------------------------
+
+def profile_start(sampling: float = 1.0) -> None:
+    """Start per-op attribution (one profile at a time)."""
+
+def profile_stop() -> None:
+    """Stop per-op attribution; the tables stay readable."""
+
+def attribution_acquire() -> None:
+    """Start (or join) address attribution without op tracking (categories)."""
+
+def attribution_release() -> None:
+    """Drop one hold taken by attribution_acquire()."""
+
+def attribution_active() -> bool:
+    """Is any profile() or category tracking running?"""
+
+def attribution_summary(device: int) -> dict:
+    """Ledger totals of one device ({} before any attribution)."""
+
+def op_table(device: int, mark: str = "profile") -> list:
+    """Per-op rows of one device ([] before any profile)."""
+
+def categories(device: int, mark: str = "step") -> dict:
+    """{category: (live_bytes, live_at_peak_bytes)} of one device ({} without attribution)."""
+
+def tag(device: int, category: str, blocks: Sequence[tuple[int, int]]) -> int:
+    """Tag live blocks [(data_ptr, nbytes)] with a category; returns how many were tagged."""
+
+def set_phase(phase: str) -> None:
+    """Set the training phase that new allocations are categorised by."""
+
+def restart_attribution_peak(device: int, mark: str) -> None:
+    """Restart the ledger's 'profile' or 'step' peak of one device."""
+
+def segments(at_oom: bool = False) -> list:
+    """Allocator segments (snapshot without traces): now, or as captured at the last OOM."""
+
+def set_oom_callback(callback: object) -> None:
+    """Call callback(device) with the GIL from the OOM observer (None: stop)."""

@@ -13,7 +13,12 @@ from vramscope._polling import PollingReader
 STUB = pathlib.Path(vramscope.__file__).with_name("_agent.pyi")
 # Functions of the extension that only make sense for the real agent.
 AGENT_ONLY = {"attach", "is_attached", "segment_path", "torch_version", "recent_events",
-              "allocator_backend"}
+              "allocator_backend",
+              # Attribution and the OOM post-mortem need the allocator's trace events, which the
+              # polling fallback does not have.
+              "profile_start", "profile_stop", "attribution_acquire", "attribution_release",
+              "attribution_active", "attribution_summary", "op_table", "categories", "tag",
+              "set_phase", "restart_attribution_peak", "segments", "set_oom_callback"}
 
 
 def stub_functions():
