@@ -74,7 +74,8 @@ export VRAMSCOPE_NVML_DOUBLE_SCRIPT=$work/nvml.json
 printf 'set -g remain-on-exit on\nset -g default-terminal screen\n' >"$work/tmux.conf"
 tmux -L "$socket" -f "$work/tmux.conf" new-session -d -s top -x 120 -y 40 \
   "env LANG=C.UTF-8 VRAMSCOPE_SHM_DIR='$VRAMSCOPE_SHM_DIR' VRAMSCOPE_NVML_LIBRARY='$nvml_double' \
-   VRAMSCOPE_NVML_DOUBLE_SCRIPT='$VRAMSCOPE_NVML_DOUBLE_SCRIPT' '$vramscope' top --interval 100ms"
+   VRAMSCOPE_NVML_DOUBLE_SCRIPT='$VRAMSCOPE_NVML_DOUBLE_SCRIPT' '$vramscope' top --interval 100ms; \
+   echo \$? >'$work/top.status'"
 
 screen() { tmux -L "$socket" capture-pane -p -t top; }
 wait_for() {  # wait_for PATTERN WHAT
@@ -101,20 +102,15 @@ wait_for "sort:pid" "footer after 's'"
 tmux -L "$socket" send-keys -t top '?'
 wait_for "vramscope top: keys" "help overlay after '?'"
 tmux -L "$socket" send-keys -t top q
+# The pane's shell writes top's exit status to a file: tmux's own #{pane_dead_status} can stay
+# empty when it reaps the child after marking the pane dead, so it is not used.
 for _ in $(seq 1 100); do
-  [[ $(tmux -L "$socket" display -p -t top '#{pane_dead}') == 1 ]] && break
+  [[ -s $work/top.status ]] && break
   sleep 0.1
 done
-[[ $(tmux -L "$socket" display -p -t top '#{pane_dead}') == 1 ]] || fail "q did not quit" "$(screen)"
-# tmux can mark the pane dead a moment before it records the status: poll for it (bounded).
-status=""
-for _ in $(seq 1 50); do
-  status=$(tmux -L "$socket" display -p -t top '#{pane_dead_status}')
-  [[ -n $status ]] && break
-  sleep 0.1
-done
-signal=$(tmux -L "$socket" display -p -t top '#{pane_dead_signal}')
-[[ $status == 0 ]] || fail "exit status after q was '$status' (signal '$signal')" "$(screen)"
+[[ -s $work/top.status ]] || fail "q did not quit" "$(screen)"
+status=$(cat "$work/top.status")
+[[ $status == 0 ]] || fail "exit status after q was '$status'" "$(screen)"
 echo "ok: interactive view, sort, help, quit"
 
 # --- 2. --once prints the same view as text, without a terminal ------------------------------
