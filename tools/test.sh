@@ -83,7 +83,7 @@ if "$py" -m pip install -q --no-build-isolation -C build-dir=build/wheel . >buil
   export VRAMSCOPE_CLI="$root/build/dev/cli/vramscope"
   export VRAMSCOPE_BUILD_DIR="$root/build/dev"
   # Each folder has its own conftest.py: run them as separate sessions so they do not clash.
-  for suite in tests/python tests/gpu; do
+  for suite in tests/gpu tests/python; do
     section "pytest $suite"
     log="build/pytest-${suite##*/}.log"
     "$py" -m pytest "$suite" -p no:cacheprovider -rs 2>&1 | tee "$log" | tail -n 15
