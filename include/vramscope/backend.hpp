@@ -39,7 +39,8 @@ class DeviceBackend {
   virtual std::string driver_version() const = 0;
   /// Number of devices the backend enumerates (including lost ones).
   virtual unsigned device_count() const = 0;
-  /// Fills `out` with one sample per device. Per-device failures (a lost GPU, a field that is
+  /// Replaces the content of `out` with one sample per device, reusing its buffers (callers
+  /// pass the previous sample back in; it is not cleared first). Per-device failures (a lost GPU, a field that is
   /// not supported) are recorded in that DeviceSample and never abort the others.
   virtual void sample_devices(std::vector<DeviceSample>& out) = 0;
 };

@@ -18,7 +18,7 @@ class OneDeviceBackend : public DeviceBackend {
     d.index = 0;
     d.uuid = "GPU-x";
     d.used_bytes = 42;
-    out.push_back(d);
+    out.assign(1, d);  // replaces, as the DeviceBackend contract asks
   }
 };
 
