@@ -18,6 +18,8 @@
 #include <stdexcept>
 
 #include "agent_thread.hpp"
+#include "attribution/op_registry.hpp"
+#include "attribution_glue.hpp"
 #include "torch_hooks.hpp"
 #include "tracking/agent_core.hpp"
 #include "vramscope/agent_segment.hpp"
@@ -51,7 +53,10 @@ std::atomic<tracking::AgentCore*> g_tracked_core{nullptr};
 void forward_event(std::size_t device, tracking::Action action, uint64_t size_bytes,
                    uint64_t address, uint8_t raw_action) noexcept {
   tracking::AgentCore* core = g_tracked_core.load(std::memory_order_acquire);
-  if (core != nullptr) core->on_event(device, action, size_bytes, address, raw_action);
+  if (core != nullptr) {
+    core->on_event(device, action, size_bytes, address, raw_action, attribution::current_phase(),
+                   attribution::current_op());
+  }
 }
 
 void forward_oom(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
@@ -63,6 +68,7 @@ void forward_oom(std::size_t device, uint64_t requested_bytes, uint64_t device_t
   } catch (...) {
     // An OOM observer must not throw into torch's allocator; the OOM itself still propagates.
   }
+  attribution_on_oom(device);
 }
 
 AgentState& attached() {
@@ -125,6 +131,7 @@ std::string attach(double interval_ms, bool publish, int rank, int world_size,
   state->core = std::make_unique<tracking::AgentCore>(std::move(uuids), std::move(provider),
                                                       config, std::move(writer));
   state->creator_pid = ::getpid();
+  attribution_attach(*state->core);
 
   // Once torch holds the tracker, the core it feeds must never be freed, even if a later step
   // of attach() fails.
@@ -393,6 +400,7 @@ NB_MODULE(_agent, m) {
         "The torch version this module was built against.");
   m.def("allocator_backend", &allocator_backend,
         "torch's CUDA allocator backend: 'native', 'cudaMallocAsync' or 'pluggable'.");
+  bind_attribution(m, [] () -> tracking::AgentCore& { return *attached().core; });
   m.def("_shutdown", &shutdown, "Stop the agent thread and remove the segment (run at exit).");
 
   nb::module_::import_("atexit").attr("register")(m.attr("_shutdown"));

@@ -9,7 +9,8 @@ and each number is the median over repetitions of the in-process median.
 
   gpt2   GPT-2-small-sized training step in plain torch (12 layers, d=768, 12 heads, vocab 50257,
          B=16, T=512, bf16 autocast, AdamW, random tokens): baseline, vramscope agent (+ a
-         Monitor step per step), _record_memory_history(max_entries=100000), torch.profiler with
+         Monitor step per step), vramscope.profile() (per-op and per-module attribution),
+         _record_memory_history(max_entries=100000), torch.profiler with
          profile_memory=True (a few steps only), and the seed's approach (memory_allocated() and
          memory_reserved() read every step).
   alloc  an allocator-heavy step (2000 small elementwise ops), caching_allocator_alloc/delete
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import time
 
-GPT2_MODES = ["baseline", "agent", "record_history", "profiler", "seed"]
+GPT2_MODES = ["baseline", "agent", "profile", "record_history", "profiler", "seed"]
 ALLOC_MODES = ["baseline", "agent"]
 
 
@@ -72,7 +73,7 @@ def worker_gpt2(mode):
     import torch
 
     monitor = None
-    if mode == "agent":
+    if mode in ("agent", "profile"):
         import vramscope
         vramscope.attach()
         monitor = vramscope.Monitor(every=0, exit_table_rows=0)
@@ -113,6 +114,10 @@ def worker_gpt2(mode):
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
                      profile_memory=True):
             times = timed(4)
+    elif mode == "profile":
+        # vramscope.profile(): per-op (RecordFunction) and per-module (hooks) attribution.
+        with vramscope.profile():
+            times = timed(15)
     else:
         times = timed(15)
     return {"step_ms": statistics.median(times)}

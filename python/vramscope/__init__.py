@@ -20,6 +20,7 @@ from ._api import (attach, device_count, empty_cache, last_oom, max_memory_alloc
 from ._steps import StepRecord
 from ._torchcheck import VramscopeWarning
 from .monitor import Monitor
+from .profile import CategoryTracker, profile
 
 
 def _version() -> str:
@@ -36,6 +37,7 @@ def _version() -> str:
 __version__ = _version()
 
 __all__ = [
+    "CategoryTracker",
     "Monitor",
     "StepRecord",
     "VramscopeWarning",
@@ -51,5 +53,6 @@ __all__ = [
     "memory_reserved",
     "memory_stats",
     "mode",
+    "profile",
     "reset_peak",
 ]

@@ -107,6 +107,8 @@ def _attach_now(torch: ModuleType) -> None:
                 agent, problem = None, f"the agent could not attach ({e})"
         if agent is not None:
             reader: Any = agent
+            from . import oom
+            oom.install(agent)
         else:
             _torchcheck.warn_polling_once(str(problem))
             reader = PollingReader(torch, str(problem))

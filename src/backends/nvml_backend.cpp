@@ -157,7 +157,9 @@ class NvmlBackend final : public DeviceBackend {
     if (status == nvml::ErrorGpuIsLost) {
       sample.lost = true;
       sample.error = nvml::device_error_message(m_api, status, what);
+      // A GPU that comes back may sit at another index after a reset: read its identity again.
       gpu.gpu.handle = nullptr;
+      gpu.identity_read = false;
       gpu.mig_stale = true;
       return false;
     }

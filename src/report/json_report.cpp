@@ -78,9 +78,9 @@ json device_json(const DeviceSample& d, const JoinedDevice& joined) {
   json processes = json::array();
   for (const JoinedProcess& row : joined.processes) processes.push_back(process_json(row));
   return json{{"index", d.index},
-              {"name", d.name},
-              {"uuid", d.uuid},
-              {"pci_bus_id", d.pci_bus_id},
+              {"name", string_or_null(d.name)},
+              {"uuid", string_or_null(d.uuid)},
+              {"pci_bus_id", string_or_null(d.pci_bus_id)},
               {"total_bytes", or_null(d.total_bytes)},
               {"reserved_bytes", or_null(d.reserved_bytes)},
               {"used_bytes", or_null(d.used_bytes)},

@@ -43,10 +43,22 @@ AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
 }
 
 void AgentCore::on_event(std::size_t device, Action action, uint64_t size_bytes, uint64_t address,
-                         uint8_t raw_action) noexcept {
+                         uint8_t raw_action, uint8_t phase, uint32_t op_id) noexcept {
   Device& d = m_devices[device];
   d.counters->on_event(action, size_bytes);
-  d.ring->push(Event{size_bytes, address, coarse_monotonic_ns(), action, raw_action});
+  d.ring->push(
+      Event{size_bytes, address, coarse_monotonic_ns(), action, raw_action, phase, op_id});
+}
+
+void AgentCore::set_event_consumer(EventConsumer consumer) {
+  std::lock_guard lock(m_mutex);
+  m_consumer = std::move(consumer);
+}
+
+void AgentCore::flush(const std::function<void()>& then) {
+  std::lock_guard lock(m_mutex);
+  for (Device& device : m_devices) drain(device);
+  if (then) then();
 }
 
 bool AgentCore::seed(std::size_t device) {
@@ -77,6 +89,7 @@ void AgentCore::set_polling_only(std::size_t device) {
 void AgentCore::drain(Device& device) {
   m_scratch.clear();
   device.ring->drain(m_scratch);
+  if (m_consumer && !m_scratch.empty()) m_consumer(device.index, m_scratch);
   for (const Event& event : m_scratch) {
     device.history[device.history_next] = event;
     device.history_next = (device.history_next + 1) % device.history.size();

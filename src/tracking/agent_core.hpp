@@ -104,9 +104,18 @@ class AgentCore {
   std::size_t device_count() const { return m_devices.size(); }
 
   /// The callback's work: counters plus a ring push. Never blocks, allocates or throws.
-  /// `device` must be < device_count().
+  /// `device` must be < device_count(). `phase` and `op_id` are the attribution context of the
+  /// calling thread (0 when not attributing).
   void on_event(std::size_t device, Action action, uint64_t size_bytes, uint64_t address,
-                uint8_t raw_action) noexcept;
+                uint8_t raw_action, uint8_t phase = 0, uint32_t op_id = 0) noexcept;
+
+  /// Receives every drained batch of a device, on the draining thread with the core's lock held
+  /// (attribution). Set it before events flow; it must not call back into the core.
+  using EventConsumer = std::function<void(std::size_t device, const std::vector<Event>& events)>;
+  void set_event_consumer(EventConsumer consumer);
+  /// Drains every ring now, then runs `then` (may be empty) under the same lock, so that it sees
+  /// a consumer that is up to date.
+  void flush(const std::function<void()>& then = {});
 
   /// Seeds the event counters of `device` from the provider (call after the tracker is
   /// attached). Returns false when the provider fails or events never paused.
@@ -177,6 +186,7 @@ class AgentCore {
   int64_t m_window_started_ns;
   std::optional<OomRecord> m_last_oom;
   std::vector<Event> m_scratch;
+  EventConsumer m_consumer;
 };
 
 }  // namespace vramscope::tracking

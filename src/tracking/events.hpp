@@ -51,6 +51,10 @@ struct Event {
   Action action = Action::Unknown;
   /// The raw action value, kept so unknown actions can be reported as they came.
   uint8_t raw_action = 0;
+  /// Training phase when the event happened (attribution::Phase; 0 when not attributing).
+  uint8_t phase = 0;
+  /// Innermost profiled operator on the event's thread (attribution op id; 0: none).
+  uint32_t op_id = 0;
 };
 static_assert(sizeof(Event) == 32);
 

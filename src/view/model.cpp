@@ -7,6 +7,8 @@
 #include <tuple>
 #include <utility>
 
+#include "vramscope/join.hpp"
+
 namespace vramscope::view {
 
 namespace {
@@ -17,17 +19,6 @@ constexpr std::array<SortKey, 5> sort_order{SortKey::Memory, SortKey::Pid, SortK
 /// History is kept per GPU UUID so that it survives a GPU being renumbered or lost for a while.
 std::string gpu_key(const DeviceSample& device) {
   return device.uuid.empty() ? "#" + std::to_string(device.index) : device.uuid;
-}
-
-/// The GPU index an agent's device belongs to: its UUID is either a GPU's or a MIG instance's.
-std::optional<uint32_t> gpu_of(const std::vector<DeviceSample>& devices, const std::string& uuid) {
-  for (const auto& device : devices) {
-    if (device.uuid == uuid) return device.index;
-    for (const auto& mig : device.mig_instances) {
-      if (mig.uuid == uuid) return device.index;
-    }
-  }
-  return std::nullopt;
 }
 
 std::string lower(std::string_view text) {
@@ -126,46 +117,32 @@ void ViewModel::ingest(const SystemSample& sample) {
   m_driver_version = sample.driver_version;
   if (!sample.ooms.empty()) m_last_oom = sample.ooms.back();
 
-  // Rows: one per (pid, GPU) the driver lists, joined with the agent on that pid and GPU.
+  // Rows: one per (pid, GPU), from the project's one join of the two views.
   m_all_rows.clear();
-  for (const auto& device : sample.devices) {
+  const JoinResult joined = join_processes(sample);
+  for (const auto& device : joined.devices) {
+    const uint32_t gpu_index = sample.devices[device.device_position].index;
     for (const auto& process : device.processes) {
       ProcessRow row;
       row.pid = process.pid;
-      row.user = process.user;
-      row.gpu_index = device.index;
-      row.command = process.command;
-      row.driver_used_bytes = process.used_bytes;
-      row.in_driver_list = true;
+      row.gpu_index = gpu_index;
+      row.join_issues = process.issues;
+      if (process.driver) {
+        row.user = process.driver->user;
+        row.command = process.driver->command;
+        row.driver_used_bytes = process.driver->used_bytes;
+        row.in_driver_list = true;
+      }
+      if (const auto& torch = process.torch) {
+        row.has_agent = true;
+        row.torch_allocated_bytes = torch->allocated_bytes;
+        row.torch_reserved_bytes = torch->reserved_bytes;
+        row.step_peak_allocated_bytes = torch->step_peak_allocated_bytes;
+        row.step = torch->step;
+        if (torch->rank >= 0) row.rank = torch->rank;
+      }
       m_all_rows.push_back(std::move(row));
     }
-  }
-  for (const auto& agent : sample.allocators) {
-    const auto gpu = gpu_of(sample.devices, agent.device_uuid);
-    if (!gpu) continue;
-    auto it = std::find_if(m_all_rows.begin(), m_all_rows.end(), [&](const ProcessRow& r) {
-      return r.pid == agent.pid && r.gpu_index == *gpu;
-    });
-    if (it == m_all_rows.end()) {
-      // The driver does not list it: another pid namespace (containers) or a process list the
-      // driver would not give. The agent's numbers are still exact, so the row stays.
-      ProcessRow row;
-      row.pid = agent.pid;
-      row.gpu_index = *gpu;
-      m_all_rows.push_back(std::move(row));
-      it = std::prev(m_all_rows.end());
-    }
-    // Several agents cannot share a pid, but one process may report a device under two
-    // ordinals (MIG); sum them.
-    const auto add = [](std::optional<uint64_t>& total, uint64_t value) {
-      total = total.value_or(0) + value;
-    };
-    add(it->torch_allocated_bytes, agent.allocated_bytes);
-    add(it->torch_reserved_bytes, agent.reserved_bytes);
-    add(it->step_peak_allocated_bytes, agent.step_peak_allocated_bytes);
-    it->step = agent.step;
-    if (agent.rank >= 0) it->rank = agent.rank;
-    it->has_agent = true;
   }
 
   std::vector<GpuView> gpus;

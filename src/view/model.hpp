@@ -75,6 +75,8 @@ struct ProcessRow {
   bool in_driver_list = false;
   /// Does an agent report on this process and GPU?
   bool has_agent = false;
+  /// Why the driver and agent numbers of this row do not add up (vramscope::JoinIssue bits).
+  uint8_t join_issues = 0;
 };
 
 /// Column the process table is sorted by.

@@ -6,6 +6,8 @@
 # Exits 0 on success, 1 on failure (with the screen that failed), 77 when tmux is missing.
 # Synchronisation is by polling the screen with bounded retries, never by fixed sleeps.
 set -euo pipefail
+# A command that fails outside the checks below still says which one it was.
+trap 'echo "FAIL: line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 
 vramscope=$1
 fake_agent=$2
@@ -124,18 +126,15 @@ grep -Eq "^ *$agent_pid .*8\.0G" <<<"$replay" || fail "replay shows the recorded
 echo "ok: --replay"
 
 # --- 4. no driver: one line, exit 3 ---------------------------------------------------------
-set +e
-err=$(VRAMSCOPE_NVML_LIBRARY=$work/no-such-libnvidia-ml.so.1 "$vramscope" top --once 2>&1 >/dev/null)
-rc=$?
-set -e
+rc=0
+err=$(VRAMSCOPE_NVML_LIBRARY=$work/no-such-libnvidia-ml.so.1 "$vramscope" top --once 2>&1 >/dev/null) ||
+  rc=$?
 [[ $rc == 3 ]] || fail "exit code without a driver was $rc" "$err"
 [[ $(wc -l <<<"$err") == 1 ]] || fail "one line without a driver" "$err"
 echo "ok: no driver -> exit 3 ($err)"
 
 # --- 5. bad options are usage errors --------------------------------------------------------
-set +e
-"$vramscope" top --interval 1ms --once >/dev/null 2>&1
-rc=$?
-set -e
+rc=0
+"$vramscope" top --interval 1ms --once >/dev/null 2>&1 || rc=$?
 [[ $rc == 2 ]] || fail "--interval 1ms gave exit $rc, expected 2"
 echo "ok: usage errors"

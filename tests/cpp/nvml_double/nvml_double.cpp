@@ -103,29 +103,29 @@ constexpr unsigned memory_v2_version = static_cast<unsigned>(sizeof(nvmlMemory_v
 #define VRAMSCOPE_DOUBLE_ENTER(fn)                                  \
   static unsigned long long& vramscope_calls_ = call_counter(fn);   \
   ++vramscope_calls_;                                               \
-  if (state().init_depth == 0) return kUninitialized
+  if (state().init_depth == 0) return CodeUninitialized
 
 Entity* entity_of(nvmlDevice_t device) { return state().entity_of(device); }
 
 [[maybe_unused]] int copy_text(const std::string& text, char* out, unsigned length) {
-  if (out == nullptr) return kInvalidArgument;
-  if (text.size() + 1 > length) return kInsufficientSize;
+  if (out == nullptr) return CodeInvalidArgument;
+  if (text.size() + 1 > length) return CodeInsufficientSize;
   std::memcpy(out, text.c_str(), text.size() + 1);
-  return kSuccess;
+  return CodeSuccess;
 }
 
 [[maybe_unused]] int get_processes(nvmlDevice_t device, unsigned* count, void* infos, ProcessKindBit kind, ErrorKey key, bool v1) {
   Entity* entity = entity_of(device);
-  if (entity == nullptr || count == nullptr) return kInvalidArgument;
+  if (entity == nullptr || count == nullptr) return CodeInvalidArgument;
   if (int error = entity->errors[key]) return error;
   if (kind == KindCompute) entity->grow();
   unsigned needed = 0;
   for (const Process& p : entity->processes) needed += (p.kinds & kind) != 0 ? 1U : 0U;
   if (*count < needed) {
     *count = needed;
-    return needed == 0 ? kSuccess : kInsufficientSize;
+    return needed == 0 ? CodeSuccess : CodeInsufficientSize;
   }
-  if (needed > 0 && infos == nullptr) return kInvalidArgument;
+  if (needed > 0 && infos == nullptr) return CodeInvalidArgument;
   unsigned i = 0;
   for (const Process& p : entity->processes) {
     if ((p.kinds & kind) == 0) continue;
@@ -137,12 +137,12 @@ Entity* entity_of(nvmlDevice_t device) { return state().entity_of(device); }
     ++i;
   }
   *count = needed;
-  return kSuccess;
+  return CodeSuccess;
 }
 
 [[maybe_unused]] int get_pci(nvmlDevice_t device, nvmlPciInfo_t* pci, bool v3) {
   Entity* entity = entity_of(device);
-  if (entity == nullptr || pci == nullptr) return kInvalidArgument;
+  if (entity == nullptr || pci == nullptr) return CodeInvalidArgument;
   if (int error = entity->errors[ErrPci]) return error;
   std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.0", entity->pci_domain,
                 entity->pci_bus, entity->pci_device);
@@ -156,28 +156,28 @@ Entity* entity_of(nvmlDevice_t device) { return state().entity_of(device); }
     std::snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.0", entity->pci_domain, entity->pci_bus,
                   entity->pci_device);
   }
-  return kSuccess;
+  return CodeSuccess;
 }
 
 int get_handle(unsigned index, nvmlDevice_t* device) {
-  if (device == nullptr || index >= state().devices.size()) return kInvalidArgument;
+  if (device == nullptr || index >= state().devices.size()) return CodeInvalidArgument;
   if (int error = state().devices[index].errors[ErrHandle]) return error;
   *device = State::handle_of(index, -1);
-  return kSuccess;
+  return CodeSuccess;
 }
 
 [[maybe_unused]] int get_count(unsigned* count) {
-  if (count == nullptr) return kInvalidArgument;
-  if (state().count_result != kSuccess) return state().count_result;
+  if (count == nullptr) return CodeInvalidArgument;
+  if (state().count_result != CodeSuccess) return state().count_result;
   *count = static_cast<unsigned>(state().devices.size());
-  return kSuccess;
+  return CodeSuccess;
 }
 
 int do_init() {
-  if (state().init_depth == 0 && !state().load_from_env()) return kUnknown;
-  if (state().init_result != kSuccess) return state().init_result;
+  if (state().init_depth == 0 && !state().load_from_env()) return CodeUnknown;
+  if (state().init_result != CodeSuccess) return state().init_result;
   ++state().init_depth;
-  return kSuccess;
+  return CodeSuccess;
 }
 
 }  // namespace
@@ -193,7 +193,7 @@ VRAMSCOPE_NVML_EXPORT int nvmlInit() {
 VRAMSCOPE_NVML_EXPORT int nvmlShutdown() {
   VRAMSCOPE_DOUBLE_ENTER("nvmlShutdown");
   --state().init_depth;
-  return kSuccess;
+  return CodeSuccess;
 }
 
 #if VRAMSCOPE_NVML_DOUBLE_COUNT
@@ -211,12 +211,12 @@ VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetHandleByIndex(unsigned index, nvmlDevice_
 VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   VRAMSCOPE_DOUBLE_ENTER("nvmlDeviceGetMemoryInfo");
   Entity* entity = entity_of(device);
-  if (entity == nullptr || memory == nullptr) return kInvalidArgument;
+  if (entity == nullptr || memory == nullptr) return CodeInvalidArgument;
   if (int error = entity->errors[ErrMemory]) return error;
-  if (!entity->has_memory) return kNotSupported;
+  if (!entity->has_memory) return CodeNotSupported;
   // v1 "used" includes what the driver reserves (observed on R510+ drivers).
   *memory = {entity->total, entity->free, entity->used + entity->reserved};
-  return kSuccess;
+  return CodeSuccess;
 }
 
 // ---- newest versions (full variant only) ----
@@ -243,16 +243,16 @@ VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevi
 VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
   VRAMSCOPE_DOUBLE_ENTER("nvmlDeviceGetMemoryInfo_v2");
   Entity* entity = entity_of(device);
-  if (entity == nullptr || memory == nullptr) return kInvalidArgument;
+  if (entity == nullptr || memory == nullptr) return CodeInvalidArgument;
   // The real driver checks the version word before anything else.
-  if (memory->version != memory_v2_version) return kArgumentVersionMismatch;
+  if (memory->version != memory_v2_version) return CodeArgumentVersionMismatch;
   if (int error = entity->errors[ErrMemoryV2]) return error;
-  if (!entity->has_memory) return kNotSupported;
+  if (!entity->has_memory) return CodeNotSupported;
   memory->total = entity->total;
   memory->reserved = entity->reserved;
   memory->free = entity->free;
   memory->used = entity->used;
-  return kSuccess;
+  return CodeSuccess;
 }
 
 VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
@@ -292,7 +292,7 @@ VRAMSCOPE_NVML_EXPORT int nvmlSystemGetDriverVersion(char* version, unsigned len
 VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned length) {
   VRAMSCOPE_DOUBLE_ENTER("nvmlDeviceGetName");
   Entity* entity = entity_of(device);
-  if (entity == nullptr) return kInvalidArgument;
+  if (entity == nullptr) return CodeInvalidArgument;
   if (int error = entity->errors[ErrName]) return error;
   return copy_text(entity->name, name, length);
 }
@@ -300,7 +300,7 @@ VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetName(nvmlDevice_t device, char* name, uns
 VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length) {
   VRAMSCOPE_DOUBLE_ENTER("nvmlDeviceGetUUID");
   Entity* entity = entity_of(device);
-  if (entity == nullptr) return kInvalidArgument;
+  if (entity == nullptr) return CodeInvalidArgument;
   if (int error = entity->errors[ErrUuid]) return error;
   return copy_text(entity->uuid, uuid, length);
 }
@@ -313,11 +313,11 @@ VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_
 VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t* bar1) {
   VRAMSCOPE_DOUBLE_ENTER("nvmlDeviceGetBAR1MemoryInfo");
   Entity* entity = entity_of(device);
-  if (entity == nullptr || bar1 == nullptr) return kInvalidArgument;
+  if (entity == nullptr || bar1 == nullptr) return CodeInvalidArgument;
   if (int error = entity->errors[ErrBar1]) return error;
-  if (!entity->has_bar1) return kNotSupported;
+  if (!entity->has_bar1) return CodeNotSupported;
   *bar1 = {entity->bar1_total, entity->bar1_total - entity->bar1_used, entity->bar1_used};
-  return kSuccess;
+  return CodeSuccess;
 }
 
 #define VRAMSCOPE_DOUBLE_PROCESS_LIST_V1(name, kind, key)                                          \
@@ -332,52 +332,52 @@ VRAMSCOPE_DOUBLE_PROCESS_LIST_V1(nvmlDeviceGetMPSComputeRunningProcesses, KindMp
 VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned* current, unsigned* pending) {
   VRAMSCOPE_DOUBLE_ENTER("nvmlDeviceGetMigMode");
   Entity* entity = entity_of(device);
-  if (entity == nullptr || current == nullptr || pending == nullptr) return kInvalidArgument;
+  if (entity == nullptr || current == nullptr || pending == nullptr) return CodeInvalidArgument;
   if (int error = entity->errors[ErrMigMode]) return error;
-  if (entity->mig_mode < 0) return kNotSupported;
+  if (entity->mig_mode < 0) return CodeNotSupported;
   *current = *pending = static_cast<unsigned>(entity->mig_mode);
-  return kSuccess;
+  return CodeSuccess;
 }
 
 VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned* count) {
   VRAMSCOPE_DOUBLE_ENTER("nvmlDeviceGetMaxMigDeviceCount");
   Entity* entity = entity_of(device);
-  if (entity == nullptr || count == nullptr) return kInvalidArgument;
+  if (entity == nullptr || count == nullptr) return CodeInvalidArgument;
   if (int error = entity->errors[ErrMaxMigDevices]) return error;
-  if (entity->mig_mode < 0) return kNotSupported;
+  if (entity->mig_mode < 0) return CodeNotSupported;
   *count = entity->max_mig_devices;
-  return kSuccess;
+  return CodeSuccess;
 }
 
 VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned index,
                                                               nvmlDevice_t* mig_device) {
   VRAMSCOPE_DOUBLE_ENTER("nvmlDeviceGetMigDeviceHandleByIndex");
   Entity* entity = entity_of(device);
-  if (entity == nullptr || mig_device == nullptr || entity->is_mig) return kInvalidArgument;
+  if (entity == nullptr || mig_device == nullptr || entity->is_mig) return CodeInvalidArgument;
   if (int error = entity->errors[ErrMigHandle]) return error;
-  if (entity->mig_mode != 1 || index >= entity->max_mig_devices) return kInvalidArgument;
+  if (entity->mig_mode != 1 || index >= entity->max_mig_devices) return CodeInvalidArgument;
   const int position = state().mig_position(*entity, index);
-  if (position < 0) return kNotFound;
+  if (position < 0) return CodeNotFound;
   *mig_device = State::handle_of(entity->index, position);
-  return kSuccess;
+  return CodeSuccess;
 }
 
 VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned* id) {
   VRAMSCOPE_DOUBLE_ENTER("nvmlDeviceGetGpuInstanceId");
   Entity* entity = entity_of(device);
-  if (entity == nullptr || id == nullptr) return kInvalidArgument;
-  if (!entity->is_mig) return kNotSupported;
+  if (entity == nullptr || id == nullptr) return CodeInvalidArgument;
+  if (!entity->is_mig) return CodeNotSupported;
   *id = entity->gpu_instance_id;
-  return kSuccess;
+  return CodeSuccess;
 }
 
 VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned* id) {
   VRAMSCOPE_DOUBLE_ENTER("nvmlDeviceGetComputeInstanceId");
   Entity* entity = entity_of(device);
-  if (entity == nullptr || id == nullptr) return kInvalidArgument;
-  if (!entity->is_mig) return kNotSupported;
+  if (entity == nullptr || id == nullptr) return CodeInvalidArgument;
+  if (!entity->is_mig) return CodeNotSupported;
   *id = entity->compute_instance_id;
-  return kSuccess;
+  return CodeSuccess;
 }
 #endif
 

@@ -115,6 +115,9 @@ void parse_common(const json& d, Entity& entity) {
     entity.total = m.at("total").get<unsigned long long>();
     entity.reserved = m.value("reserved", 0ULL);
     entity.used = m.value("used", 0ULL);
+    if (!m.contains("free") && entity.reserved + entity.used > entity.total) {
+      throw std::runtime_error("memory: reserved + used exceed total (give \"free\" explicitly)");
+    }
     entity.free = m.value("free", entity.total - entity.reserved - entity.used);
   }
   for (const json& p : d.value("processes", json::array())) entity.processes.push_back(parse_process(p));

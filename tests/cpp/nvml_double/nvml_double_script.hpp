@@ -10,14 +10,14 @@ namespace vramscope_double {
 
 /// NVML return codes the double produces (numbering of nvml.h).
 enum Code : int {
-  kSuccess = 0,
-  kUninitialized = 1,
-  kInvalidArgument = 2,
-  kNotSupported = 3,
-  kNotFound = 6,
-  kInsufficientSize = 7,
-  kArgumentVersionMismatch = 25,
-  kUnknown = 999,
+  CodeSuccess = 0,
+  CodeUninitialized = 1,
+  CodeInvalidArgument = 2,
+  CodeNotSupported = 3,
+  CodeNotFound = 6,
+  CodeInsufficientSize = 7,
+  CodeArgumentVersionMismatch = 25,
+  CodeUnknown = 999,
 };
 
 /// Which list a process appears in (bits, like vramscope's ProcessKind).
@@ -79,8 +79,8 @@ struct Entity {
 /// Everything the script says, plus the init reference count.
 struct State {
   std::string driver_version = "999.99.99";
-  int init_result = kSuccess;
-  int count_result = kSuccess;
+  int init_result = CodeSuccess;
+  int count_result = CodeSuccess;
   std::vector<Entity> devices;
   int init_depth = 0;
 

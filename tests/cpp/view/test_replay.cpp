@@ -1,10 +1,11 @@
 // tests/cpp/view/test_replay.cpp -- replay cursor: stepping, seeking past the window, timed playback
 //
-// The recording is an in-memory stand-in for RecordingReader with the same contract (samples in
-// order, then false and a tail state); the real file format is tested by the format tests, and
-// the end-to-end test replays a real file.
+// Most tests use an in-memory stand-in for RecordingReader with the same contract (samples in
+// order, then false and a tail state) to count reopenings; the last one steps through a real file.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -153,6 +154,40 @@ TEST(ReplayCursor, TornTailIsReportedAndEmptyFilesAreRefused) {
   EXPECT_EQ(cursor.tail_message(), "torn chunk at byte 4096");
   Fixture empty;
   EXPECT_THROW(ReplayCursor{empty.opener()}, Error);
+}
+
+}  // namespace
+}  // namespace vramscope::view
+
+namespace vramscope::view {
+namespace {
+
+TEST(ReplayCursor, StepsThroughARealRecordingFile) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("vramscope_replay_test_" + std::to_string(getpid()) + ".vrec");
+  RecordingMetadata metadata;
+  metadata.created_ns = fixtures::base_ns;
+  metadata.hostname = "node-a";
+  metadata.interval_ns = 100 * ms;
+  {
+    auto writer = RecordingWriter::create(path.string(), metadata, true);
+    for (const auto& sample : samples(30)) {
+      writer->append(sample);
+      writer->flush();  // several chunks, as a long recording has
+    }
+  }
+  ReplayCursor cursor([&] { return RecordingReader::open(path.string()); }, 8);
+  EXPECT_EQ(cursor.metadata().hostname, "node-a");
+  cursor.seek(20);
+  EXPECT_EQ(index_of(cursor), 20);
+  EXPECT_EQ(cursor.current().devices.at(0).processes.at(0).command,
+            "python train.py --model llama");
+  cursor.seek(2);  // before the window: reopens the file
+  EXPECT_EQ(index_of(cursor), 2);
+  cursor.seek_end();
+  EXPECT_EQ(cursor.count(), 30U);
+  EXPECT_TRUE(cursor.tail_message().empty());
+  std::filesystem::remove(path);
 }
 
 }  // namespace

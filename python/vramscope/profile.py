@@ -1,0 +1,341 @@
+# python/vramscope/profile.py -- `with vramscope.profile() as p:` per-op, per-module and per-category memory
+"""Who uses the memory.
+
+    with vramscope.profile() as p:
+        train_step()
+    print(p.table(sort_by="peak", row_limit=10))     # per operator, like the profiler's table
+    print(p.module_table())                          # what each module's forward left alive
+
+Per op (C++): every allocation is charged to the innermost operator running on the allocating
+thread (a RecordFunction callback keeps a thread-local op stack; enabled only inside profile()).
+Columns: calls, bytes allocated, bytes freed while the op ran ("self" = allocated - freed, the
+profiler's self memory), bytes still live at the end, and bytes live at the moment of the peak.
+Sizes are requested bytes (the allocator rounds blocks up to 512 B).
+
+Per module (Python hooks, only inside profile()): allocated bytes after the forward minus before
+(what the forward leaves alive: its activations and output), per module path.
+
+Per category: ``CategoryTracker(model, optimizer)`` tags parameter, gradient and optimizer-state
+storages at step boundaries; allocations made during forward are activations, those during
+backward/optimizer temporaries; breakdowns are live and at the step's peak.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import _api, oom
+from ._steps import format_bytes
+
+__all__ = ["profile", "Profile", "CategoryTracker", "format_op_table", "OpRow"]
+
+_SORT_KEYS = {"peak": "live_at_peak_bytes", "allocated": "allocated_bytes",
+              "live": "live_bytes", "calls": "calls", "self": "self_bytes"}
+
+
+@dataclasses.dataclass
+class OpRow:
+    """One operator's memory (summed over the devices asked for)."""
+
+    name: str
+    calls: int = 0
+    alloc_count: int = 0
+    allocated_bytes: int = 0
+    self_freed_bytes: int = 0
+    live_bytes: int = 0
+    live_at_peak_bytes: int = 0
+
+    @property
+    def self_bytes(self) -> int:
+        """Allocated minus freed while the op ran (torch.profiler's self CUDA memory)."""
+        return self.allocated_bytes - self.self_freed_bytes
+
+
+def merge_rows(rows_by_device: Sequence[Sequence[Dict[str, Any]]]) -> List[OpRow]:
+    """Sums the agent's per-device rows by op name (calls are per process: not summed)."""
+    merged: Dict[str, OpRow] = {}
+    for rows in rows_by_device:
+        for r in rows:
+            row = merged.setdefault(r["name"], OpRow(r["name"], calls=int(r["calls"])))
+            row.alloc_count += int(r["alloc_count"])
+            row.allocated_bytes += int(r["allocated_bytes"])
+            row.self_freed_bytes += int(r["self_freed_bytes"])
+            row.live_bytes += int(r["live_bytes"])
+            row.live_at_peak_bytes += int(r["live_at_peak_bytes"])
+    return list(merged.values())
+
+
+def format_op_table(rows: Sequence[OpRow], peak_bytes: int, sort_by: str = "peak",
+                    row_limit: int = 10, title: str = "") -> str:
+    """The per-op table, sorted by ``sort_by`` (peak, allocated, live, calls, self)."""
+    if sort_by not in _SORT_KEYS:
+        raise ValueError(f"vramscope: sort_by must be one of {', '.join(_SORT_KEYS)}")
+    key = _SORT_KEYS[sort_by]
+    ordered = sorted(rows, key=lambda r: (-getattr(r, key), r.name))
+    if row_limit and row_limit > 0:
+        ordered = ordered[:row_limit]
+    header = ("op", "calls", "allocated", "self", "live at end", "at peak", "% of peak")
+    table = [header]
+    for r in ordered:
+        share = f"{r.live_at_peak_bytes / peak_bytes:.1%}" if peak_bytes > 0 else "-"
+        table.append((r.name, str(r.calls), format_bytes(r.allocated_bytes),
+                      format_bytes(r.self_bytes), format_bytes(r.live_bytes),
+                      format_bytes(r.live_at_peak_bytes), share))
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines = [title] if title else []
+    for row in table:
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(cells).rstrip())
+    lines.append(f"peak {format_bytes(peak_bytes)}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass
+class ModuleRow:
+    """What one module path's forwards left alive."""
+
+    path: str
+    calls: int = 0
+    retained_bytes: int = 0
+    max_retained_bytes: int = 0
+
+
+def format_module_table(rows: Sequence[ModuleRow], row_limit: int = 20) -> str:
+    """Module tree order (paths sorted), with indentation by depth."""
+    lines = [f"{'module':<50} {'calls':>6} {'left alive/call':>16}"]
+    for r in sorted(rows, key=lambda r: r.path)[:row_limit or None]:
+        depth = r.path.count(".")
+        name = "  " * depth + r.path.rsplit(".", 1)[-1]
+        per_call = r.retained_bytes // max(r.calls, 1)
+        lines.append(f"{name:<50} {r.calls:>6} {format_bytes(per_call):>16}")
+    return "\n".join(lines) + "\n"
+
+
+def repeated_modules(rows: Sequence[ModuleRow], classes: Dict[str, str]) -> List[Tuple[str, int, int]]:
+    """(class, instances, bytes left alive per instance and call) for module classes used 2+
+    times: the activation-checkpointing candidates of the OOM advice."""
+    by_class: Dict[str, List[int]] = collections.defaultdict(list)
+    for r in rows:
+        cls = classes.get(r.path)
+        if cls and r.calls:
+            by_class[cls].append(r.retained_bytes // r.calls)
+    return [(cls, len(v), sum(v) // len(v)) for cls, v in by_class.items() if len(v) >= 2]
+
+
+class _ModuleHooks:
+    """Global module forward hooks (and training-phase markers) while profiling."""
+
+    def __init__(self, agent: Any, device: int) -> None:
+        self._agent = agent
+        self._device = device
+        self._stack: List[Tuple[Any, str, int]] = []
+        self._names: Dict[int, str] = {}
+        self.rows: Dict[str, ModuleRow] = {}
+        self.classes: Dict[str, str] = {}
+        self._handles: List[Any] = []
+
+    def install(self) -> None:
+        import torch.nn.modules.module as m
+        from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                           register_optimizer_step_pre_hook)
+        self._handles = [m.register_module_forward_pre_hook(self._pre),
+                         m.register_module_forward_hook(self._post, always_call=True),
+                         register_optimizer_step_pre_hook(self._opt_pre),
+                         register_optimizer_step_post_hook(self._opt_post)]
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self._agent.set_phase("other")
+
+    def _path(self, module: Any) -> str:
+        name = self._names.get(id(module))
+        if name is None:
+            parent = self._stack[-1] if self._stack else None
+            if parent is None:
+                name = type(module).__name__
+            else:
+                child = next((k for k, v in parent[0]._modules.items() if v is module),
+                             type(module).__name__)
+                name = f"{parent[1]}.{child}"
+            self._names[id(module)] = name
+            self.classes[name] = type(module).__name__
+        return name
+
+    def _pre(self, module: Any, args: Any) -> None:
+        if not self._stack:
+            self._agent.set_phase("forward")
+        self._stack.append((module, self._path(module),
+                            self._agent.memory_allocated(self._device)))
+
+    def _post(self, module: Any, args: Any, output: Any) -> None:
+        if not self._stack or self._stack[-1][0] is not module:
+            return
+        _, path, before = self._stack.pop()
+        retained = self._agent.memory_allocated(self._device) - before
+        row = self.rows.setdefault(path, ModuleRow(path))
+        row.calls += 1
+        row.retained_bytes += retained
+        row.max_retained_bytes = max(row.max_retained_bytes, retained)
+        if not self._stack:
+            # Forward done: what follows until the optimizer is backward (or evaluation).
+            self._agent.set_phase("backward")
+
+    def _opt_pre(self, *args: Any) -> None:
+        self._agent.set_phase("optimizer")
+
+    def _opt_post(self, *args: Any) -> None:
+        self._agent.set_phase("other")
+
+
+def _agent_or_raise() -> Any:
+    _api.attach(init_cuda=True)
+    reader = _api._reader
+    if reader is None or not hasattr(reader, "profile_start"):
+        raise RuntimeError("vramscope: profile() needs the C++ agent in events mode "
+                           f"(mode: {_api.mode()})")
+    return reader
+
+
+class Profile:
+    """Per-op and per-module memory of the code run inside it (see module docstring)."""
+
+    def __init__(self, sampling: float = 1.0, modules: bool = True,
+                 device: Optional[int] = None) -> None:
+        self.sampling = sampling
+        self.modules = modules
+        self._device = device
+        self._agent: Any = None
+        self._hooks: Optional[_ModuleHooks] = None
+        self._rows: List[List[Dict[str, Any]]] = []
+        self._peaks: List[int] = []
+        self._active = False
+
+    def __enter__(self) -> "Profile":
+        self._agent = _agent_or_raise()
+        device = self._device if self._device is not None else _api._current()
+        self._agent.profile_start(self.sampling)
+        if self.modules:
+            self._hooks = _ModuleHooks(self._agent, device)
+            self._hooks.install()
+        oom.add_provider(self._oom_evidence)
+        self._active = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._active = False
+        if self._hooks is not None:
+            self._hooks.remove()
+        self._agent.profile_stop()
+        oom.remove_provider(self._oom_evidence)
+        self._snapshot()
+
+    def _snapshot(self) -> None:
+        count = self._agent.device_count()
+        self._rows = [list(self._agent.op_table(d, "profile")) for d in range(count)]
+        self._peaks = [int(self._agent.attribution_summary(d).get("peak_bytes", 0))
+                       for d in range(count)]
+
+    def _oom_evidence(self, device: int) -> Dict[str, Any]:
+        if self._hooks is None:
+            return {}
+        rows = list(self._hooks.rows.values())
+        top = sorted(((r.path, r.max_retained_bytes) for r in rows), key=lambda t: -t[1])[:10]
+        return {"top_modules": top, "repeated_modules": repeated_modules(rows, self._hooks.classes)}
+
+    def ops(self, device: Optional[int] = None) -> List[OpRow]:
+        """Per-op rows of ``device`` (all devices summed when None)."""
+        if self._active:
+            self._snapshot()
+        rows = self._rows if device is None else [self._rows[device]]
+        return merge_rows(rows)
+
+    def peak_bytes(self, device: Optional[int] = None) -> int:
+        """Highest live (requested) bytes during the profile (summed over devices when None)."""
+        if self._active:
+            self._snapshot()
+        return sum(self._peaks) if device is None else self._peaks[device]
+
+    def table(self, sort_by: str = "peak", row_limit: int = 10,
+              device: Optional[int] = None) -> str:
+        """The per-op table (``sort_by``: peak, allocated, live, calls, self)."""
+        where = "all devices" if device is None else f"cuda:{device}"
+        return format_op_table(self.ops(device), self.peak_bytes(device), sort_by, row_limit,
+                               title=f"vramscope per-op memory ({where})")
+
+    def module_rows(self) -> List[ModuleRow]:
+        return list(self._hooks.rows.values()) if self._hooks is not None else []
+
+    def module_table(self, row_limit: int = 40) -> str:
+        """What each module's forward left alive, per call, in tree order."""
+        return format_module_table(self.module_rows(), row_limit)
+
+
+def profile(sampling: float = 1.0, modules: bool = True, device: Optional[int] = None) -> Profile:
+    """Context manager: per-op (and per-module) memory attribution of the code inside.
+    ``sampling`` < 1 records that fraction of ops (cheaper; tables become approximate)."""
+    return Profile(sampling=sampling, modules=modules, device=device)
+
+
+def _storages(tensors: Any) -> List[Tuple[int, int, int]]:
+    """(device, data_ptr, nbytes) of the distinct CUDA storages among ``tensors``."""
+    seen = {}
+    for t in tensors:
+        if t is None or not getattr(t, "is_cuda", False):
+            continue
+        s = t.untyped_storage()
+        seen[s.data_ptr()] = (t.device.index or 0, s.data_ptr(), s.nbytes())
+    return list(seen.values())
+
+
+class CategoryTracker:
+    """Live memory by category (parameters, gradients, optimizer state, activations,
+    temporaries, other), now and at each step's peak. Call ``step()`` after each optimizer step
+    (``Monitor`` users: call it next to ``monitor.step()``)."""
+
+    def __init__(self, model: Any, optimizer: Any = None) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self._agent = _agent_or_raise()
+        self._agent.attribution_acquire()
+        self._hooks = _ModuleHooks(self._agent, _api._current())
+        self._hooks.install()
+        self.history: List[Dict[str, Any]] = []
+        oom.add_provider(self._oom_evidence)
+
+    def _tag(self) -> None:
+        groups = {"parameters": list(self.model.parameters())}
+        groups["gradients"] = [p.grad for p in groups["parameters"]]
+        if self.optimizer is not None:
+            groups["optimizer_state"] = [v for state in self.optimizer.state.values()
+                                         for v in state.values() if hasattr(v, "is_cuda")]
+        for category, tensors in groups.items():
+            by_device: Dict[int, List[Tuple[int, int]]] = collections.defaultdict(list)
+            for device, ptr, nbytes in _storages(tensors):
+                by_device[device].append((ptr, nbytes))
+            for device, blocks in by_device.items():
+                self._agent.tag(device, category, blocks)
+
+    def step(self) -> Dict[int, Dict[str, Tuple[int, int]]]:
+        """Tags this step's storages, returns {device: {category: (live, at step peak)}} and
+        starts the next step's peak."""
+        self._tag()
+        out = {}
+        for d in range(self._agent.device_count()):
+            out[d] = dict(self._agent.categories(d, "step"))
+            self._agent.restart_attribution_peak(d, "step")
+        self.history.append(out)
+        return out
+
+    def _oom_evidence(self, device: int) -> Dict[str, Any]:
+        self._tag()
+        return {"categories": {k: int(v[0]) for k, v in
+                               self._agent.categories(device, "step").items() if v[0]}}
+
+    def close(self) -> None:
+        self._hooks.remove()
+        self._agent.attribution_release()
+        oom.remove_provider(self._oom_evidence)

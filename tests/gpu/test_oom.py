@@ -1,0 +1,69 @@
+# tests/gpu/test_oom.py -- a real OOM: the post-mortem files, their numbers and the memory_viz snapshot
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+from conftest import gpu_env
+
+
+def test_real_oom_writes_a_consistent_post_mortem(tmp_path: pathlib.Path):
+    code = textwrap.dedent("""
+        import json, torch, vramscope
+        torch.cuda.init(); vramscope.attach()
+        seen = {}
+        torch._C._cuda_attach_out_of_memory_observer(
+            lambda *a: seen.update(torch.cuda.memory_stats()))
+        keep = [torch.empty(1 << 30, dtype=torch.uint8, device="cuda") for _ in range(4)]
+        try:
+            torch.empty(10 << 40, dtype=torch.uint8, device="cuda")
+        except torch.OutOfMemoryError:
+            print(json.dumps({"allocated": seen.get("allocated_bytes.all.current")}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
+                         env=gpu_env(VRAMSCOPE_OOM_DIR=str(tmp_path)), capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "vramscope: CUDA out of memory on cuda:0" in out.stderr
+    report = json.loads(next(tmp_path.glob("vramscope-oom-*.json")).read_text())
+    handler = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["allocated_bytes"] == handler["allocated"]
+    assert report["requested_bytes"] >= 10 << 40
+    assert report["advice"]
+    txt = next(tmp_path.glob("vramscope-oom-*.txt")).read_text()
+    assert "advice, most useful first" in txt
+    pickle_path = next(tmp_path.glob("vramscope-oom-*.pickle"))
+    check = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "stats",
+                            str(pickle_path)], env=gpu_env(), capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+
+
+def test_suggested_batch_size_fits(tmp_path: pathlib.Path):
+    code = textwrap.dedent("""
+        import json, torch, vramscope
+        from vramscope import oom
+        torch.cuda.init(); vramscope.attach()
+        total = torch.cuda.get_device_properties(0).total_memory
+        per_sample = 1 << 30
+        def step(batch):
+            x = torch.empty(batch * per_sample, dtype=torch.uint8, device="cuda")
+            del x
+        points = []
+        for i, b in enumerate((2, 4)):
+            vramscope.reset_peak(0); step(b)
+            points.append(oom.StepPoint(i, vramscope.max_memory_allocated(0),
+                                        vramscope.memory_allocated(0), b))
+        free, _ = torch.cuda.mem_get_info()
+        budget = vramscope.memory_reserved(0) + free
+        batch, _ = oom.fit_batch_size(points, budget)
+        torch.cuda.empty_cache()
+        step(batch)  # must not raise
+        print(json.dumps({"batch": batch}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], env=gpu_env(), capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["batch"] > 4
