@@ -9,7 +9,6 @@ only bookkeeps and formats them (the formatting and leak logic live in ``_steps`
 
 from __future__ import annotations
 
-import sys
 import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
@@ -33,7 +32,7 @@ class StepSink(Protocol):
         """Flushes and releases the sink; called once when the Monitor exits."""
 
 
-def _tensorboard_sink(logdir: str, rank: int) -> StepSink:
+def _tensorboard_sink(logdir: str, rank: int, world_size: int) -> StepSink:
     # The TensorBoard writer lives in vramscope.tensorboard (the exporters' module); Monitor only
     # plugs it into _sinks.
     try:
@@ -42,7 +41,7 @@ def _tensorboard_sink(logdir: str, rank: int) -> StepSink:
         raise RuntimeError(
             "vramscope: tensorboard_dir needs vramscope.tensorboard, which this installation "
             f"lacks ({e})") from e
-    return TensorBoardSink(logdir, rank=rank)
+    return TensorBoardSink(logdir, rank=rank, world_size=world_size)
 
 
 class Monitor:
@@ -100,7 +99,8 @@ class Monitor:
             return
         _api.attach()
         if self._tensorboard_dir is not None:
-            self._sinks.append(_tensorboard_sink(self._tensorboard_dir, self.rank))
+            self._sinks.append(_tensorboard_sink(self._tensorboard_dir, self.rank,
+                                                 self.world_size))
         if self.auto_step:
             from torch.optim.optimizer import register_optimizer_step_post_hook
             self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
@@ -205,7 +205,3 @@ class Monitor:
             first_step = records[-1].step - last + 1
             records = [r for r in records if r.step >= first_step]
         return format_step_table(records)
-
-
-def _print_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
