@@ -170,7 +170,7 @@ def worker_alloc(mode, phases):
         heavy.append((time.perf_counter() - t0) * 1e3)
 
     alloc, delete = torch.cuda.caching_allocator_alloc, torch.cuda.caching_allocator_delete
-    pairs = 200_000
+    pairs = 100_000
 
     def pair_loop():
         for _ in range(pairs):
