@@ -73,6 +73,10 @@ JoinResult join_processes(const SystemSample& sample) {
     for (std::size_t a : agents) {
       if (allocator_used[a]) continue;
       allocator_used[a] = true;
+      // An agent publishes a slot for every visible device; a DDP rank that never touched this
+      // one has no context here, so it is rightly absent from the driver's list: no row.
+      const AllocatorSample& agent = sample.allocators[a];
+      if (agent.reserved_bytes == 0 && agent.peak_reserved_bytes == 0) continue;
       JoinedProcess row;
       row.torch = sample.allocators[a];
       row.pid = row.torch->pid;

@@ -101,7 +101,8 @@ def test_ddp_ranks_are_exact_and_the_cli_shows_both(tmp_path: pathlib.Path):
                 rows = {}
                 for rank, state in enumerate(states):
                     found = [flat(r) for r in rows_for_pid(doc, state["pid"])]
-                    rows[rank] = next((r for r in found if "allocated_bytes" in r), None)
+                    rows[rank] = next((r for r in found if "allocated_bytes" in r
+                                           and r.get("cuda_device") == rank), None)
                 if all(rows[r] and rows[r]["reserved_bytes"] == states[r]["reserved_bytes"]
                        for r in range(2)):
                     break

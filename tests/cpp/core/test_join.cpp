@@ -96,6 +96,29 @@ TEST(Join, AgentPidMissingFromDriverListIsShownApartNotGuessed) {
   EXPECT_EQ(describe_join_issues(agent_row.issues), "pid not in driver list (container?)");
 }
 
+TEST(Join, AgentSlotOfADeviceTheProcessNeverUsedGivesNoRow) {
+  // DDP rank 1 (pid 200) uses GPU 1 only, but its agent publishes a slot for every visible GPU.
+  SystemSample s;
+  s.devices.push_back(make_device(0));
+  s.devices.push_back(make_device(1));
+  s.devices[0].processes.push_back(make_process(100, 6000));
+  s.devices[1].processes.push_back(make_process(200, 6000));
+  s.allocators.push_back(make_allocator(100, s.devices[0], 3000, 4000));
+  s.allocators.push_back(make_allocator(200, s.devices[0], 0, 0));
+  s.allocators.push_back(make_allocator(200, s.devices[1], 3000, 4000));
+
+  const JoinResult r = join_processes(s);
+  ASSERT_EQ(r.devices[0].processes.size(), 1U);
+  EXPECT_EQ(r.devices[0].processes[0].pid, 100U);
+  ASSERT_EQ(r.devices[1].processes.size(), 1U);
+  EXPECT_TRUE(r.devices[1].processes[0].torch);
+  EXPECT_TRUE(r.unmatched_allocators.empty());
+
+  // Once it held memory there it is shown, even without a driver row (a container).
+  s.allocators[1].peak_reserved_bytes = 2 * mib;
+  EXPECT_EQ(join_processes(s).devices[0].processes.size(), 2U);
+}
+
 TEST(Join, DriverUsedNotAvailableIsFlagged) {
   SystemSample s;
   s.devices.push_back(make_device(0));
