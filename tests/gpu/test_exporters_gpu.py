@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import shutil
 import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -203,25 +205,27 @@ def _wait_for(condition, deadline_s: float, what: str, alive=(), detail=lambda: 
 
 
 def _read_port(exporter, deadline_s: float) -> int:
-    # The exporter prints "... serving http://127.0.0.1:PORT/metrics ..." on stderr once bound.
-    import selectors
-
-    selector = selectors.DefaultSelector()
-    selector.register(exporter.stderr, selectors.EVENT_READ)
+    """The port from the exporter's "... serving http://127.0.0.1:PORT/metrics ..." line on
+    stderr (it binds port 0, so the OS picks a free one). A thread reads stderr so that the
+    deadline holds even if the exporter prints nothing."""
+    lines: "queue.Queue[str]" = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in exporter.stderr], daemon=True).start()
     deadline = time.monotonic() + deadline_s
     seen = ""
-    while time.monotonic() < deadline:
-        if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
-            break
-        line = exporter.stderr.readline()
-        if not line:
+    while True:
+        try:
+            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
             break
         seen += line
         match = re.search(r"serving http://127\.0\.0\.1:(\d+)/metrics", line)
         if match:
             return int(match.group(1))
+        if time.monotonic() > deadline:
+            break
     exporter.kill()
-    pytest.fail(f"exporter did not report its port within {deadline_s} s:\n{seen}")
+    exporter.wait(timeout=30)
+    pytest.fail(f"exporter did not report its port within {deadline_s} s (exit {exporter.returncode}):\n{seen}")
 
 
 def _scrape(port: int) -> dict:
@@ -310,5 +314,5 @@ def test_prometheus_exporter_matches_trainer_and_nvidia_smi(tmp_path):
                 proc.kill()
                 proc.wait(timeout=30)
         trainer_log.close()
-    assert exporter.returncode == 0, f"exporter exit {exporter.returncode}: {exporter.stderr.read()}"
+    assert exporter.returncode == 0, f"exporter exit {exporter.returncode} after SIGTERM"
     assert trainer.returncode == 0, f"trainer exit {trainer.returncode}: {log_path.read_text()}"
