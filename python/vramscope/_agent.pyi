@@ -113,3 +113,26 @@ def segments(at_oom: bool = False) -> list:
 
 def set_oom_callback(callback: object) -> None:
     """Call callback(device) with the GIL from the OOM observer (None: stop)."""
+
+class TensorBoardWriter:
+    """Native TensorBoard event-file writer (no tensorboard package needed): the subset of
+    torch's SummaryWriter that vramscope.tensorboard uses. Creates ``log_dir`` (0700, parents
+    too) and one file ``events.out.tfevents.<secs>.<host>.<pid>.<n>`` (0600) in it."""
+
+    def __init__(self, log_dir: str) -> None: ...
+    def add_scalar(
+        self,
+        tag: str,
+        scalar_value: float,
+        global_step: int | None = None,
+        walltime: float | None = None,
+    ) -> None:
+        """Appends one float32 scalar at global_step (default 0) and walltime (seconds since
+        the epoch, default now). Raises RuntimeError once closed."""
+    def flush(self) -> None:
+        """Writes every buffered event to the file."""
+    def close(self) -> None:
+        """Flushes and closes the file; idempotent."""
+    @property
+    def path(self) -> str:
+        """The event file's path."""

@@ -14,6 +14,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
 
 from . import _api, _dist
+from .distributed import reduce_step_peaks
 from ._device import Device, parse_device
 from ._steps import (LeakDetector, StepRecord, format_leak_warning, format_step_line,
                      format_step_table, history_limit_deque)
@@ -55,13 +56,19 @@ class Monitor:
     ``rank``: overrides the rank shown under DDP (default: torch.distributed, else $RANK).
     ``history_limit``: how many step records ``history`` keeps (oldest dropped first).
     ``exit_table_rows``: rows of the per-step table printed at exit (0: none).
+    ``tensorboard_dir``: a run directory (or your own ``SummaryWriter``) that receives per-step
+    scalars (vramscope.tensorboard). ``reduce_peaks``: under torch.distributed, replace each
+    step's peaks by their maximum over all ranks before they are recorded, printed and written
+    (vramscope.distributed.reduce_step_peaks: two small all-reduces per step, so every rank must
+    call ``step()`` at the same steps); rank 0's history and run then carry the job's peak.
     """
 
     def __init__(self, every: int = 10, devices: Optional[Sequence[Device]] = None,
                  print_fn: Callable[[str], Any] = print, tensorboard_dir: Optional[str] = None,
                  auto_step: bool = False, leak_steps: int = 5,
                  leak_threshold_bytes: int = 1 << 20, rank: Optional[int] = None,
-                 history_limit: int = 100_000, exit_table_rows: int = 20) -> None:
+                 history_limit: int = 100_000, exit_table_rows: int = 20,
+                 reduce_peaks: bool = False) -> None:
         if every < 0:
             raise ValueError("vramscope: every must be >= 0 (0 prints nothing)")
         if exit_table_rows < 0:
@@ -70,6 +77,7 @@ class Monitor:
         self.print_fn = print_fn
         self.auto_step = auto_step
         self.exit_table_rows = exit_table_rows
+        self.reduce_peaks = bool(reduce_peaks)
         self._device_args = list(devices) if devices is not None else None
         self._devices: Optional[List[int]] = None
         self._explicit_rank = rank
@@ -175,12 +183,19 @@ class Monitor:
                 duration_ns=int(r.get("duration_ns", 0)))
             self._last_allocated[device] = allocated
             records.append(record)
+        return self._record_step(records)
+
+    def _record_step(self, records: List[StepRecord]) -> List[StepRecord]:
+        # Everything after the agent's numbers became records: the job-wide reduction (a
+        # collective, so every rank reaches it at every step), then history, leaks, sinks, line.
+        if self.reduce_peaks:
+            records = reduce_step_peaks(records)
         self._history.extend(records)
         for record in records:
             leak = self._leaks.observe(record.device, record.allocated_bytes)
             if leak is not None:
                 warnings.warn(format_leak_warning(leak, self.rank, self.world_size),
-                              VramscopeWarning, stacklevel=2)
+                              VramscopeWarning, stacklevel=3)
             for sink in self._sinks:
                 sink.write_step(record)
         if self.every and self._step % self.every == 0:

@@ -6,7 +6,8 @@ The target may be
 
 * a directory: the run directory. Under distributed training each rank writes its own run,
   ``<dir>/rank<R>``, and the tags are the same in every run, so TensorBoard overlays the ranks
-  in one chart per tag;
+  in one chart per tag. The file is written by the agent's native C++ writer when the extension
+  is built, else by torch's SummaryWriter (:func:`open_writer`);
 * an object with ``add_scalar(tag, value, global_step, walltime)`` -- e.g. your own
   ``torch.utils.tensorboard.SummaryWriter`` -- so the scalars land in your run. The rank then
   goes into the tag (``memory/rank1/cuda0/...``), since your run is shared.
@@ -29,7 +30,7 @@ import os
 import time
 from typing import Any, Optional
 
-__all__ = ["TensorBoardSink", "step_scalars"]
+__all__ = ["TensorBoardSink", "open_writer", "step_scalars"]
 
 _FIELDS = (
     ("allocated_bytes", "allocated_bytes"),
@@ -61,24 +62,34 @@ def _make_private_dirs(path: str) -> None:
             raise
 
 
-def _open_writer(logdir: str) -> Any:
-    # The agent extension may carry the native C++ writer (no tensorboard package needed); else
-    # torch's SummaryWriter, which needs the `tensorboard` package.
+def _native_writer_class() -> Any:
+    """The agent's C++ writer class, or None when the agent extension is not built/importable."""
     try:
         from . import _agent  # type: ignore[attr-defined]
-
-        native = getattr(_agent, "TensorBoardWriter", None)
     except ImportError:
-        native = None
+        return None
+    return getattr(_agent, "TensorBoardWriter", None)
+
+
+def open_writer(logdir: str) -> Any:
+    """A writer of a new event file in ``logdir``, in this order:
+
+    1. the native C++ writer of the agent extension (``vramscope._agent.TensorBoardWriter``),
+       which needs neither TensorFlow nor the ``tensorboard`` package;
+    2. else torch's ``SummaryWriter`` (needs the ``tensorboard`` package);
+    3. else RuntimeError naming both ways out.
+    """
+    native = _native_writer_class()
     if native is not None:
-        return native(logdir)
+        return native(os.fspath(logdir))
     try:
         from torch.utils.tensorboard import SummaryWriter
-    except ImportError as e:  # pragma: no cover - depends on the environment
+    except ImportError as e:
         raise RuntimeError(
-            "vramscope: tensorboard_dir needs the `tensorboard` package (pip install tensorboard), "
-            f"or pass your own SummaryWriter as tensorboard_dir ({e})") from e
-    return SummaryWriter(log_dir=logdir)
+            "vramscope: tensorboard_dir needs the vramscope agent extension (its native writer) "
+            "or the `tensorboard` package (pip install tensorboard); or pass your own "
+            f"SummaryWriter as tensorboard_dir ({e})") from e
+    return SummaryWriter(log_dir=os.fspath(logdir))
 
 
 class TensorBoardSink:
@@ -96,7 +107,7 @@ class TensorBoardSink:
             if world_size > 1:
                 logdir = os.path.join(logdir, f"rank{rank}")
             _make_private_dirs(logdir)
-            self._writer = _open_writer(logdir)
+            self._writer = open_writer(logdir)
             self._owned = True
             self._qualify_rank = False
         #: Directory of the run this sink writes (None for a user's writer).

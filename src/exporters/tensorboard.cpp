@@ -5,9 +5,8 @@
 
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "core/crc32c.hpp"
 #include "vramscope/clock.hpp"
@@ -106,7 +105,14 @@ std::string frame_tfrecord(std::string_view payload) {
 }
 
 std::string tensorboard_file_name(int64_t unix_seconds, std::string_view hostname, uint32_t pid, uint32_t counter) {
-  return fmt::format("events.out.tfevents.{:010d}.{}.{}.{}", unix_seconds, hostname, pid, counter);
+  // No fmt here: this file is also linked into the agent extension, which stays small.
+  std::array<char, 32> seconds{};
+  std::snprintf(seconds.data(), seconds.size(), "%010lld", static_cast<long long>(unix_seconds));
+  std::string name = "events.out.tfevents.";
+  name += seconds.data();
+  name += '.';
+  name += hostname;
+  return name + "." + std::to_string(pid) + "." + std::to_string(counter);
 }
 
 TensorBoardWriter::TensorBoardWriter(const std::string& log_dir, const TensorBoardOptions& options)
@@ -156,8 +162,8 @@ void TensorBoardWriter::add_scalars(const std::vector<TensorBoardScalar>& scalar
 
 std::string TensorBoardWriter::torch_prefix(uint32_t pid, int32_t rank, int32_t cuda_device) const {
   std::string prefix = "memory/";
-  if (m_options.qualify_process) prefix += rank >= 0 ? fmt::format("rank{}/", rank) : fmt::format("pid{}/", pid);
-  return prefix + fmt::format("cuda{}/", cuda_device);
+  if (m_options.qualify_process) prefix += rank >= 0 ? "rank" + std::to_string(rank) + "/" : "pid" + std::to_string(pid) + "/";
+  return prefix + "cuda" + std::to_string(cuda_device) + "/";
 }
 
 void TensorBoardWriter::write(const SystemSample& sample) {
@@ -165,7 +171,7 @@ void TensorBoardWriter::write(const SystemSample& sample) {
   if (m_options.driver_tags && !sample.devices.empty()) {
     std::vector<TensorBoardScalar> scalars;
     for (const DeviceSample& device : sample.devices) {
-      const std::string prefix = fmt::format("driver/gpu{}/", device.index);
+      const std::string prefix = "driver/gpu" + std::to_string(device.index) + "/";
       if (device.used_bytes) scalars.push_back({prefix + "used_bytes", static_cast<double>(*device.used_bytes)});
       if (device.free_bytes) scalars.push_back({prefix + "free_bytes", static_cast<double>(*device.free_bytes)});
       if (device.reserved_bytes) scalars.push_back({prefix + "reserved_bytes", static_cast<double>(*device.reserved_bytes)});

@@ -26,6 +26,11 @@ def stub_functions():
     return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
 
 
+def stub_classes():
+    tree = ast.parse(STUB.read_text())
+    return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
 def test_stub_lists_the_contract():
     names = set(stub_functions())
     assert {"attach", "memory_allocated", "memory_reserved", "memory_requested", "step",
@@ -46,4 +51,8 @@ def test_stub_matches_the_built_extension():
     pytest.importorskip("torch")  # the extension binds to the libc10 torch loaded first
     agent = pytest.importorskip("vramscope._agent", reason="the agent extension is not built")
     public = {n for n in dir(agent) if not n.startswith("_")}
-    assert public == set(stub_functions())
+    assert public == set(stub_functions()) | set(stub_classes())
+    for name, node in stub_classes().items():
+        members = {item.name for item in node.body if isinstance(item, ast.FunctionDef)}
+        built = {n for n in dir(getattr(agent, name)) if not n.startswith("_")}
+        assert members - {"__init__"} == built, name
