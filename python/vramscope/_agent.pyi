@@ -96,6 +96,15 @@ def attribution_summary(device: int) -> dict:
 def op_table(device: int, mark: str = "profile") -> list:
     """Per-op rows of one device ([] before any profile)."""
 
+def module_enter(module_id: int, backward: bool = False) -> None:
+    """Open a forward frame (or backward window) of module_id on every device's ledger."""
+
+def module_exit(module_id: int, backward: bool = False, measured: bool = True) -> None:
+    """Close the innermost forward frame (or backward window) of module_id on every device."""
+
+def module_table(device: int) -> list:
+    """Per-module rows of one device ([] before any profile)."""
+
 def categories(device: int, mark: str = "step") -> dict:
     """{category: (live_bytes, live_at_peak_bytes)} of one device ({} without attribution)."""
 
