@@ -61,6 +61,10 @@ def empty_cache() -> int:
 def last_oom() -> dict[str, int] | None:
     """The most recent OOM seen, or None."""
 
+def note_oom(device: int, requested_bytes: int, device_total_bytes: int,
+             device_free_bytes: int) -> None:
+    """Record an OOM the observer did not see (published to the segment like the observer's)."""
+
 def recent_events(device: int) -> list[dict[str, int | str]]:
     """The last events of a device, oldest first (OOM post-mortem)."""
 
