@@ -374,6 +374,16 @@ NB_MODULE(_agent, m) {
       },
       "The most recent out-of-memory error seen by the observer, or None.");
   m.def(
+      "note_oom",
+      [](int device, uint64_t requested_bytes, uint64_t device_total_bytes,
+         uint64_t device_free_bytes) {
+        AgentState& state = attached();
+        state.core->record_oom(checked_device(state, device), requested_bytes,
+                               device_total_bytes, device_free_bytes);
+      },
+      "device"_a, "requested_bytes"_a, "device_total_bytes"_a, "device_free_bytes"_a,
+      "Record an OOM the observer did not see (published to the segment like the observer's).");
+  m.def(
       "recent_events",
       [](int device) {
         AgentState& state = attached();

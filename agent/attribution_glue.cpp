@@ -264,6 +264,64 @@ void bind_attribution(nb::module_& m, tracking::AgentCore& (*core_of)()) {
       },
       "device"_a, "mark"_a = "profile", "Per-op rows of one device ([] before any profile).");
   m.def(
+      "module_enter",
+      [core_of](uint32_t module_id, bool backward) {
+        // Drain first: the window edge must land after every event that happened before it.
+        core_of().flush([&] {
+          for (std::size_t d = 0; d < g_attributor->device_count(); ++d) {
+            g_attributor->with_ledger(d, [&](attribution::Ledger& l) {
+              if (backward) {
+                l.backward_enter(module_id);
+              } else {
+                l.modules().forward_enter(module_id);
+              }
+            });
+          }
+        });
+      },
+      "module_id"_a, "backward"_a = false,
+      "Open a forward frame (or backward window) of module_id on every device's ledger.");
+  m.def(
+      "module_exit",
+      [core_of](uint32_t module_id, bool backward, bool measured) {
+        core_of().flush([&] {
+          for (std::size_t d = 0; d < g_attributor->device_count(); ++d) {
+            g_attributor->with_ledger(d, [&](attribution::Ledger& l) {
+              if (backward) {
+                l.modules().backward_exit(module_id, measured);
+              } else {
+                l.modules().forward_exit(module_id);
+              }
+            });
+          }
+        });
+      },
+      "module_id"_a, "backward"_a = false, "measured"_a = true,
+      "Close the innermost forward frame (or backward window) of module_id on every device.");
+  m.def(
+      "module_table",
+      [core_of](int device) {
+        std::vector<attribution::ModuleTotals> rows;
+        core_of().flush([&] {
+          g_attributor->with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
+            rows = l.modules().rows();
+          });
+        });
+        nb::list out;
+        for (const attribution::ModuleTotals& r : rows) {
+          nb::dict d;
+          d["module_id"] = r.module_id;
+          d["forward_calls"] = r.forward_calls;
+          d["retained_bytes"] = r.retained_bytes;
+          d["max_retained_bytes"] = r.max_retained_bytes;
+          d["backward_calls"] = r.backward_calls;
+          d["backward_peak_bytes"] = r.backward_peak_bytes;
+          out.append(d);
+        }
+        return out;
+      },
+      "device"_a, "Per-module rows of one device ([] before any profile).");
+  m.def(
       "attribution_summary",
       [core_of](int device) {
         tracking::AgentCore& core = core_of();

@@ -61,6 +61,10 @@ def empty_cache() -> int:
 def last_oom() -> dict[str, int] | None:
     """The most recent OOM seen, or None."""
 
+def note_oom(device: int, requested_bytes: int, device_total_bytes: int,
+             device_free_bytes: int) -> None:
+    """Record an OOM the observer did not see (published to the segment like the observer's)."""
+
 def recent_events(device: int) -> list[dict[str, int | str]]:
     """The last events of a device, oldest first (OOM post-mortem)."""
 
@@ -95,6 +99,15 @@ def attribution_summary(device: int) -> dict:
 
 def op_table(device: int, mark: str = "profile") -> list:
     """Per-op rows of one device ([] before any profile)."""
+
+def module_enter(module_id: int, backward: bool = False) -> None:
+    """Open a forward frame (or backward window) of module_id on every device's ledger."""
+
+def module_exit(module_id: int, backward: bool = False, measured: bool = True) -> None:
+    """Close the innermost forward frame (or backward window) of module_id on every device."""
+
+def module_table(device: int) -> list:
+    """Per-module rows of one device ([] before any profile)."""
 
 def categories(device: int, mark: str = "step") -> dict:
     """{category: (live_bytes, live_at_peak_bytes)} of one device ({} without attribution)."""

@@ -229,7 +229,11 @@ def step_all() -> list:
     or an empty list before CUDA is initialised."""
     if not _ready():
         return []
-    return list(_reader.step())
+    records = list(_reader.step())
+    from . import oom
+
+    oom.record_steps(_reader, records)
+    return records
 
 
 def set_rank(rank: int, world_size: int) -> None:

@@ -13,7 +13,7 @@ import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
 
-from . import _api, _dist
+from . import _api, _dist, oom
 from .distributed import reduce_step_peaks
 from ._device import Device, parse_device
 from ._steps import (LeakDetector, StepRecord, format_leak_warning, format_step_line,
@@ -92,14 +92,21 @@ class Monitor:
         #: Extra destinations of every step record (objects with write_step() and close()).
         self._sinks: List[StepSink] = []
         self._active = False
+        self._oom_calls_at_start = 0
 
     # ----- lifecycle
     def __enter__(self) -> "Monitor":
         self.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if exc is not None:
+                # An OOM leaving the loop gets its post-mortem (written by the observer, else
+                # now) before the exit table; the exception itself propagates unchanged.
+                oom.report_exception(exc, self._oom_calls_at_start)
+        finally:
+            self.close()
 
     def start(self) -> None:
         """Attaches the agent (lazily if CUDA is not initialised) and installs the hook."""
@@ -113,6 +120,8 @@ class Monitor:
             from torch.optim.optimizer import register_optimizer_step_post_hook
             self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
         self._active = True
+        self._oom_calls_at_start = oom.observer_calls()
+        oom.add_provider(self._oom_evidence)
         if _api.device_count() > 0:
             # Memory allocated before the loop is the baseline of the first step's delta.
             for device in self._resolve_devices():
@@ -123,6 +132,7 @@ class Monitor:
         if not self._active:
             return
         self._active = False
+        oom.remove_provider(self._oom_evidence)
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
@@ -131,6 +141,12 @@ class Monitor:
         sinks, self._sinks = self._sinks, []
         for sink in sinks:
             sink.close()
+
+    def _oom_evidence(self, device: int) -> Dict[str, Any]:
+        """The OOM report's step history: this Monitor's last steps on ``device``."""
+        points = [oom.StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes)
+                  for r in self._history if r.device == device]
+        return {"steps": points[-oom.STEP_HISTORY:]} if points else {}
 
     # ----- steps
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:

@@ -13,18 +13,21 @@ bounds how many one process writes (programs that catch OOMs and retry smaller).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
 import pickle
+import re
 import sys
+import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from ._steps import format_bytes
 
-#: Schema version of the .json report.
-REPORT_SCHEMA_VERSION = 1
+#: Schema version of the .json report (2: leak_rate_bytes, growing_ops, from_exception).
+REPORT_SCHEMA_VERSION = 2
 
 
 @dataclasses.dataclass
@@ -65,6 +68,12 @@ class OomEvidence:
     world_size: int = 1
     #: Why op/module/category data is missing (shown instead of their tables).
     attribution_note: str = ""
+    #: (op, bytes per step) of ops whose live bytes grew at each of the last steps, fastest
+    #: first (needs profiling data at step boundaries).
+    growing_ops: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
+    #: Were the numbers read from the exception's message (the OOM observer did not run), so
+    #: rounded to what torch prints?
+    from_exception: bool = False
 
     @property
     def non_pytorch_bytes(self) -> int:
@@ -140,6 +149,65 @@ def leak_rate(steps: Sequence[StepPoint], min_steps: int = 4) -> Optional[int]:
     return sum(diffs) // len(diffs)
 
 
+def growing_ops(snapshots: Sequence[Dict[str, int]], min_steps: int = 3) -> List[Tuple[str, int]]:
+    """(op, bytes per step) of the ops whose live bytes grew at each of the last ``min_steps``
+    steps, fastest first; ``snapshots`` are {op: live bytes} at consecutive step ends."""
+    tail = list(snapshots)[-(min_steps + 1):]
+    if len(tail) < min_steps + 1:
+        return []
+    out = []
+    for name in tail[-1]:
+        values = [snap.get(name, 0) for snap in tail]
+        diffs = [b - a for a, b in zip(values, values[1:])]
+        if min(diffs) > 0:
+            out.append((name, sum(diffs) // len(diffs)))
+    return sorted(out, key=lambda t: (-t[1], t[0]))
+
+
+_SIZE_UNITS = {"b": 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30,
+               "tib": 1 << 40, "pib": 1 << 50}
+_SIZE = r"([0-9]+(?:\.[0-9]+)?) ?(bytes|B|KiB|MiB|GiB|TiB|PiB)"
+
+
+def _size(match: Optional["re.Match[str]"], group: int = 1) -> Optional[int]:
+    if match is None:
+        return None
+    return int(float(match.group(group)) * _SIZE_UNITS[match.group(group + 1).lower()])
+
+
+def parse_oom_message(text: str) -> Dict[str, int]:
+    """What torch's "CUDA out of memory" message says: device, requested_bytes,
+    device_total_bytes, device_free_bytes, allocated_bytes, reserved_bytes (only those present;
+    sizes as printed, rounded to 2 decimals of their unit)."""
+    out: Dict[str, int] = {}
+    found = {
+        "requested_bytes": _size(re.search(r"Tried to allocate " + _SIZE, text)),
+        # "capacty": the spelling of torch before 2.2.
+        "device_total_bytes": _size(re.search(r"total capac[a-z]* of " + _SIZE, text)),
+        "device_free_bytes": _size(re.search(r"of which " + _SIZE + r" is free", text)),
+        "allocated_bytes": _size(re.search(_SIZE + r" is allocated by PyTorch", text)),
+    }
+    unallocated = _size(re.search(_SIZE + r" is reserved by PyTorch but unallocated", text))
+    if found["allocated_bytes"] is not None and unallocated is not None:
+        found["reserved_bytes"] = found["allocated_bytes"] + unallocated
+    device = re.search(r"GPU ([0-9]+) has a total capac", text)
+    if device is not None:
+        out["device"] = int(device.group(1))
+    out.update({k: v for k, v in found.items() if v is not None})
+    return out
+
+
+def is_oom_error(exc: BaseException) -> bool:
+    """Is ``exc`` a CUDA out-of-memory error (torch.OutOfMemoryError, or a RuntimeError that
+    says so)? Does not import torch."""
+    torch = sys.modules.get("torch")
+    oom_type = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    text = str(exc) if isinstance(exc, RuntimeError) else ""
+    return "CUDA out of memory" in text or "CUDA error: out of memory" in text
+
+
 def rank_advice(e: OomEvidence) -> List[Advice]:
     """Every suggestion the evidence supports, most useful first, each with its numbers."""
     need = max(e.shortfall_bytes, 1)
@@ -162,7 +230,13 @@ def rank_advice(e: OomEvidence) -> List[Advice]:
     rate = leak_rate(e.steps)
     if rate is not None:
         grown = e.steps[-1].allocated_bytes - e.steps[0].allocated_bytes
-        where = f" (largest holder now: {e.top_ops[0][0]})" if e.top_ops else ""
+        if e.growing_ops:
+            where = "; growing: " + ", ".join(f"{name} +{format_bytes(b)}/step"
+                                              for name, b in e.growing_ops[:3])
+        elif e.top_ops:
+            where = f" (largest holder now: {e.top_ops[0][0]})"
+        else:
+            where = ""
         advice.append(Advice(
             score=3.0 * min(1.0, grown / need) + 0.5,
             title="memory leak: step-end allocated memory grows every step",
@@ -255,6 +329,9 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "") -> s
              f"{format_bytes(e.largest_free_block_bytes)}, fragmentation {e.fragmentation:.0%})",
              f"non-PyTorch      {format_bytes(e.non_pytorch_bytes)}",
              ""]
+    if e.from_exception:
+        lines += ["(the OOM observer did not run: numbers from the exception's message, as "
+                  "rounded by torch)", ""]
     if e.top_ops or e.top_modules or e.categories:
         if e.categories:
             cats = sorted(e.categories.items(), key=lambda kv: -kv[1])
@@ -269,6 +346,10 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "") -> s
         lines += [e.attribution_note or (
             "no attribution data: wrap the loop in `with vramscope.profile():` (per op and module)"
             " or use vramscope.Monitor(model=model, optimizer=opt) (per category)"), ""]
+    if e.growing_ops:
+        lines += ["live memory growing at every step, by op:"]
+        lines += [f"  +{format_bytes(size):>10}/step  {name}" for name, size in e.growing_ops[:8]]
+        lines.append("")
     if e.steps:
         lines.append("recent steps (peak allocated / allocated at end):")
         for s in e.steps[-10:]:
@@ -298,6 +379,7 @@ def report_json(e: OomEvidence, advice: Sequence[Advice]) -> Dict[str, Any]:
     d = dataclasses.asdict(e)
     d.update(schema_version=REPORT_SCHEMA_VERSION, non_pytorch_bytes=e.non_pytorch_bytes,
              shortfall_bytes=e.shortfall_bytes, fragmentation=round(e.fragmentation, 4),
+             leak_rate_bytes=leak_rate(e.steps),
              advice=[dataclasses.asdict(a) for a in advice])
     return d
 
@@ -372,6 +454,16 @@ def write_report(e: OomEvidence, paths: Dict[str, str], snapshot: Optional[Dict[
 _providers: List[Any] = []
 _reports_written = 0
 _last_report: Dict[str, str] = {}
+#: OOM observer calls so far: a handler that sees no new call knows the observer did not run.
+_observer_calls = 0
+#: How many step ends (and per-op live snapshots) are kept per device.
+STEP_HISTORY = 64
+#: Every step closed through vramscope (Monitor, vramscope.run), per device: the step history
+#: of the report when no Monitor provides its own.
+_steps: Dict[int, Deque[StepPoint]] = {}
+#: {op: live bytes} at the last step ends, per device, taken while a profile() runs.
+_op_snapshots: Dict[int, Deque[Dict[str, int]]] = {}
+_lock = threading.Lock()
 
 
 def add_provider(provider: Any) -> None:
@@ -385,6 +477,52 @@ def remove_provider(provider: Any) -> None:
         _providers.remove(provider)
 
 
+def record_steps(reader: Any, records: Sequence[Dict[str, Any]]) -> None:
+    """Keeps the step ends the reader returned (``_api.step_all`` calls this), and per-op live
+    bytes at that moment when per-op profiling is running."""
+    with _lock:
+        for r in records:
+            device = int(r["device"])
+            _steps.setdefault(device, collections.deque(maxlen=STEP_HISTORY)).append(
+                StepPoint(int(r["step"]), int(r["peak_allocated_bytes"]),
+                          int(r["allocated_bytes"])))
+    active = getattr(reader, "attribution_active", None)
+    if active is None or not active() or not hasattr(reader, "op_table"):
+        return
+    for r in records:
+        device = int(r["device"])
+        live = {row["name"]: int(row["live_bytes"]) for row in reader.op_table(device, "profile")
+                if row["name"] != "(before)"}
+        with _lock:
+            _op_snapshots.setdefault(device, collections.deque(maxlen=STEP_HISTORY)).append(live)
+
+
+def recent_steps(device: int) -> List[StepPoint]:
+    """The step ends recorded for ``device``, oldest first."""
+    with _lock:
+        return list(_steps.get(device, ()))
+
+
+def _fill(e: OomEvidence, agent: Any, device: int) -> None:
+    """Adds attribution (when the agent has it), the step history and the providers' fields."""
+    if agent is not None and hasattr(agent, "attribution_summary") and \
+            agent.attribution_summary(device):
+        rows = agent.op_table(device, "profile")
+        e.top_ops = sorted(((r["name"], int(r["live_bytes"])) for r in rows if r["live_bytes"]),
+                           key=lambda t: -t[1])[:10]
+        cats = agent.categories(device, "step")
+        e.categories = {k: int(v[0]) for k, v in cats.items() if v[0]}
+    e.steps = recent_steps(device)
+    with _lock:
+        e.growing_ops = growing_ops(list(_op_snapshots.get(device, ())))
+    for provider in list(_providers):
+        try:
+            for key, value in (provider(device) or {}).items():
+                setattr(e, key, value)
+        except Exception:  # noqa: BLE001 -- a provider's bug must not hide the report
+            pass
+
+
 def collect_evidence(agent: Any, device: int) -> OomEvidence:
     """Reads the agent (host-side only: no GPU allocation) after an OOM on ``device``."""
     oom = agent.last_oom() or {}
@@ -396,45 +534,121 @@ def collect_evidence(agent: Any, device: int) -> OomEvidence:
                     allocated_bytes=int(stats.get("allocated_bytes", 0)),
                     reserved_bytes=int(stats.get("reserved_bytes", 0)),
                     cached_free_bytes=cached_free, largest_free_block_bytes=largest)
-    if agent.attribution_summary(device):
-        rows = agent.op_table(device, "profile")
-        e.top_ops = sorted(((r["name"], int(r["live_bytes"])) for r in rows if r["live_bytes"]),
-                           key=lambda t: -t[1])[:10]
-        cats = agent.categories(device, "step")
-        e.categories = {k: int(v[0]) for k, v in cats.items() if v[0]}
-    for provider in list(_providers):
-        try:
-            for key, value in (provider(device) or {}).items():
-                setattr(e, key, value)
-        except Exception:  # noqa: BLE001 -- a provider's bug must not hide the report
-            pass
+    _fill(e, agent, device)
     return e
+
+
+def evidence_from_exception(message: str, reader: Any, device: int) -> OomEvidence:
+    """Evidence when the observer did not run: the numbers torch printed in ``message``, the
+    reader's counters for what the message lacks, then attribution, steps and providers."""
+    parsed = parse_oom_message(message)
+    device = parsed.get("device", device)
+    stats: Dict[str, Any] = {}
+    if reader is not None and ("allocated_bytes" not in parsed or "reserved_bytes" not in parsed):
+        stats = dict(reader.stats(device))
+    e = OomEvidence(
+        device=device, requested_bytes=parsed.get("requested_bytes", 0),
+        device_total_bytes=parsed.get("device_total_bytes", 0),
+        device_free_bytes=parsed.get("device_free_bytes", 0),
+        allocated_bytes=parsed.get("allocated_bytes", int(stats.get("allocated_bytes", 0))),
+        reserved_bytes=parsed.get("reserved_bytes", int(stats.get("reserved_bytes", 0))),
+        from_exception=True)
+    if reader is not None and hasattr(reader, "segments"):
+        e.cached_free_bytes, e.largest_free_block_bytes = fragmentation_of(reader.segments(False),
+                                                                           device)
+    _fill(e, reader, device)
+    return e
+
+
+def _may_write() -> bool:
+    """Counts one report against VRAMSCOPE_OOM_MAX_REPORTS; False when disabled or spent."""
+    global _reports_written
+    if os.environ.get("VRAMSCOPE_OOM_REPORT", "1").strip() in ("0", "false", "off", "no"):
+        return False
+    limit = int(os.environ.get("VRAMSCOPE_OOM_MAX_REPORTS", "3") or 3)
+    if _reports_written >= limit:
+        return False
+    _reports_written += 1
+    return True
+
+
+def _emit(e: OomEvidence, agent: Any, at_oom: bool) -> Dict[str, str]:
+    """Writes the report files (with a memory_viz pickle when the agent is there), prints the
+    summary to stderr and returns the paths."""
+    now = time.time()
+    paths = report_paths(os.getpid(), now)
+    snapshot = None
+    if agent is not None and hasattr(agent, "segments") and hasattr(agent, "recent_events"):
+        offset = time.time_ns() - time.monotonic_ns()
+        events = [agent.recent_events(d) for d in range(agent.device_count())]
+        snapshot = memory_viz_snapshot(agent.segments(at_oom), events, offset)
+    advice = write_report(e, paths, snapshot, time.strftime("%Y-%m-%d %H:%M:%S"))
+    if snapshot is None:
+        del paths["pickle"]
+    _last_report.clear()
+    _last_report.update(paths)
+    print(format_summary(e, advice, paths["txt"]), file=sys.stderr, flush=True)
+    return paths
 
 
 def on_oom(device: int) -> None:
     """The agent's OOM callback: write the post-mortem and print its summary (never raises)."""
-    global _reports_written
+    global _observer_calls
+    _observer_calls += 1
     try:
-        if os.environ.get("VRAMSCOPE_OOM_REPORT", "1").strip() in ("0", "false", "off", "no"):
+        if not _may_write():
             return
-        limit = int(os.environ.get("VRAMSCOPE_OOM_MAX_REPORTS", "3") or 3)
-        if _reports_written >= limit:
-            return
-        _reports_written += 1
         from . import _agent  # type: ignore[attr-defined]
 
-        e = collect_evidence(_agent, device)
-        now = time.time()
-        paths = report_paths(os.getpid(), now)
-        offset = time.time_ns() - time.monotonic_ns()
-        events = [_agent.recent_events(d) for d in range(_agent.device_count())]
-        snapshot = memory_viz_snapshot(_agent.segments(True), events, offset)
-        advice = write_report(e, paths, snapshot, time.strftime("%Y-%m-%d %H:%M:%S"))
-        _last_report.clear()
-        _last_report.update(paths)
-        print(format_summary(e, advice, paths["txt"]), file=sys.stderr, flush=True)
+        _emit(collect_evidence(_agent, device), _agent, at_oom=True)
     except Exception as exc:  # noqa: BLE001 -- never replace the program's OutOfMemoryError
         print(f"vramscope: could not write the OOM report ({exc})", file=sys.stderr, flush=True)
+
+
+def observer_calls() -> int:
+    """How many times the OOM observer ran in this process (mark it before a block of code)."""
+    return _observer_calls
+
+
+def report_exception(exc: BaseException, observer_calls_before: int,
+                     device: Optional[int] = None) -> Optional[Dict[str, str]]:
+    """For Monitor and ``vramscope run`` when ``exc`` leaves their block: makes sure an OOM has
+    its post-mortem. When the observer ran since ``observer_calls_before`` it already wrote the
+    report and printed its summary; otherwise (polling mode, an OOM raised outside the caching
+    allocator) writes it now from the message and prints the summary. Handles each exception
+    once (nested Monitor and run); returns the report's paths, None when none was written.
+    Never raises: the caller re-raises ``exc``."""
+    if not is_oom_error(exc) or getattr(exc, "_vramscope_oom_handled", False):
+        return None
+    try:
+        setattr(exc, "_vramscope_oom_handled", True)
+    except (AttributeError, TypeError):
+        pass
+    if _observer_calls > observer_calls_before:
+        return last_report() or None
+    try:
+        if not _may_write():
+            return None
+        from . import _api
+
+        reader = _api._reader
+        if device is None:
+            device = _api._current() if reader is not None else 0
+        e = evidence_from_exception(str(exc), reader, device)
+        paths = _emit(e, reader, at_oom=False)
+        _note_in_agent(reader, e)
+        return paths
+    except Exception as err:  # noqa: BLE001 -- never replace the program's exception
+        print(f"vramscope: could not write the OOM report ({err})", file=sys.stderr, flush=True)
+        return None
+
+
+def _note_in_agent(reader: Any, e: OomEvidence) -> None:
+    """Tells the agent about an OOM its observer did not see, so that the segment (and
+    `vramscope record` / `vramscope run --record`) gets its OOM marker."""
+    note = getattr(reader, "note_oom", None)
+    if note is not None:
+        note(e.device, e.requested_bytes, e.device_total_bytes, e.device_free_bytes)
 
 
 def last_report() -> Dict[str, str]:

@@ -4,7 +4,7 @@
     with vramscope.profile() as p:
         train_step()
     print(p.table(sort_by="peak", row_limit=10))     # per operator, like the profiler's table
-    print(p.module_table())                          # what each module's forward left alive
+    print(p.module_table())                          # per module: left alive, backward peak
 
 Per op (C++): every allocation is charged to the innermost operator running on the allocating
 thread (a RecordFunction callback keeps a thread-local op stack; enabled only inside profile()).
@@ -12,8 +12,13 @@ Columns: calls, bytes allocated, bytes freed while the op ran ("self" = allocate
 profiler's self memory), bytes still live at the end, and bytes live at the moment of the peak.
 Sizes are requested bytes (the allocator rounds blocks up to 512 B).
 
-Per module (Python hooks, only inside profile()): allocated bytes after the forward minus before
-(what the forward leaves alive: its activations and output), per module path.
+Per module (global module hooks, only inside profile()): for each forward call, the bytes
+allocated inside it (children included) that are still live when the outermost forward returns:
+what autograd keeps for backward plus the outputs, i.e. what activation checkpointing of that
+module would save. Matched by address in C++ (src/attribution/module_frames.*). With
+``backward=True``, also the peak of live bytes during each module's backward above the live
+bytes at its start (for a module whose inputs need no gradient, torch cannot tell when its
+backward ends: the window then lasts to the end of the backward pass).
 
 Per category: ``CategoryTracker(model, optimizer)`` tags parameter, gradient and optimizer-state
 storages at step boundaries; allocations made during forward are activations, those during
@@ -24,6 +29,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import threading
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _api, oom
@@ -94,22 +101,44 @@ def format_op_table(rows: Sequence[OpRow], peak_bytes: int, sort_by: str = "peak
 
 @dataclasses.dataclass
 class ModuleRow:
-    """What one module path's forwards left alive."""
+    """One module path's forward calls and what they left alive, and its backward peak."""
 
     path: str
     calls: int = 0
+    #: Bytes allocated inside the forward (children included) still live when the outermost
+    #: forward returned, summed over calls, and the largest of one call.
     retained_bytes: int = 0
     max_retained_bytes: int = 0
+    #: Backward calls measured, and the largest peak of live bytes during one of them above
+    #: the live bytes at its start.
+    backward_calls: int = 0
+    backward_peak_bytes: int = 0
+
+
+def module_rows_from_agent(raw: Sequence[Dict[str, Any]], paths: Dict[int, str]) -> List[ModuleRow]:
+    """The agent's ``module_table()`` rows with module ids turned into paths."""
+    out = []
+    for r in raw:
+        path = paths.get(int(r["module_id"]))
+        if path is None:
+            continue
+        out.append(ModuleRow(path, int(r["forward_calls"]), int(r["retained_bytes"]),
+                             int(r["max_retained_bytes"]), int(r["backward_calls"]),
+                             int(r["backward_peak_bytes"])))
+    return out
 
 
 def format_module_table(rows: Sequence[ModuleRow], row_limit: int = 20) -> str:
-    """Module tree order (paths sorted), with indentation by depth."""
-    lines = [f"{'module':<50} {'calls':>6} {'left alive/call':>16}"]
+    """Module tree order (paths sorted), with indentation by depth. "left alive/call" is the
+    forward's retention per call; "backward peak" the largest rise of live memory during one of
+    its backward calls ("-" when not measured: ``profile(backward=False)``)."""
+    lines = [f"{'module':<50} {'calls':>6} {'left alive/call':>16} {'backward peak':>14}"]
     for r in sorted(rows, key=lambda r: r.path)[:row_limit or None]:
         depth = r.path.count(".")
         name = "  " * depth + r.path.rsplit(".", 1)[-1]
         per_call = r.retained_bytes // max(r.calls, 1)
-        lines.append(f"{name:<50} {r.calls:>6} {format_bytes(per_call):>16}")
+        backward = format_bytes(r.backward_peak_bytes) if r.backward_calls else "-"
+        lines.append(f"{name:<50} {r.calls:>6} {format_bytes(per_call):>16} {backward:>14}")
     return "\n".join(lines) + "\n"
 
 
@@ -124,17 +153,34 @@ def repeated_modules(rows: Sequence[ModuleRow], classes: Dict[str, str]) -> List
     return [(cls, len(v), sum(v) // len(v)) for cls, v in by_class.items() if len(v) >= 2]
 
 
-class _ModuleHooks:
-    """Global module forward hooks (and training-phase markers) while profiling."""
+#: torch warns at every backward through a module whose inputs need no gradient once global
+#: full backward hooks exist; profile(backward=True) expects that and handles it.
+_NO_INPUT_GRAD_WARNING = "Full backward hook is firing when gradients are computed"
 
-    def __init__(self, agent: Any, device: int) -> None:
+
+class _ModuleHooks:
+    """Global module hooks while profiling: training-phase markers always; with ``frames`` the
+    agent's module frames (forward retention); with ``backward`` its backward windows.
+
+    Window edges go through the agent, which drains the event rings first, so every edge lands
+    in event order; the bytes are counted in C++ (src/attribution/module_frames.*).
+    """
+
+    def __init__(self, agent: Any, device: int, frames: bool = False,
+                 backward: bool = False) -> None:
         self._agent = agent
         self._device = device
-        self._stack: List[Tuple[Any, str, int]] = []
-        self._names: Dict[int, str] = {}
-        self.rows: Dict[str, ModuleRow] = {}
+        self._frames = frames
+        self._backward = backward and frames
+        self._stack: List[Tuple[Any, int]] = []
+        #: id(module) -> (path, module id given to the agent).
+        self._modules: Dict[int, Tuple[str, int]] = {}
+        self.paths: Dict[int, str] = {}
         self.classes: Dict[str, str] = {}
         self._handles: List[Any] = []
+        self._deferred: List[int] = []
+        self._lock = threading.Lock()
+        self._filter: Any = None
 
     def install(self) -> None:
         import torch.nn.modules.module as m
@@ -144,45 +190,94 @@ class _ModuleHooks:
                          m.register_module_forward_hook(self._post, always_call=True),
                          register_optimizer_step_pre_hook(self._opt_pre),
                          register_optimizer_step_post_hook(self._opt_post)]
+        if self._backward:
+            self._handles += [m.register_module_full_backward_pre_hook(self._bw_pre),
+                              m.register_module_full_backward_hook(self._bw_post)]
+            warnings.filterwarnings("ignore", message=_NO_INPUT_GRAD_WARNING)
+            self._filter = warnings.filters[0]
 
     def remove(self) -> None:
         for h in self._handles:
             h.remove()
         self._handles = []
         self._agent.set_phase("other")
+        if self._filter is not None:
+            if self._filter in warnings.filters:
+                warnings.filters.remove(self._filter)
+                getattr(warnings, "_filters_mutated", lambda: None)()
+            self._filter = None
 
-    def _path(self, module: Any) -> str:
-        name = self._names.get(id(module))
-        if name is None:
+    def _module(self, module: Any) -> Tuple[str, int]:
+        known = self._modules.get(id(module))
+        if known is None:
             parent = self._stack[-1] if self._stack else None
             if parent is None:
-                name = type(module).__name__
+                path = type(module).__name__
             else:
+                parent_path = self._modules[id(parent[0])][0]
                 child = next((k for k, v in parent[0]._modules.items() if v is module),
                              type(module).__name__)
-                name = f"{parent[1]}.{child}"
-            self._names[id(module)] = name
-            self.classes[name] = type(module).__name__
-        return name
+                path = f"{parent_path}.{child}"
+            known = (path, len(self._modules) + 1)
+            self._modules[id(module)] = known
+            self.paths[known[1]] = path
+            self.classes[path] = type(module).__name__
+        return known
 
     def _pre(self, module: Any, args: Any) -> None:
         if not self._stack:
             self._agent.set_phase("forward")
-        self._stack.append((module, self._path(module),
-                            self._agent.memory_allocated(self._device)))
+        _, module_id = self._module(module)
+        self._stack.append((module, module_id))
+        if self._frames:
+            self._agent.module_enter(module_id)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
         if not self._stack or self._stack[-1][0] is not module:
             return
-        _, path, before = self._stack.pop()
-        retained = self._agent.memory_allocated(self._device) - before
-        row = self.rows.setdefault(path, ModuleRow(path))
-        row.calls += 1
-        row.retained_bytes += retained
-        row.max_retained_bytes = max(row.max_retained_bytes, retained)
+        _, module_id = self._stack.pop()
+        if self._frames:
+            self._agent.module_exit(module_id)
         if not self._stack:
             # Forward done: what follows until the optimizer is backward (or evaluation).
             self._agent.set_phase("backward")
+
+    def _bw_pre(self, module: Any, grad_output: Any) -> None:
+        known = self._modules.get(id(module))
+        if known is not None:
+            self._agent.module_enter(known[1], True)
+
+    def _bw_post(self, module: Any, grad_input: Any, grad_output: Any) -> None:
+        known = self._modules.get(id(module))
+        if known is None:
+            return
+        if any(g is not None for g in grad_input):
+            self._agent.module_exit(known[1], True, True)
+            return
+        # No input of this module needed a gradient: torch calls this hook as soon as the
+        # output's gradient arrives, before the module's own backward (its weight gradients)
+        # ran. Its window ends with this backward pass instead.
+        with self._lock:
+            first = not self._deferred
+            self._deferred.append(known[1])
+        if first:
+            try:
+                from torch.autograd import Variable
+                Variable._execution_engine.queue_callback(self._close_deferred)
+            except RuntimeError:
+                self._close_deferred(measured=False)
+
+    def _close_deferred(self, measured: bool = True) -> None:
+        with self._lock:
+            deferred, self._deferred = self._deferred, []
+        for module_id in reversed(deferred):  # innermost first
+            self._agent.module_exit(module_id, True, measured)
+
+    def rows(self) -> List[ModuleRow]:
+        """The agent's per-module rows of the hooked device, by path."""
+        if not self._frames:
+            return []
+        return module_rows_from_agent(self._agent.module_table(self._device), self.paths)
 
     def _opt_pre(self, *args: Any) -> None:
         self._agent.set_phase("optimizer")
@@ -204,13 +299,17 @@ class Profile:
     """Per-op and per-module memory of the code run inside it (see module docstring)."""
 
     def __init__(self, sampling: float = 1.0, modules: bool = True,
-                 device: Optional[int] = None) -> None:
+                 device: Optional[int] = None, backward: bool = False) -> None:
+        if not 0.0 < sampling <= 1.0:
+            raise ValueError("vramscope: sampling must be in (0, 1]")
         self.sampling = sampling
         self.modules = modules
+        self.backward = backward
         self._device = device
         self._agent: Any = None
         self._hooks: Optional[_ModuleHooks] = None
         self._rows: List[List[Dict[str, Any]]] = []
+        self._module_rows: List[ModuleRow] = []
         self._peaks: List[int] = []
         self._active = False
 
@@ -219,7 +318,7 @@ class Profile:
         device = self._device if self._device is not None else _api._current()
         self._agent.profile_start(self.sampling)
         if self.modules:
-            self._hooks = _ModuleHooks(self._agent, device)
+            self._hooks = _ModuleHooks(self._agent, device, frames=True, backward=self.backward)
             self._hooks.install()
         oom.add_provider(self._oom_evidence)
         self._active = True
@@ -238,11 +337,12 @@ class Profile:
         self._rows = [list(self._agent.op_table(d, "profile")) for d in range(count)]
         self._peaks = [int(self._agent.attribution_summary(d).get("peak_bytes", 0))
                        for d in range(count)]
+        self._module_rows = self._hooks.rows() if self._hooks is not None else []
 
     def _oom_evidence(self, device: int) -> Dict[str, Any]:
         if self._hooks is None:
             return {}
-        rows = list(self._hooks.rows.values())
+        rows = self._hooks.rows()
         top = sorted(((r.path, r.max_retained_bytes) for r in rows), key=lambda t: -t[1])[:10]
         return {"top_modules": top, "repeated_modules": repeated_modules(rows, self._hooks.classes)}
 
@@ -267,17 +367,24 @@ class Profile:
                                title=f"vramscope per-op memory ({where})")
 
     def module_rows(self) -> List[ModuleRow]:
-        return list(self._hooks.rows.values()) if self._hooks is not None else []
+        """Per-module rows (forward retention, backward peak) of the profiled device."""
+        if self._active:
+            self._snapshot()
+        return list(self._module_rows)
 
     def module_table(self, row_limit: int = 40) -> str:
-        """What each module's forward left alive, per call, in tree order."""
+        """Per module, in tree order: forward calls, bytes left alive per call, backward peak."""
         return format_module_table(self.module_rows(), row_limit)
 
 
-def profile(sampling: float = 1.0, modules: bool = True, device: Optional[int] = None) -> Profile:
+def profile(sampling: float = 1.0, modules: bool = True, device: Optional[int] = None,
+            backward: bool = False) -> Profile:
     """Context manager: per-op (and per-module) memory attribution of the code inside.
-    ``sampling`` < 1 records that fraction of ops (cheaper; tables become approximate)."""
-    return Profile(sampling=sampling, modules=modules, device=device)
+    ``sampling`` < 1 records that fraction of ops (cheaper; tables become approximate).
+    ``backward=True`` also measures each module's backward peak through global full backward
+    hooks, which torch forbids on models that modify a module's output in place
+    (``ReLU(inplace=True)``: "a view ... is being modified inplace"), hence off by default."""
+    return Profile(sampling=sampling, modules=modules, device=device, backward=backward)
 
 
 def _storages(tensors: Any) -> List[Tuple[int, int, int]]:
@@ -301,7 +408,7 @@ class CategoryTracker:
         self.optimizer = optimizer
         self._agent = _agent_or_raise()
         self._agent.attribution_acquire()
-        self._hooks = _ModuleHooks(self._agent, _api._current())
+        self._hooks = _ModuleHooks(self._agent, _api._current())  # phases only
         self._hooks.install()
         self.history: List[Dict[str, Any]] = []
         oom.add_provider(self._oom_evidence)

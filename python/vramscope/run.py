@@ -2,7 +2,8 @@
 """Runs a Python program with the vramscope agent attached and steps closed automatically.
 
 The agent attaches right after the program initialises CUDA; every optimizer step closes a
-step; at exit a one-line summary (peaks per device, steps, OOMs) goes to stderr. The program
+step; at exit a one-line summary (peaks per device, steps, OOMs) goes to stderr. A CUDA OOM that
+ends the program always leaves its post-mortem report (see oom.py), then propagates. The program
 runs as ``__main__`` with its own ``sys.argv``; its exceptions and exit code are its own.
 
 Environment: VRAMSCOPE_RUN_INTERVAL_MS (publish interval of the agent, default 10),
@@ -157,8 +158,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         print(f"vramscope run: error: no such file: {opts.script}", file=sys.stderr)
         raise SystemExit(2)
     monitor = _start_agent(opts)
+    from . import oom
+
+    observer_calls = oom.observer_calls()
     try:
         _run_program(opts)
+    except BaseException as e:
+        # A CUDA OOM that ends the program gets its post-mortem (the observer's, else one
+        # written now, with an OOM marker in the agent's segment); it still propagates.
+        oom.report_exception(e, observer_calls)
+        raise
     finally:
         if monitor is not None:
             _finish(monitor, opts.quiet)

@@ -76,6 +76,7 @@ void Ledger::add_live(uint32_t op_id, Category category, int64_t delta) {
   by_category.live += delta;
   m_live_bytes += delta;
   if (delta <= 0) return;
+  m_modules.on_live(m_live_bytes);
   for (Peak& peak : m_peaks) {
     if (m_live_bytes > peak.bytes) {
       // Every accumulator is now stale for this mark: its value at the new peak is its live
@@ -96,7 +97,10 @@ void Ledger::on_event(const tracking::Event& event) {
       }
       const uint32_t op_id = event.op_id < max_op_id ? event.op_id : no_op_id;
       const Category category = category_of_phase(static_cast<Phase>(event.phase));
-      m_allocations[event.address] = Allocation{event.size_bytes, ++m_sequence, op_id, category};
+      const uint64_t frame = m_modules.current_frame();
+      m_allocations[event.address] =
+          Allocation{event.size_bytes, ++m_sequence, frame, op_id, category};
+      m_modules.on_alloc(frame, signed_size(event.size_bytes));
       OpAccumulator& acc = op(op_id);
       ++acc.alloc_count;
       acc.allocated_bytes += event.size_bytes;
@@ -119,6 +123,7 @@ void Ledger::free_completed(uint64_t address, uint64_t size_bytes) {
   if (found != m_allocations.end()) {
     const Allocation allocation = found->second;
     m_allocations.erase(found);
+    m_modules.on_free(allocation.frame, signed_size(allocation.size_bytes));
     add_live(allocation.op_id, allocation.category, -signed_size(allocation.size_bytes));
     return;
   }
@@ -136,7 +141,7 @@ bool Ledger::tag(uint64_t address, uint64_t size_bytes, Category category) {
   if (found == m_allocations.end()) {
     if (size_bytes == 0) return false;
     // Sequence 0: live before any peak this ledger knows, so live at all of them.
-    found = m_allocations.emplace(address, Allocation{size_bytes, 0, before_op_id, Category::Other})
+    found = m_allocations.emplace(address, Allocation{size_bytes, 0, no_frame, before_op_id, Category::Other})
                 .first;
   }
   Allocation& allocation = found->second;

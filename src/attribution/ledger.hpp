@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "attribution/module_frames.hpp"
 #include "tracking/events.hpp"
 
 namespace vramscope::attribution {
@@ -115,6 +116,12 @@ class Ledger {
   std::size_t tracked_allocations() const { return m_allocations.size(); }
   /// Frees of addresses the ledger never saw allocated (live before it started).
   uint64_t untracked_free_count() const { return m_untracked_frees; }
+  /// Per-module forward retention and backward peaks, fed by this ledger's events. Open and
+  /// close module windows here, in event order (the agent drains the rings first).
+  ModuleFrames& modules() { return m_modules; }
+  const ModuleFrames& modules() const { return m_modules; }
+  /// Opens a backward window of `module_id` at the live bytes now.
+  void backward_enter(uint32_t module_id) { m_modules.backward_enter(module_id, m_live_bytes); }
 
  private:
   /// A quantity with a value saved at each mark's last peak (see file comment).
@@ -132,6 +139,8 @@ class Ledger {
   struct Allocation {
     uint64_t size_bytes = 0;
     uint64_t sequence = 0;
+    /// The module forward frame it was charged to (no_frame outside forwards).
+    uint64_t frame = no_frame;
     uint32_t op_id = 0;
     Category category = Category::Other;
   };
@@ -160,6 +169,7 @@ class Ledger {
   int64_t m_live_bytes = 0;
   uint64_t m_sequence = 0;
   uint64_t m_untracked_frees = 0;
+  ModuleFrames m_modules;
 };
 
 }  // namespace vramscope::attribution

@@ -67,3 +67,63 @@ def test_suggested_batch_size_fits(tmp_path: pathlib.Path):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["batch"] > 4
+
+
+def test_leaking_monitor_loop_reports_the_leak_first(tmp_path: pathlib.Path):
+    # Most of the card is filled by one tensor, then each step keeps a new 256 MiB tensor until
+    # the allocator fails (about ten steps). The report must list the Monitor's steps and put
+    # the leak first with 256 MiB per step; the summary is printed once (observer, not again by
+    # the Monitor's handler), and the OutOfMemoryError still reaches the program.
+    code = textwrap.dedent("""
+        import json, torch, vramscope
+        from vramscope import oom
+        torch.cuda.init(); vramscope.attach()
+        chunk = 256 << 20
+        free, _ = torch.cuda.mem_get_info()
+        two_mib = 2 << 20
+        fill = torch.empty((free - 10 * chunk) // two_mib * two_mib, dtype=torch.uint8,
+                           device="cuda")
+        leak = []
+        mon = vramscope.Monitor(every=0)
+        try:
+            with mon:
+                for _ in range(100):
+                    leak.append(torch.empty(chunk, dtype=torch.uint8, device="cuda"))
+                    mon.step()
+        except torch.OutOfMemoryError:
+            print(json.dumps({"report": oom.last_report(), "steps": mon.steps}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
+                         env=gpu_env(VRAMSCOPE_OOM_DIR=str(tmp_path)), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert out.stderr.count("vramscope: CUDA out of memory on cuda:0") == 1, out.stderr
+    report = json.loads(pathlib.Path(result["report"]["json"]).read_text())
+    summary = json.dumps({k: report[k] for k in ("steps", "leak_rate_bytes", "advice",
+                                                  "requested_bytes", "device_free_bytes",
+                                                  "cached_free_bytes")}, indent=1)
+    assert result["steps"] >= 5, summary
+    assert [s["step"] for s in report["steps"]] == list(range(1, result["steps"] + 1)), summary
+    assert abs(report["leak_rate_bytes"] - (256 << 20)) <= 0.01 * (256 << 20), summary
+    assert report["advice"][0]["title"].startswith("memory leak"), summary
+    assert "+256.0 MiB per step" in report["advice"][0]["detail"], summary
+    txt = pathlib.Path(result["report"]["txt"]).read_text()
+    assert "recent steps" in txt, txt
+
+
+def test_run_reports_an_oom_that_ends_the_program(tmp_path: pathlib.Path):
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        torch.cuda.init()
+        torch.empty(10 << 40, dtype=torch.uint8, device="cuda")
+    """))
+    out = subprocess.run([sys.executable, "-m", "vramscope.run", str(script)], cwd=tmp_path,
+                         env=gpu_env(VRAMSCOPE_OOM_DIR=str(tmp_path)), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode != 0, out.stderr
+    assert "OutOfMemoryError" in out.stderr, out.stderr
+    assert out.stderr.count("vramscope: CUDA out of memory on cuda:0") == 1, out.stderr
+    assert "1 OOM" in out.stderr, out.stderr
+    assert len(list(tmp_path.glob("vramscope-oom-*.json"))) == 1, out.stderr
