@@ -18,7 +18,8 @@ AGENT_ONLY = {"attach", "is_attached", "segment_path", "torch_version", "recent_
               # polling fallback does not have.
               "profile_start", "profile_stop", "attribution_acquire", "attribution_release",
               "attribution_active", "attribution_summary", "op_table", "categories", "tag",
-              "set_phase", "restart_attribution_peak", "segments", "set_oom_callback"}
+              "set_phase", "restart_attribution_peak", "segments", "set_oom_callback",
+              "step_categories"}
 
 
 def stub_functions():
