@@ -410,6 +410,11 @@ NB_MODULE(_agent, m) {
   m.def("allocator_backend", &allocator_backend,
         "torch's CUDA allocator backend: 'native', 'cudaMallocAsync' or 'pluggable'.");
   bind_attribution(m, [] () -> tracking::AgentCore& { return *attached().core; });
+  m.def("_bench_attach_noop_tracker", &attach_noop_trace_tracker,
+        "Benchmark support: attach a trace tracker that does nothing (cannot be undone).");
+  m.def("_bench_alloc_pairs", &time_alloc_pairs, "pairs"_a, "size_bytes"_a,
+        nb::call_guard<nb::gil_scoped_release>(),
+        "Benchmark support: ns per raw_alloc+raw_delete pair, timed in C++ on the current device.");
   m.def("_shutdown", &shutdown, "Stop the agent thread and remove the segment (run at exit).");
 
   nb::module_::import_("atexit").attr("register")(m.attr("_shutdown"));

@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 
+#include <chrono>
 #include <stdexcept>
 
 namespace vramscope::agent {
@@ -123,6 +124,28 @@ void attach_oom_observer(OomSink sink, std::size_t device_count) {
 void empty_cache() {
   try {
     alloc::emptyCache();
+  } catch (const std::exception& error) {
+    throw std::runtime_error(first_line(error.what()));
+  }
+}
+
+void attach_noop_trace_tracker() {
+  try {
+    alloc::attachAllocatorTraceTracker([](const alloc::TraceEntry&) {});
+  } catch (const std::exception& error) {
+    throw std::runtime_error(first_line(error.what()));
+  }
+}
+
+double time_alloc_pairs(std::size_t pairs, std::size_t size_bytes) {
+  if (pairs == 0 || size_bytes == 0) throw std::invalid_argument("pairs and size_bytes must be > 0");
+  try {
+    // One warm pair so the first timed pair does not pay for a cudaMalloc of a new segment.
+    alloc::raw_delete(alloc::raw_alloc(size_bytes));
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < pairs; ++i) alloc::raw_delete(alloc::raw_alloc(size_bytes));
+    const std::chrono::duration<double, std::nano> elapsed = std::chrono::steady_clock::now() - start;
+    return elapsed.count() / static_cast<double>(pairs);
   } catch (const std::exception& error) {
     throw std::runtime_error(first_line(error.what()));
   }

@@ -50,4 +50,12 @@ void attach_oom_observer(OomSink sink, std::size_t device_count);
 /// torch.cuda.empty_cache() for the default pool.
 void empty_cache();
 
+/// Benchmark support: attaches a trace tracker that does nothing, the floor against which the
+/// agent's own per-event cost is measured (torch builds a TraceEntry for any tracker).
+void attach_noop_trace_tracker();
+
+/// Benchmark support: `pairs` raw_alloc + raw_delete pairs of `size_bytes` on the current device
+/// through the caching allocator, timed in C++; returns nanoseconds per pair.
+double time_alloc_pairs(std::size_t pairs, std::size_t size_bytes);
+
 }  // namespace vramscope::agent

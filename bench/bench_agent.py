@@ -8,8 +8,9 @@ modes are interleaved across repetitions so that clock and thermal drift hit all
 and each number is the median over repetitions of the in-process median.
 
   gpt2   GPT-2-small-sized training step in plain torch (12 layers, d=768, 12 heads, vocab 50257,
-         B=16, T=512, bf16 autocast, AdamW, random tokens): baseline, vramscope agent (+ a
-         Monitor step per step), vramscope.profile() (per-op and per-module attribution),
+         B=16, T=512, bf16 autocast, AdamW, random tokens): baseline, vramscope agent alone
+         (attached, tracking every event, publishing), agent + a Monitor step per step,
+         vramscope.profile() (per-op and per-module attribution),
          _record_memory_history(max_entries=100000), torch.profiler with
          profile_memory=True (a few steps only), and the seed's approach (memory_allocated() and
          memory_reserved() read every step).
@@ -28,8 +29,8 @@ import subprocess
 import sys
 import time
 
-GPT2_MODES = ["baseline", "agent", "profile", "record_history", "profiler", "seed"]
-ALLOC_MODES = ["baseline", "agent"]
+GPT2_MODES = ["baseline", "agent", "monitor", "profile", "record_history", "profiler", "seed"]
+ALLOC_MODES = ["baseline", "noop_tracker", "agent"]
 
 
 # ----------------------------------------------------------------------------- workers
@@ -69,18 +70,23 @@ def _gpt2_model(torch):
     return GPT()
 
 
-def worker_gpt2(mode):
+def worker_gpt2(mode, phases):
     import torch
 
+    phases.mark("import torch")
     monitor = None
-    if mode in ("agent", "profile"):
+    if mode in ("agent", "monitor", "profile"):
         import vramscope
-        vramscope.attach()
-        monitor = vramscope.Monitor(every=0, exit_table_rows=0)
-        monitor.start()
+        vramscope.attach(init_cuda=True)
+        if mode != "agent":
+            monitor = vramscope.Monitor(every=0, exit_table_rows=0)
+            monitor.start()
     elif mode == "record_history":
         torch.cuda.memory._record_memory_history(max_entries=100000)
-    model = _gpt2_model(torch).cuda()
+    phases.mark("attach")
+    with torch.device("cuda"):  # initialise on the GPU: CPU init of 124M parameters is slow
+        model = _gpt2_model(torch)
+    phases.mark("model")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     batch, seq = 16, 512
 
@@ -109,6 +115,7 @@ def worker_gpt2(mode):
         return times
 
     timed(3)
+    phases.mark("warm-up")
     if mode == "profiler":
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
@@ -119,20 +126,25 @@ def worker_gpt2(mode):
         with vramscope.profile():
             times = timed(15)
     else:
-        times = timed(15)
+        times = timed(30)
+    phases.mark("measure")
     return {"step_ms": statistics.median(times)}
 
 
-def worker_alloc(mode):
+def worker_alloc(mode, phases):
     import timeit
 
     import torch
 
+    from vramscope import _agent
+
+    torch.cuda.init()
+    x = torch.randn(256, device="cuda")
     if mode == "agent":
         import vramscope
         vramscope.attach(init_cuda=True)
-    torch.cuda.init()
-    x = torch.randn(256, device="cuda")
+    elif mode == "noop_tracker":
+        _agent._bench_attach_noop_tracker()
 
     def heavy_step():
         y = x
@@ -159,7 +171,10 @@ def worker_alloc(mode):
 
     pair_loop()
     pair_ns = statistics.median(timeit.repeat(pair_loop, number=1, repeat=5)) / pairs * 1e9
-    result = {"heavy_step_ms": statistics.median(heavy), "alloc_pair_ns": pair_ns}
+    # The same pairs timed in C++: no Python loop around them, so tens of ns are visible.
+    native = [_agent._bench_alloc_pairs(1_000_000, 4096) for _ in range(5)]
+    result = {"heavy_step_ms": statistics.median(heavy), "alloc_pair_ns": pair_ns,
+              "alloc_pair_native_ns": statistics.median(native)}
 
     calls = 200_000
     read_torch = statistics.median(timeit.repeat(
@@ -171,7 +186,21 @@ def worker_alloc(mode):
                          ("read_vramscope_dev0_ns", lambda: vramscope.memory_allocated(0))):
             result[name] = statistics.median(timeit.repeat(fn, number=calls, repeat=5)) / calls * 1e9
         result["mode"] = vramscope.mode()
+    phases.mark("measure")
     return result
+
+
+class Phases:
+    """Wall time of each phase of a worker, on stderr: where a fresh process spends its time."""
+
+    def __init__(self):
+        self.last = time.monotonic()
+        self.seconds = {}
+
+    def mark(self, name):
+        now = time.monotonic()
+        self.seconds[name] = round(now - self.last, 2)
+        self.last = now
 
 
 # ----------------------------------------------------------------------------- runner
@@ -202,13 +231,16 @@ def summarize(raw):
             lines.append(f"| GPT-2-small train step | {mode} | {v:.2f} ms | {overhead(v, b)} |")
     alloc = med.get("alloc", {})
     if alloc:
-        b, a = alloc["baseline"], alloc["agent"]
+        b, n, a = alloc["baseline"], alloc["noop_tracker"], alloc["agent"]
         lines.append(f"| 2000 small ops step | baseline | {b['heavy_step_ms']:.2f} ms | |")
         lines.append(f"| 2000 small ops step | agent | {a['heavy_step_ms']:.2f} ms | "
                      f"{overhead(a['heavy_step_ms'], b['heavy_step_ms'])} |")
-        lines.append(f"| alloc+free pair (4 KiB) | baseline | {b['alloc_pair_ns']:.0f} ns | |")
-        lines.append(f"| alloc+free pair (4 KiB) | agent | {a['alloc_pair_ns']:.0f} ns | "
-                     f"{a['alloc_pair_ns'] - b['alloc_pair_ns']:+.0f} ns |")
+        for key, what in (("alloc_pair_native_ns", "alloc+free pair, C++ loop (4 KiB)"),
+                          ("alloc_pair_ns", "alloc+free pair, Python loop (4 KiB)")):
+            lines.append(f"| {what} | baseline (no tracker) | {b[key]:.0f} ns | |")
+            lines.append(f"| {what} | no-op tracker | {n[key]:.0f} ns | {n[key] - b[key]:+.0f} ns |")
+            lines.append(f"| {what} | agent | {a[key]:.0f} ns | {a[key] - b[key]:+.0f} ns; "
+                         f"{a[key] - n[key]:+.0f} ns vs no-op tracker |")
         lines.append(f"| read allocated | torch.cuda.memory_allocated() | "
                      f"{a['read_torch_ns']:.0f} ns | |")
         lines.append(f"| read allocated | vramscope.memory_allocated() | "
@@ -230,7 +262,10 @@ def main():
     args = parser.parse_args()
     if args.worker:
         fn = {"gpt2": worker_gpt2, "alloc": worker_alloc}[args.worker]
-        print(json.dumps(fn(args.mode)))
+        phases = Phases()
+        result = fn(args.mode, phases)
+        result["phase_s"] = phases.seconds
+        print(json.dumps(result))
         return
 
     kinds = {"gpt2": GPT2_MODES, "alloc": ALLOC_MODES}
