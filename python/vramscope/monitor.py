@@ -156,13 +156,21 @@ class Monitor:
 
     def _start_categories(self) -> None:
         from .profile import CategoryTracker
-        try:
-            self._categories = CategoryTracker(self._model, self._optimizer,
-                                               in_step_records=True)
-        except RuntimeError as e:
-            # Polling mode (cudaMallocAsync, no agent): the steps are still recorded.
-            warnings.warn(f"vramscope: Monitor(model=...) records no categories: {e}",
-                          VramscopeWarning, stacklevel=3)
+        # The model is on the GPU by now, so CUDA is initialised; if not, tagging needs it anyway.
+        mode = _api.attach(init_cuda=True)
+        problem = None
+        if not mode.startswith("events"):
+            # Polling (cudaMallocAsync, no agent): no events, so no ledger to split the peak.
+            problem = f"the agent is not in events mode ({mode})"
+        else:
+            try:
+                self._categories = CategoryTracker(self._model, self._optimizer,
+                                                   in_step_records=True)
+            except RuntimeError as e:
+                problem = str(e)
+        if problem is not None:
+            warnings.warn(f"vramscope: Monitor(model=...) records no categories: {problem}",
+                          VramscopeWarning, stacklevel=4)
 
     # ----- steps
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
