@@ -1,14 +1,15 @@
 # bench/bench_agent.py -- what the agent costs a real training step, the allocator and a read
 """Overhead of vramscope's agent against the alternatives, on one GPU.
 
-    python bench/bench_agent.py --json results.json      # all of it, about 4-5 minutes on an H200
+    python bench/bench_agent.py --json results.json   # all of it, ~12 min on an H200 (--only gpt2: ~8)
 
 Every measurement runs in a fresh process (the agent and the profilers cannot be detached),
 modes are interleaved across repetitions so that clock and thermal drift hit all of them alike,
 and each number is the median over repetitions of the in-process median.
 
   gpt2   GPT-2-small-sized training step in plain torch (12 layers, d=768, 12 heads, vocab 50257,
-         B=16, T=512, bf16 autocast, AdamW, random tokens): baseline, vramscope agent alone
+         B=16, T=512, bf16 autocast, AdamW, random tokens): baseline, a no-op trace tracker
+         (torch's own cost of any tracker), vramscope agent alone
          (attached, tracking every event, publishing), agent + a Monitor step per step,
          vramscope.profile() (per-op and per-module attribution),
          _record_memory_history(max_entries=100000), torch.profiler with
@@ -29,7 +30,8 @@ import subprocess
 import sys
 import time
 
-GPT2_MODES = ["baseline", "agent", "monitor", "profile", "record_history", "profiler", "seed"]
+GPT2_MODES = ["baseline", "noop_tracker", "agent", "monitor", "profile", "record_history",
+              "profiler", "seed"]
 ALLOC_MODES = ["baseline", "noop_tracker", "agent"]
 
 
@@ -83,6 +85,11 @@ def worker_gpt2(mode, phases):
             monitor.start()
     elif mode == "record_history":
         torch.cuda.memory._record_memory_history(max_entries=100000)
+    elif mode == "noop_tracker":
+        # torch's own cost of having any trace tracker (it builds a TraceEntry per event).
+        from vramscope import _agent
+        torch.cuda.init()
+        _agent._bench_attach_noop_tracker()
     phases.mark("attach")
     with torch.device("cuda"):  # initialise on the GPU: CPU init of 124M parameters is slow
         model = _gpt2_model(torch)
@@ -163,7 +170,7 @@ def worker_alloc(mode, phases):
         heavy.append((time.perf_counter() - t0) * 1e3)
 
     alloc, delete = torch.cuda.caching_allocator_alloc, torch.cuda.caching_allocator_delete
-    pairs = 200_000
+    pairs = 100_000
 
     def pair_loop():
         for _ in range(pairs):
@@ -177,8 +184,9 @@ def worker_alloc(mode, phases):
               "alloc_pair_native_ns": statistics.median(native)}
 
     calls = 200_000
+    # torch's read costs ~100 us: 10k calls are plenty and keep this process short.
     read_torch = statistics.median(timeit.repeat(
-        torch.cuda.memory_allocated, number=calls, repeat=5)) / calls * 1e9
+        torch.cuda.memory_allocated, number=10_000, repeat=5)) / 10_000 * 1e9
     result["read_torch_ns"] = read_torch
     if mode == "agent":
         import vramscope

@@ -75,6 +75,14 @@ struct GpuState {
   std::string uuid;
   std::string pci_bus_id;
   bool bar1_unsupported = false;
+  /// Last BAR1 reading and when it was taken (repeated until bar1_refresh_ns has passed).
+  int64_t bar1_read_ns = never_ns;
+  std::optional<uint64_t> bar1_total_bytes;
+  std::optional<uint64_t> bar1_used_bytes;
+  /// Last merged process list (repeated between refreshes) and whether it is valid.
+  bool processes_read = false;
+  bool processes_supported = false;
+  std::vector<ProcessSample> processes;
   /// MIG mode: NOT_SUPPORTED means "not a MIG-capable GPU" for good.
   bool mig_unsupported = false;
   std::optional<bool> mig_enabled;
@@ -121,6 +129,8 @@ class NvmlBackend final : public DeviceBackend {
         m_api(m_library->api()),
         m_driver_version(std::move(driver_version)),
         m_resolve_processes(options.resolve_processes),
+        m_bar1_refresh_ns(std::max<int64_t>(0, options.bar1_refresh_ns)),
+        m_processes_refresh_ns(std::max<int64_t>(0, options.processes_refresh_ns)),
         m_gpus(count) {
     for (unsigned i = 0; i < count; ++i) {
       // A GPU whose handle fails now (lost, no permission) is retried by each sample.
@@ -138,13 +148,19 @@ class NvmlBackend final : public DeviceBackend {
 
   void sample_devices(std::vector<DeviceSample>& out) override {
     const int64_t now_ns = steady_now_ns();
-    if (m_resolve_processes) m_proc_cache.begin_sample(now_ns);
+    // All GPUs refresh their process lists in the same sample, so that the /proc cache (which
+    // forgets pids not seen in a refreshing sample) keeps every GPU's processes.
+    const bool refresh_processes = now_ns - m_processes_read_ns >= m_processes_refresh_ns;
+    if (refresh_processes) {
+      m_processes_read_ns = now_ns;
+      if (m_resolve_processes) m_proc_cache.begin_sample(now_ns);
+    }
     out.resize(m_gpus.size());
     for (std::size_t i = 0; i < m_gpus.size(); ++i) {
       reset_sample(out[i], static_cast<uint32_t>(i));
-      sample_gpu(m_gpus[i], out[i], now_ns);
+      sample_gpu(m_gpus[i], out[i], now_ns, refresh_processes);
     }
-    if (m_resolve_processes) m_proc_cache.end_sample();
+    if (refresh_processes && m_resolve_processes) m_proc_cache.end_sample();
   }
 
  private:
@@ -161,22 +177,31 @@ class NvmlBackend final : public DeviceBackend {
       gpu.gpu.handle = nullptr;
       gpu.identity_read = false;
       gpu.mig_stale = true;
+      gpu.bar1_read_ns = never_ns;
+      gpu.processes_read = false;
       return false;
     }
     if (sample.error.empty()) sample.error = nvml::device_error_message(m_api, status, what);
     return false;
   }
 
-  void sample_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns) {
+  void sample_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns, bool refresh_processes) {
+    // The sample is reused from the previous call: a GPU that stops half-way must not show
+    // the processes of an earlier sample.
+    if (!read_gpu(gpu, sample, now_ns, refresh_processes)) sample.processes.clear();
+  }
+
+  /// Fills `sample`; false when it stopped early (no handle, GPU lost).
+  bool read_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns, bool refresh_processes) {
     if (gpu.gpu.handle == nullptr) {
       const nvml::Return status = m_api.device_get_handle_by_index(sample.index, &gpu.gpu.handle);
       if (!ok(status, gpu, sample, "the device handle")) {
         gpu.gpu.handle = nullptr;
         copy_identity(gpu, sample);
-        return;
+        return false;
       }
     }
-    if (!gpu.identity_read && !read_identity(gpu, sample)) return;
+    if (!gpu.identity_read && !read_identity(gpu, sample)) return false;
     copy_identity(gpu, sample);
 
     const MemoryReading memory = read_memory(gpu.gpu);
@@ -187,16 +212,29 @@ class NvmlBackend final : public DeviceBackend {
       sample.used_bytes = memory.used;
       sample.free_bytes = memory.free;
     }
-    if (sample.lost) return;
+    if (sample.lost) return false;
 
-    read_bar1(gpu, sample);
-    if (sample.lost) return;
+    if (now_ns - gpu.bar1_read_ns >= m_bar1_refresh_ns) {
+      read_bar1(gpu, sample);
+      if (sample.lost) return false;
+      gpu.bar1_read_ns = now_ns;
+    }
+    sample.bar1_total_bytes = gpu.bar1_total_bytes;
+    sample.bar1_used_bytes = gpu.bar1_used_bytes;
     refresh_mig(gpu, sample, now_ns);
-    if (sample.lost) return;
+    if (sample.lost) return false;
     sample.mig_enabled = gpu.mig_enabled;
     read_mig_instances(gpu, sample);
-    if (sample.lost) return;
-    read_processes(gpu, sample);
+    if (sample.lost) return false;
+    if (refresh_processes || !gpu.processes_read) {
+      read_processes(gpu, sample);
+      if (sample.lost) return false;
+      gpu.processes_read = true;
+    }
+    sample.processes_supported = gpu.processes_supported;
+    // Copy-assignment reuses the elements' string capacity (hot path at up to 1 kHz).
+    sample.processes = gpu.processes;
+    return true;
   }
 
   /// Reads name, UUID and bus id once; false when the GPU was lost meanwhile.
@@ -268,9 +306,11 @@ class NvmlBackend final : public DeviceBackend {
     nvml::Bar1Memory bar1{};
     const nvml::Return status = m_api.device_get_bar1_memory_info(gpu.gpu.handle, &bar1);
     if (status == nvml::ErrorNotSupported) gpu.bar1_unsupported = true;
+    gpu.bar1_total_bytes.reset();
+    gpu.bar1_used_bytes.reset();
     if (ok(status, gpu, sample, "BAR1 memory")) {
-      sample.bar1_total_bytes = bar1.bar1Total;
-      sample.bar1_used_bytes = bar1.bar1Used;
+      gpu.bar1_total_bytes = bar1.bar1Total;
+      gpu.bar1_used_bytes = bar1.bar1Used;
     }
   }
 
@@ -288,6 +328,9 @@ class NvmlBackend final : public DeviceBackend {
   const nvml::Api& m_api;
   std::string m_driver_version;
   bool m_resolve_processes;
+  int64_t m_bar1_refresh_ns;
+  int64_t m_processes_refresh_ns;
+  int64_t m_processes_read_ns = never_ns;
   std::vector<GpuState> m_gpus;
   nvml::ProcessListReader m_reader;
   ProcCache m_proc_cache;
@@ -421,13 +464,13 @@ void NvmlBackend::read_processes(GpuState& gpu, DeviceSample& sample) {
                                     slot.compute_instance_id.value_or(nvml::no_instance_id));
     if (sample.lost) return;
   }
-  sample.processes_supported = supported;
+  gpu.processes_supported = supported;
   nvml::sort_processes(gpu.merged);
   // Assign into the existing elements so that their strings keep their capacity.
-  sample.processes.resize(gpu.merged.size());
+  gpu.processes.resize(gpu.merged.size());
   for (std::size_t i = 0; i < gpu.merged.size(); ++i) {
     const nvml::MergedProcess& merged = gpu.merged[i];
-    ProcessSample& process = sample.processes[i];
+    ProcessSample& process = gpu.processes[i];
     process.pid = merged.pid;
     process.used_bytes = merged.used_bytes == nvml::value_not_available ? std::nullopt
                                                                          : std::optional<uint64_t>(merged.used_bytes);

@@ -42,20 +42,30 @@ class NvmlDoubleTest : public ::testing::Test {
     setenv("VRAMSCOPE_NVML_DOUBLE_SCRIPT", (std::string(VRAMSCOPE_NVML_DATA_DIR) + "/" + name).c_str(), 1);
   }
 
+  /// Options that read every call at every sample: tests must not depend on how much time
+  /// passes between two samples (the refresh tests set their own intervals).
+  static NvmlOptions every_sample() {
+    NvmlOptions options;
+    options.bar1_refresh_ns = 0;
+    options.processes_refresh_ns = 0;
+    return options;
+  }
+
   /// Opens the backend on `library` (a double variant) and keeps the library loaded.
-  BackendOpenResult open(const char* library = VRAMSCOPE_NVML_DOUBLE_PATH) {
+  BackendOpenResult open(const char* library = VRAMSCOPE_NVML_DOUBLE_PATH,
+                         NvmlOptions options = every_sample()) {
     if (m_hooks == nullptr) {
       m_hooks = dlopen(library, RTLD_NOW | RTLD_LOCAL);
       EXPECT_NE(m_hooks, nullptr) << dlerror();
     }
-    NvmlOptions options;
     options.library_path = library;
     return open_nvml_backend(options);
   }
 
   /// Opens the backend and expects success.
-  std::unique_ptr<DeviceBackend> open_ok(const char* library = VRAMSCOPE_NVML_DOUBLE_PATH) {
-    BackendOpenResult result = open(library);
+  std::unique_ptr<DeviceBackend> open_ok(const char* library = VRAMSCOPE_NVML_DOUBLE_PATH,
+                                         NvmlOptions options = every_sample()) {
+    BackendOpenResult result = open(library, std::move(options));
     EXPECT_EQ(result.failure, BackendFailure::None) << result.message;
     EXPECT_NE(result.backend, nullptr);
     return std::move(result.backend);

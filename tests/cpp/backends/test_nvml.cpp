@@ -223,6 +223,34 @@ TEST_F(NvmlBackendTest, SteadyStateMakesFiveCallsPerGpu) {
   EXPECT_EQ(calls("nvmlDeviceGetMPSComputeRunningProcesses_v3"), 8U);
 }
 
+TEST_F(NvmlBackendTest, FastSamplingRepeatsBar1AndProcessesBetweenRefreshes) {
+  use_data_script("eight_gpus_64_procs.json");
+  NvmlOptions options;
+  options.bar1_refresh_ns = int64_t{3600} * 1'000'000'000;  // never again within the test
+  options.processes_refresh_ns = int64_t{3600} * 1'000'000'000;
+  auto backend = open_ok(VRAMSCOPE_NVML_DOUBLE_PATH, options);
+  const auto first = sample(*backend);
+  reset_calls();
+  const auto second = sample(*backend);
+  ASSERT_EQ(second.size(), 8U);
+  // Only the memory call runs; BAR1 and the three lists (~170 µs on an H200) are repeated.
+  EXPECT_EQ(calls("nvmlDeviceGetMemoryInfo_v2"), 8U);
+  EXPECT_EQ(calls("nvmlDeviceGetBAR1MemoryInfo"), 0U);
+  EXPECT_EQ(calls("nvmlDeviceGetComputeRunningProcesses_v3"), 0U);
+  EXPECT_EQ(calls("nvmlDeviceGetGraphicsRunningProcesses_v3"), 0U);
+  EXPECT_EQ(calls("nvmlDeviceGetMPSComputeRunningProcesses_v3"), 0U);
+  for (std::size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(second[i].bar1_used_bytes, first[i].bar1_used_bytes);
+    EXPECT_EQ(second[i].processes_supported, first[i].processes_supported);
+    ASSERT_EQ(second[i].processes.size(), first[i].processes.size());
+    for (std::size_t p = 0; p < first[i].processes.size(); ++p) {
+      EXPECT_EQ(second[i].processes[p].pid, first[i].processes[p].pid);
+      EXPECT_EQ(second[i].processes[p].used_bytes, first[i].processes[p].used_bytes);
+      EXPECT_EQ(second[i].processes[p].command, first[i].processes[p].command);
+    }
+  }
+}
+
 TEST_F(NvmlBackendTest, ProcessListGrowingBetweenCallsIsRetried) {
   use_script(one_gpu(R"(, "grow_processes": {"times": 3, "by": 100})"));
   auto backend = open_ok();
@@ -354,6 +382,21 @@ TEST_F(NvmlBackendTest, ReusedOutputVectorGetsFreshValues) {
   EXPECT_FALSE(samples[1].lost);
   EXPECT_EQ(samples[1].error, "");
   EXPECT_EQ(samples[1].processes.size(), 2U);
+}
+
+TEST_F(NvmlBackendTest, GpuLostInAReusedSampleShowsNoStaleProcesses) {
+  use_data_script("two_gpus.json");
+  auto backend = open_ok();
+  std::vector<DeviceSample> samples;
+  backend->sample_devices(samples);
+  ASSERT_EQ(samples.size(), 2U);
+  ASSERT_FALSE(samples[1].processes.empty());
+  reload(R"({"devices": [{"name": "A", "memory": {"total": 1}},
+                         {"name": "B", "memory": {"total": 1}, "errors": {"memory_v2": "GPU_IS_LOST"}}]})");
+  backend->sample_devices(samples);  // the same vector: the backend reuses its elements
+  EXPECT_TRUE(samples[1].lost);
+  EXPECT_TRUE(samples[1].processes.empty());
+  EXPECT_FALSE(samples[1].processes_supported);
 }
 
 }  // namespace
