@@ -241,6 +241,15 @@ nb::dict step_dict(const StepRecord& r) {
   d["reserved_bytes"] = r.reserved_bytes;
   d["duration_ns"] = r.duration_ns;
   d["end_ns"] = r.end_ns;
+  if (r.category_bytes) {
+    nb::dict categories;
+    for (std::size_t c = 0; c < memory_category_count; ++c) {
+      categories[std::string(memory_category_names[c]).c_str()] = (*r.category_bytes)[c];
+    }
+    d["categories"] = categories;
+  } else {
+    d["categories"] = nb::none();
+  }
   return d;
 }
 

@@ -12,8 +12,10 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include "attribution/attributor.hpp"
@@ -39,6 +41,9 @@ std::map<double, at::CallbackHandle> g_callbacks;
 at::CallbackHandle g_enabled_callback = 0;
 int g_op_holds = 0;
 std::vector<uint64_t> g_calls_at_start;
+
+/// Holds on "put the category breakdown into step records" (Monitor(model=...)), counted.
+std::atomic<int> g_step_category_holds{0};
 
 /// Blocks captured by the last OOM observer call (host memory, bounded).
 std::mutex g_oom_mutex;
@@ -145,6 +150,20 @@ void attribution_attach(tracking::AgentCore& core) {
   core.set_event_consumer([](std::size_t device, const std::vector<tracking::Event>& events) {
     g_attributor->consume(device, events);
   });
+  // Runs inside AgentCore::step() with the core's lock held and the device's events drained:
+  // the breakdown at the step's peak and the restart of that peak happen at the same instant
+  // as the step's other peaks.
+  core.set_step_annotator([](std::size_t device) -> std::optional<CategoryBytes> {
+    if (g_step_category_holds.load(std::memory_order_acquire) == 0 || !g_attributor->active()) {
+      return std::nullopt;
+    }
+    std::optional<CategoryBytes> out;
+    g_attributor->with_ledger(device, [&](attribution::Ledger& l) {
+      out = attribution::category_bytes_at_peak(l.categories(PeakMark::Step));
+      l.restart_peak(PeakMark::Step);
+    });
+    return out;
+  });
 }
 
 void attribution_on_oom(std::size_t device) noexcept {
@@ -222,6 +241,23 @@ void bind_attribution(nb::module_& m, tracking::AgentCore& (*core_of)()) {
   m.def(
       "attribution_active", [] { return g_attributor != nullptr && g_attributor->active(); },
       "Is any profile() or category tracking running?");
+  m.def(
+      "step_categories",
+      [](bool enable) {
+        if (enable) {
+          g_step_category_holds.fetch_add(1, std::memory_order_acq_rel);
+          return;
+        }
+        int holds = g_step_category_holds.load(std::memory_order_acquire);
+        while (holds > 0 &&
+               !g_step_category_holds.compare_exchange_weak(holds, holds - 1,
+                                                            std::memory_order_acq_rel)) {
+        }
+      },
+      "enable"_a,
+      "Take (True) or drop (False) a hold on per-category bytes in step records: while any is "
+      "held and attribution is active, step() puts each device's breakdown at the step's peak "
+      "into its record and restarts the ledger's step peak.");
   m.def(
       "set_phase",
       [](const std::string& phase) {

@@ -24,15 +24,17 @@ Command add_export_command(CLI::App& app) {
       "Give one or more outputs; the recording is read once.\n"
       "  vramscope export run.vrs --tensorboard runs/mem      then: tensorboard --logdir runs\n"
       "  vramscope export run.vrs --trace mem.json            open in https://ui.perfetto.dev or chrome://tracing\n"
-      "  vramscope export run.vrs --csv gpus.csv --csv-processes procs.csv --jsonl samples.jsonl\n"
+      "  vramscope export run.vrs --csv gpus.csv --csv-processes procs.csv --csv-steps steps.csv --jsonl samples.jsonl\n"
       "TensorBoard tags: driver/gpuN/{used,free,reserved,total}_bytes and\n"
-      "memory/{rankR|pidP}/cudaD/{allocated,reserved,...,step_peak_*}_bytes (docs/tensorboard.md).");
+      "memory/{rankR|pidP}/cudaD/{allocated,reserved,...,step_peak_*}_bytes and, for processes that\n"
+      "track categories, memory/{rankR|pidP}/cudaD/category/<name>_bytes (docs/tensorboard.md).");
   struct Options {
     std::string input;
     std::string tensorboard_dir;
     std::string trace_path;
     std::string csv_path;
     std::string csv_processes_path;
+    std::string csv_steps_path;
     std::string jsonl_path;
     uint64_t max_events = exporters::ChromeTraceOptions{}.max_events;
     bool force = false;
@@ -46,18 +48,21 @@ Command add_export_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--csv", options->csv_path, "Write one CSV row per device per sample");
   sub->add_option("--csv-processes", options->csv_processes_path, "Write one CSV row per process per sample");
+  sub->add_option("--csv-steps", options->csv_steps_path,
+                  "Write one CSV row per training step (peaks and per-category bytes)");
   sub->add_option("--jsonl", options->jsonl_path, "Write one JSON document (the --json schema) per sample per line");
   sub->add_flag("--force", options->force, "Overwrite existing output files");
 
   return Command{sub, [options]() -> int {
     if (options->tensorboard_dir.empty() && options->trace_path.empty() && options->csv_path.empty() &&
-        options->csv_processes_path.empty() && options->jsonl_path.empty()) {
-      throw Error("export: give at least one output (--tensorboard DIR, --trace FILE, --csv FILE, --csv-processes FILE, --jsonl FILE)",
+        options->csv_processes_path.empty() && options->csv_steps_path.empty() && options->jsonl_path.empty()) {
+      throw Error("export: give at least one output (--tensorboard DIR, --trace FILE, --csv FILE, --csv-processes FILE, "
+                  "--csv-steps FILE, --jsonl FILE)",
                   ExitUsage);
     }
     if (!options->force) {
       for (const std::string* path : {&options->trace_path, &options->csv_path, &options->csv_processes_path,
-                                      &options->jsonl_path}) {
+                                      &options->csv_steps_path, &options->jsonl_path}) {
         if (!path->empty() && ::access(path->c_str(), F_OK) == 0) {
           throw Error(*path + " already exists (pass --force to overwrite it)");
         }
@@ -90,6 +95,11 @@ Command add_export_command(CLI::App& app) {
       sinks.push_back(std::make_unique<exporters::CsvFileSink>(options->csv_processes_path, report::CsvRows::Processes,
                                                                options->force));
       outputs.push_back(options->csv_processes_path);
+    }
+    if (!options->csv_steps_path.empty()) {
+      sinks.push_back(
+          std::make_unique<exporters::CsvFileSink>(options->csv_steps_path, report::CsvRows::Steps, options->force));
+      outputs.push_back(options->csv_steps_path);
     }
     if (!options->jsonl_path.empty()) {
       sinks.push_back(std::make_unique<exporters::JsonlFileSink>(options->jsonl_path, options->force));

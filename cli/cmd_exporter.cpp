@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "output.hpp"
 #include "exporters/http_server.hpp"
 #include "exporters/metrics_cache.hpp"
 #include "vramscope/sampler.hpp"
@@ -107,6 +108,7 @@ Command add_exporter_command(CLI::App& app) {
 
     SamplerOptions sampler_options;
     sampler_options.read_agents = !options->no_agents;
+    sampler_options.on_warning = warn_stderr;
     std::shared_ptr<Sampler> sampler = open_sampler(sampler_options);  // throws: exit 3 without a driver
 
     // Block the stop signals before any thread starts: every thread inherits the mask, so only

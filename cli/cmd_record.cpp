@@ -15,6 +15,7 @@
 
 #include "child_process.hpp"
 #include "commands.hpp"
+#include "output.hpp"
 #include "pacing.hpp"
 #include "record.hpp"
 #include "stop_signals.hpp"
@@ -79,6 +80,7 @@ int run_record(const RecordOptions& options) {
   install_stop_handlers();
   SamplerOptions sampler_options;
   sampler_options.read_agents = !options.no_agents;
+  sampler_options.on_warning = warn_stderr;
   const std::unique_ptr<Sampler> sampler = open_sampler(sampler_options);
 
   RecordingMetadata metadata;

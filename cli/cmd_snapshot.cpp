@@ -28,6 +28,7 @@ struct SnapshotOptions {
 int run_snapshot(const SnapshotOptions& options) {
   SamplerOptions sampler_options;
   sampler_options.read_agents = !options.no_agents;
+  sampler_options.on_warning = warn_stderr;
   const std::unique_ptr<Sampler> sampler = open_sampler(sampler_options);
   SystemSample sample;
   sampler->sample(sample);

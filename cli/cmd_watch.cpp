@@ -43,6 +43,7 @@ int run_watch(const WatchOptions& options) {
   install_stop_handlers();
   SamplerOptions sampler_options;
   sampler_options.read_agents = !options.no_agents;
+  sampler_options.on_warning = warn_stderr;
   const std::unique_ptr<Sampler> sampler = open_sampler(sampler_options);
 
   if (options.format == "csv") {

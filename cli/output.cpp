@@ -18,4 +18,8 @@ bool write_stdout(std::string_view text) {
   throw Error(std::string("cannot write to standard output: ") + std::strerror(errno));
 }
 
+void warn_stderr(const std::string& message) {
+  std::fprintf(stderr, "vramscope: warning: %s\n", message.c_str());
+}
+
 }  // namespace vramscope::cli

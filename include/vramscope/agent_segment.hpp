@@ -52,6 +52,9 @@ class AgentSegmentReader {
   /// reader could return them (a reader polling too slowly), summed over all segments.
   virtual uint64_t lost_step_count() const { return 0; }
   virtual uint64_t lost_oom_count() const { return 0; }
+  /// Messages about segments refused for a reason the user can act on (written by a vramscope
+  /// of another segment format version), each file reported once; clears the list.
+  virtual std::vector<std::string> take_warnings() { return {}; }
 };
 
 }  // namespace vramscope

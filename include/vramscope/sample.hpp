@@ -5,9 +5,12 @@
 // could not read is an empty std::optional: "unsupported" is never shown as zero.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vramscope {
@@ -122,6 +125,27 @@ struct AllocatorSample {
   int64_t updated_ns = 0;
 };
 
+/// What live memory is, in the order every export lists it (torch's memory-timeline categories).
+enum class MemoryCategory : uint8_t {
+  Parameters = 0,
+  Gradients = 1,
+  OptimizerState = 2,
+  /// Allocated during a forward pass and not tagged otherwise.
+  Activations = 3,
+  /// Allocated during backward or the optimizer step and not a gradient or optimizer state.
+  Temporaries = 4,
+  /// Everything else (inputs, memory live before tracking started, untagged buffers).
+  Other = 5,
+};
+inline constexpr std::size_t memory_category_count = 6;
+
+/// Lower-case names, indexed by MemoryCategory: the names used in tags, labels and columns.
+inline constexpr std::array<std::string_view, memory_category_count> memory_category_names = {
+    "parameters", "gradients", "optimizer_state", "activations", "temporaries", "other"};
+
+/// Requested bytes per MemoryCategory (index = the enum value).
+using CategoryBytes = std::array<uint64_t, memory_category_count>;
+
 /// One completed training step of one process on one device: exact peaks from allocator events.
 struct StepRecord {
   uint32_t pid = 0;
@@ -140,6 +164,10 @@ struct StepRecord {
   /// Values at the end of the step.
   uint64_t allocated_bytes = 0;
   uint64_t reserved_bytes = 0;
+  /// What the step's peak was made of: requested bytes per category live at the moment of the
+  /// step's requested-bytes peak (they sum to that peak). Empty unless the process tracks
+  /// categories (Monitor(model=...)).
+  std::optional<CategoryBytes> category_bytes;
 };
 
 /// An out-of-memory error one agent observed.

@@ -4,8 +4,10 @@
 // stitches their outputs together with a timestamp and the host name. It never formats anything.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/backend.hpp"
@@ -21,6 +23,9 @@ struct SamplerOptions {
   bool read_agents = true;
   /// Segment directory; empty means agent_segment_dir().
   std::string agent_dir;
+  /// Receives warnings about agents that cannot be shown (a segment of another format version),
+  /// each once; empty: they are dropped.
+  std::function<void(const std::string&)> on_warning;
 };
 
 /// Fills SystemSamples from a device backend and, optionally, the agents' segments.
@@ -36,12 +41,17 @@ class Sampler {
   const std::string& driver_version() const { return m_driver_version; }
   /// This machine's host name.
   const std::string& hostname() const { return m_hostname; }
+  /// Where the agent reader's warnings go (see SamplerOptions::on_warning).
+  void set_warning_handler(std::function<void(const std::string&)> handler) {
+    m_on_warning = std::move(handler);
+  }
 
  private:
   std::unique_ptr<DeviceBackend> m_backend;
   std::unique_ptr<AgentSegmentReader> m_agents;
   std::string m_driver_version;
   std::string m_hostname;
+  std::function<void(const std::string&)> m_on_warning;
 };
 
 /// Turns a failed backend open into the error a command should end with: exit 3 for "no driver,

@@ -5,6 +5,7 @@ Devices are CUDA ordinals. Nothing here takes or returns torch objects.
 """
 
 from collections.abc import Sequence
+from typing import Any
 
 def attach(
     interval_ms: float = 10.0,
@@ -49,8 +50,9 @@ def reset_peak(device: int) -> None:
 def stats(device: int) -> dict[str, int | bool]:
     """Every counter of the device."""
 
-def step() -> list[dict[str, int]]:
-    """Closes the current step on every device; one record per device."""
+def step() -> list[dict[str, Any]]:
+    """Closes the current step on every device; one record per device. Its "categories" is
+    {category: bytes at the step's peak} while step_categories holds are taken, else None."""
 
 def set_rank(rank: int, world_size: int) -> None:
     """Sets the distributed rank published with the stats."""
@@ -93,6 +95,9 @@ def attribution_release() -> None:
 
 def attribution_active() -> bool:
     """Is any profile() or category tracking running?"""
+
+def step_categories(enable: bool) -> None:
+    """Take (True) or drop (False) a hold on per-category bytes in step records."""
 
 def attribution_summary(device: int) -> dict:
     """Ledger totals of one device ({} before any attribution)."""

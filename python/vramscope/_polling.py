@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from types import ModuleType
-from typing import Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 _KEYS = {
     "allocated_bytes": "allocated_bytes.all.current",
@@ -88,7 +88,7 @@ class PollingReader:
         out["polling_only"] = True
         return out
 
-    def step(self) -> List[Dict[str, int]]:
+    def step(self) -> List[Dict[str, Any]]:
         records = []
         end_ns = time.monotonic_ns()
         for device in range(self._count):
@@ -105,6 +105,8 @@ class PollingReader:
                 "reserved_bytes": now["reserved_bytes"],
                 "duration_ns": end_ns - self._step_start_ns[device],
                 "end_ns": end_ns,
+                # Categories need the allocator's events, which polling does not have.
+                "categories": None,
             })
             self._step_peaks[device] = dict(
                 (k, now[k]) for k in ("allocated_bytes", "reserved_bytes", "requested_bytes"))

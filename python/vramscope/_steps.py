@@ -13,6 +13,12 @@ from typing import Deque, Dict, Iterable, List, Optional, Sequence
 
 _UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
 
+#: The memory categories in the order every output lists them (torch's memory-timeline ones).
+CATEGORY_NAMES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries",
+                  "other")
+#: Their compact forms for the step line and the table columns.
+_CATEGORY_SHORT = ("params", "grads", "optim", "activ", "temp", "other")
+
 
 def format_bytes(n_bytes: int) -> str:
     """Human binary units: ``512 B``, ``1.5 KiB``, ``12.0 MiB``, ``1.2 GiB``."""
@@ -59,6 +65,9 @@ class StepRecord:
     delta_allocated_bytes: int
     #: Wall time of the step in nanoseconds (0 when unknown).
     duration_ns: int = 0
+    #: What the step's peak was made of: requested bytes per category (CATEGORY_NAMES) live at
+    #: the moment of the step's requested-bytes peak; None unless ``Monitor(model=...)``.
+    categories: Optional[Dict[str, int]] = None
 
 
 def rank_prefix(rank: int, world_size: int) -> str:
@@ -74,12 +83,15 @@ def format_step_line(records: Sequence[StepRecord]) -> str:
     first = records[0]
     parts = [f"{rank_prefix(first.rank, first.world_size)}step {first.step}"]
     for r in records:
-        parts.append(
-            f"cuda:{r.device} alloc {format_bytes(r.allocated_bytes)}, "
-            f"reserved {format_bytes(r.reserved_bytes)}, "
-            f"step peak {format_bytes(r.peak_allocated_bytes)}, "
-            f"Δ {format_delta(r.delta_allocated_bytes)}"
-        )
+        text = (f"cuda:{r.device} alloc {format_bytes(r.allocated_bytes)}, "
+                f"reserved {format_bytes(r.reserved_bytes)}, "
+                f"step peak {format_bytes(r.peak_allocated_bytes)}, "
+                f"Δ {format_delta(r.delta_allocated_bytes)}")
+        if r.categories is not None:
+            text += "; at peak " + ", ".join(
+                f"{short} {format_bytes(r.categories.get(name, 0))}"
+                for name, short in zip(CATEGORY_NAMES, _CATEGORY_SHORT))
+        parts.append(text)
     return " | ".join(parts)
 
 
@@ -88,13 +100,21 @@ _TABLE_HEADER = ("step", "device", "allocated", "reserved", "step peak alloc",
 
 
 def format_step_table(records: Iterable[StepRecord]) -> str:
-    """The per-step table (one row per step and device), right-aligned, ending with a newline."""
-    rows = [_TABLE_HEADER]
+    """The per-step table (one row per step and device), right-aligned, ending with a newline.
+    When any record has categories, six more columns show what its peak was made of."""
+    records = list(records)
+    with_categories = any(r.categories is not None for r in records)
+    header = _TABLE_HEADER + (_CATEGORY_SHORT if with_categories else ())
+    rows = [header]
     for r in records:
-        rows.append((str(r.step), f"cuda:{r.device}", format_bytes(r.allocated_bytes),
-                     format_bytes(r.reserved_bytes), format_bytes(r.peak_allocated_bytes),
-                     format_bytes(r.peak_reserved_bytes), format_delta(r.delta_allocated_bytes)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_TABLE_HEADER))]
+        row = (str(r.step), f"cuda:{r.device}", format_bytes(r.allocated_bytes),
+               format_bytes(r.reserved_bytes), format_bytes(r.peak_allocated_bytes),
+               format_bytes(r.peak_reserved_bytes), format_delta(r.delta_allocated_bytes))
+        if with_categories:
+            row += tuple("-" if r.categories is None else format_bytes(r.categories.get(name, 0))
+                         for name in CATEGORY_NAMES)
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     return "\n".join(lines) + "\n"
 

@@ -16,8 +16,8 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
 from . import _api, _dist, oom
 from .distributed import reduce_step_peaks
 from ._device import Device, parse_device
-from ._steps import (LeakDetector, StepRecord, format_leak_warning, format_step_line,
-                     format_step_table, history_limit_deque)
+from ._steps import (CATEGORY_NAMES, LeakDetector, StepRecord, format_leak_warning,
+                     format_step_line, format_step_table, history_limit_deque)
 from ._torchcheck import VramscopeWarning
 
 __all__ = ["Monitor", "StepSink"]
@@ -45,6 +45,14 @@ def _tensorboard_sink(logdir: str, rank: int, world_size: int) -> StepSink:
     return TensorBoardSink(logdir, rank=rank, world_size=world_size)
 
 
+def _categories_of(raw: Dict[str, Any]) -> Optional[Dict[str, int]]:
+    """The agent's per-category bytes of a step record, in CATEGORY_NAMES order, or None."""
+    categories = raw.get("categories")
+    if categories is None:
+        return None
+    return {name: int(categories.get(name, 0)) for name in CATEGORY_NAMES}
+
+
 class Monitor:
     """Per-step GPU memory of a training loop.
 
@@ -61,6 +69,12 @@ class Monitor:
     step's peaks by their maximum over all ranks before they are recorded, printed and written
     (vramscope.distributed.reduce_step_peaks: two small all-reduces per step, so every rank must
     call ``step()`` at the same steps); rank 0's history and run then carry the job's peak.
+    ``model`` / ``optimizer``: turn on the per-category breakdown (parameters, gradients,
+    optimizer state, activations, temporaries, other) of each step's peak, in the records, the
+    line, the table, the TensorBoard scalars and the agent's segment (so in ``vramscope``
+    recordings and exports). ``model`` alone still splits parameters, gradients and activations;
+    ``optimizer`` adds its state. Needs the agent in events mode; otherwise a warning says why
+    and the records carry no categories.
     """
 
     def __init__(self, every: int = 10, devices: Optional[Sequence[Device]] = None,
@@ -68,7 +82,13 @@ class Monitor:
                  auto_step: bool = False, leak_steps: int = 5,
                  leak_threshold_bytes: int = 1 << 20, rank: Optional[int] = None,
                  history_limit: int = 100_000, exit_table_rows: int = 20,
-                 reduce_peaks: bool = False) -> None:
+                 reduce_peaks: bool = False, model: Any = None,
+                 optimizer: Any = None) -> None:
+        if optimizer is not None and model is None:
+            raise ValueError("vramscope: optimizer= needs model= (the categories are tagged from "
+                             "the model's parameters)")
+        if model is not None and not hasattr(model, "parameters"):
+            raise TypeError("vramscope: model= must be a torch.nn.Module (it has no parameters())")
         if every < 0:
             raise ValueError("vramscope: every must be >= 0 (0 prints nothing)")
         if exit_table_rows < 0:
@@ -91,6 +111,10 @@ class Monitor:
         self._tensorboard_dir = tensorboard_dir
         #: Extra destinations of every step record (objects with write_step() and close()).
         self._sinks: List[StepSink] = []
+        self._model = model
+        self._optimizer = optimizer
+        #: The CategoryTracker while categories are on (Monitor(model=...)), else None.
+        self._categories: Any = None
         self._active = False
         self._oom_calls_at_start = 0
 
@@ -116,6 +140,9 @@ class Monitor:
         if self._tensorboard_dir is not None:
             self._sinks.append(_tensorboard_sink(self._tensorboard_dir, self.rank,
                                                  self.world_size))
+        if self._model is not None:
+            # Before the step hook: the tracker's phase hooks then run around ours.
+            self._start_categories()
         if self.auto_step:
             from torch.optim.optimizer import register_optimizer_step_post_hook
             self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
@@ -136,6 +163,9 @@ class Monitor:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
+        if self._categories is not None:
+            self._categories.close()
+            self._categories = None
         if self.every and self.exit_table_rows and self._history:
             self.print_fn(self.table(last=self.exit_table_rows).rstrip("\n"))
         sinks, self._sinks = self._sinks, []
@@ -147,6 +177,24 @@ class Monitor:
         points = [oom.StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes)
                   for r in self._history if r.device == device]
         return {"steps": points[-oom.STEP_HISTORY:]} if points else {}
+
+    def _start_categories(self) -> None:
+        from .profile import CategoryTracker
+        # The model is on the GPU by now, so CUDA is initialised; if not, tagging needs it anyway.
+        mode = _api.attach(init_cuda=True)
+        problem = None
+        if not mode.startswith("events"):
+            # Polling (cudaMallocAsync, no agent): no events, so no ledger to split the peak.
+            problem = f"the agent is not in events mode ({mode})"
+        else:
+            try:
+                self._categories = CategoryTracker(self._model, self._optimizer,
+                                                   in_step_records=True)
+            except RuntimeError as e:
+                problem = str(e)
+        if problem is not None:
+            warnings.warn(f"vramscope: Monitor(model=...) records no categories: {problem}",
+                          VramscopeWarning, stacklevel=4)
 
     # ----- steps
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -178,6 +226,9 @@ class Monitor:
     def step(self) -> List[StepRecord]:
         """Closes the current step; returns its records (one per followed device)."""
         self._step += 1
+        if self._categories is not None:
+            # Tags must be in the ledger before the agent closes the step and reads its peak.
+            self._categories.tag()
         raw = _api.step_all()
         if not raw:
             return []
@@ -196,7 +247,8 @@ class Monitor:
                 peak_reserved_bytes=int(r["peak_reserved_bytes"]),
                 peak_requested_bytes=int(r["peak_requested_bytes"]),
                 delta_allocated_bytes=allocated - self._last_allocated.get(device, 0),
-                duration_ns=int(r.get("duration_ns", 0)))
+                duration_ns=int(r.get("duration_ns", 0)),
+                categories=_categories_of(r))
             self._last_allocated[device] = allocated
             records.append(record)
         return self._record_step(records)

@@ -34,6 +34,7 @@ import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _api, oom
+from ._categories import StorageWalker
 from ._steps import format_bytes
 
 __all__ = ["profile", "Profile", "CategoryTracker", "format_op_table", "OpRow"]
@@ -387,44 +388,35 @@ def profile(sampling: float = 1.0, modules: bool = True, device: Optional[int] =
     return Profile(sampling=sampling, modules=modules, device=device, backward=backward)
 
 
-def _storages(tensors: Any) -> List[Tuple[int, int, int]]:
-    """(device, data_ptr, nbytes) of the distinct CUDA storages among ``tensors``."""
-    seen = {}
-    for t in tensors:
-        if t is None or not getattr(t, "is_cuda", False):
-            continue
-        s = t.untyped_storage()
-        seen[s.data_ptr()] = (t.device.index or 0, s.data_ptr(), s.nbytes())
-    return list(seen.values())
-
-
 class CategoryTracker:
     """Live memory by category (parameters, gradients, optimizer state, activations,
-    temporaries, other), now and at each step's peak. Call ``step()`` after each optimizer step
-    (``Monitor`` users: call it next to ``monitor.step()``)."""
+    temporaries, other), now and at each step's peak. Call ``step()`` after each optimizer step,
+    or let ``Monitor(model=..., optimizer=...)`` own one: then ``in_step_records`` is on and
+    every step record the agent makes (Monitor history, segment, recordings, exports) carries the
+    breakdown at the step's peak."""
 
-    def __init__(self, model: Any, optimizer: Any = None) -> None:
+    def __init__(self, model: Any, optimizer: Any = None, in_step_records: bool = False) -> None:
         self.model = model
         self.optimizer = optimizer
         self._agent = _agent_or_raise()
+        self._walker = StorageWalker(model, optimizer)
         self._agent.attribution_acquire()
         self._hooks = _ModuleHooks(self._agent, _api._current())  # phases only
         self._hooks.install()
+        self._in_step_records = in_step_records
+        if in_step_records:
+            self._agent.step_categories(True)
         self.history: List[Dict[str, Any]] = []
         oom.add_provider(self._oom_evidence)
 
-    def _tag(self) -> None:
-        groups = {"parameters": list(self.model.parameters())}
-        groups["gradients"] = [p.grad for p in groups["parameters"]]
-        if self.optimizer is not None:
-            groups["optimizer_state"] = [v for state in self.optimizer.state.values()
-                                         for v in state.values() if hasattr(v, "is_cuda")]
-        for category, tensors in groups.items():
-            by_device: Dict[int, List[Tuple[int, int]]] = collections.defaultdict(list)
-            for device, ptr, nbytes in _storages(tensors):
-                by_device[device].append((ptr, nbytes))
+    def tag(self) -> None:
+        """Tags the parameter, gradient and optimizer-state storages that are new since the last
+        call (see vramscope._categories for what is cached)."""
+        for category, by_device in self._walker.walk().items():
             for device, blocks in by_device.items():
                 self._agent.tag(device, category, blocks)
+
+    _tag = tag
 
     def step(self) -> Dict[int, Dict[str, Tuple[int, int]]]:
         """Tags this step's storages, returns {device: {category: (live, at step peak)}} and
@@ -444,5 +436,8 @@ class CategoryTracker:
 
     def close(self) -> None:
         self._hooks.remove()
+        if self._in_step_records:
+            self._agent.step_categories(False)
+            self._in_step_records = False
         self._agent.attribution_release()
         oom.remove_provider(self._oom_evidence)

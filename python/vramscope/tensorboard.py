@@ -19,6 +19,9 @@ Tags (the same scheme as ``vramscope export --tensorboard``, see docs/tensorboar
     memory/cuda<D>/step_peak_allocated_bytes  highest inside the step (exact, from events)
     memory/cuda<D>/step_peak_reserved_bytes
     memory/cuda<D>/step_peak_requested_bytes
+    memory/cuda<D>/category/<name>_bytes      what the step's peak was made of, with
+                                              Monitor(model=...): parameters, gradients,
+                                              optimizer_state, activations, temporaries, other
 
 The x axis is the Monitor's step. Values are float32 in the event file (exact below 16 MiB,
 7 significant digits above).
@@ -47,7 +50,12 @@ def step_scalars(record: Any, qualify_rank: bool = False) -> list:
     if qualify_rank and getattr(record, "world_size", 1) > 1:
         prefix += f"rank{record.rank}/"
     prefix += f"cuda{record.device}/"
-    return [(prefix + tag, float(getattr(record, field))) for tag, field in _FIELDS]
+    scalars = [(prefix + tag, float(getattr(record, field))) for tag, field in _FIELDS]
+    categories = getattr(record, "categories", None)
+    if categories:
+        scalars += [(f"{prefix}category/{name}_bytes", float(value))
+                    for name, value in categories.items()]
+    return scalars
 
 
 def _make_private_dirs(path: str) -> None:

@@ -29,6 +29,26 @@ std::string_view category_name(Category category) {
   return "other";
 }
 
+MemoryCategory memory_category(Category category) {
+  switch (category) {
+    case Category::Parameters: return MemoryCategory::Parameters;
+    case Category::Gradients: return MemoryCategory::Gradients;
+    case Category::OptimizerState: return MemoryCategory::OptimizerState;
+    case Category::Activations: return MemoryCategory::Activations;
+    case Category::Temporaries: return MemoryCategory::Temporaries;
+    case Category::Other: break;
+  }
+  return MemoryCategory::Other;
+}
+
+CategoryBytes category_bytes_at_peak(const std::array<CategoryTotals, category_count>& totals) {
+  CategoryBytes out{};
+  for (const CategoryTotals& c : totals) {
+    out[static_cast<std::size_t>(memory_category(c.category))] += c.live_at_peak_bytes;
+  }
+  return out;
+}
+
 Category category_of_phase(Phase phase) {
   switch (phase) {
     case Phase::Forward: return Category::Activations;

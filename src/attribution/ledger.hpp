@@ -25,6 +25,7 @@
 
 #include "attribution/module_frames.hpp"
 #include "tracking/events.hpp"
+#include "vramscope/sample.hpp"
 
 namespace vramscope::attribution {
 
@@ -44,6 +45,9 @@ inline constexpr std::size_t category_count = 6;
 /// Lower-case name: "other", "parameters", "gradients", "optimizer_state", "activations",
 /// "temporaries".
 std::string_view category_name(Category category);
+
+/// The public MemoryCategory (export order) of a ledger category.
+MemoryCategory memory_category(Category category);
 
 /// Where the training loop is, as set by the module and optimizer hooks.
 enum class Phase : uint8_t { Other = 0, Forward = 1, Backward = 2, Optimizer = 3 };
@@ -88,6 +92,9 @@ struct CategoryTotals {
   uint64_t live_bytes = 0;
   uint64_t live_at_peak_bytes = 0;
 };
+
+/// The live-at-peak bytes of Ledger::categories() in MemoryCategory (export) order.
+CategoryBytes category_bytes_at_peak(const std::array<CategoryTotals, category_count>& totals);
 
 /// Live memory of one device by operator and category, from its event stream.
 class Ledger {

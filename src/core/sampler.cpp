@@ -32,7 +32,12 @@ void Sampler::sample(SystemSample& out) {
   out.steps.clear();
   out.ooms.clear();
   if (m_backend) m_backend->sample_devices(out.devices);
-  if (m_agents) m_agents->poll(out.allocators, out.steps, out.ooms);
+  if (m_agents) {
+    m_agents->poll(out.allocators, out.steps, out.ooms);
+    for (const std::string& warning : m_agents->take_warnings()) {
+      if (m_on_warning) m_on_warning(warning);
+    }
+  }
 }
 
 namespace {
@@ -89,7 +94,9 @@ std::unique_ptr<Sampler> open_sampler(const SamplerOptions& options) {
       agents.reset();
     }
   }
-  return std::make_unique<Sampler>(std::move(opened.backend), std::move(agents));
+  auto sampler = std::make_unique<Sampler>(std::move(opened.backend), std::move(agents));
+  sampler->set_warning_handler(options.on_warning);
+  return sampler;
 }
 
 }  // namespace vramscope

@@ -133,11 +133,27 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
                  {"reserved_bytes", step.reserved_bytes},
                  {"device_uuid", step.device_uuid}};
     if (step.rank >= 0) args["rank"] = step.rank;
+    const int64_t start_ns = step.end_ns - step.duration_ns;
+    if (step.category_bytes) {
+      json categories = json::object();
+      for (std::size_t c = 0; c < memory_category_count; ++c) {
+        categories[std::string(memory_category_names[c])] = (*step.category_bytes)[c];
+      }
+      args["category_bytes"] = categories;
+    }
     emit(json{{"name", "step " + std::to_string(step.step)}, {"cat", "step"}, {"ph", "X"},
-              {"ts", to_trace_us(step.end_ns - step.duration_ns)}, {"dur", to_trace_us(step.duration_ns)},
+              {"ts", to_trace_us(start_ns)}, {"dur", to_trace_us(step.duration_ns)},
               {"pid", pid}, {"tid", tid}, {"args", args}}
              .dump(),
          true);
+    if (step.category_bytes) {
+      // One counter per category, set at the step's start: the value then spans the step whose
+      // peak it describes.
+      for (std::size_t c = 0; c < memory_category_count; ++c) {
+        counter(pid, gpu + " step peak " + std::string(memory_category_names[c]), (*step.category_bytes)[c],
+                start_ns);
+      }
+    }
   }
 
   for (const OomRecord& oom : sample.ooms) {

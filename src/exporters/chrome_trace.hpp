@@ -5,7 +5,9 @@
 //                    "GPUN free", each its own counter name so chrome://tracing does not stack them.
 //   pid <host pid>   "pid P rank R (<command>)": counters "GPUN driver used", "GPUN torch
 //                    allocated", "GPUN torch reserved"; one complete event per training step
-//                    (args: peaks, rank) on thread "GPUN steps"; OOMs as global instant events.
+//                    (args: peaks, rank, category bytes) on thread "GPUN steps"; for processes that
+//                    track categories, counters "GPUN step peak <category>" (what each step's
+//                    peak was made of, set at the step's start); OOMs as global instant events.
 // Synthetic GPU pids start above Linux's pid_max (2^22), so they never collide with host pids.
 // Counters are written only when a value changes (they are step functions, so nothing is lost)
 // and every track's last value is repeated at the final timestamp so it extends to the end.

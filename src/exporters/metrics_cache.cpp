@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <exception>
+#include <iterator>
+#include <set>
 #include <utility>
 
 namespace vramscope::exporters {
@@ -42,11 +44,30 @@ void MetricsCache::refresh() {
     error = e.what();
   }
   status.sample_duration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  keep_latest_steps(sample);
   auto body = std::make_shared<const std::string>(render_prometheus(sample, m_options, status));
   std::lock_guard<std::mutex> lock(m_mutex);
   m_body = std::move(body);
   m_last_error = std::move(error);
   ++m_refresh_count;
+}
+
+void MetricsCache::keep_latest_steps(SystemSample& sample) {
+  std::lock_guard<std::mutex> lock(m_steps_mutex);
+  for (StepRecord& step : sample.steps) {
+    if (!step.category_bytes) continue;
+    const auto key = std::make_pair(step.pid, step.cuda_device);
+    const auto found = m_latest_steps.find(key);
+    if (found == m_latest_steps.end() || step.step >= found->second.step) m_latest_steps[key] = std::move(step);
+  }
+  // A process whose agent is gone takes its breakdown with it.
+  std::set<std::pair<uint32_t, int32_t>> live;
+  for (const AllocatorSample& allocator : sample.allocators) live.emplace(allocator.pid, allocator.cuda_device);
+  for (auto it = m_latest_steps.begin(); it != m_latest_steps.end();) {
+    it = live.count(it->first) != 0 ? std::next(it) : m_latest_steps.erase(it);
+  }
+  sample.steps.clear();
+  for (const auto& [key, step] : m_latest_steps) sample.steps.push_back(step);
 }
 
 std::shared_ptr<const std::string> MetricsCache::body() const {

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +47,11 @@ class MetricsCache {
  private:
   void run();
 
+  /// Replaces `sample.steps` by the latest step with categories of each (pid, CUDA device) that
+  /// still has an agent, remembered across refreshes: a sample holds only the steps completed
+  /// since the previous one, but vramscope_category_bytes shows the latest step's breakdown.
+  void keep_latest_steps(SystemSample& sample);
+
   SampleSource m_source;
   int64_t m_interval_ns;
   PrometheusOptions m_options;
@@ -56,6 +62,9 @@ class MetricsCache {
   std::string m_last_error;
   bool m_stopping = false;
   std::thread m_thread;
+  /// Guards m_latest_steps (refresh() may run on the caller's thread and on the refresh thread).
+  std::mutex m_steps_mutex;
+  std::map<std::pair<uint32_t, int32_t>, StepRecord> m_latest_steps;
 };
 
 }  // namespace vramscope::exporters

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -261,6 +262,37 @@ void render_allocators(Exposition& out, const SystemSample& sample) {
   }
 }
 
+void render_categories(Exposition& out, const SystemSample& sample) {
+  // The latest step that carries categories, per (pid, cuda_device).
+  std::map<std::pair<uint32_t, int32_t>, const StepRecord*> latest;
+  for (const StepRecord& step : sample.steps) {
+    if (!step.category_bytes) continue;
+    const StepRecord*& slot = latest[{step.pid, step.cuda_device}];
+    if (slot == nullptr || step.step >= slot->step) slot = &step;
+  }
+  if (latest.empty()) return;
+  std::unordered_map<std::string, uint32_t> index_of_uuid;
+  for (const DeviceSample& device : sample.devices) index_of_uuid.emplace(device.uuid, device.index);
+
+  out.family("vramscope_category_bytes", "gauge",
+             "What the last completed training step's peak was made of: requested bytes per category "
+             "(parameters, gradients, optimizer_state, activations, temporaries, other) live at the step's "
+             "peak; only for processes that track categories (Monitor(model=...)).");
+  for (const auto& [key, step] : latest) {
+    // The same label set as the vramscope_torch_* series of that process and device.
+    Labels set;
+    const auto found = index_of_uuid.find(step->device_uuid);
+    if (found != index_of_uuid.end() && !step->device_uuid.empty()) set.add("gpu", found->second);
+    set.add("uuid", step->device_uuid).add("hostname", sample.hostname).add("pid", step->pid);
+    set.add("cuda_device", fmt::format("{}", step->cuda_device));
+    if (step->rank >= 0) set.add("rank", fmt::format("{}", step->rank));
+    const std::string base = set.text();
+    for (std::size_t c = 0; c < memory_category_count; ++c) {
+      out.sample(extend(base, Labels().add("category", memory_category_names[c])), (*step->category_bytes)[c]);
+    }
+  }
+}
+
 }  // namespace
 
 std::string render_prometheus(const SystemSample& sample, const PrometheusOptions& options,
@@ -286,6 +318,7 @@ std::string render_prometheus(const SystemSample& sample, const PrometheusOption
   render_devices(out, sample, labels);
   if (options.per_process) render_processes(out, sample);
   render_allocators(out, sample);
+  render_categories(out, sample);
   return body;
 }
 

@@ -32,7 +32,9 @@ struct PrometheusStatus {
   std::optional<double> sample_duration_seconds;
 };
 
-/// Renders `sample` as a complete exposition body ending with a newline.
+/// Renders `sample` as a complete exposition body ending with a newline. Per-category bytes
+/// (vramscope_category_bytes) come from the latest of `sample.steps` per process and device;
+/// MetricsCache keeps each process's latest step there between samples.
 std::string render_prometheus(const SystemSample& sample, const PrometheusOptions& options,
                               const PrometheusStatus& status);
 

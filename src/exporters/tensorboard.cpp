@@ -198,10 +198,17 @@ void TensorBoardWriter::write(const SystemSample& sample) {
 
 void TensorBoardWriter::write_step(const StepRecord& step) {
   const std::string prefix = torch_prefix(step.pid, step.rank, step.cuda_device);
-  add_scalars({{prefix + "step_peak_allocated_bytes", static_cast<double>(step.peak_allocated_bytes)},
-               {prefix + "step_peak_reserved_bytes", static_cast<double>(step.peak_reserved_bytes)},
-               {prefix + "step_peak_requested_bytes", static_cast<double>(step.peak_requested_bytes)}},
-              static_cast<int64_t>(step.step), static_cast<double>(step.end_ns) / 1e9);
+  std::vector<TensorBoardScalar> scalars = {
+      {prefix + "step_peak_allocated_bytes", static_cast<double>(step.peak_allocated_bytes)},
+      {prefix + "step_peak_reserved_bytes", static_cast<double>(step.peak_reserved_bytes)},
+      {prefix + "step_peak_requested_bytes", static_cast<double>(step.peak_requested_bytes)}};
+  if (step.category_bytes) {
+    for (std::size_t c = 0; c < memory_category_count; ++c) {
+      scalars.push_back({fmt::format("{}category/{}_bytes", prefix, memory_category_names[c]),
+                         static_cast<double>((*step.category_bytes)[c])});
+    }
+  }
+  add_scalars(scalars, static_cast<int64_t>(step.step), static_cast<double>(step.end_ns) / 1e9);
 }
 
 void TensorBoardWriter::flush() {

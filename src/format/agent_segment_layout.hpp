@@ -37,8 +37,10 @@ namespace vramscope::format {
 
 /// "VRSCAGT1": identifies an agent segment (distinct from the recording file magic).
 inline constexpr char segment_magic[8] = {'V', 'R', 'S', 'C', 'A', 'G', 'T', '1'};
-/// Bumped on any layout change; readers skip segments of another version.
-inline constexpr uint16_t segment_version = 1;
+/// Bumped on any layout change; readers refuse segments of another version (and say so once).
+/// Version 2 added the step flags and per-category bytes to StepPayload. The magic and the version
+/// stay at offsets 0 and 8 in every version, so a reader can always tell which one it is facing.
+inline constexpr uint16_t segment_version = 2;
 /// Bytes reserved for a device UUID ("GPU-…" is 40 characters; MIG UUIDs are longer).
 inline constexpr std::size_t segment_uuid_bytes = 96;
 /// Bounds a reader accepts; a writer never creates more.
@@ -50,6 +52,10 @@ inline constexpr uint32_t segment_oom_capacity = 16;
 
 /// SlotStats::flags bits.
 inline constexpr uint32_t slot_flag_polling_only = 1U << 0U;
+/// StepPayload::flags bits: are category_bytes valid?
+inline constexpr uint64_t step_flag_categories = 1U << 0U;
+/// Categories in StepPayload::category_bytes (MemoryCategory order).
+inline constexpr std::size_t segment_category_count = 6;
 
 /// The fixed header at offset 0. Written once before the file gets its final name, except for
 /// the atomically updated counters at the end.
@@ -127,9 +133,15 @@ struct StepPayload {
   uint64_t peak_requested_bytes;
   uint64_t allocated_bytes;
   uint64_t reserved_bytes;
+  /// step_flag_* bits (version 2).
+  uint64_t flags;
+  /// Requested bytes per MemoryCategory live at the step's peak, when step_flag_categories is set
+  /// (version 2).
+  uint64_t category_bytes[segment_category_count];
   char device_uuid[segment_uuid_bytes];
 };
-static_assert(sizeof(StepPayload) == 176);
+static_assert(sizeof(StepPayload) == 232);
+static_assert(offsetof(StepPayload, category_bytes) == 88);
 
 /// One out-of-memory error (pid from the header).
 struct OomPayload {
@@ -156,7 +168,7 @@ struct SeqBlock {
 using SlotBlock = SeqBlock<SlotStats>;
 using StepEntry = SeqBlock<StepPayload>;
 using OomEntry = SeqBlock<OomPayload>;
-static_assert(sizeof(SlotBlock) == 232 && sizeof(StepEntry) == 184 && sizeof(OomEntry) == 168);
+static_assert(sizeof(SlotBlock) == 232 && sizeof(StepEntry) == 240 && sizeof(OomEntry) == 168);
 
 /// Byte offsets of the three arrays, computed the same way by writer and reader.
 struct SegmentGeometry {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "format/agent_segment_layout.hpp"
@@ -53,11 +54,34 @@ struct MappedSegment {
   }
 };
 
+bool header_is_valid(const SegmentHeader& header, uint64_t file_size, uint32_t name_pid,
+                     SegmentGeometry& geometry);
+
+/// What a header check found.
+enum class HeaderCheck {
+  Valid,
+  /// Our magic, another format version: a vramscope of another release wrote it.
+  OtherVersion,
+  /// Anything else: not ours, damaged, or hostile. Skipped silently.
+  Invalid,
+};
+
 /// Checks a header read from a file of `file_size` bytes; fills `geometry` when valid.
+HeaderCheck check_header(const SegmentHeader& header, uint64_t file_size, uint32_t name_pid,
+                         SegmentGeometry& geometry) {
+  if (std::memcmp(header.magic, segment_magic, sizeof(segment_magic)) != 0) {
+    return HeaderCheck::Invalid;
+  }
+  // Only after the magic and the version (at the same offsets in every version) is the rest of
+  // the header known to mean what this build's struct says.
+  if (header.version != segment_version) return HeaderCheck::OtherVersion;
+  return header_is_valid(header, file_size, name_pid, geometry) ? HeaderCheck::Valid
+                                                                : HeaderCheck::Invalid;
+}
+
+/// The checks after magic and version (see check_header).
 bool header_is_valid(const SegmentHeader& header, uint64_t file_size, uint32_t name_pid,
                      SegmentGeometry& geometry) {
-  if (std::memcmp(header.magic, segment_magic, sizeof(segment_magic)) != 0) return false;
-  if (header.version != segment_version) return false;
   if (header.header_bytes < sizeof(SegmentHeader) || header.header_bytes % 8 != 0 ||
       header.header_bytes > 4096) {
     return false;
@@ -92,6 +116,7 @@ class SegmentReader final : public AgentSegmentReader {
       return;
     }
     std::map<std::pair<dev_t, ino_t>, std::unique_ptr<MappedSegment>> seen;
+    std::set<std::pair<dev_t, ino_t>> refused;
     // fdopendir takes ownership of dir_fd; dirfd() keeps it usable for *at() calls.
     DIR* listing = ::fdopendir(dir_fd);
     if (listing == nullptr) {
@@ -111,8 +136,14 @@ class SegmentReader final : public AgentSegmentReader {
       if (auto it = m_segments.find(key); it != m_segments.end()) {
         segment = std::move(it->second);
         m_segments.erase(it);
+      } else if (m_refused.count(key) != 0) {
+        // Another format version, already reported: not read again while the file stays.
+        refused.insert(key);
+        continue;
       } else {
-        segment = map_segment(dir_fd, entry->d_name, *pid);
+        bool other_version = false;
+        segment = map_segment(dir_fd, entry->d_name, *pid, other_version);
+        if (other_version) refused.insert(key);
         if (!segment) continue;
       }
       if (!writer_is_alive(segment->header)) {
@@ -129,13 +160,19 @@ class SegmentReader final : public AgentSegmentReader {
     ::closedir(listing);
     // Segments no longer in the directory are unmapped here.
     m_segments = std::move(seen);
+    m_refused = std::move(refused);
   }
+
+  std::vector<std::string> take_warnings() override { return std::exchange(m_warnings, {}); }
 
   uint64_t lost_step_count() const override { return m_lost_steps; }
   uint64_t lost_oom_count() const override { return m_lost_ooms; }
 
  private:
-  std::unique_ptr<MappedSegment> map_segment(int dir_fd, const char* name, uint32_t pid) {
+  /// Maps a valid segment; null otherwise. A file of another format version sets
+  /// `other_version` and queues a warning for take_warnings().
+  std::unique_ptr<MappedSegment> map_segment(int dir_fd, const char* name, uint32_t pid,
+                                             bool& other_version) {
     // O_NONBLOCK: a FIFO swapped in after the fstatat() must not hang us; fstat() re-checks.
     const int fd = ::openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return nullptr;
@@ -144,9 +181,21 @@ class SegmentReader final : public AgentSegmentReader {
     bool ok = ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_uid == ::geteuid() &&
               static_cast<uint64_t>(info.st_size) >= sizeof(SegmentHeader) &&
               ::pread(fd, &segment->header, sizeof(SegmentHeader), 0) ==
-                  static_cast<ssize_t>(sizeof(SegmentHeader)) &&
-              header_is_valid(segment->header, static_cast<uint64_t>(info.st_size), pid,
-                              segment->geometry);
+                  static_cast<ssize_t>(sizeof(SegmentHeader));
+    if (ok) {
+      const HeaderCheck check = check_header(segment->header, static_cast<uint64_t>(info.st_size),
+                                             pid, segment->geometry);
+      ok = check == HeaderCheck::Valid;
+      if (check == HeaderCheck::OtherVersion) {
+        other_version = true;
+        m_warnings.push_back("agent segment " + std::string(name) + " (pid " +
+                             std::to_string(pid) + ") has format v" +
+                             std::to_string(segment->header.version) + "; this vramscope reads v" +
+                             std::to_string(segment_version) +
+                             ": that process runs another vramscope version, its memory is not "
+                             "shown (use the vramscope CLI of the same version)");
+      }
+    }
     if (ok) {
       void* map = ::mmap(nullptr, segment->geometry.total_bytes, PROT_READ, MAP_SHARED, fd, 0);
       ok = map != MAP_FAILED;
@@ -282,6 +331,12 @@ class SegmentReader final : public AgentSegmentReader {
     step.peak_requested_bytes = entry.peak_requested_bytes;
     step.allocated_bytes = entry.allocated_bytes;
     step.reserved_bytes = entry.reserved_bytes;
+    // Unknown flag bits (a damaged entry) leave the categories out rather than guess.
+    if (entry.flags == step_flag_categories) {
+      CategoryBytes bytes{};
+      for (std::size_t c = 0; c < segment_category_count; ++c) bytes[c] = entry.category_bytes[c];
+      step.category_bytes = bytes;
+    }
     return step;
   }
 
@@ -305,6 +360,9 @@ class SegmentReader final : public AgentSegmentReader {
   std::map<std::pair<dev_t, ino_t>, std::unique_ptr<MappedSegment>> m_segments;
   uint64_t m_lost_steps = 0;
   uint64_t m_lost_ooms = 0;
+  /// Files of another format version seen in the last poll (each reported once).
+  std::set<std::pair<dev_t, ino_t>> m_refused;
+  std::vector<std::string> m_warnings;
 };
 
 }  // namespace

@@ -103,6 +103,13 @@ class SegmentWriter final : public AgentSegmentWriter {
     entry.peak_requested_bytes = step.peak_requested_bytes;
     entry.allocated_bytes = step.allocated_bytes;
     entry.reserved_bytes = step.reserved_bytes;
+    if (step.category_bytes) {
+      static_assert(segment_category_count == memory_category_count);
+      entry.flags |= step_flag_categories;
+      for (std::size_t c = 0; c < segment_category_count; ++c) {
+        entry.category_bytes[c] = (*step.category_bytes)[c];
+      }
+    }
     copy_fixed_string(entry.device_uuid, step.device_uuid.data(), step.device_uuid.size());
     const uint32_t capacity = header()->step_capacity;
     seqlock_write(steps() + (entry.sequence - 1) % capacity, entry);

@@ -7,7 +7,7 @@
 //  File header (written and fdatasync'ed once, at create):
 //  ┌──────────┬─────────┬─────────┬──────────────┬──────────────────────────┬──────────────┐
 //  │ magic[8] │ version │ flags   │ header_bytes │ metadata                 │ header_crc   │
-//  │ VRAMSCOP │ u16 = 1 │ u16 = 0 │ u32          │ header_bytes - 20 bytes  │ u32          │
+//  │ VRAMSCOP │ u16 = 2 │ u16 = 0 │ u32          │ header_bytes - 20 bytes  │ u32          │
 //  └──────────┴─────────┴─────────┴──────────────┴──────────────────────────┴──────────────┘
 //  header_crc = masked CRC-32C of every header byte before it.
 //
@@ -33,7 +33,8 @@ namespace vramscope::format {
 
 /// The format version this code writes and the newest it reads. Bump it on any layout change,
 /// and keep a checked-in file of every older version that the tests read back.
-inline constexpr uint16_t recording_version = 1;
+/// Version 2 added flags and per-category bytes to step records (sample_codec.hpp).
+inline constexpr uint16_t recording_version = 2;
 
 /// File magic: the first 8 bytes of every recording.
 inline constexpr char file_magic[8] = {'V', 'R', 'A', 'M', 'S', 'C', 'O', 'P'};

@@ -159,6 +159,8 @@ class RecordingReaderImpl final : public RecordingReader {
       fail(std::string("corrupt recording metadata: ") + error.what());
     }
     m_metadata.format_version = fixed.version;
+    // Samples are decoded the way the file's version encoded them.
+    m_decoder = format::SampleDecoder(fixed.version);
     m_offset = fixed.header_bytes;
   }
 

@@ -1,7 +1,8 @@
 // src/format/sample_codec.cpp -- SystemSample <-> bytes (layout described in sample_codec.hpp)
 //
 // Encoder and decoder are written field by field in the same order so they can be read side by
-// side; any change here is a format change and bumps recording_version.
+// side; any change here is a format change and bumps recording_version. The encoder writes the
+// current version only; the decoder reads every version (a branch per field that changed).
 #include "format/sample_codec.hpp"
 
 #include <string>
@@ -55,6 +56,15 @@ enum AllocatorFlag : uint32_t {
   AllocatorPollingOnly = 1U << 0U,
   AllocatorKnownFlags = 1,
 };
+
+// StepRecord flags (version 2 on).
+enum StepFlag : uint32_t {
+  StepHasCategories = 1U << 0U,
+  StepKnownFlags = 1,
+};
+
+/// The first version whose step records carry flags and per-category bytes.
+constexpr uint16_t first_version_with_step_categories = 2;
 
 uint64_t zigzag(int64_t value) {
   return (static_cast<uint64_t>(value) << 1U) ^ static_cast<uint64_t>(value >> 63);
@@ -206,6 +216,10 @@ class Emitter {
     for (uint64_t value : {r.peak_allocated_bytes, r.peak_reserved_bytes, r.peak_requested_bytes,
                            r.allocated_bytes, r.reserved_bytes}) {
       u(value);
+    }
+    u(r.category_bytes ? StepHasCategories : 0U);
+    if (r.category_bytes) {
+      for (uint64_t value : *r.category_bytes) u(value);
     }
   }
 
@@ -465,6 +479,13 @@ class Cursor {
     for (uint64_t* field : {&r.peak_allocated_bytes, &r.peak_reserved_bytes,
                             &r.peak_requested_bytes, &r.allocated_bytes, &r.reserved_bytes}) {
       *field = u();
+    }
+    r.category_bytes.reset();
+    if (m_decoder.m_version < first_version_with_step_categories) return;
+    if ((flags(StepKnownFlags, "step") & StepHasCategories) != 0) {
+      CategoryBytes bytes{};
+      for (uint64_t& value : bytes) value = u();
+      r.category_bytes = bytes;
     }
   }
 

@@ -9,7 +9,8 @@
 //     (count, each: pid, flags = kinds | presence | visible, optionals, user str, command str),
 //     error str
 //   allocators, steps, ooms: count, then their fields in declaration order; their timestamps are
-//     s deltas from the sample's timestamp
+//     s deltas from the sample's timestamp. From version 2 a step ends with flags (bit 0: the
+//     6 category byte counts follow, in MemoryCategory order).
 //
 // String code: 0 = "", 1 = literal (varint length, bytes) added to the string table, 2 = literal
 // not added (the table is full), n >= 3 = table[n - 3]. The table lives for the whole file, so a
@@ -90,6 +91,9 @@ class SampleEncoder {
 /// Decodes samples written by SampleEncoder, mirroring its string table.
 class SampleDecoder {
  public:
+  /// Decodes the encoding of format `version` (1..recording_version; the file header's).
+  explicit SampleDecoder(uint16_t version = recording_version) : m_version(version) {}
+
   /// Decodes one length-prefixed sample from the front of `bytes` and advances past it.
   /// Throws FormatError on malformed input.
   void decode(std::string_view& bytes, int64_t base_timestamp_ns, SystemSample& out);
@@ -101,6 +105,7 @@ class SampleDecoder {
 
  private:
   friend class Cursor;
+  uint16_t m_version;
   std::vector<std::string> m_table;
   uint64_t m_table_bytes = 0;
   uint64_t m_expanded_bytes = 0;

@@ -50,6 +50,18 @@ std::string csv_header(CsvRows rows) {
     return "timestamp_ns,hostname,index,name,uuid,pci_bus_id,total_bytes,reserved_bytes,"
            "used_bytes,free_bytes,memory_info_version,lost,error\r\n";
   }
+  if (rows == CsvRows::Steps) {
+    std::string header =
+        "timestamp_ns,hostname,pid,rank,cuda_device,device_uuid,step,end_ns,duration_ns,"
+        "peak_allocated_bytes,peak_reserved_bytes,peak_requested_bytes,allocated_bytes,"
+        "reserved_bytes";
+    for (std::string_view name : memory_category_names) {
+      header += ",category_";
+      header += name;
+      header += "_bytes";
+    }
+    return header + "\r\n";
+  }
   return "timestamp_ns,hostname,index,uuid,pid,type,used_bytes,in_driver_list,visible,user,"
          "command,torch_allocated_bytes,torch_reserved_bytes,non_pytorch_bytes\r\n";
 }
@@ -65,6 +77,27 @@ std::string csv_rows(const SystemSample& sample, CsvRows rows) {
                      number_or_empty(d.reserved_bytes), number_or_empty(d.used_bytes),
                      number_or_empty(d.free_bytes), d.memory_v2 ? "2" : "1", bool_text(d.lost),
                      csv_field(d.error)});
+    }
+    return out;
+  }
+  if (rows == CsvRows::Steps) {
+    for (const StepRecord& r : sample.steps) {
+      std::string line = record({timestamp, host, std::to_string(r.pid), std::to_string(r.rank),
+                                 std::to_string(r.cuda_device), csv_field(r.device_uuid),
+                                 std::to_string(r.step), std::to_string(r.end_ns),
+                                 std::to_string(r.duration_ns),
+                                 std::to_string(r.peak_allocated_bytes),
+                                 std::to_string(r.peak_reserved_bytes),
+                                 std::to_string(r.peak_requested_bytes),
+                                 std::to_string(r.allocated_bytes),
+                                 std::to_string(r.reserved_bytes)});
+      line.resize(line.size() - 2);  // the category fields follow before the CRLF
+      for (std::size_t c = 0; c < memory_category_count; ++c) {
+        line += ',';
+        // Empty, never 0, when the process did not track categories.
+        if (r.category_bytes) line += std::to_string((*r.category_bytes)[c]);
+      }
+      out += line + "\r\n";
     }
     return out;
   }

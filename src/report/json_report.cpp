@@ -121,6 +121,14 @@ json allocator_json(const AllocatorSample& a, bool joined) {
 }
 
 json step_json(const StepRecord& s) {
+  // Null, never zeros, when the process did not track categories.
+  json categories = nullptr;
+  if (s.category_bytes) {
+    categories = json::object();
+    for (std::size_t c = 0; c < memory_category_count; ++c) {
+      categories[std::string(memory_category_names[c])] = (*s.category_bytes)[c];
+    }
+  }
   return json{{"pid", s.pid},
               {"rank", s.rank},
               {"cuda_device", s.cuda_device},
@@ -132,7 +140,8 @@ json step_json(const StepRecord& s) {
               {"peak_reserved_bytes", s.peak_reserved_bytes},
               {"peak_requested_bytes", s.peak_requested_bytes},
               {"allocated_bytes", s.allocated_bytes},
-              {"reserved_bytes", s.reserved_bytes}};
+              {"reserved_bytes", s.reserved_bytes},
+              {"category_bytes", categories}};
 }
 
 json oom_json(const OomRecord& o) {

@@ -112,6 +112,10 @@ void RecordingSummary::add(const SystemSample& sample) {
     ProcessPeak& peak = process(step.pid, d->uuid, d->index);
     raise(peak.step_count, step.step);
     raise(peak.max_step_peak_allocated_bytes, step.peak_allocated_bytes);
+    if (step.category_bytes && raise(peak.category_step_peak_requested_bytes, step.peak_requested_bytes)) {
+      peak.category_step = step.step;
+      peak.category_step_bytes = step.category_bytes;
+    }
   }
 }
 
@@ -175,6 +179,15 @@ std::string format_summary_text(const std::string& path, const RecordingMetadata
     }
     out += "\n";
     if (!p.command.empty()) out += "      " + fit_text(p.command, 74) + "\n";
+    if (p.category_step_bytes) {
+      // What the largest step peak with categories was made of (MiB, like the rest).
+      out += "      step " + std::to_string(*p.category_step) + " peak:";
+      for (std::size_t c = 0; c < memory_category_count; ++c) {
+        out += std::string(c == 0 ? " " : ", ") + std::string(memory_category_names[c]) + " " +
+               mib((*p.category_step_bytes)[c]);
+      }
+      out += "\n";
+    }
   }
   return out;
 }
@@ -182,6 +195,14 @@ std::string format_summary_text(const std::string& path, const RecordingMetadata
 std::string format_summary_json(const std::string& path, const RecordingMetadata& metadata,
                                 const RecordingSummary& summary, const RecordingTail& tail) {
   using json = nlohmann::ordered_json;
+  const auto category_json = [](const std::optional<CategoryBytes>& bytes) {
+    if (!bytes) return json(nullptr);
+    json out = json::object();
+    for (std::size_t c = 0; c < memory_category_count; ++c) {
+      out[std::string(memory_category_names[c])] = (*bytes)[c];
+    }
+    return out;
+  };
   json devices = json::array();
   for (const auto& [uuid, d] : summary.devices()) {
     devices.push_back(json{{"index", d.index},
@@ -204,7 +225,9 @@ std::string format_summary_json(const std::string& path, const RecordingMetadata
              {"torch_peak_allocated_bytes", or_null(p.torch_peak_allocated_bytes)},
              {"torch_peak_reserved_bytes", or_null(p.torch_peak_reserved_bytes)},
              {"step_count", or_null(p.step_count)},
-             {"max_step_peak_allocated_bytes", or_null(p.max_step_peak_allocated_bytes)}});
+             {"max_step_peak_allocated_bytes", or_null(p.max_step_peak_allocated_bytes)},
+             {"category_step", or_null(p.category_step)},
+             {"category_step_bytes", category_json(p.category_step_bytes)}});
   }
   const bool empty = summary.sample_count() == 0;
   json doc;

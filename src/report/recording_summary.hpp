@@ -41,6 +41,11 @@ struct ProcessPeak {
   /// Highest step number seen and the largest per-step allocated peak.
   std::optional<uint64_t> step_count;
   std::optional<uint64_t> max_step_peak_allocated_bytes;
+  /// Of the steps that carry categories, the one with the highest requested peak: its number
+  /// and what that peak was made of. Empty when the process tracked no categories.
+  std::optional<uint64_t> category_step;
+  std::optional<uint64_t> category_step_peak_requested_bytes;
+  std::optional<CategoryBytes> category_step_bytes;
 };
 
 /// Peaks and counts of a whole recording.

@@ -55,6 +55,11 @@ void AgentCore::set_event_consumer(EventConsumer consumer) {
   m_consumer = std::move(consumer);
 }
 
+void AgentCore::set_step_annotator(StepAnnotator annotator) {
+  std::lock_guard lock(m_mutex);
+  m_annotator = std::move(annotator);
+}
+
 void AgentCore::flush(const std::function<void()>& then) {
   std::lock_guard lock(m_mutex);
   for (Device& device : m_devices) drain(device);
@@ -172,6 +177,11 @@ std::vector<StepRecord> AgentCore::step() {
     record.peak_requested_bytes = device.last_step_peak.requested_bytes;
     record.allocated_bytes = allocated;
     record.reserved_bytes = device.counters->reserved_bytes();
+    if (m_annotator) {
+      // The annotator reads what the consumer built from events; hand it every event up to now.
+      drain(device);
+      record.category_bytes = m_annotator(device.index);
+    }
     if (m_writer) m_writer->push_step(record);
     records.push_back(std::move(record));
   }

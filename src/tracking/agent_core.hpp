@@ -117,6 +117,12 @@ class AgentCore {
   /// a consumer that is up to date.
   void flush(const std::function<void()>& then = {});
 
+  /// Supplies the category breakdown of the step that step() closes on a device (attribution),
+  /// or nothing. Called by step() with the core's lock held, after that device's ring has been
+  /// drained into the consumer; it must not call back into the core.
+  using StepAnnotator = std::function<std::optional<CategoryBytes>(std::size_t device)>;
+  void set_step_annotator(StepAnnotator annotator);
+
   /// Seeds the event counters of `device` from the provider (call after the tracker is
   /// attached). Returns false when the provider fails or events never paused.
   bool seed(std::size_t device);
@@ -187,6 +193,7 @@ class AgentCore {
   std::optional<OomRecord> m_last_oom;
   std::vector<Event> m_scratch;
   EventConsumer m_consumer;
+  StepAnnotator m_annotator;
 };
 
 }  // namespace vramscope::tracking

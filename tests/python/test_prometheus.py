@@ -4,10 +4,12 @@
 # families. Every wait is a bounded poll; every process started here is stopped here.
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -88,7 +90,11 @@ def test_live_exposition_passes_promtool(exporter):
 
 def test_agent_families_pass_promtool(fixture_server):
     _, body = scrape(fixture_server)
-    assert {"vramscope_torch_allocated_bytes", "vramscope_torch_ooms_total", "vramscope_torch_step"} <= families(body)
+    assert {"vramscope_torch_allocated_bytes", "vramscope_torch_ooms_total", "vramscope_torch_step",
+            "vramscope_category_bytes"} <= families(body)
+    categories = [line for line in body.splitlines() if line.startswith("vramscope_category_bytes{")]
+    assert len(categories) == 6, categories  # rank 0 tracks categories, rank 1 does not
+    assert all('rank="0"' in line for line in categories)
     promtool_check(body)
 
 
@@ -133,10 +139,48 @@ def query(prometheus_port: int, promql: str):
     return answer["data"]["result"]
 
 
-def test_a_real_prometheus_scrapes_the_exporter(exporter, tmp_path):
+@contextlib.contextmanager
+def prometheus_scraping(target_port: int, tmp_path):
+    """A real Prometheus scraping 127.0.0.1:target_port every second; yields its web port."""
     prometheus = which("prometheus")
     if prometheus is None:
         pytest.skip("prometheus not installed (Debian package prometheus; tools/install-deps.sh installs it)")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "scrape_configs:\n  - job_name: vramscope\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n")
+    web_port = free_port()
+    server = subprocess.Popen([prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                               f"--web.listen-address=127.0.0.1:{web_port}", "--log.level=warn"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        yield web_port
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def poll_query(web_port: int, promql: str, done) -> list:
+    """Queries until done(result) or 60 s passed; returns the last result."""
+    result: list = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            result = query(web_port, promql)
+        except (OSError, urllib.error.URLError):
+            pass  # Prometheus still starting
+        if done(result):
+            break
+        time.sleep(0.25)  # poll interval of a bounded wait, not a synchronization guess
+    return result
+
+
+def test_a_real_prometheus_scrapes_the_exporter(exporter, tmp_path):
     _, port = exporter()
     _, body = scrape(port)
     expected_total = {}
@@ -147,36 +191,26 @@ def test_a_real_prometheus_scrapes_the_exporter(exporter, tmp_path):
     expected_processes = sum(1 for line in body.splitlines()
                              if line.startswith("vramscope_process_gpu_memory_used_bytes{"))
 
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-        "scrape_configs:\n  - job_name: vramscope\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n")
-    web_port = free_port()
-    server = subprocess.Popen([prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                               f"--web.listen-address=127.0.0.1:{web_port}", "--log.level=warn"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        totals, processes, up = [], [], []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                up = query(web_port, 'up{job="vramscope"}')
-                totals = query(web_port, "vramscope_gpu_memory_total_bytes")
-                processes = query(web_port, "count(vramscope_process_gpu_memory_used_bytes)")
-            except (OSError, urllib.error.URLError):
-                pass  # Prometheus still starting
-            if len(totals) == len(expected_total) and processes:
-                break
-            time.sleep(0.25)  # poll interval of a bounded wait, not a synchronization guess
+    with prometheus_scraping(port, tmp_path) as web_port:
+        totals = poll_query(web_port, "vramscope_gpu_memory_total_bytes",
+                            lambda result: len(result) == len(expected_total))
+        processes = poll_query(web_port, "count(vramscope_process_gpu_memory_used_bytes)", bool)
+        up = query(web_port, 'up{job="vramscope"}')
         assert up and up[0]["value"][1] == "1", "Prometheus marked the target down"
         assert {r["metric"]["gpu"]: float(r["value"][1]) for r in totals} == expected_total
         assert int(processes[0]["value"][1]) == expected_processes
         assert all(r["metric"]["job"] == "vramscope" for r in totals)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+
+
+def test_a_real_prometheus_reads_the_category_breakdown(fixture_server, tmp_path):
+    _, body = scrape(fixture_server)
+    expected = {line.split('category="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+                for line in body.splitlines() if line.startswith("vramscope_category_bytes{")}
+    assert len(expected) == 6, body
+    with prometheus_scraping(fixture_server, tmp_path) as web_port:
+        result = poll_query(web_port, "vramscope_category_bytes", lambda r: len(r) == 6)
+        assert {r["metric"]["category"]: float(r["value"][1]) for r in result} == expected
+        assert {r["metric"]["rank"] for r in result} == {"0"}
+        share = query(web_port, 'sum(vramscope_category_bytes{category="optimizer_state"}) '
+                                '/ sum(vramscope_category_bytes)')
+        assert float(share[0]["value"][1]) == pytest.approx(expected["optimizer_state"] / sum(expected.values()))

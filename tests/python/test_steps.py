@@ -1,4 +1,6 @@
 # tests/python/test_steps.py -- human units, step lines, the step table and leak detection
+import dataclasses
+
 import pytest
 
 from vramscope._steps import (LeakDetector, LeakReport, StepRecord, format_bytes, format_delta,
@@ -53,6 +55,31 @@ def test_step_table(golden):
             record(2, device=1, allocated=0, reserved=0, peak=0, peak_reserved=0,
                    delta=-300 * MiB)]
     golden("step_table.txt", format_step_table(rows))
+
+
+CATEGORIES = {"parameters": GiB, "gradients": GiB, "optimizer_state": 2 * GiB,
+              "activations": 300 * MiB, "temporaries": 12 * MiB, "other": 512}
+
+
+def test_step_line_shows_categories_only_when_tracked(golden):
+    tracked = dataclasses.replace(record(9, delta=MiB), categories=CATEGORIES)
+    plain = record(9, device=1)
+    line = format_step_line([tracked, plain])
+    golden("step_line_categories.txt", line + "\n")
+    assert line.count("at peak") == 1, "the untracked device gets no breakdown"
+    assert format_step_line([record(9)]) == format_step_line([record(9)]).split("; at peak")[0]
+
+
+def test_step_table_adds_category_columns_when_any_record_has_them(golden):
+    rows = [dataclasses.replace(record(1, delta=GiB), categories=CATEGORIES),
+            record(1, device=1, allocated=300 * MiB, reserved=512 * MiB, peak=400 * MiB,
+                   peak_reserved=512 * MiB, delta=300 * MiB)]
+    table = format_step_table(rows)
+    golden("step_table_categories.txt", table)
+    header = table.splitlines()[0].split()
+    assert header[-6:] == ["params", "grads", "optim", "activ", "temp", "other"]
+    assert table.splitlines()[2].split()[-6:] == ["-"] * 6, "no categories shows '-', never 0"
+    assert "params" not in format_step_table(rows[1:]), "no columns when nobody tracks them"
 
 
 def test_empty_table_is_just_the_header():

@@ -43,6 +43,9 @@ def test_every_tag_and_value_reads_back(event_file):
                      "step_peak_allocated_bytes", "step_peak_reserved_bytes", "step_peak_requested_bytes"):
             expected.add(f"memory/rank{rank}/cuda0/{name}")
     expected.add("memory/rank1/cuda0/oom_requested_bytes")
+    # Rank 0's steps carry categories, rank 1's do not.
+    categories = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
+    expected.update(f"memory/rank0/cuda0/category/{name}_bytes" for name in categories)
     assert tags == expected
     # Unsupported values (GPU 1 has no reserved in v1 mode, GPU 2 is lost) are absent, never 0.
     assert "driver/gpu1/reserved_bytes" not in tags and not any(t.startswith("driver/gpu2/") for t in tags)
@@ -59,6 +62,10 @@ def test_every_tag_and_value_reads_back(event_file):
     peaks = acc.Scalars("memory/rank0/cuda0/step_peak_allocated_bytes")
     assert [e.step for e in peaks] == [7, 8, 9, 10, 11]
     assert peaks[0].value == float(13 * GIB)
+    optimizer_state = acc.Scalars("memory/rank0/cuda0/category/optimizer_state_bytes")
+    assert [(e.step, e.value) for e in optimizer_state] == [(k, float(6 * GIB)) for k in range(7, 12)]
+    temporaries = acc.Scalars("memory/rank0/cuda0/category/temporaries_bytes")
+    assert [e.value for e in temporaries] == [float(3 * MIB)] * 5
     answer = acc.Scalars("custom/answer")
     assert [(e.step, e.value, e.wall_time) for e in answer] == [(3, 42.0, 1700000100.0)]
     assert acc.file_version == 2.0  # the reader parses "brain.Event:2"

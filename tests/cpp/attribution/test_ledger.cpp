@@ -137,6 +137,16 @@ TEST(Ledger, PhasesGiveCategoriesAndTagsMoveThemRetroactivelyAtThePeak) {
   EXPECT_EQ(at(Category::Gradients).live_bytes, 100U);
   EXPECT_EQ(at(Category::Activations).live_bytes, 0U);
   EXPECT_FALSE(ledger.tag(0xBEEF, 0, Category::Parameters));
+
+  // The same breakdown in export order (parameters, gradients, optimizer state, activations,
+  // temporaries, other), as step records carry it.
+  const CategoryBytes exported = category_bytes_at_peak(cats);
+  EXPECT_EQ(exported, (CategoryBytes{500, 100, 0, 200, 50, 300}));
+  for (std::size_t c = 0; c < category_count; ++c) {
+    const auto ledger_category = static_cast<Category>(c);
+    EXPECT_EQ(memory_category_names[static_cast<std::size_t>(memory_category(ledger_category))],
+              category_name(ledger_category));
+  }
 }
 
 /// Reference: recompute the breakdown from scratch after every event and remember it at the

@@ -2,8 +2,9 @@
 // Python tests that check them with the real consumers (TensorBoard's reader, promtool, Prometheus).
 //
 //   exporters_fixture tensorboard DIR   writes an event file of known samples into DIR, prints its path
-//   exporters_fixture serve             serves /metrics of 8 GPUs x 64 processes plus the rich host on
-//                                       127.0.0.1, a free port; prints "port N"; SIGTERM/SIGINT stop it
+//   exporters_fixture serve             serves /metrics of 8 GPUs x 64 processes plus the rich host's
+//                                       agents and steps on 127.0.0.1, a free port; prints "port N";
+//                                       SIGTERM/SIGINT stop it
 #include <pthread.h>
 
 #include <csignal>
@@ -55,6 +56,10 @@ int serve() {
         out.allocators = rich.allocators;
         out.allocators[0].device_uuid = out.devices[0].uuid;
         out.allocators[1].device_uuid = out.devices[1].uuid;
+        // Rank 0's step carries categories (vramscope_category_bytes), rank 1's does not.
+        out.steps = rich.steps;
+        out.steps[0].device_uuid = out.devices[0].uuid;
+        out.steps[1].device_uuid = out.devices[1].uuid;
         return true;
       },
       1000000000, {});

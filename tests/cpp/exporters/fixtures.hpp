@@ -123,6 +123,10 @@ inline SystemSample make_rich_sample(int64_t timestamp_ns = 1700000000000000000)
     step.peak_requested_bytes = 13 * gib - mib;
     step.allocated_bytes = a.allocated_bytes;
     step.reserved_bytes = a.reserved_bytes;
+    // Rank 0 tracks categories (Monitor(model=...)); rank 1 does not. They sum to the peak.
+    if (rank == 0) {
+      step.category_bytes = CategoryBytes{3 * gib, 3 * gib, 6 * gib, gib - 4 * mib, 3 * mib, 0};
+    }
     s.steps.push_back(step);
   }
   OomRecord oom;

@@ -77,6 +77,37 @@ TEST(ChromeTrace, CountersStepsAndOomsHaveTheExpectedShape) {
   EXPECT_EQ(trace["otherData"]["dropped_events"], 0);
 }
 
+TEST(ChromeTrace, StepCategoriesAreCounterTracksOfTheirProcess) {
+  test::TempDir dir;
+  ChromeTraceWriter writer(dir.file("trace.json"), {});
+  for (const auto& sample : two_samples()) writer.write(sample);
+  writer.close();
+  const json trace = json::parse(test::read_file(dir.file("trace.json")));
+  std::map<std::string, std::vector<std::pair<double, uint64_t>>> counters;
+  json rank0_args;
+  for (const json& event : trace["traceEvents"]) {
+    if (event["ph"] == "C") {
+      counters[event["name"].get<std::string>() + "@" + std::to_string(event["pid"].get<int64_t>())].emplace_back(
+          event["ts"].get<double>(), event["args"]["bytes"].get<uint64_t>());
+    }
+    if (event["ph"] == "X" && event["pid"] == 4242) rank0_args = event["args"];
+  }
+  const SystemSample first = two_samples()[0];
+  const StepRecord& step = first.steps[0];
+  const double start_us = static_cast<double>(step.end_ns - step.duration_ns) / 1000.0;
+  for (std::size_t c = 0; c < memory_category_count; ++c) {
+    const std::string name = "GPU0 step peak " + std::string(memory_category_names[c]) + "@4242";
+    ASSERT_EQ(counters.count(name), 1U) << name;
+    // Set at the step's start; repeated at the last sample so the track reaches the end.
+    ASSERT_FALSE(counters[name].empty());
+    EXPECT_DOUBLE_EQ(counters[name][0].first, start_us) << name;
+    EXPECT_EQ(counters[name][0].second, (*step.category_bytes)[c]) << name;
+    EXPECT_EQ(rank0_args["category_bytes"][std::string(memory_category_names[c])], (*step.category_bytes)[c]);
+    EXPECT_EQ(counters.count("GPU0 step peak " + std::string(memory_category_names[c]) + "@4243"), 0U)
+        << "rank 1 tracks no categories";
+  }
+}
+
 TEST(ChromeTrace, MaxEventsBoundsTheFileAndStaysValid) {
   test::TempDir dir;
   ChromeTraceOptions options;

@@ -51,6 +51,29 @@ TEST(MetricsCache, FailingSourceRendersUpZeroAndKeepsAgents) {
   EXPECT_EQ(cache.last_error(), "driver backend failed");
 }
 
+TEST(MetricsCache, CategoriesOfTheLatestStepOutliveTheSampleThatBroughtThem) {
+  // The sampler hands each step over once; the exposition must keep showing the latest one while
+  // the process lives, and drop it when its agent is gone.
+  int refresh = 0;
+  MetricsCache cache(
+      [&](SystemSample& out) {
+        out = test::make_rich_sample();
+        if (refresh > 0) out.steps.clear();
+        if (refresh > 1) out.allocators.clear();
+        ++refresh;
+        return true;
+      },
+      1000000000LL, {});
+  const std::string series = "vramscope_category_bytes{gpu=\"0\"";
+  cache.refresh();
+  EXPECT_NE(cache.body()->find(series), std::string::npos);
+  cache.refresh();
+  EXPECT_NE(cache.body()->find(series), std::string::npos) << "kept after the sample without steps";
+  EXPECT_NE(cache.body()->find("category=\"gradients\"} 3221225472\n"), std::string::npos);
+  cache.refresh();
+  EXPECT_EQ(cache.body()->find("vramscope_category_bytes"), std::string::npos) << "agent gone";
+}
+
 TEST(MetricsCache, ThrowingSourceIsContained) {
   MetricsCache cache([](SystemSample&) -> bool { throw std::runtime_error("NVML exploded"); }, 1000000000LL, {});
   cache.refresh();

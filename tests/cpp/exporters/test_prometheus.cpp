@@ -50,6 +50,39 @@ TEST(Prometheus, DownBackendStillExposesAgents) {
   EXPECT_EQ(body.find("vramscope_gpu_memory_used_bytes"), std::string::npos);
 }
 
+TEST(Prometheus, CategoryBytesOfTheLatestStepPerProcess) {
+  SystemSample sample = test::make_rich_sample();
+  // An older step of rank 0 with other numbers: the latest one (step 7) must win.
+  StepRecord older = sample.steps[0];
+  older.step = 6;
+  older.category_bytes = CategoryBytes{1, 1, 1, 1, 1, 1};
+  sample.steps.push_back(older);
+  const std::string body = render_prometheus(sample, {}, {});
+  const std::string labels =
+      "gpu=\"0\",uuid=\"GPU-11111111-2222-3333-4444-555555555555\",hostname=\"node-01\",pid=\"4242\","
+      "cuda_device=\"0\",rank=\"0\"";
+  EXPECT_NE(body.find("# TYPE vramscope_category_bytes gauge\n"), std::string::npos);
+  EXPECT_NE(body.find("vramscope_category_bytes{" + labels + ",category=\"parameters\"} 3221225472\n"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("vramscope_category_bytes{" + labels + ",category=\"optimizer_state\"} 6442450944\n"),
+            std::string::npos);
+  EXPECT_NE(body.find("vramscope_category_bytes{" + labels + ",category=\"other\"} 0\n"), std::string::npos)
+      << "a tracked zero is a value";
+  EXPECT_EQ(body.find("pid=\"4243\",cuda_device=\"0\",rank=\"1\",category="), std::string::npos)
+      << "rank 1 tracks no categories: no series rather than zeros";
+  std::size_t series = 0;
+  for (std::size_t at = body.find("\nvramscope_category_bytes{"); at != std::string::npos;
+       at = body.find("\nvramscope_category_bytes{", at + 1)) {
+    ++series;
+  }
+  EXPECT_EQ(series, memory_category_count);
+
+  sample.steps.clear();
+  EXPECT_EQ(render_prometheus(sample, {}, {}).find("vramscope_category_bytes"), std::string::npos)
+      << "no family without a step that has categories";
+}
+
 TEST(Prometheus, PerProcessCanBeTurnedOff) {
   PrometheusOptions options;
   options.per_process = false;

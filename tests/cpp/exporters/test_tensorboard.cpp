@@ -113,6 +113,32 @@ TEST(TensorBoard, UnqualifiedTagsForPerRankRuns) {
   EXPECT_THROW(writer.add_scalar("x", 1, 1, 1), Error);
 }
 
+TEST(TensorBoard, StepCategoriesBecomeTagsOnlyWhenTracked) {
+  test::TempDir dir;
+  TensorBoardOptions options;
+  options.driver_tags = false;
+  TensorBoardWriter writer(dir.path(), options);
+  const SystemSample sample = test::make_rich_sample();
+  writer.write_step(sample.steps[0]);  // rank 0: categories
+  writer.write_step(sample.steps[1]);  // rank 1: none
+  writer.close();
+  const auto records = read_records(test::read_file(writer.path()));
+  ASSERT_EQ(records.size(), 3U);
+  for (std::string_view name : memory_category_names) {
+    EXPECT_NE(records[1].find("memory/rank0/cuda0/category/" + std::string(name) + "_bytes"), std::string::npos)
+        << name;
+  }
+  // Value check: 3 GiB of parameters as the float32 simple_value right after its tag.
+  const std::string tag = "memory/rank0/cuda0/category/parameters_bytes";
+  const std::size_t at = records[1].find(tag);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(records[1][at + tag.size()], '\x15');  // simple_value, fixed32
+  float value = 0;
+  std::memcpy(&value, records[1].data() + at + tag.size() + 1, sizeof value);
+  EXPECT_EQ(value, 3.0F * static_cast<float>(test::gib));
+  EXPECT_EQ(records[2].find("category/"), std::string::npos);
+}
+
 // Data is buffered until flush(); flush writes whole records only.
 TEST(TensorBoard, ExplicitFlushWritesWholeRecords) {
   test::TempDir dir;

@@ -65,7 +65,13 @@ inline std::string dump(const SystemSample& s) {
         << " uuid=" << r.device_uuid << " step=" << r.step << " end=" << r.end_ns
         << " dur=" << r.duration_ns << " pa=" << r.peak_allocated_bytes
         << " pr=" << r.peak_reserved_bytes << " pq=" << r.peak_requested_bytes
-        << " a=" << r.allocated_bytes << " r=" << r.reserved_bytes << "\n";
+        << " a=" << r.allocated_bytes << " r=" << r.reserved_bytes << " categories=";
+    if (r.category_bytes) {
+      for (uint64_t value : *r.category_bytes) out << value << ",";
+    } else {
+      out << "-";
+    }
+    out << "\n";
   }
   for (const auto& r : s.ooms) {
     out << " oom pid=" << r.pid << " rank=" << r.rank << " dev=" << r.cuda_device
@@ -170,9 +176,15 @@ inline SystemSample make_sample(uint64_t seed, int gpus = 1, int processes = 8) 
     step.peak_requested_bytes = 69'999'000'000ULL;
     step.allocated_bytes = 30'000'000'000ULL;
     step.reserved_bytes = 72'000'000'000ULL;
+    // Every other seed: a process that tracks categories (the second step never does).
+    if (seed % 2 == 0) {
+      step.category_bytes = CategoryBytes{20'000'000'000ULL + seed, 20'000'000'000ULL, 27'000'000'000ULL,
+                                          2'500'000'000ULL, 499'000'000ULL, 0};
+    }
     s.steps.push_back(step);
     step.step += 1000;
     step.rank = -1;
+    step.category_bytes.reset();
     s.steps.push_back(step);
   }
   if (seed % 5 == 4) {

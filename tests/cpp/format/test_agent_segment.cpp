@@ -176,6 +176,83 @@ TEST(AgentSegment, RoundTripsEveryField) {
   EXPECT_TRUE(second.ooms.empty()) << "OOMs are reported once";
 }
 
+TEST(AgentSegment, StepCategoriesRoundTripAndStayOptional) {
+  TempDir dir;
+  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  StepRecord with = step_for(1);
+  // Values above 2^32 and one zero: every byte of each field matters.
+  with.category_bytes = CategoryBytes{5'000'000'001ULL, 5'000'000'002ULL, 10'000'000'004ULL,
+                                      123'456'789ULL, 0, 42};
+  writer->push_step(with);
+  writer->push_step(step_for(2));
+  auto reader = AgentSegmentReader::create(dir.path());
+  const Polled out = poll(*reader);
+  ASSERT_EQ(out.steps.size(), 2U);
+  ASSERT_TRUE(out.steps[0].category_bytes.has_value());
+  EXPECT_EQ(*out.steps[0].category_bytes, *with.category_bytes);
+  EXPECT_EQ(out.steps[0].peak_requested_bytes, with.peak_requested_bytes);
+  EXPECT_FALSE(out.steps[1].category_bytes.has_value()) << "no categories is not zeros";
+  EXPECT_TRUE(reader->take_warnings().empty());
+}
+
+TEST(AgentSegment, StepWithUnknownFlagBitsLosesItsCategoriesOnly) {
+  TempDir dir;
+  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  StepRecord step = step_for(7);
+  step.category_bytes = CategoryBytes{1, 2, 3, 4, 5, 6};
+  writer->push_step(step);
+  // Damage the entry's flags in place (as a buggy or hostile writer would); the seqlock stays
+  // even, so the reader takes the entry and must judge the flags itself.
+  const auto geometry = format::segment_geometry(sizeof(format::SegmentHeader), 1,
+                                                 format::segment_step_capacity,
+                                                 format::segment_oom_capacity);
+  const off_t flags_at = static_cast<off_t>(geometry.steps_offset + offsetof(format::StepEntry, payload) +
+                                            offsetof(format::StepPayload, flags));
+  const uint64_t bad_flags = format::step_flag_categories | (1U << 5U);
+  const int fd = ::open(writer->path().c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, &bad_flags, sizeof bad_flags, flags_at), static_cast<ssize_t>(sizeof bad_flags));
+  ::close(fd);
+  auto reader = AgentSegmentReader::create(dir.path());
+  const Polled out = poll(*reader);
+  ASSERT_EQ(out.steps.size(), 1U);
+  EXPECT_EQ(out.steps[0].step, 7U);
+  EXPECT_FALSE(out.steps[0].category_bytes.has_value());
+}
+
+TEST(AgentSegment, OtherFormatVersionIsRefusedWithOneClearWarning) {
+  TempDir dir;
+  std::string bytes;
+  {
+    auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+    writer->publish(0, sample_for(5));
+    std::ifstream in(writer->path(), std::ios::binary);
+    bytes.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  // A version-1 writer (the layout before step categories) of a live process: pid 1.
+  format::SegmentHeader header{};
+  std::memcpy(&header, bytes.data(), sizeof header);
+  header.version = 1;
+  header.writer_pid = 1;
+  std::memcpy(bytes.data(), &header, sizeof header);
+  const std::string path = dir.path() + "/agent-1.seg";
+  std::ofstream(path, std::ios::binary) << bytes;
+  ::chmod(path.c_str(), 0600);
+
+  auto reader = AgentSegmentReader::create(dir.path());
+  const Polled out = poll(*reader);
+  EXPECT_TRUE(out.allocators.empty()) << "a segment of another version is never read";
+  const std::vector<std::string> warnings = reader->take_warnings();
+  ASSERT_EQ(warnings.size(), 1U);
+  EXPECT_NE(warnings[0].find("agent-1.seg"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("format v1"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("reads v" + std::to_string(format::segment_version)), std::string::npos)
+      << warnings[0];
+  poll(*reader);
+  EXPECT_TRUE(reader->take_warnings().empty()) << "each file is reported once";
+  EXPECT_TRUE(fs::exists(path)) << "a file of another version is left alone";
+}
+
 TEST(AgentSegment, LongUuidIsTruncatedNotOverflowed) {
   TempDir dir;
   auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
@@ -448,6 +525,10 @@ TEST(AgentSegment, ForeignGarbageAndTruncatedFilesAreIgnored) {
   Polled out = poll(*reader);
   ASSERT_EQ(out.allocators.size(), 1U) << "only the real segment is read";
   EXPECT_EQ(out.allocators[0].allocated_bytes, 77U);
+  const std::vector<std::string> warnings = reader->take_warnings();
+  ASSERT_EQ(warnings.size(), 1U) << "only the file of another version is worth a warning";
+  EXPECT_NE(warnings[0].find("agent-7.seg"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("v99"), std::string::npos) << warnings[0];
   EXPECT_TRUE(fs::exists(dir.path() + "/agent-1.seg")) << "invalid files are left alone";
 }
 

@@ -143,6 +143,68 @@ TEST(SampleCodec, RejectsHostileEncodings) {
                FormatError);
 }
 
+TEST(SampleCodec, StepCategoriesRoundTripOnlyWhenPresent) {
+  SystemSample sample;
+  sample.timestamp_ns = 1'000;
+  StepRecord with;
+  with.step = 3;
+  with.category_bytes = CategoryBytes{std::numeric_limits<uint64_t>::max(), 0, 1, 2, 3, 4};
+  StepRecord without;
+  without.step = 4;
+  sample.steps = {with, without};
+  const auto decoded = round_trip({sample});
+  ASSERT_EQ(decoded[0].steps.size(), 2U);
+  ASSERT_TRUE(decoded[0].steps[0].category_bytes.has_value());
+  EXPECT_EQ(*decoded[0].steps[0].category_bytes, *with.category_bytes);
+  EXPECT_FALSE(decoded[0].steps[1].category_bytes.has_value());
+}
+
+/// A sample holding one step without categories, encoded; its last two bytes are the step's
+/// flags and the OOM count.
+std::string one_step_sample() {
+  SystemSample sample;
+  sample.steps.emplace_back();
+  SampleEncoder encoder;
+  std::string bytes;
+  EXPECT_TRUE(encoder.encode(sample, 0, bytes));
+  EXPECT_EQ(bytes.substr(bytes.size() - 2), std::string("\x00\x00", 2));
+  return bytes;
+}
+
+TEST(SampleCodec, RejectsUnknownStepFlagsAndMissingCategories) {
+  const auto decode = [](const std::string& bytes, uint16_t version = recording_version) {
+    SampleDecoder decoder(version);
+    std::string_view cursor = bytes;
+    SystemSample out;
+    decoder.decode(cursor, 0, out);
+    return out;
+  };
+  std::string bytes = one_step_sample();
+  EXPECT_FALSE(decode(bytes).steps.at(0).category_bytes.has_value());
+  bytes[bytes.size() - 2] = '\x02';  // an unknown flag bit
+  EXPECT_THROW(decode(bytes), FormatError);
+  bytes[bytes.size() - 2] = '\x01';  // categories announced, none follow
+  EXPECT_THROW(decode(bytes), FormatError);
+}
+
+TEST(SampleCodec, VersionOneStepsHaveNoFlags) {
+  // A version-1 decoder reads the step without the trailing flags byte: the v2 encoding of the
+  // same sample is one byte too long for it, and dropping that byte makes it exact again.
+  std::string bytes = one_step_sample();
+  SampleDecoder v1(1);
+  std::string_view cursor = bytes;
+  SystemSample out;
+  EXPECT_THROW(v1.decode(cursor, 0, out), FormatError);
+  std::string v1_bytes = bytes.substr(1, bytes.size() - 3) + std::string("\x00", 1);
+  v1_bytes.insert(v1_bytes.begin(), static_cast<char>(v1_bytes.size()));
+  SampleDecoder again(1);
+  cursor = v1_bytes;
+  again.decode(cursor, 0, out);
+  ASSERT_EQ(out.steps.size(), 1U);
+  EXPECT_FALSE(out.steps[0].category_bytes.has_value());
+  EXPECT_TRUE(cursor.empty());
+}
+
 TEST(SampleCodec, ExactSampleDecodesCleanly) {
   // The same shape as the hostile cases above, well formed: guards against the hostile cases
   // throwing for the wrong reason.

@@ -1,11 +1,12 @@
 # tests/cpp/format/tests.cmake -- the generator of the checked-in compatibility recording.
-# `make_v1_small OUT` rewrites tests/data/recordings/v1_small.vsrec (docs/recording-format.md).
-add_executable(make_v1_small ${CMAKE_CURRENT_SOURCE_DIR}/format/make_v1_small.cpp)
-target_link_libraries(make_v1_small PRIVATE vramscope_core)
-target_include_directories(make_v1_small PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
-vramscope_warnings(make_v1_small)
+# `make_v2_small OUT` writes tests/data/recordings/v2_small.vsrec (docs/recording-format.md).
+add_executable(make_v2_small ${CMAKE_CURRENT_SOURCE_DIR}/format/make_v2_small.cpp)
+target_link_libraries(make_v2_small PRIVATE vramscope_core)
+target_include_directories(make_v2_small PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+vramscope_warnings(make_v2_small)
 
 # The data folder is compiled in as well: gtest_discover_tests' ENVIRONMENT property does not reach
 # the tests while LABELS holds a list (the POST_BUILD discovery flattens it).
 target_compile_definitions(test_format PRIVATE
-                           VRAMSCOPE_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
+                           VRAMSCOPE_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
+                           VRAMSCOPE_BUNDLED_DATA_DIR="${PROJECT_SOURCE_DIR}/data")

@@ -93,6 +93,47 @@ TEST(RecordingSummary, JsonUsesNullsAndIntegers) {
   EXPECT_TRUE(saw_plain_process);
 }
 
+TEST(RecordingSummary, ShowsWhatTheLargestCategorisedStepPeakWasMadeOf) {
+  RecordingSummary summary;
+  SystemSample s = make_two_gpu_sample();
+  StepRecord step;
+  step.pid = 4021;
+  step.device_uuid = s.devices[0].uuid;
+  step.step = 4;
+  step.peak_requested_bytes = 7000 * mib;
+  step.category_bytes = CategoryBytes{1000 * mib, 1000 * mib, 2000 * mib, 2500 * mib, 500 * mib, 0};
+  s.steps.push_back(step);
+  summary.add(s);
+  // A later step with a lower peak and one without categories at a higher peak: neither wins.
+  s.steps[0].step = 5;
+  s.steps[0].peak_requested_bytes = 6000 * mib;
+  s.steps[0].category_bytes = CategoryBytes{1, 1, 1, 1, 1, 1};
+  StepRecord untracked = step;
+  untracked.step = 6;
+  untracked.peak_requested_bytes = 9000 * mib;
+  untracked.category_bytes.reset();
+  s.steps.push_back(untracked);
+  summary.add(s);
+
+  RecordingMetadata metadata;
+  const std::string text = format_summary_text("c.vsrec", metadata, summary, {});
+  EXPECT_NE(text.find("      step 4 peak: parameters 1000MiB, gradients 1000MiB, optimizer_state 2000MiB, "
+                      "activations 2500MiB, temporaries 500MiB, other 0MiB\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("step 5 peak"), std::string::npos) << text;
+  const nlohmann::json doc = nlohmann::json::parse(format_summary_json("c.vsrec", metadata, summary, {}));
+  for (const auto& p : doc["processes"]) {
+    if (p["pid"] == 4021) {
+      EXPECT_EQ(p["category_step"], 4);
+      EXPECT_EQ(p["category_step_bytes"]["optimizer_state"].get<uint64_t>(), 2000 * mib);
+    } else {
+      EXPECT_EQ(p["category_step"], nullptr);
+      EXPECT_EQ(p["category_step_bytes"], nullptr);
+    }
+  }
+}
+
 TEST(RecordingSummary, EmptyRecordingSaysSo) {
   RecordingMetadata metadata;
   const RecordingSummary empty;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <thread>
 
+#include "attribution/attributor.hpp"
 #include "tracking/agent_core.hpp"
 #include "tracking/reference_allocator.hpp"
 
@@ -262,6 +263,82 @@ TEST(AgentCore, ConcurrentProducersOnSeveralDevices) {
     EXPECT_EQ(view.event_count, emitted[d].load()) << "device " << d;
     EXPECT_EQ(view.anomaly_count, 0U);
   }
+}
+
+}  // namespace
+}  // namespace vramscope::tracking
+
+namespace vramscope::tracking {
+namespace {
+
+/// The agent's wiring of attribution into steps (agent/attribution_glue.cpp), with a real
+/// Attributor: events reach the ledger only when drained, so step() must drain before asking.
+TEST(AgentCore, StepAnnotatorSeesEveryEventOfTheStepAndPublishesItsBreakdown) {
+  TempDir dir;
+  FakeTorch torch(1);
+  auto writer = AgentSegmentWriter::create(config().pid, 1, dir.path());
+  AgentCore core({"GPU-test"}, torch.provider(), config(), std::move(writer));
+  ASSERT_TRUE(core.seed(0));
+  attribution::Attributor attributor(1);
+  ASSERT_TRUE(attributor.acquire({0}));
+  core.set_event_consumer([&](std::size_t device, const std::vector<Event>& events) {
+    attributor.consume(device, events);
+  });
+  core.set_step_annotator([&](std::size_t device) -> std::optional<CategoryBytes> {
+    std::optional<CategoryBytes> out;
+    attributor.with_ledger(device, [&](attribution::Ledger& ledger) {
+      out = attribution::category_bytes_at_peak(ledger.categories(attribution::PeakMark::Step));
+      ledger.restart_peak(attribution::PeakMark::Step);
+    });
+    return out;
+  });
+  const auto forward = static_cast<uint8_t>(attribution::Phase::Forward);
+  const auto backward = static_cast<uint8_t>(attribution::Phase::Backward);
+  // Step 1: a 1000-byte activation from forward, a 300-byte temporary from backward, the
+  // activation freed after the peak (1300), and 50 bytes allocated outside any phase.
+  core.on_event(0, Action::Alloc, 1000, 0xA000, 0, forward);
+  core.on_event(0, Action::Alloc, 300, 0xB000, 0, backward);
+  core.on_event(0, Action::FreeRequested, 1000, 0xA000, 1);
+  core.on_event(0, Action::FreeCompleted, 1000, 0xA000, 2);
+  core.on_event(0, Action::Alloc, 50, 0xC000, 0);
+  // No tick() ran: only step() itself can have drained these events into the ledger.
+  const std::vector<StepRecord> first = core.step();
+  ASSERT_EQ(first.size(), 1U);
+  ASSERT_TRUE(first[0].category_bytes.has_value());
+  const CategoryBytes& at_peak = *first[0].category_bytes;
+  const auto bytes_of = [&](const CategoryBytes& b, MemoryCategory c) { return b[static_cast<std::size_t>(c)]; };
+  EXPECT_EQ(bytes_of(at_peak, MemoryCategory::Activations), 1000U);
+  EXPECT_EQ(bytes_of(at_peak, MemoryCategory::Temporaries), 300U);
+  EXPECT_EQ(bytes_of(at_peak, MemoryCategory::Other), 0U) << "allocated after the peak";
+  uint64_t sum = 0;
+  for (uint64_t b : at_peak) sum += b;
+  EXPECT_EQ(sum, first[0].peak_requested_bytes) << "the breakdown sums to the step's requested peak";
+
+  // Step 2 starts from the live bytes (350): its peak is what is live then.
+  const std::vector<StepRecord> second = core.step();
+  ASSERT_TRUE(second[0].category_bytes.has_value());
+  EXPECT_EQ(bytes_of(*second[0].category_bytes, MemoryCategory::Temporaries), 300U);
+  EXPECT_EQ(bytes_of(*second[0].category_bytes, MemoryCategory::Other), 50U);
+  EXPECT_EQ(bytes_of(*second[0].category_bytes, MemoryCategory::Activations), 0U);
+
+  // The published step records carry the same breakdown.
+  auto reader = AgentSegmentReader::create(dir.path());
+  std::vector<AllocatorSample> allocators;
+  std::vector<StepRecord> steps;
+  std::vector<OomRecord> ooms;
+  reader->poll(allocators, steps, ooms);
+  ASSERT_EQ(steps.size(), 2U);
+  ASSERT_TRUE(steps[0].category_bytes.has_value());
+  EXPECT_EQ(*steps[0].category_bytes, at_peak);
+}
+
+TEST(AgentCore, WithoutAnAnnotatorStepsCarryNoCategories) {
+  FakeTorch torch(1);
+  AgentCore core({"GPU-test"}, torch.provider(), config(), nullptr);
+  ASSERT_TRUE(core.seed(0));
+  const std::vector<StepRecord> steps = core.step();
+  ASSERT_EQ(steps.size(), 1U);
+  EXPECT_FALSE(steps[0].category_bytes.has_value());
 }
 
 }  // namespace

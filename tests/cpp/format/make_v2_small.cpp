@@ -1,11 +1,13 @@
-// tests/cpp/format/make_v1_small.cpp -- writes tests/data/recordings/v1_small.vsrec
+// tests/cpp/format/make_v2_small.cpp -- writes tests/data/recordings/v2_small.vsrec
 //
-// Usage: make_v1_small OUTPUT.vsrec   (see docs/recording-format.md, "Compatibility files").
+// Usage: make_v2_small OUTPUT.vsrec   (see docs/recording-format.md, "Compatibility files").
+// The writer always writes the current format, so this generator serves the current version
+// only; v1_small.vsrec came from its version-1 predecessor and is never regenerated.
 // Run only when a new format version is introduced, to add that version's file; never to
 // regenerate an existing one.
 #include <cstdio>
 
-#include "format/v1_small_fixture.hpp"
+#include "format/v2_small_fixture.hpp"
 #include "vramscope/recording.hpp"
 #include "vramscope/status.hpp"
 
@@ -18,14 +20,14 @@ int main(int argc, char** argv) {
     vramscope::RecordingWriterOptions options;
     options.overwrite = true;
     auto writer =
-        vramscope::RecordingWriter::create(argv[1], vramscope::testing::v1_small_metadata(), options);
-    for (const auto& chunk : vramscope::testing::v1_small_chunks()) {
+        vramscope::RecordingWriter::create(argv[1], vramscope::testing::v2_small_metadata(), options);
+    for (const auto& chunk : vramscope::testing::v2_small_chunks()) {
       for (const auto& sample : chunk) writer->append(sample);
       writer->flush();
     }
     writer->close();
   } catch (const vramscope::Error& error) {
-    std::fprintf(stderr, "make_v1_small: %s\n", error.what());
+    std::fprintf(stderr, "make_v2_small: %s\n", error.what());
     return vramscope::ExitError;
   }
   return vramscope::ExitOk;

@@ -1,0 +1,97 @@
+// tests/cpp/format/test_recording_v2.cpp -- the checked-in v2 recording, and every older file we ship
+//
+// tests/data/recordings/v2_small.vsrec was written by format version 2 (step records with
+// per-category bytes). Later versions must keep reading it to exactly the frozen samples in
+// v2_small_fixture.hpp. The recording bundled with the project (data/h200-training.vsrec, a
+// version-1 file) must keep opening too.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "format/fixtures.hpp"
+#include "format/recording_layout.hpp"
+#include "format/temp_dir.hpp"
+#include "format/v2_small_fixture.hpp"
+#include "vramscope/recording.hpp"
+
+namespace vramscope {
+namespace {
+
+std::string v2_small_path() {
+  const char* data = std::getenv("VRAMSCOPE_TEST_DATA");
+  return std::string(data != nullptr ? data : VRAMSCOPE_TEST_DATA_DIR) +
+         "/recordings/v2_small.vsrec";
+}
+
+TEST(RecordingV2, ReadsTheCheckedInFile) {
+  auto reader = RecordingReader::open(v2_small_path());
+  const RecordingMetadata& metadata = reader->metadata();
+  const RecordingMetadata expected = testing::v2_small_metadata();
+  EXPECT_EQ(metadata.format_version, 2);
+  EXPECT_EQ(metadata.created_ns, expected.created_ns);
+  EXPECT_EQ(metadata.writer_version, expected.writer_version);
+  SystemSample sample;
+  std::size_t with_categories = 0;
+  for (const auto& chunk : testing::v2_small_chunks()) {
+    for (const auto& want : chunk) {
+      ASSERT_TRUE(reader->next(sample)) << reader->tail_message();
+      EXPECT_EQ(testing::dump(sample), testing::dump(want));
+      for (const StepRecord& step : sample.steps) with_categories += step.category_bytes ? 1 : 0;
+    }
+  }
+  EXPECT_FALSE(reader->next(sample));
+  EXPECT_EQ(reader->tail_state(), TailState::Clean);
+  EXPECT_EQ(with_categories, 1U) << "the file holds one step with categories";
+}
+
+TEST(RecordingV2, CurrentWriterStillProducesTheSameBytes) {
+  // Only meaningful while version 2 is the current format: then the encoder must be byte-stable,
+  // which catches format changes that forgot to bump the version.
+  if (format::recording_version != 2) GTEST_SKIP() << "the writer has moved on to a newer format";
+  testing::TempDir dir;
+  const std::string path = dir.file("again.vsrec");
+  auto writer = RecordingWriter::create(path, testing::v2_small_metadata());
+  for (const auto& chunk : testing::v2_small_chunks()) {
+    for (const auto& sample : chunk) writer->append(sample);
+    writer->flush();
+  }
+  writer->close();
+  EXPECT_EQ(testing::read_file(path), testing::read_file(v2_small_path()));
+}
+
+TEST(RecordingV2, TruncatedCategoryStepIsReportedNotMisread) {
+  // Cutting the file inside the last chunk (the one with categories) keeps every chunk before it.
+  const std::string bytes = testing::read_file(v2_small_path());
+  auto reader = RecordingReader::open_bytes(bytes.substr(0, bytes.size() - 7), "cut.vsrec");
+  SystemSample sample;
+  std::size_t samples = 0;
+  while (reader->next(sample)) {
+    ++samples;
+    for (const StepRecord& step : sample.steps) EXPECT_FALSE(step.category_bytes.has_value());
+  }
+  std::size_t before_last_chunk = 0;
+  const auto chunks = testing::v2_small_chunks();
+  for (std::size_t i = 0; i + 1 < chunks.size(); ++i) before_last_chunk += chunks[i].size();
+  EXPECT_EQ(samples, before_last_chunk);
+  EXPECT_EQ(reader->tail_state(), TailState::Truncated) << reader->tail_message();
+}
+
+TEST(RecordingBundled, TheShippedH200RecordingStillOpens) {
+  const std::string path = std::string(VRAMSCOPE_BUNDLED_DATA_DIR) + "/h200-training.vsrec";
+  auto reader = RecordingReader::open(path);
+  EXPECT_EQ(reader->metadata().format_version, 1) << "the bundled file predates step categories";
+  SystemSample sample;
+  uint64_t samples = 0;
+  uint64_t steps = 0;
+  while (reader->next(sample)) {
+    ++samples;
+    steps += sample.steps.size();
+    for (const StepRecord& step : sample.steps) EXPECT_FALSE(step.category_bytes.has_value());
+  }
+  EXPECT_EQ(reader->tail_state(), TailState::Clean) << reader->tail_message();
+  EXPECT_GT(samples, 10U);
+  EXPECT_GT(steps, 0U) << "it was recorded from a training run with the agent";
+}
+
+}  // namespace
+}  // namespace vramscope
