@@ -204,7 +204,7 @@ void TensorBoardWriter::write_step(const StepRecord& step) {
       {prefix + "step_peak_requested_bytes", static_cast<double>(step.peak_requested_bytes)}};
   if (step.category_bytes) {
     for (std::size_t c = 0; c < memory_category_count; ++c) {
-      scalars.push_back({fmt::format("{}category/{}_bytes", prefix, memory_category_names[c]),
+      scalars.push_back({prefix + "category/" + std::string(memory_category_names[c]) + "_bytes",
                          static_cast<double>((*step.category_bytes)[c])});
     }
   }
