@@ -7,6 +7,14 @@
 namespace vramscope::tracking {
 namespace {
 
+/// Allocated bytes are polled, so a short peak between two polls is missed; but allocated is
+/// never below requested (blocks round sizes up), and requested peaks are exact from events.
+/// The larger of the two is a tighter lower bound of the true allocated peak than either.
+uint64_t allocated_peak(uint64_t polled_mark, uint64_t requested_peak) {
+  return std::max(polled_mark, requested_peak);
+}
+
+
 int64_t monotonic_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -136,7 +144,8 @@ void AgentCore::tick() {
     if (window_over) {
       const EventPeaks events = device.counters->restart(PeakMark::Window);
       uint64_t& mark = device.allocated_marks[mark_index(PeakMark::Window)];
-      device.window_peak = {mark, events.reserved_bytes, events.requested_bytes};
+      device.window_peak = {allocated_peak(mark, events.requested_bytes), events.reserved_bytes,
+                            events.requested_bytes};
       mark = device.last_stats ? device.last_stats->allocated_bytes : 0;
     }
   }
@@ -160,7 +169,8 @@ std::vector<StepRecord> AgentCore::step() {
     observe(device);
     const EventPeaks events = device.counters->restart(PeakMark::Step);
     uint64_t& mark = device.allocated_marks[mark_index(PeakMark::Step)];
-    device.last_step_peak = {mark, events.reserved_bytes, events.requested_bytes};
+    device.last_step_peak = {allocated_peak(mark, events.requested_bytes), events.reserved_bytes,
+                             events.requested_bytes};
     const uint64_t allocated = device.last_stats ? device.last_stats->allocated_bytes : 0;
     mark = allocated;
 
@@ -212,11 +222,12 @@ DeviceStatsView AgentCore::stats(std::size_t device) {
   view.requested_bytes = counters.requested_bytes();
   view.pending_free_bytes = counters.pending_free_bytes();
   const EventPeaks global = counters.peaks(PeakMark::Global);
-  view.peak = {d.allocated_marks[mark_index(PeakMark::Global)], global.reserved_bytes,
-               global.requested_bytes};
+  view.peak = {allocated_peak(d.allocated_marks[mark_index(PeakMark::Global)], global.requested_bytes),
+               global.reserved_bytes, global.requested_bytes};
   const EventPeaks running = counters.peaks(PeakMark::Step);
-  view.current_step_peak = {d.allocated_marks[mark_index(PeakMark::Step)], running.reserved_bytes,
-                            running.requested_bytes};
+  view.current_step_peak = {
+      allocated_peak(d.allocated_marks[mark_index(PeakMark::Step)], running.requested_bytes),
+      running.reserved_bytes, running.requested_bytes};
   view.step = m_step;
   view.last_step_peak = d.last_step_peak;
   view.window_peak = d.window_peak;
@@ -303,7 +314,8 @@ AllocatorSample AgentCore::sample_of(const Device& device, int64_t now_ns) const
   }
   sample.reserved_bytes = counters.reserved_bytes();
   sample.requested_bytes = counters.requested_bytes();
-  sample.peak_allocated_bytes = device.allocated_marks[mark_index(PeakMark::Global)];
+  sample.peak_allocated_bytes = allocated_peak(device.allocated_marks[mark_index(PeakMark::Global)],
+                                              counters.peaks(PeakMark::Global).requested_bytes);
   sample.peak_reserved_bytes = counters.peaks(PeakMark::Global).reserved_bytes;
   sample.step = m_step;
   sample.step_peak_allocated_bytes = device.last_step_peak.allocated_bytes;

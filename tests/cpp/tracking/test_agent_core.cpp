@@ -72,7 +72,7 @@ TEST(AgentCore, StepRecordsCarryExactPeaksAndArePublished) {
 
   core.on_event(0, Action::SegmentAlloc, 2 << 20, 0x1000, 3);
   core.on_event(0, Action::Alloc, 4096, 0x1000, 0);
-  torch.set_allocated(0, 600);  // a new all-time high of allocated bytes, between polls
+  torch.set_allocated(0, 6000);  // a new all-time high of allocated bytes, between polls
   torch.set_allocated(0, 300);
   core.on_event(0, Action::FreeRequested, 4096, 0x1000, 1);
   core.on_event(0, Action::FreeCompleted, 4096, 0x1000, 2);
@@ -83,7 +83,7 @@ TEST(AgentCore, StepRecordsCarryExactPeaksAndArePublished) {
   EXPECT_EQ(steps[0].device_uuid, "GPU-test");
   EXPECT_EQ(steps[0].peak_reserved_bytes, 2U << 20U);
   EXPECT_EQ(steps[0].peak_requested_bytes, 4096U);
-  EXPECT_EQ(steps[0].peak_allocated_bytes, 600U) << "exact through torch's moving peak";
+  EXPECT_EQ(steps[0].peak_allocated_bytes, 6000U) << "exact through torch's moving peak";
   EXPECT_EQ(steps[0].allocated_bytes, 300U);
   EXPECT_EQ(steps[0].reserved_bytes, 2U << 20U);
   EXPECT_GT(steps[0].duration_ns, 0);
@@ -104,16 +104,40 @@ TEST(AgentCore, StepRecordsCarryExactPeaksAndArePublished) {
   std::vector<OomRecord> ooms;
   reader->poll(allocators, published, ooms);
   ASSERT_EQ(published.size(), 2U);
-  EXPECT_EQ(published[0].peak_allocated_bytes, 600U);
+  EXPECT_EQ(published[0].peak_allocated_bytes, 6000U);
   ASSERT_EQ(allocators.size(), 1U);
   EXPECT_EQ(allocators[0].allocated_bytes, 200U);
   EXPECT_EQ(allocators[0].reserved_bytes, 2U << 20U);
-  EXPECT_EQ(allocators[0].peak_allocated_bytes, 600U);
+  EXPECT_EQ(allocators[0].peak_allocated_bytes, 6000U);
   EXPECT_EQ(allocators[0].step, 2U);
   EXPECT_EQ(allocators[0].step_peak_allocated_bytes, 300U);
   EXPECT_EQ(allocators[0].event_count, 4U);
   EXPECT_EQ(allocators[0].rank, 1);
   EXPECT_EQ(allocators[0].world_size, 2);
+}
+
+TEST(AgentCore, AllocatedStepPeakIsNeverBelowTheExactRequestedPeak) {
+  // Step 2's high falls between two polls and under torch's all-time peak (set in step 1), so
+  // no poll sees it; allocated >= requested at every instant, so the exact requested peak
+  // bounds it from below.
+  FakeTorch torch(1);
+  torch.set_allocated(0, 0);
+  AgentCore core({"GPU-test"}, torch.provider(), config(), nullptr);
+  ASSERT_TRUE(core.seed(0));
+  core.on_event(0, Action::Alloc, 1 << 20, 0x1000, 0);
+  torch.set_allocated(0, 1 << 20);
+  core.on_event(0, Action::FreeRequested, 1 << 20, 0x1000, 1);
+  core.on_event(0, Action::FreeCompleted, 1 << 20, 0x1000, 2);
+  torch.set_allocated(0, 0);
+  EXPECT_EQ(core.step()[0].peak_allocated_bytes, 1U << 20U);
+
+  core.on_event(0, Action::Alloc, 700000, 0x2000, 0);  // rounds up to 700416 in torch
+  core.on_event(0, Action::FreeRequested, 700000, 0x2000, 1);
+  core.on_event(0, Action::FreeCompleted, 700000, 0x2000, 2);
+  const StepRecord second = core.step()[0];
+  EXPECT_EQ(second.peak_requested_bytes, 700000U);
+  EXPECT_EQ(second.peak_allocated_bytes, 700000U) << "no poll saw it: the requested peak bounds it";
+  EXPECT_EQ(core.stats(0).last_step_peak.allocated_bytes, 700000U);
 }
 
 TEST(AgentCore, GlobalPeaksStartAtTorchsAndResetOnlyOurs) {
