@@ -42,7 +42,7 @@ model = torch.nn.Sequential(*[torch.nn.Linear(2048, 2048) for _ in range(4)]).cu
 opt = torch.optim.Adam(model.parameters(), lr=1e-4)
 x = torch.randn(16, 2048, device="cuda")
 expected, step_ms = [], []
-with vramscope.Monitor(every=2, exit_table_rows=0, model=model, optimizer=opt,
+with vramscope.Monitor(every=2, exit_table_rows=0, model=model, optimizer=opt, devices=[0],
                        tensorboard_dir=sys.argv[1],
                        print_fn=lambda line: print("LINE " + line, flush=True)) as mon:
     for _ in range(4):
@@ -156,7 +156,9 @@ def test_cli_json_shows_the_same_step_records(trainer):
                          env=gpu_env())
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    steps = {s["step"]: s for s in doc["steps"] if s["pid"] == trainer["pid"]}
+    # The agent closes steps on every visible device; the trainer's records are device 0's.
+    steps = {s["step"]: s for s in doc["steps"]
+             if s["pid"] == trainer["pid"] and s["cuda_device"] == 0}
     assert sorted(steps) == [1, 2, 3, 4], \
         f"steps of pid {trainer['pid']} in --json: {sorted(steps)} (all pids: " \
         f"{sorted({s['pid'] for s in doc['steps']})}); stderr: {out.stderr}"
