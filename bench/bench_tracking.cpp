@@ -5,7 +5,10 @@
 // vramscope's cost per allocator event on top of torch's own tracker overhead.
 #include <benchmark/benchmark.h>
 
+#include <atomic>
+#include <chrono>
 #include <functional>
+#include <thread>
 
 #include "tracking/agent_core.hpp"
 
@@ -73,6 +76,39 @@ void BM_CallbackCountersAndRing(benchmark::State& state) {
   state.counters["dropped"] = static_cast<double>(core.stats(0).dropped_event_count);
 }
 BENCHMARK(BM_CallbackCountersAndRing);
+
+void BM_CallbackWithTickingAgentThread(benchmark::State& state) {
+  // As in the agent: a second thread drains the ring and polls stats every Arg() microseconds
+  // while the allocating thread pushes. Shows what the concurrent consumer (shared cache lines,
+  // the drained events' history) costs the producer, e.g. in an allocator-heavy step.
+  AgentConfig config;
+  config.ring_capacity = 1U << 16U;
+  AgentCore core({"GPU-bench"}, zero_provider(), config, nullptr);
+  core.seed(0);
+  std::atomic<bool> stop{false};
+  const auto interval = std::chrono::microseconds(state.range(0));
+  std::thread agent([&] {
+    auto deadline = std::chrono::steady_clock::now();
+    while (!stop.load(std::memory_order_relaxed)) {
+      core.tick();
+      deadline += interval;
+      std::this_thread::sleep_until(deadline);
+    }
+  });
+  std::function<void(Action, uint64_t)> callback = [&](Action action, uint64_t size) {
+    core.on_event(0, action, size, 0x7f0000000000, static_cast<uint8_t>(action));
+  };
+  uint64_t i = 0;
+  for (auto _ : state) {
+    callback(pair_actions[i % 3], 4096);
+    ++i;
+  }
+  stop.store(true);
+  agent.join();
+  state.SetItemsProcessed(state.iterations());
+  state.counters["dropped"] = static_cast<double>(core.stats(0).dropped_event_count);
+}
+BENCHMARK(BM_CallbackWithTickingAgentThread)->Arg(10000)->Arg(1000)->UseRealTime();
 
 void BM_RingPushFull(benchmark::State& state) {
   // The overflow path: a full ring must stay as cheap as a successful push.
