@@ -1,0 +1,157 @@
+# python/vramscope/_oom_report.py -- the OOM report: text, JSON, memory_viz snapshot, files
+"""Renders an ``OomEvidence`` and its ranked advice as the .txt and .json reports and the
+memory_viz snapshot, and writes them owner-only (0600)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ._oom_advice import Advice, OomEvidence, leak_rate, rank_advice
+from ._steps import format_bytes
+
+#: Schema version of the .json report (2: leak_rate_bytes, growing_ops, from_exception).
+REPORT_SCHEMA_VERSION = 2
+
+
+def _table(title: str, rows: Sequence[Tuple[str, int]], total: int, limit: int = 8) -> List[str]:
+    lines = [title]
+    for name, size in list(rows)[:limit]:
+        share = f"{size / total:5.1%}" if total > 0 else "    -"
+        lines.append(f"  {format_bytes(size):>10}  {share}  {name}")
+    return lines
+
+
+def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "") -> str:
+    """The .txt post-mortem."""
+    lines = [f"vramscope OOM post-mortem: cuda:{e.device}" + (f" at {when}" if when else ""),
+             "",
+             f"requested        {format_bytes(e.requested_bytes)}",
+             f"device total     {format_bytes(e.device_total_bytes)}",
+             f"device free      {format_bytes(e.device_free_bytes)}",
+             f"allocated        {format_bytes(e.allocated_bytes)}",
+             f"cached free      {format_bytes(e.cached_free_bytes)} (largest block "
+             f"{format_bytes(e.largest_free_block_bytes)}, fragmentation {e.fragmentation:.0%})",
+             f"non-PyTorch      {format_bytes(e.non_pytorch_bytes)}",
+             ""]
+    if e.from_exception:
+        lines += ["(the OOM observer did not run: numbers from the exception's message, as "
+                  "rounded by torch)", ""]
+    if e.top_ops or e.top_modules or e.categories:
+        if e.categories:
+            cats = sorted(e.categories.items(), key=lambda kv: -kv[1])
+            lines += _table("live memory by category:", cats, e.allocated_bytes) + [""]
+        if e.top_ops:
+            lines += _table("live memory by op (who allocated it):", e.top_ops,
+                            e.allocated_bytes) + [""]
+        if e.top_modules:
+            lines += _table("memory left alive by module forwards:", e.top_modules,
+                            e.allocated_bytes) + [""]
+    else:
+        lines += [e.attribution_note or (
+            "no attribution data: wrap the loop in `with vramscope.profile():` (per op and module)"
+            " or use vramscope.Monitor(model=model, optimizer=opt) (per category)"), ""]
+    if e.growing_ops:
+        lines += ["live memory growing at every step, by op:"]
+        lines += [f"  +{format_bytes(size):>10}/step  {name}" for name, size in e.growing_ops[:8]]
+        lines.append("")
+    if e.steps:
+        lines.append("recent steps (peak allocated / allocated at end):")
+        for s in e.steps[-10:]:
+            batch = f"  batch {s.batch_size}" if s.batch_size else ""
+            lines.append(f"  step {s.step:>6}  {format_bytes(s.peak_allocated_bytes):>10} / "
+                         f"{format_bytes(s.allocated_bytes):>10}{batch}")
+        lines.append("")
+    lines.append("advice, most useful first:")
+    for i, a in enumerate(advice, 1):
+        lines.append(f"  {i}. {a.title}")
+        lines.append(f"     {a.detail}")
+    return "\n".join(lines) + "\n"
+
+
+def format_summary(e: OomEvidence, advice: Sequence[Advice], path: str) -> str:
+    """The few lines printed to stderr."""
+    top = advice[0].title if advice else ""
+    return (f"vramscope: CUDA out of memory on cuda:{e.device}: requested "
+            f"{format_bytes(e.requested_bytes)}, free {format_bytes(e.device_free_bytes)} of "
+            f"{format_bytes(e.device_total_bytes)}, allocated {format_bytes(e.allocated_bytes)}, "
+            f"cached free {format_bytes(e.cached_free_bytes)}\n"
+            f"vramscope: first advice: {top}\nvramscope: full report: {path}")
+
+
+def report_json(e: OomEvidence, advice: Sequence[Advice]) -> Dict[str, Any]:
+    """The .json post-mortem (schema_version REPORT_SCHEMA_VERSION, sizes in *_bytes)."""
+    d = dataclasses.asdict(e)
+    d.update(schema_version=REPORT_SCHEMA_VERSION, non_pytorch_bytes=e.non_pytorch_bytes,
+             shortfall_bytes=e.shortfall_bytes, fragmentation=round(e.fragmentation, 4),
+             leak_rate_bytes=leak_rate(e.steps),
+             advice=[dataclasses.asdict(a) for a in advice])
+    return d
+
+
+_VIZ_ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+                "segment_map", "segment_unmap", "snapshot", "oom"}
+
+
+def memory_viz_snapshot(segments: Sequence[Dict[str, Any]],
+                        events_by_device: Sequence[Sequence[Dict[str, Any]]],
+                        wall_minus_monotonic_ns: int = 0) -> Dict[str, Any]:
+    """A dict in ``torch.cuda.memory._snapshot()`` format from ``_agent.segments()`` and
+    ``_agent.recent_events()``: memory_viz's segment and trace views open it."""
+    out_segments = []
+    for s in segments:
+        address = int(s["address"])
+        blocks = []
+        for size, requested, state in s.get("blocks", ()):
+            blocks.append({"address": address, "size": int(size),
+                           "requested_size": int(requested), "state": state, "frames": []})
+            address += int(size)
+        out_segments.append({
+            "device": int(s["device"]), "address": int(s["address"]),
+            "total_size": int(s["total_size"]), "allocated_size": int(s["allocated_size"]),
+            "active_size": int(s["active_size"]), "requested_size": int(s["requested_size"]),
+            "stream": int(s["stream"]), "segment_type": "large" if s["is_large"] else "small",
+            "segment_pool_id": (0, 0), "is_expandable": bool(s["is_expandable"]),
+            "frames": [], "blocks": blocks})
+    traces = []
+    for events in events_by_device:
+        trace = []
+        for ev in events:
+            if ev["action"] not in _VIZ_ACTIONS:
+                continue
+            trace.append({"action": ev["action"], "addr": int(ev["address"]),
+                          "size": int(ev["size_bytes"]), "stream": 0,
+                          "time_us": (int(ev["monotonic_ns"]) + wall_minus_monotonic_ns) // 1000,
+                          "frames": [], "compile_context": "", "user_metadata": ""})
+        traces.append(trace)
+    return {"segments": out_segments, "device_traces": traces, "external_annotations": [],
+            "allocator_settings": {}}
+
+
+def report_paths(pid: int, now: float, directory: Optional[str] = None) -> Dict[str, str]:
+    """Where the report files go: ``<dir>/vramscope-oom-<pid>-<YYYYmmdd-HHMMSS>.{txt,json,pickle}``."""
+    directory = directory or os.environ.get("VRAMSCOPE_OOM_DIR") or os.getcwd()
+    stem = os.path.join(directory, f"vramscope-oom-{pid}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}")
+    return {"txt": stem + ".txt", "json": stem + ".json", "pickle": stem + ".pickle"}
+
+
+def _write_private(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def write_report(e: OomEvidence, paths: Dict[str, str], snapshot: Optional[Dict[str, Any]] = None,
+                 when: str = "") -> List[Advice]:
+    """Writes the .txt, .json (and .pickle when given) files (mode 0600); returns the advice."""
+    advice = rank_advice(e)
+    os.makedirs(os.path.dirname(paths["txt"]) or ".", mode=0o700, exist_ok=True)
+    _write_private(paths["txt"], format_report(e, advice, when).encode("utf-8"))
+    _write_private(paths["json"], (json.dumps(report_json(e, advice), indent=2) + "\n").encode())
+    if snapshot is not None:
+        _write_private(paths["pickle"], pickle.dumps(snapshot))
+    return advice
