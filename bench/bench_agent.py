@@ -11,6 +11,7 @@ and each number is the median over repetitions of the in-process median.
          B=16, T=512, bf16 autocast, AdamW, random tokens): baseline, a no-op trace tracker
          (torch's own cost of any tracker), vramscope agent alone
          (attached, tracking every event, publishing), agent + a Monitor step per step,
+         vramscope.profile(modules=False) (per-op attribution only; goal ≤3 %),
          vramscope.profile() (per-op and per-module attribution),
          _record_memory_history(max_entries=100000), torch.profiler with
          profile_memory=True (a few steps only), and the seed's approach (memory_allocated() and
@@ -30,8 +31,8 @@ import subprocess
 import sys
 import time
 
-GPT2_MODES = ["baseline", "noop_tracker", "agent", "monitor", "profile", "record_history",
-              "profiler", "seed"]
+GPT2_MODES = ["baseline", "noop_tracker", "agent", "monitor", "profile_ops", "profile",
+              "record_history", "profiler", "seed"]
 ALLOC_MODES = ["baseline", "noop_tracker", "agent"]
 
 
@@ -77,7 +78,7 @@ def worker_gpt2(mode, phases):
 
     phases.mark("import torch")
     monitor = None
-    if mode in ("agent", "monitor", "profile"):
+    if mode in ("agent", "monitor", "profile_ops", "profile"):
         import vramscope
         vramscope.attach(init_cuda=True)
         if mode != "agent":
@@ -128,9 +129,10 @@ def worker_gpt2(mode, phases):
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
                      profile_memory=True):
             times = timed(4)
-    elif mode == "profile":
-        # vramscope.profile(): per-op (RecordFunction) and per-module (hooks) attribution.
-        with vramscope.profile():
+    elif mode in ("profile", "profile_ops"):
+        # vramscope.profile(): per-op attribution (RecordFunction, in C++), plus per-module
+        # attribution (torch's global module hooks, in Python) unless profile_ops.
+        with vramscope.profile(modules=mode == "profile"):
             times = timed(15)
     else:
         times = timed(30)
