@@ -20,6 +20,7 @@
 #include "agent_thread.hpp"
 #include "attribution/op_registry.hpp"
 #include "attribution_glue.hpp"
+#include "driver_binding.hpp"
 #include "tensorboard_binding.hpp"
 #include "torch_hooks.hpp"
 #include "tracking/agent_core.hpp"
@@ -422,6 +423,7 @@ NB_MODULE(_agent, m) {
         "torch's CUDA allocator backend: 'native', 'cudaMallocAsync' or 'pluggable'.");
   bind_attribution(m, [] () -> tracking::AgentCore& { return *attached().core; });
   bind_tensorboard(m);
+  bind_driver(m);
   m.def("_bench_attach_noop_tracker", &attach_noop_trace_tracker,
         "Benchmark support: attach a trace tracker that does nothing (cannot be undone).");
   m.def("_bench_alloc_pairs", &time_alloc_pairs, "pairs"_a, "size_bytes"_a,

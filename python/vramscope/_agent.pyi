@@ -67,6 +67,14 @@ def note_oom(device: int, requested_bytes: int, device_total_bytes: int,
              device_free_bytes: int) -> None:
     """Record an OOM the observer did not see (published to the segment like the observer's)."""
 
+def driver_process_bytes(uuid: str, pid: int) -> int | None:
+    """Bytes the driver (NVML) charges `pid` on the GPU with this UUID; None when NVML is
+    unusable, the GPU is a MIG instance or unknown, or the pid is not listed (NVML lists host
+    pids, so not from inside a container's pid namespace). Needs no attach()."""
+
+def driver_probe_error() -> str:
+    """Why NVML could not be opened by driver_process_bytes ('' when it was, or not tried)."""
+
 def recent_events(device: int) -> list[dict[str, int | str]]:
     """The last events of a device, oldest first (OOM post-mortem)."""
 

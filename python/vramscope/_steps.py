@@ -68,6 +68,10 @@ class StepRecord:
     #: What the step's peak was made of: requested bytes per category (CATEGORY_NAMES) live at
     #: the moment of the step's requested-bytes peak; None unless ``Monitor(model=...)``.
     categories: Optional[Dict[str, int]] = None
+    #: What the driver charges this process on the device beyond the allocator's reserved bytes
+    #: (CUDA context, cuBLAS/NCCL workspaces, ...), at the end of the step; None when NVML
+    #: cannot tell (no driver, MIG, or another pid namespace: NVML lists host pids).
+    non_pytorch_bytes: Optional[int] = None
 
 
 def rank_prefix(rank: int, world_size: int) -> str:

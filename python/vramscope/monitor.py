@@ -9,6 +9,7 @@ only bookkeeps and formats them (the formatting and leak logic live in ``_steps`
 
 from __future__ import annotations
 
+import os
 import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
@@ -75,6 +76,10 @@ class Monitor:
     recordings and exports). ``model`` alone still splits parameters, gradients and activations;
     ``optimizer`` adds its state. Needs the agent in events mode; otherwise a warning says why
     and the records carry no categories.
+    ``driver``: at each step, ask NVML what the driver charges this process on each followed
+    GPU (one process-list read, ~10-30 us per GPU) and record driver-used minus reserved as
+    ``non_pytorch_bytes`` (CUDA context, cuBLAS/NCCL workspaces), also in TensorBoard. None when
+    NVML cannot tell: no driver, a MIG instance, or a container (NVML lists host pids).
     """
 
     def __init__(self, every: int = 10, devices: Optional[Sequence[Device]] = None,
@@ -83,7 +88,7 @@ class Monitor:
                  leak_threshold_bytes: int = 1 << 20, rank: Optional[int] = None,
                  history_limit: int = 100_000, exit_table_rows: int = 20,
                  reduce_peaks: bool = False, model: Any = None,
-                 optimizer: Any = None) -> None:
+                 optimizer: Any = None, driver: bool = True) -> None:
         if optimizer is not None and model is None:
             raise ValueError("vramscope: optimizer= needs model= (the categories are tagged from "
                              "the model's parameters)")
@@ -113,6 +118,9 @@ class Monitor:
         self._sinks: List[StepSink] = []
         self._model = model
         self._optimizer = optimizer
+        self._driver = bool(driver)
+        #: (device -> UUID, pid, the agent's NVML lookup) once known; None: not looked up.
+        self._driver_probe: Any = None
         #: The CategoryTracker while categories are on (Monitor(model=...)), else None.
         self._categories: Any = None
         self._active = False
@@ -248,10 +256,30 @@ class Monitor:
                 peak_requested_bytes=int(r["peak_requested_bytes"]),
                 delta_allocated_bytes=allocated - self._last_allocated.get(device, 0),
                 duration_ns=int(r.get("duration_ns", 0)),
-                categories=_categories_of(r))
+                categories=_categories_of(r),
+                non_pytorch_bytes=self._non_pytorch_bytes(device, int(r["reserved_bytes"])))
             self._last_allocated[device] = allocated
             records.append(record)
         return self._record_step(records)
+
+    def _non_pytorch_bytes(self, device: int, reserved_bytes: int) -> Optional[int]:
+        # One NVML process-list read of this GPU per step (~10-30 us): the driver's bytes for
+        # this pid minus the allocator's reserved bytes = CUDA context, library workspaces.
+        if not self._driver:
+            return None
+        if self._driver_probe is None:
+            lookup = getattr(_api._reader, "driver_process_bytes", None)
+            if lookup is None:  # polling mode: no agent
+                self._driver = False
+                return None
+            import torch
+            self._driver_probe = (_api._device_uuids(torch, _api.device_count()), os.getpid(),
+                                  lookup)
+        uuids, pid, lookup = self._driver_probe
+        used = lookup(uuids[device], pid) if device < len(uuids) else None
+        if used is None:
+            return None
+        return used - reserved_bytes if used >= reserved_bytes else None
 
     def _record_step(self, records: List[StepRecord]) -> List[StepRecord]:
         # Everything after the agent's numbers became records: the job-wide reduction (a

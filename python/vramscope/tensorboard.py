@@ -19,6 +19,7 @@ Tags (the same scheme as ``vramscope export --tensorboard``, see docs/tensorboar
     memory/cuda<D>/step_peak_allocated_bytes  highest inside the step (exact, from events)
     memory/cuda<D>/step_peak_reserved_bytes
     memory/cuda<D>/step_peak_requested_bytes
+    memory/cuda<D>/non_pytorch_bytes          driver-used minus reserved, when NVML can tell
     memory/cuda<D>/category/<name>_bytes      what the step's peak was made of, with
                                               Monitor(model=...): parameters, gradients,
                                               optimizer_state, activations, temporaries, other
@@ -51,6 +52,9 @@ def step_scalars(record: Any, qualify_rank: bool = False) -> list:
         prefix += f"rank{record.rank}/"
     prefix += f"cuda{record.device}/"
     scalars = [(prefix + tag, float(getattr(record, field))) for tag, field in _FIELDS]
+    non_pytorch = getattr(record, "non_pytorch_bytes", None)
+    if non_pytorch is not None:
+        scalars.append((prefix + "non_pytorch_bytes", float(non_pytorch)))
     categories = getattr(record, "categories", None)
     if categories:
         scalars += [(f"{prefix}category/{name}_bytes", float(value))

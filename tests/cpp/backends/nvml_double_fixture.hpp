@@ -51,13 +51,19 @@ class NvmlDoubleTest : public ::testing::Test {
     return options;
   }
 
-  /// Opens the backend on `library` (a double variant) and keeps the library loaded.
-  BackendOpenResult open(const char* library = VRAMSCOPE_NVML_DOUBLE_PATH,
-                         NvmlOptions options = every_sample()) {
+  /// Keeps `library` (a double variant) loaded, so that calls() and reload() reach the same
+  /// instance the code under test dlopens.
+  void load_double(const char* library = VRAMSCOPE_NVML_DOUBLE_PATH) {
     if (m_hooks == nullptr) {
       m_hooks = dlopen(library, RTLD_NOW | RTLD_LOCAL);
       EXPECT_NE(m_hooks, nullptr) << dlerror();
     }
+  }
+
+  /// Opens the backend on `library` (a double variant) and keeps the library loaded.
+  BackendOpenResult open(const char* library = VRAMSCOPE_NVML_DOUBLE_PATH,
+                         NvmlOptions options = every_sample()) {
+    load_double(library);
     options.library_path = library;
     return open_nvml_backend(options);
   }
