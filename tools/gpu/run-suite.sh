@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # tools/gpu/run-suite.sh -- everything that needs a real GPU, in one go, for a GPU machine.
 #
-#   tools/gpu/run-suite.sh OUTDIR [PHASE...]     phases: tests record top probe bench (default: all)
+#   tools/gpu/run-suite.sh OUTDIR [PHASE...]
+#     phases: tests record top probe bench (= bench-nvml bench-gpt2 bench-alloc); default: all
+#     A device call is limited to 10 minutes: bench-gpt2 takes ~8 (8 modes x 5 reps x ~11 s),
+#     bench-alloc ~4 (3 modes x 5 reps), tests ~4; run them in separate calls.
 #
 # Expects: python3 with torch (CUDA), scikit-build-core and nanobind; the `vramscope` CLI binary on
 # PATH or in $VRAMSCOPE_CLI (it can be built elsewhere and copied: it needs only libc and ncurses);
@@ -9,9 +12,10 @@
 # nlohmann/ and fmt/. Builds and installs the Python package (the agent) without the CLI, then runs
 # tests/gpu, the benchmarks, and/or records a demo training run. Logs go to OUTDIR.
 set -uo pipefail
-out="${1:?usage: run-suite.sh OUTDIR [tests] [record] [top] [probe] [bench]}"
+out="${1:?usage: run-suite.sh OUTDIR [tests] [record] [top] [probe] [bench|bench-nvml|bench-gpt2|bench-alloc]}"
 shift
 what=" ${*:-tests record top probe bench} "
+[[ "$what" == *" bench "* ]] && what="$what bench-nvml bench-gpt2 bench-alloc "
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -61,12 +65,22 @@ if [[ "$what" == *" probe "* ]]; then
   echo "== nvidia-smi rounding probe"
   python3 tools/gpu/probe_nvidia_smi_rounding.py 2>&1 | tee "$out/probe.log"
 fi
-if [[ "$what" == *" bench "* ]]; then
-  echo "== benchmarks"
+if [[ "$what" == *" bench-nvml "* ]]; then
+  echo "== benchmarks: NVML and the CLI against nvidia-smi"
   bench/cli_vs_nvidia_smi.sh 2>&1 | tee "$out/bench-cli.log" | tail -n 8
+  python3 tools/gpu/probe_nvml_calls.py 2>&1 | tee "$out/probe-nvml.log"
   if [[ -x "${VRAMSCOPE_BUILD_DIR:-build/dev}/bench/bench_nvml" ]]; then
     VRAMSCOPE_BENCH_REAL_NVML=1 VRAMSCOPE_BENCH_SUSTAINED_SECONDS=10 \
       "${VRAMSCOPE_BUILD_DIR:-build/dev}/bench/bench_nvml" 2>&1 | tee "$out/bench-nvml.log" | tail -n 25
   fi
-  python3 bench/bench_agent.py --json "$out/bench-agent.json" 2>&1 | tee "$out/bench-agent.log" | tail -n 30
+fi
+if [[ "$what" == *" bench-gpt2 "* ]]; then
+  echo "== benchmark: GPT-2-small step (agent, Monitor, profile, profiler, history, seed)"
+  python3 bench/bench_agent.py --only gpt2 --json "$out/bench-gpt2.json" 2>&1 \
+    | tee "$out/bench-gpt2.log" | tail -n 14
+fi
+if [[ "$what" == *" bench-alloc "* ]]; then
+  echo "== benchmark: allocator-heavy step, alloc/free pairs, reads"
+  python3 bench/bench_agent.py --only alloc --json "$out/bench-alloc.json" 2>&1 \
+    | tee "$out/bench-alloc.log" | tail -n 14
 fi
