@@ -4,7 +4,7 @@
 #   tools/gpu/run-suite.sh OUTDIR [PHASE...]
 #     phases: tests record top probe bench (= bench-nvml bench-gpt2 bench-alloc); default: all
 #     A device call is limited to 10 minutes: bench-gpt2 takes ~8 (8 modes x 5 reps x ~11 s),
-#     bench-alloc ~4 (3 modes x 5 reps), tests ~4; run them in separate calls.
+#     bench-alloc ~6 (3 modes x 8 reps x ~15 s), tests ~4; run them in separate calls.
 #
 # Expects: python3 with torch (CUDA), scikit-build-core and nanobind; the `vramscope` CLI binary on
 # PATH or in $VRAMSCOPE_CLI (it can be built elsewhere and copied: it needs only libc and ncurses);
@@ -81,6 +81,7 @@ if [[ "$what" == *" bench-gpt2 "* ]]; then
 fi
 if [[ "$what" == *" bench-alloc "* ]]; then
   echo "== benchmark: allocator-heavy step, alloc/free pairs, reads"
-  python3 bench/bench_agent.py --only alloc --json "$out/bench-alloc.json" 2>&1 \
+  # 8 repetitions: per-process spread of this launch-bound step was 30-52 ms on the H200 VM.
+  python3 bench/bench_agent.py --only alloc --reps 8 --json "$out/bench-alloc.json" 2>&1 \
     | tee "$out/bench-alloc.log" | tail -n 14
 fi
