@@ -81,3 +81,72 @@ def test_max_events_bounds_the_trace(recording, tmp_path):
     trace = json.loads((tmp_path / "t.json").read_text())
     assert trace["otherData"]["max_events"] == 5
     assert trace["otherData"]["dropped_events"] > 0 and "dropped by --max-events" in result.stderr
+
+
+GPU0 = "GPU-5d0c1a52-1c2e-4c3f-9b7e-0a1b2c3d4e00"  # tests/data/nvml/two_gpus.json
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
+
+
+def fake_agent_binary():
+    from _exporter_paths import build_dir
+    path = build_dir() / "tests" / "cpp" / "top_fake_agent"
+    return path if path.is_file() else None
+
+
+def expected_categories(peak_requested_bytes):
+    # top_fake_agent's rule: 1/2, 1/4, ... of the peak, the rest to "other".
+    left, out = peak_requested_bytes, {}
+    for name in CATEGORIES[:-1]:
+        out[name] = left // 2
+        left -= out[name]
+    out[CATEGORIES[-1]] = left
+    return out
+
+
+def test_a_step_with_categories_reaches_every_export(tmp_path):
+    """An agent's step with a category breakdown, recorded by `vramscope record`, comes out of
+    `export` in the step CSV, the TensorBoard run (read by TensorBoard's own reader) and the
+    trace with the same bytes."""
+    if cli_binary() is None or nvml_double() is None or fake_agent_binary() is None:
+        pytest.skip("vramscope binary, NVML test double or top_fake_agent not built")
+    env = double_env("two_gpus.json", tmp_path)
+    allocated, reserved = 3 << 30, 4 << 30
+    agent = subprocess.Popen([str(fake_agent_binary()), GPU0, str(allocated), str(reserved), "0"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=dict(env, VRAMSCOPE_FAKE_AGENT_STEP="1"))
+    path = tmp_path / "run.vrs"
+    try:
+        assert agent.stdout.readline().startswith("ready"), "the fake agent did not start"
+        subprocess.run([str(cli_binary()), "record", "-o", str(path), "--interval", "10ms",
+                        "--duration", "200ms"], env=env, check=True, capture_output=True,
+                       timeout=60)
+    finally:
+        agent.stdin.close()
+        agent.wait(timeout=30)
+    want = expected_categories(allocated)
+    out = tmp_path / "out"
+    result = export((path, env), "--csv-steps", str(out / "steps.csv"), "--tensorboard",
+                    str(out / "tb"), "--trace", str(out / "trace.json"))
+    assert result.returncode == 0, result.stderr
+
+    import csv
+    rows = [r for r in csv.DictReader(open(out / "steps.csv", newline="")) if r["step"] == "42"]
+    assert len(rows) == 1, rows
+    assert {n: int(rows[0][f"category_{n}_bytes"]) for n in CATEGORIES} == want, rows[0]
+
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator")
+    acc = event_accumulator.EventAccumulator(str(out / "tb"),
+                                             size_guidance={event_accumulator.SCALARS: 0})
+    acc.Reload()
+    for name in CATEGORIES:
+        events = acc.Scalars(f"memory/rank0/cuda0/category/{name}_bytes")
+        assert [(e.step, e.value) for e in events] == [(42, float(want[name]))], (name, events)
+
+    trace = json.loads((out / "trace.json").read_text())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    for name in CATEGORIES:
+        counters = [e for e in events if e.get("ph") == "C" and e.get("name", "").endswith(
+            f"step peak {name}")]
+        assert counters and any(want[name] in e["args"].values() for e in counters), \
+            (name, counters)
