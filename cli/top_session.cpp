@@ -2,6 +2,8 @@
 #include "top_session.hpp"
 
 #include <filesystem>
+#include <string>
+#include <utility>
 
 #include "vramscope/clock.hpp"
 #include "vramscope/status.hpp"
@@ -14,11 +16,20 @@ namespace {
 class LiveSource final : public TopSource {
  public:
   LiveSource(std::unique_ptr<Sampler> sampler, int64_t interval_ns)
-      : m_sampler(std::move(sampler)), m_interval_ns(interval_ns) {}
+      : m_sampler(std::move(sampler)), m_interval_ns(interval_ns) {
+    // The reader reports each foreign segment once; top cannot print to stderr under curses.
+    m_sampler->set_warning_handler([this](const std::string& warning) { m_warning = warning; });
+  }
 
   bool update(view::ViewModel& model, int64_t now_ns) override {
     if (now_ns < m_next_ns) return false;
     m_sampler->sample(m_sample);
+    if (!m_warning.empty()) {
+      model.notice = "vramscope: " + std::exchange(m_warning, {});
+      m_notice_until_ns = now_ns + notice_ns;
+    } else if (!model.notice.empty() && now_ns >= m_notice_until_ns) {
+      model.notice.clear();
+    }
     m_next_ns = m_next_ns == 0 ? now_ns + m_interval_ns : m_next_ns + m_interval_ns;
     if (m_next_ns <= now_ns) m_next_ns = now_ns + m_interval_ns;
     // Paused: the view stays frozen; samples are still taken so that the agents' steps and
@@ -37,10 +48,15 @@ class LiveSource final : public TopSource {
   }
 
  private:
+  /// How long a notice stays in the footer.
+  static constexpr int64_t notice_ns = 15'000'000'000;
+
   std::unique_ptr<Sampler> m_sampler;
   int64_t m_interval_ns;
   int64_t m_next_ns = 0;
   SystemSample m_sample;
+  std::string m_warning;
+  int64_t m_notice_until_ns = 0;
 };
 
 /// Plays a recording at its own pace, with stepping, seeking and speed keys.

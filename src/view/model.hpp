@@ -154,6 +154,9 @@ class ViewModel {
   int64_t interval_ns = 0;
   /// Present while replaying.
   std::optional<ReplayStatus> replay;
+  /// One line the live source wants the user to see for a while (an agent of another vramscope
+  /// version, whose memory is not shown); shown in the footer in place of the key hints.
+  std::string notice;
 
  private:
   void rebuild_rows();

@@ -189,6 +189,10 @@ void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas)
 }
 
 void render_footer(const ViewModel& model, const Rect& area, Canvas& canvas) {
+  if (!model.notice.empty() && !model.filter_editing) {
+    canvas.text(area, area.x, area.y, model.notice, error_style);
+    return;
+  }
   if (model.filter_editing) {
     const std::string prompt = "/" + model.filter() + (canvas.unicode() ? "█" : "_") +
                                "   Enter keep, Esc clear";

@@ -87,6 +87,18 @@ TEST_F(Render, HelpOverlay) {
   expect_golden("help_80x24", frame(model, 80, 24));
 }
 
+TEST_F(Render, NoticeReplacesTheKeyHintsInTheFooter) {
+  ViewModel model = one_gpu_with_history();
+  model.notice = "vramscope: agent segment agent-42.seg (pid 42) has format v9; this vramscope reads v2";
+  const std::string text = frame(model, 100, 20);
+  const std::string footer = text.substr(text.rfind('\n', text.size() - 2) + 1);
+  EXPECT_NE(footer.find("has format v9"), std::string::npos) << text;
+  EXPECT_EQ(footer.find("quit"), std::string::npos) << text;
+  model.notice.clear();
+  const std::string plain = frame(model, 100, 20);
+  EXPECT_NE(plain.substr(plain.rfind('\n', plain.size() - 2) + 1).find("quit"), std::string::npos);
+}
+
 TEST_F(Render, FilterAndSortAndPauseShowInHeaderAndFooter) {
   ViewModel model = one_gpu_with_history();
   model.set_sort_key(SortKey::Command);
