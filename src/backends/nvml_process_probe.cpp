@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "backends/nvml_errors.hpp"
-#include "vramscope/sample.hpp"
 
 namespace vramscope::nvml {
 
@@ -59,22 +58,17 @@ std::optional<uint64_t> ProcessMemoryProbe::used_bytes(const std::string& uuid, 
     // Handles are looked up per call: a GPU that was reset gets a new one.
     Device handle = nullptr;
     if (api.device_get_handle_by_index(i, &handle) != Success) return std::nullopt;
-    m_merged.clear();
-    const std::array<std::pair<const ProcessListCall*, uint8_t>, 3> calls = {{
-        {&api.compute_processes, ProcessKindCompute},
-        {&api.graphics_processes, ProcessKindGraphics},
-        {&api.mps_processes, ProcessKindMps},
-    }};
-    for (const auto& [call, kind] : calls) {
+    // Compute first: a PyTorch process is in it, so one list call (9-16 µs on an H200) usually
+    // answers; graphics and MPS are read only when the pid is not there (MPS clients, others).
+    const std::array<const ProcessListCall*, 3> calls = {
+        &api.compute_processes, &api.graphics_processes, &api.mps_processes};
+    for (const ProcessListCall* call : calls) {
       if (call->fn == nullptr || m_reader.read(*call, handle) != Success) continue;
-      merge_processes(m_merged, m_reader.entries(), kind, no_instance_id, no_instance_id);
-    }
-    // The lists of one GPU report a process once each: merged, the pid's entries are its rows
-    // per MIG instance (none here), so the first match is the answer.
-    for (const MergedProcess& process : m_merged) {
-      if (process.pid != pid) continue;
-      if (process.used_bytes == value_not_available) return std::nullopt;
-      return process.used_bytes;
+      for (const ProcessInfo& entry : m_reader.entries()) {
+        if (entry.pid != pid) continue;
+        if (entry.usedGpuMemory == value_not_available) return std::nullopt;
+        return entry.usedGpuMemory;
+      }
     }
     return std::nullopt;
   }

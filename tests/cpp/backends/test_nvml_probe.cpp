@@ -46,16 +46,24 @@ TEST_F(NvmlProbeTest, UnknownGpuPidOrAmountGivesNothing) {
   EXPECT_FALSE(probe->used_bytes("", 5001001));
 }
 
-TEST_F(NvmlProbeTest, ReadsOnlyTheProcessListsOfTheGpuAskedAbout) {
-  use_data_script("eight_gpus_64_procs.json");
+TEST_F(NvmlProbeTest, AComputeProcessCostsOneListAndNothingElse) {
+  use_data_script("two_gpus.json");
   auto probe = open_probe();
   ASSERT_NE(probe, nullptr);
+  probe->used_bytes(gpu0, 5001001);  // sizes the reader's buffer
   reset_calls();
-  probe->used_bytes(gpu0, 1);
+  EXPECT_EQ(probe->used_bytes(gpu0, 5001001), 81604378624U);
+  EXPECT_EQ(calls("nvmlDeviceGetComputeRunningProcesses_v3"), 1U);
+  EXPECT_EQ(calls("nvmlDeviceGetGraphicsRunningProcesses_v3"), 0U);
+  EXPECT_EQ(calls("nvmlDeviceGetMPSComputeRunningProcesses_v3"), 0U);
   EXPECT_EQ(calls("nvmlDeviceGetMemoryInfo_v2"), 0U);
   EXPECT_EQ(calls("nvmlDeviceGetBAR1MemoryInfo"), 0U);
   EXPECT_EQ(calls("nvmlDeviceGetMigMode"), 0U);
-  EXPECT_LE(calls("nvmlDeviceGetComputeRunningProcesses_v3"), 2U);  // count, then fill
+  // A pid in no list: all three are read, then nothing is guessed.
+  reset_calls();
+  EXPECT_FALSE(probe->used_bytes(gpu0, 4242));
+  EXPECT_GE(calls("nvmlDeviceGetGraphicsRunningProcesses_v3"), 1U);
+  EXPECT_GE(calls("nvmlDeviceGetMPSComputeRunningProcesses_v3"), 1U);
 }
 
 TEST_F(NvmlProbeTest, MissingDriverIsAReasonNotACrash) {
