@@ -352,6 +352,7 @@ void bind_attribution(nb::module_& m, tracking::AgentCore& (*core_of)()) {
           d["max_retained_bytes"] = r.max_retained_bytes;
           d["backward_calls"] = r.backward_calls;
           d["backward_peak_bytes"] = r.backward_peak_bytes;
+          d["live_bytes"] = r.live_bytes;
           out.append(d);
         }
         return out;

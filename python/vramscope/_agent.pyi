@@ -120,7 +120,8 @@ def module_exit(module_id: int, backward: bool = False, measured: bool = True) -
     """Close the innermost forward frame (or backward window) of module_id on every device."""
 
 def module_table(device: int) -> list:
-    """Per-module rows of one device ([] before any profile)."""
+    """Per-module rows of one device ([] before any profile): module_id, forward_calls,
+    retained_bytes, max_retained_bytes, backward_calls, backward_peak_bytes, live_bytes."""
 
 def categories(device: int, mark: str = "step") -> dict:
     """{category: (live_bytes, live_at_peak_bytes)} of one device ({} without attribution)."""

@@ -118,9 +118,11 @@ void Ledger::on_event(const tracking::Event& event) {
       const uint32_t op_id = event.op_id < max_op_id ? event.op_id : no_op_id;
       const Category category = category_of_phase(static_cast<Phase>(event.phase));
       const uint64_t frame = m_modules.current_frame();
+      const uint32_t module_id = frame == no_frame ? 0 : m_modules.current_module();
       m_allocations[event.address] =
-          Allocation{event.size_bytes, ++m_sequence, frame, op_id, category};
+          Allocation{event.size_bytes, ++m_sequence, frame, op_id, module_id, category};
       m_modules.on_alloc(frame, signed_size(event.size_bytes));
+      if (frame != no_frame) m_modules.add_live(module_id, event.size_bytes, true);
       OpAccumulator& acc = op(op_id);
       ++acc.alloc_count;
       acc.allocated_bytes += event.size_bytes;
@@ -144,6 +146,9 @@ void Ledger::free_completed(uint64_t address, uint64_t size_bytes) {
     const Allocation allocation = found->second;
     m_allocations.erase(found);
     m_modules.on_free(allocation.frame, signed_size(allocation.size_bytes));
+    if (allocation.frame != no_frame) {
+      m_modules.add_live(allocation.module_id, allocation.size_bytes, false);
+    }
     add_live(allocation.op_id, allocation.category, -signed_size(allocation.size_bytes));
     return;
   }
@@ -161,7 +166,9 @@ bool Ledger::tag(uint64_t address, uint64_t size_bytes, Category category) {
   if (found == m_allocations.end()) {
     if (size_bytes == 0) return false;
     // Sequence 0: live before any peak this ledger knows, so live at all of them.
-    found = m_allocations.emplace(address, Allocation{size_bytes, 0, no_frame, before_op_id, Category::Other})
+    found = m_allocations
+                .emplace(address,
+                         Allocation{size_bytes, 0, no_frame, before_op_id, 0, Category::Other})
                 .first;
   }
   Allocation& allocation = found->second;

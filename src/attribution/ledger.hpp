@@ -3,7 +3,8 @@
 // The agent thread feeds every drained allocator event of one device into a Ledger. Each event
 // carries the innermost profiled operator of the thread that allocated or freed (op_id) and the
 // training phase at that moment, both set by the tracker callback. The ledger keeps an
-// address -> (op, size, category) map, so frees are matched to their allocation exactly, and
+// address -> (op, size, category, module frame) map, so frees are matched to their allocation
+// exactly (and uncharge the module that allocated it, see module_frames.hpp), and
 // keeps per op and per category: bytes allocated, bytes freed while the op ran, live bytes, and
 // the live bytes at the moment of the peak of each PeakMark.
 //
@@ -123,8 +124,8 @@ class Ledger {
   std::size_t tracked_allocations() const { return m_allocations.size(); }
   /// Frees of addresses the ledger never saw allocated (live before it started).
   uint64_t untracked_free_count() const { return m_untracked_frees; }
-  /// Per-module forward retention and backward peaks, fed by this ledger's events. Open and
-  /// close module windows here, in event order (the agent drains the rings first).
+  /// Per-module forward retention, backward peaks and live bytes, fed by this ledger's events.
+  /// Open and close module windows here, in event order (the agent drains the rings first).
   ModuleFrames& modules() { return m_modules; }
   const ModuleFrames& modules() const { return m_modules; }
   /// Opens a backward window of `module_id` at the live bytes now.
@@ -149,6 +150,8 @@ class Ledger {
     /// The module forward frame it was charged to (no_frame outside forwards).
     uint64_t frame = no_frame;
     uint32_t op_id = 0;
+    /// The module of that frame (its live bytes by module; unused when frame is no_frame).
+    uint32_t module_id = 0;
     Category category = Category::Other;
   };
   struct Peak {

@@ -78,6 +78,22 @@ uint64_t ModuleFrames::current_frame() const {
   return m_first_frame + static_cast<uint64_t>(m_stack.back());
 }
 
+uint32_t ModuleFrames::current_module() const {
+  if (m_stack.empty()) return 0;
+  return m_frames[static_cast<std::size_t>(m_stack.back())].module_id;
+}
+
+void ModuleFrames::add_live(uint32_t module_id, uint64_t size_bytes, bool alloc) {
+  // forward_enter never opens a frame of an id >= max_module_id, so row() stays bounded.
+  if (module_id >= max_module_id) return;
+  ModuleTotals& r = row(module_id);
+  if (alloc) {
+    r.live_bytes += size_bytes;
+  } else {
+    r.live_bytes -= std::min(r.live_bytes, size_bytes);
+  }
+}
+
 int64_t ModuleFrames::index_of(uint64_t frame) const {
   // Only frames of a forward still running are charged: once the outermost returned, its
   // retention is final.
@@ -128,7 +144,7 @@ bool ModuleFrames::backward_exit(uint32_t module_id, bool measured) {
 std::vector<ModuleTotals> ModuleFrames::rows() const {
   std::vector<ModuleTotals> out;
   for (const ModuleTotals& r : m_rows) {
-    if (r.forward_calls > 0 || r.backward_calls > 0) out.push_back(r);
+    if (r.forward_calls > 0 || r.backward_calls > 0 || r.live_bytes > 0) out.push_back(r);
   }
   return out;
 }

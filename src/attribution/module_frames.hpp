@@ -15,6 +15,12 @@
 // the highest live total while it is open; a closing child folds its peak into its parent.
 // The row keeps the largest (peak - live at the window's start) over the calls.
 //
+// Live by module: each allocation made inside a forward is also charged, for as long as it
+// lives, to the module of the innermost open frame (the Ledger keeps that module id with the
+// block, so a free after the forward returned still finds it). A module whose live bytes grow
+// from step to step keeps something it allocated (a list of outputs, a growing cache): the OOM
+// post-mortem names it as a leak. Allocations outside forwards are nobody's.
+//
 // Forward calls that start inside an open backward window are recomputations (activation
 // checkpointing): they are part of that backward's peak and not counted as forward calls.
 #pragma once
@@ -39,6 +45,8 @@ struct ModuleTotals {
   /// Backward windows closed as measured, and their largest peak above their start.
   uint64_t backward_calls = 0;
   uint64_t backward_peak_bytes = 0;
+  /// Bytes live now that were allocated while this module was the innermost open forward.
+  uint64_t live_bytes = 0;
 };
 
 /// Module frames and backward windows of one device (no locking: the Ledger's owner locks).
@@ -52,10 +60,20 @@ class ModuleFrames {
   bool forward_exit(uint32_t module_id);
   /// The frame an allocation made now is charged to (no_frame outside forwards).
   uint64_t current_frame() const;
+  /// The module of the innermost open frame (meaningful only when current_frame() is not
+  /// no_frame).
+  uint32_t current_module() const;
   /// An allocation of `size_bytes` charged to `frame` (from current_frame()).
   void on_alloc(uint64_t frame, int64_t size_bytes);
   /// The free of an allocation charged to `frame`; frames of finished forwards are ignored.
   void on_free(uint64_t frame, int64_t size_bytes);
+  /// A live block of `size_bytes` charged to `module_id` appeared (alloc) or went (!alloc).
+  /// The caller pairs them: each block is added once and removed once, with the same size.
+  void add_live(uint32_t module_id, uint64_t size_bytes, bool alloc);
+  /// Bytes live now charged to `module_id` (0 for a module never seen).
+  uint64_t live_bytes(uint32_t module_id) const {
+    return module_id < m_rows.size() ? m_rows[module_id].live_bytes : 0;
+  }
 
   /// Opens a backward window of `module_id` with `live_bytes` live now.
   void backward_enter(uint32_t module_id, int64_t live_bytes);
@@ -70,7 +88,7 @@ class ModuleFrames {
     }
   }
 
-  /// Every module with a closed forward or backward, in module-id order.
+  /// Every module with a closed forward or backward or live bytes, in module-id order.
   std::vector<ModuleTotals> rows() const;
   /// Open forward frames and backward windows (for tests and sanity checks).
   std::size_t forward_depth() const { return m_stack.size(); }

@@ -204,5 +204,127 @@ TEST(ModuleFrames, RecomputationInsideBackwardIsNotAForwardCall) {
   EXPECT_EQ(r.at(seq).backward_peak_bytes, 800U);
 }
 
+// --- live bytes by module: what each module allocated and is still alive, across steps -------
+
+/// live_bytes of every module with a row, by id (absent: no row).
+std::map<uint32_t, uint64_t> live(const Ledger& ledger) {
+  std::map<uint32_t, uint64_t> out;
+  for (const ModuleTotals& r : ledger.modules().rows()) out[r.module_id] = r.live_bytes;
+  return out;
+}
+
+constexpr uint32_t cache = 5;
+
+TEST(ModuleLive, AModuleKeepingOneBlockPerForwardGrowsByItsSizePerCall) {
+  // Sequential(cache, linear0) trained for 5 steps; cache appends a 1536-byte tensor to a list
+  // at every forward (and frees a temporary); linear0's activation dies in backward.
+  Ledger ledger(0);
+  ModuleFrames& m = ledger.modules();
+  for (uint64_t step = 0; step < 5; ++step) {
+    m.forward_enter(seq);
+    m.forward_enter(cache);
+    alloc(ledger, 0x9000, 64);  // a temporary, freed inside
+    alloc(ledger, 0x1000 + step * 0x1000, 1536);  // kept in the list
+    release(ledger, 0x9000, 64);
+    m.forward_exit(cache);
+    m.forward_enter(linear0);
+    alloc(ledger, 0x8000, 4096);  // saved for backward
+    m.forward_exit(linear0);
+    m.forward_exit(seq);
+    EXPECT_EQ(m.live_bytes(linear0), 4096U) << "step " << step;
+    release(ledger, 0x8000, 4096);  // backward, after the forward returned
+    alloc(ledger, 0xA000, 256);  // a gradient: outside any forward
+    release(ledger, 0xA000, 256);
+    EXPECT_EQ(m.live_bytes(cache), (step + 1) * 1536) << "step " << step;
+    EXPECT_EQ(m.live_bytes(linear0), 0U) << "step " << step;
+    EXPECT_EQ(m.live_bytes(seq), 0U) << "step " << step;
+  }
+  const auto l = live(ledger);
+  EXPECT_EQ(l.at(cache), 5U * 1536U);
+  EXPECT_EQ(l.at(linear0), 0U);
+  EXPECT_EQ(ledger.live_bytes(), 5U * 1536U);
+}
+
+TEST(ModuleLive, AFreeInALaterStepUnchargesTheModuleThatAllocated) {
+  Ledger ledger(0);
+  ModuleFrames& m = ledger.modules();
+  m.forward_enter(linear0);
+  alloc(ledger, 0x100, 1000);
+  m.forward_exit(linear0);
+  m.forward_enter(linear2);  // a later forward of another module frees it, reuses the address
+  alloc(ledger, 0x200, 30);
+  release(ledger, 0x100, 1000);
+  EXPECT_EQ(m.live_bytes(linear0), 0U);
+  EXPECT_EQ(m.live_bytes(linear2), 30U);
+  alloc(ledger, 0x100, 700);
+  m.forward_exit(linear2);
+  EXPECT_EQ(m.live_bytes(linear0), 0U);
+  EXPECT_EQ(m.live_bytes(linear2), 730U);
+  release(ledger, 0x100, 700);  // outside any forward
+  EXPECT_EQ(m.live_bytes(linear2), 30U);
+  // A free whose event was dropped: the address allocated again (outside forwards) ends the
+  // old block, and its module is uncharged.
+  alloc(ledger, 0x200, 5);
+  EXPECT_EQ(m.live_bytes(linear2), 0U);
+}
+
+TEST(ModuleLive, NestedModulesChargeOnlyTheInnermost) {
+  Ledger ledger(0);
+  ModuleFrames& m = ledger.modules();
+  m.forward_enter(seq);
+  alloc(ledger, 0x100, 10);  // seq itself
+  m.forward_enter(linear0);
+  alloc(ledger, 0x200, 200);
+  m.forward_enter(act);  // a grandchild
+  alloc(ledger, 0x300, 3000);
+  m.forward_exit(act);
+  m.forward_exit(linear0);
+  alloc(ledger, 0x400, 40000);  // seq again, after its child returned
+  m.forward_exit(seq);
+  const auto l = live(ledger);
+  EXPECT_EQ(l.at(seq), 40010U);
+  EXPECT_EQ(l.at(linear0), 200U);
+  EXPECT_EQ(l.at(act), 3000U);
+  // Unlike retention, which rolls children up into parents.
+  EXPECT_EQ(rows(ledger).at(seq).retained_bytes, 43210U);
+}
+
+TEST(ModuleLive, AllocationsOutsideForwardsAreNobodys) {
+  Ledger ledger(0);
+  ModuleFrames& m = ledger.modules();
+  alloc(ledger, 0x100, 100);  // before any forward
+  m.forward_enter(seq);
+  m.forward_exit(seq);
+  alloc(ledger, 0x200, 200);  // after it
+  ledger.backward_enter(seq);
+  m.forward_enter(linear0);  // recomputation inside backward: not a forward frame
+  alloc(ledger, 0x300, 300);
+  m.forward_exit(linear0);
+  m.backward_exit(seq, true);
+  EXPECT_EQ(ledger.live_bytes(), 600U);
+  for (const auto& [id, bytes] : live(ledger)) EXPECT_EQ(bytes, 0U) << id;
+  EXPECT_EQ(m.live_bytes(linear0), 0U);
+  EXPECT_EQ(m.live_bytes(0), 0U);
+}
+
+TEST(ModuleLive, AFreeOfAnUnknownAddressChangesNothing) {
+  Ledger ledger(0);
+  ModuleFrames& m = ledger.modules();
+  m.forward_enter(cache);
+  alloc(ledger, 0x100, 1000);
+  release(ledger, 0x999, 1000);  // never seen allocated (live before the ledger started)
+  m.forward_exit(cache);
+  release(ledger, 0x998, 1000);
+  EXPECT_EQ(m.live_bytes(cache), 1000U);
+  EXPECT_EQ(ledger.untracked_free_count(), 2U);
+  // Retagging a block's category does not move its module bytes.
+  EXPECT_TRUE(ledger.tag(0x100, 1000, Category::Parameters));
+  EXPECT_EQ(m.live_bytes(cache), 1000U);
+  release(ledger, 0x100, 1000);
+  EXPECT_EQ(m.live_bytes(cache), 0U);
+  // Still a row: it has a forward call.
+  EXPECT_EQ(live(ledger).at(cache), 0U);
+}
+
 }  // namespace
 }  // namespace vramscope::attribution
