@@ -54,6 +54,10 @@ class OomEvidence:
     #: (op, bytes per step) of ops whose live bytes grew at each of the last steps, fastest
     #: first (needs profiling data at step boundaries).
     growing_ops: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
+    #: (module path, bytes per step) of modules whose live bytes grew at each of the last steps,
+    #: fastest first: bytes allocated while the module was the innermost running forward and
+    #: still live (a list of outputs, a cache); needs ``vramscope.profile()`` at step boundaries.
+    growing_modules: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
     #: Were the numbers read from the exception's message (the OOM observer did not run), so
     #: rounded to what torch prints?
     from_exception: bool = False
@@ -133,8 +137,9 @@ def leak_rate(steps: Sequence[StepPoint], min_steps: int = 4) -> Optional[int]:
 
 
 def growing_ops(snapshots: Sequence[Dict[str, int]], min_steps: int = 3) -> List[Tuple[str, int]]:
-    """(op, bytes per step) of the ops whose live bytes grew at each of the last ``min_steps``
-    steps, fastest first; ``snapshots`` are {op: live bytes} at consecutive step ends."""
+    """(name, bytes per step) of the ops (or modules) whose live bytes grew at each of the last
+    ``min_steps`` steps, fastest first; ``snapshots`` are {name: live bytes} at consecutive step
+    ends."""
     tail = list(snapshots)[-(min_steps + 1):]
     if len(tail) < min_steps + 1:
         return []
@@ -145,6 +150,15 @@ def growing_ops(snapshots: Sequence[Dict[str, int]], min_steps: int = 3) -> List
         if min(diffs) > 0:
             out.append((name, sum(diffs) // len(diffs)))
     return sorted(out, key=lambda t: (-t[1], t[0]))
+
+
+def growing_text(modules: Sequence[Tuple[str, int]], ops: Sequence[Tuple[str, int]],
+                 limit: int = 3) -> str:
+    """"module a +4.0 MiB/step, module b ...; op aten::cat +4.0 MiB/step" (the ``limit``
+    fastest of each; modules first: they say where in the model)."""
+    groups = [", ".join(f"{kind} {name} +{format_bytes(b)}/step" for name, b in rows[:limit])
+              for kind, rows in (("module", modules), ("op", ops))]
+    return "; ".join(g for g in groups if g)
 
 
 _SIZE_UNITS = {"b": 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30,
@@ -213,9 +227,8 @@ def rank_advice(e: OomEvidence) -> List[Advice]:
     rate = leak_rate(e.steps)
     if rate is not None:
         grown = e.steps[-1].allocated_bytes - e.steps[0].allocated_bytes
-        if e.growing_ops:
-            where = "; growing: " + ", ".join(f"{name} +{format_bytes(b)}/step"
-                                              for name, b in e.growing_ops[:3])
+        if e.growing_ops or e.growing_modules:
+            where = "; growing: " + growing_text(e.growing_modules, e.growing_ops)
         elif e.top_ops:
             where = f" (largest holder now: {e.top_ops[0][0]})"
         else:

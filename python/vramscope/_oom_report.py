@@ -14,8 +14,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ._oom_advice import Advice, OomEvidence, leak_rate, rank_advice
 from ._steps import format_bytes
 
-#: Schema version of the .json report (2: leak_rate_bytes, growing_ops, from_exception).
-REPORT_SCHEMA_VERSION = 2
+#: Schema version of the .json report (2: leak_rate_bytes, growing_ops, from_exception;
+#: 3: growing_modules). Documented in docs/json-schema.md.
+REPORT_SCHEMA_VERSION = 3
 
 
 def _table(title: str, rows: Sequence[Tuple[str, int]], total: int, limit: int = 8) -> List[str]:
@@ -58,6 +59,12 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "") -> s
     if e.growing_ops:
         lines += ["live memory growing at every step, by op:"]
         lines += [f"  +{format_bytes(size):>10}/step  {name}" for name, size in e.growing_ops[:8]]
+        lines.append("")
+    if e.growing_modules:
+        lines += ["live memory growing at every step, by module (innermost forward that "
+                  "allocated it):"]
+        lines += [f"  +{format_bytes(size):>10}/step  {name}"
+                  for name, size in e.growing_modules[:8]]
         lines.append("")
     if e.steps:
         lines.append("recent steps (peak allocated / allocated at end):")

@@ -23,15 +23,17 @@ from typing import Any, Deque, Dict, List, Optional, Sequence
 # The pure parts live in _oom_advice (evidence, advice) and _oom_report (rendering, files); they
 # are re-exported here, the module users and tests know.
 from ._oom_advice import (Advice, OomEvidence, StepPoint, fit_batch_size, fragmentation_of,
-                          growing_ops, is_oom_error, leak_rate, parse_oom_message, rank_advice)
+                          growing_ops, growing_text, is_oom_error, leak_rate, parse_oom_message,
+                          rank_advice)
 from ._oom_report import (REPORT_SCHEMA_VERSION, format_report, format_summary,
                           memory_viz_snapshot, report_json, report_paths, write_report)
 
 __all__ = ["Advice", "OomEvidence", "StepPoint", "REPORT_SCHEMA_VERSION", "STEP_HISTORY",
-           "fit_batch_size", "fragmentation_of", "growing_ops", "is_oom_error", "leak_rate",
+           "fit_batch_size", "fragmentation_of", "growing_ops", "growing_text", "is_oom_error",
+           "leak_rate",
            "parse_oom_message", "rank_advice", "format_report", "format_summary",
            "memory_viz_snapshot", "report_json", "report_paths", "write_report", "add_provider",
-           "remove_provider", "record_steps", "recent_steps", "collect_evidence",
+           "remove_provider", "add_module_paths", "remove_module_paths", "record_steps", "recent_steps", "collect_evidence",
            "evidence_from_exception", "on_oom", "observer_calls", "report_exception",
            "last_report", "install"]
 
@@ -50,6 +52,11 @@ STEP_HISTORY = 64
 _steps: Dict[int, Deque[StepPoint]] = {}
 #: {op: live bytes} at the last step ends, per device, taken while a profile() runs.
 _op_snapshots: Dict[int, Deque[Dict[str, int]]] = {}
+#: {module path: live bytes} at the last step ends, per device, taken while a profile() with
+#: module hooks runs (the snapshots of its modules only: a new one starts them afresh).
+_module_snapshots: Dict[int, Deque[Dict[str, int]]] = {}
+#: {module id: path} of the running profile()'s module hooks (None when none runs).
+_module_paths: Optional[Dict[int, str]] = None
 _lock = threading.Lock()
 
 
@@ -64,24 +71,65 @@ def remove_provider(provider: Any) -> None:
         _providers.remove(provider)
 
 
+def add_module_paths(paths: Dict[int, str]) -> None:
+    """Says that module hooks are installed (profile()): ``paths`` maps the module ids they
+    give the agent to module paths (the hooks keep adding to it). Step ends then also keep
+    {module path: live bytes}, for ``OomEvidence.growing_modules``; earlier module snapshots
+    are dropped (their ids meant other modules)."""
+    global _module_paths
+    with _lock:
+        _module_paths = paths
+        _module_snapshots.clear()
+
+
+def remove_module_paths(paths: Dict[int, str]) -> None:
+    """Undoes ``add_module_paths(paths)`` (no-op when another map replaced it); the snapshots
+    taken stay for a later report."""
+    global _module_paths
+    with _lock:
+        if _module_paths is paths:
+            _module_paths = None
+
+
+def _module_live(reader: Any, device: int, paths: Dict[int, str]) -> Dict[str, int]:
+    """{module path: live bytes} of ``device`` from the agent's module table."""
+    out: Dict[str, int] = {}
+    for row in reader.module_table(device):
+        path = paths.get(int(row["module_id"]))
+        if path is not None:
+            out[path] = out.get(path, 0) + int(row["live_bytes"])
+    return out
+
+
 def record_steps(reader: Any, records: Sequence[Dict[str, Any]]) -> None:
-    """Keeps the step ends the reader returned (``_api.step_all`` calls this), and per-op live
-    bytes at that moment when per-op profiling is running."""
+    """Keeps the step ends the reader returned (``_api.step_all`` calls this), and per-op (and,
+    with module hooks, per-module) live bytes at that moment when profiling is running."""
     with _lock:
         for r in records:
             device = int(r["device"])
             _steps.setdefault(device, collections.deque(maxlen=STEP_HISTORY)).append(
                 StepPoint(int(r["step"]), int(r["peak_allocated_bytes"]),
                           int(r["allocated_bytes"])))
+        paths = _module_paths
     active = getattr(reader, "attribution_active", None)
-    if active is None or not active() or not hasattr(reader, "op_table"):
+    if active is None or not active():
         return
+    with_ops = hasattr(reader, "op_table")
+    with_modules = paths is not None and hasattr(reader, "module_table")
     for r in records:
         device = int(r["device"])
-        live = {row["name"]: int(row["live_bytes"]) for row in reader.op_table(device, "profile")
-                if row["name"] != "(before)"}
-        with _lock:
-            _op_snapshots.setdefault(device, collections.deque(maxlen=STEP_HISTORY)).append(live)
+        if with_ops:
+            live = {row["name"]: int(row["live_bytes"])
+                    for row in reader.op_table(device, "profile") if row["name"] != "(before)"}
+            with _lock:
+                _op_snapshots.setdefault(device,
+                                         collections.deque(maxlen=STEP_HISTORY)).append(live)
+        if with_modules:
+            assert paths is not None
+            modules = _module_live(reader, device, paths)
+            with _lock:
+                _module_snapshots.setdefault(device,
+                                             collections.deque(maxlen=STEP_HISTORY)).append(modules)
 
 
 def recent_steps(device: int) -> List[StepPoint]:
@@ -102,6 +150,7 @@ def _fill(e: OomEvidence, agent: Any, device: int) -> None:
     e.steps = recent_steps(device)
     with _lock:
         e.growing_ops = growing_ops(list(_op_snapshots.get(device, ())))
+        e.growing_modules = growing_ops(list(_module_snapshots.get(device, ())))
     for provider in list(_providers):
         try:
             for key, value in (provider(device) or {}).items():

@@ -20,6 +20,11 @@ module would save. Matched by address in C++ (src/attribution/module_frames.*). 
 bytes at its start (for a module whose inputs need no gradient, torch cannot tell when its
 backward ends: the window then lasts to the end of the backward pass).
 
+Live bytes per module: what was allocated while the module was the innermost running forward
+and is still live now, however long after its forward (``ModuleRow.live_bytes``). At each step
+end (Monitor, vramscope.run) the OOM post-mortem keeps them, to name the modules whose live
+bytes grow every step (a leak: outputs kept in a list, a growing cache).
+
 Per category: ``CategoryTracker(model, optimizer)`` tags parameter, gradient and optimizer-state
 storages at step boundaries; allocations made during forward are activations, those during
 backward/optimizer temporaries; breakdowns are live and at the step's peak.
@@ -114,6 +119,10 @@ class ModuleRow:
     #: the live bytes at its start.
     backward_calls: int = 0
     backward_peak_bytes: int = 0
+    #: Bytes live now that were allocated while this module was the innermost running forward
+    #: (children not included), whenever they are freed: a module whose value grows from step
+    #: to step keeps what it allocates (the OOM post-mortem's growing_modules).
+    live_bytes: int = 0
 
 
 def module_rows_from_agent(raw: Sequence[Dict[str, Any]], paths: Dict[int, str]) -> List[ModuleRow]:
@@ -125,7 +134,7 @@ def module_rows_from_agent(raw: Sequence[Dict[str, Any]], paths: Dict[int, str])
             continue
         out.append(ModuleRow(path, int(r["forward_calls"]), int(r["retained_bytes"]),
                              int(r["max_retained_bytes"]), int(r["backward_calls"]),
-                             int(r["backward_peak_bytes"])))
+                             int(r["backward_peak_bytes"]), int(r["live_bytes"])))
     return out
 
 
@@ -321,6 +330,7 @@ class Profile:
         if self.modules:
             self._hooks = _ModuleHooks(self._agent, device, frames=True, backward=self.backward)
             self._hooks.install()
+            oom.add_module_paths(self._hooks.paths)
         oom.add_provider(self._oom_evidence)
         self._active = True
         return self
@@ -329,6 +339,7 @@ class Profile:
         self._active = False
         if self._hooks is not None:
             self._hooks.remove()
+            oom.remove_module_paths(self._hooks.paths)
         self._agent.profile_stop()
         oom.remove_provider(self._oom_evidence)
         self._snapshot()

@@ -31,9 +31,9 @@ class RecordingAgent:
 
     def module_table(self, device):
         return [{"module_id": 3, "forward_calls": 2, "retained_bytes": 64, "max_retained_bytes": 32,
-                 "backward_calls": 1, "backward_peak_bytes": 128},
+                 "backward_calls": 1, "backward_peak_bytes": 128, "live_bytes": 96},
                 {"module_id": 99, "forward_calls": 1, "retained_bytes": 1, "max_retained_bytes": 1,
-                 "backward_calls": 0, "backward_peak_bytes": 0}]
+                 "backward_calls": 0, "backward_peak_bytes": 0, "live_bytes": 0}]
 
 
 def mlp():
@@ -122,4 +122,4 @@ def test_agent_rows_get_paths_and_unknown_ids_are_dropped():
     assert len(rows) == 1
     r = rows[0]
     assert (r.path, r.calls, r.retained_bytes, r.max_retained_bytes, r.backward_calls,
-            r.backward_peak_bytes) == ("Net.block", 2, 64, 32, 1, 128)
+            r.backward_peak_bytes, r.live_bytes) == ("Net.block", 2, 64, 32, 1, 128, 96)

@@ -1,4 +1,4 @@
-# tests/python/test_oom_steps.py -- step history, growing ops and OOMs caught by Monitor and run
+# tests/python/test_oom_steps.py -- step history, growing ops and modules, OOMs caught by Monitor and run
 #
 # The Monitor and vramscope.run tests drive the real code paths (_api.step_all, Monitor.__exit__,
 # run.main, oom.report_exception) with a stand-in for the agent extension that hands out step
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 
 import pytest
 
@@ -63,10 +64,51 @@ def test_leak_advice_names_the_growing_op():
     advice = oom.rank_advice(e)
     assert advice[0].title.startswith("memory leak")
     assert "+256.0 MiB per step" in advice[0].detail
-    assert "growing: aten::cat +256.0 MiB/step" in advice[0].detail
+    assert "growing: op aten::cat +256.0 MiB/step, op aten::add +1.0 MiB/step;" in advice[0].detail
+    assert "module" not in advice[0].detail
     text = oom.format_report(e, advice)
     assert "live memory growing at every step, by op:" in text
+    assert "by module" not in text
     assert oom.report_json(e, advice)["leak_rate_bytes"] == 256 * MiB
+
+
+def leaking_evidence() -> OomEvidence:
+    e = OomEvidence(device=0, requested_bytes=4 * MiB, device_total_bytes=80 * GiB,
+                    device_free_bytes=MiB, allocated_bytes=79 * GiB, reserved_bytes=79 * GiB)
+    e.steps = [StepPoint(i, 78 * GiB + i * 4 * MiB, 77 * GiB + i * 4 * MiB) for i in range(6)]
+    return e
+
+
+def test_leak_advice_names_the_growing_module_before_the_op():
+    e = leaking_evidence()
+    e.growing_modules = [("Net.encoder.cache", 4 * MiB), ("Net.head", 512)]
+    e.growing_ops = [("aten::cat", 4 * MiB)]
+    advice = oom.rank_advice(e)
+    assert advice[0].title.startswith("memory leak")
+    assert ("growing: module Net.encoder.cache +4.0 MiB/step, module Net.head +512 B/step; "
+            "op aten::cat +4.0 MiB/step; look for") in advice[0].detail, advice[0].detail
+    text = oom.format_report(e, advice)
+    section = text.split("live memory growing at every step, by module (innermost forward "
+                         "that allocated it):\n")[1].split("\n\n")[0]
+    assert section.splitlines() == ["  +   4.0 MiB/step  Net.encoder.cache",
+                                    "  +     512 B/step  Net.head"], text
+    # Through JSON as a file reader sees it: pairs become lists.
+    report = json.loads(json.dumps(oom.report_json(e, advice)))
+    assert report["schema_version"] == 3
+    assert report["growing_modules"] == [["Net.encoder.cache", 4 * MiB], ["Net.head", 512]]
+    assert report["growing_ops"] == [["aten::cat", 4 * MiB]]
+
+
+def test_leak_advice_with_only_growing_modules():
+    e = leaking_evidence()
+    e.growing_modules = [("Model.memory", 4 * MiB)]
+    e.top_ops = [("aten::mm", GiB)]
+    detail = oom.rank_advice(e)[0].detail
+    assert "; growing: module Model.memory +4.0 MiB/step; look for" in detail, detail
+    assert "largest holder" not in detail and " op " not in detail, detail
+    assert oom.growing_text([], []) == ""
+    assert oom.growing_text([("a", 1), ("b", 2), ("c", 3), ("d", 4)], [], limit=2) == \
+        "module a +1 B/step, module b +2 B/step"
 
 
 class StepSource:
@@ -109,6 +151,132 @@ def source(monkeypatch, tmp_path):
     monkeypatch.setenv("VRAMSCOPE_OOM_DIR", str(tmp_path))
     monkeypatch.delenv("VRAMSCOPE_OOM_REPORT", raising=False)
     return fake
+
+
+class ProfilingSource(StepSource):
+    """A StepSource with attribution running: per-op and per-module live bytes at each step.
+    Module 2 keeps ``leak`` bytes more at every step, module 1 holds a constant, module 7 grows
+    but has no path (another profile's id), module 3 stops growing after the third step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.module_table_calls = 0
+
+    def attribution_active(self):
+        return True
+
+    def op_table(self, device, mark="profile"):
+        return [{"name": "(before)", "live_bytes": self.base},
+                {"name": "aten::mul", "live_bytes": self.n * self.leak}]
+
+    def module_table(self, device):
+        self.module_table_calls += 1
+        live = {1: 4096, 2: self.n * self.leak, 3: min(self.n, 3) * MiB, 7: self.n * GiB}
+        return [{"module_id": i, "forward_calls": self.n, "retained_bytes": 0,
+                 "max_retained_bytes": 0, "backward_calls": 0, "backward_peak_bytes": 0,
+                 "live_bytes": b} for i, b in live.items()]
+
+
+@pytest.fixture
+def profiling(source, monkeypatch):
+    fake = ProfilingSource()
+    monkeypatch.setattr(_api, "_reader", fake)
+    monkeypatch.setattr(oom, "_module_snapshots", {})
+    monkeypatch.setattr(oom, "_module_paths", None)
+    return fake
+
+
+def test_step_ends_keep_module_live_bytes_by_path_while_module_hooks_run(profiling, tmp_path):
+    paths = {1: "Net", 2: "Net.cache", 3: "Net.head"}
+    for _ in range(2):  # before any module hooks: no module snapshot
+        _api.step_all()
+    assert profiling.module_table_calls == 0 and oom._module_snapshots == {}
+    oom.add_module_paths(paths)
+    for _ in range(6):
+        _api.step_all()
+    assert len(oom._module_snapshots[0]) == 6
+    assert oom._module_snapshots[0][-1] == {"Net": 4096, "Net.cache": 8 * 256 * MiB,
+                                            "Net.head": 3 * MiB}
+    assert oom.report_exception(RuntimeError(MESSAGE), oom.observer_calls()) is not None
+    report = json.loads(reports(tmp_path)[0].read_text())
+    assert report["growing_modules"] == [["Net.cache", 256 * MiB]], report["growing_modules"]
+    assert report["growing_ops"] == [["aten::mul", 256 * MiB]]
+    leak = report["advice"][0]
+    assert leak["title"].startswith("memory leak"), report["advice"]
+    assert "growing: module Net.cache +256.0 MiB/step; op aten::mul +256.0 MiB/step" in \
+        leak["detail"], leak["detail"]
+    txt = pathlib.Path(reports(tmp_path)[0].with_suffix(".txt")).read_text()
+    assert "+ 256.0 MiB/step  Net.cache" in txt, txt
+    # Another map (a new profile) is not removed by the old one's exit; it drops the old
+    # snapshots, whose ids meant other modules.
+    other = {2: "Other.block"}
+    oom.add_module_paths(other)
+    assert oom._module_snapshots == {}
+    oom.remove_module_paths(paths)
+    _api.step_all()
+    assert oom._module_snapshots[0][-1] == {"Other.block": 9 * 256 * MiB}
+    oom.remove_module_paths(other)
+    calls = profiling.module_table_calls
+    _api.step_all()
+    assert profiling.module_table_calls == calls and len(oom._module_snapshots[0]) == 1
+
+
+def test_profile_with_modules_hands_its_paths_to_the_step_ends(profiling, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from vramscope.profile import profile
+
+    class Agent(ProfilingSource):
+        """The extension's profile calls, and module live bytes by the ids the hooks gave:
+        the module whose path is ``leaky`` keeps 512 B more at every step."""
+
+        def __init__(self):
+            super().__init__()
+            self.leaky = None
+            self.entered = set()
+
+        def profile_start(self, sampling):
+            pass
+
+        def profile_stop(self):
+            pass
+
+        def set_phase(self, phase):
+            pass
+
+        def module_enter(self, module_id, backward=False):
+            self.entered.add(module_id)
+
+        def module_exit(self, module_id, backward=False, measured=True):
+            pass
+
+        def attribution_summary(self, device):
+            return {"peak_bytes": 0}
+
+        def categories(self, device, mark="step"):
+            return {}
+
+        def module_table(self, device):
+            return [{"module_id": i, "forward_calls": self.n, "retained_bytes": 0,
+                     "max_retained_bytes": 0, "backward_calls": 0, "backward_peak_bytes": 0,
+                     "live_bytes": self.n * 512 if i == self.leaky else 64}
+                    for i in sorted(self.entered)]
+
+    agent = Agent()
+    monkeypatch.setattr(_api, "_reader", agent)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    with profile() as p:
+        hooks = p._hooks
+        assert oom._module_paths is hooks.paths
+        for _ in range(5):
+            model(torch.ones(1, 4))
+            agent.leaky = next(i for i, path in hooks.paths.items() if path == "Sequential.1")
+            _api.step_all()
+        e = oom.evidence_from_exception(MESSAGE, agent, 0)
+    assert oom._module_paths is None
+    assert sorted(hooks.paths.values()) == ["Sequential", "Sequential.0", "Sequential.1"]
+    assert e.growing_modules == [("Sequential.1", 512)], e.growing_modules
+    assert {r.path: r.live_bytes for r in p.module_rows()} == {
+        "Sequential": 64, "Sequential.0": 64, "Sequential.1": 5 * 512}
 
 
 def reports(tmp_path):
