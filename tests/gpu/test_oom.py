@@ -112,6 +112,91 @@ def test_leaking_monitor_loop_reports_the_leak_first(tmp_path: pathlib.Path):
     assert "recent steps" in txt, txt
 
 
+def test_leak_advice_names_the_module_that_keeps_its_outputs(tmp_path: pathlib.Path):
+    # Net(encoder, cache, head) trained under vramscope.profile() with a Monitor; `cache`
+    # appends its output (x * 2, a 256 MiB fp32 tensor allocated inside its own forward, so it
+    # is charged to Net.cache) to a list at every forward. Most of the card is filled so that the
+    # OOM comes after about a dozen steps. The report's leak advice must name module Net.cache,
+    # and growing_modules must give exactly the kept tensor's bytes per step (the ledger counts
+    # requested bytes; 256 MiB is a multiple of the 512 B block granularity, so block bytes
+    # would agree). No other module grows: activations die in backward, gradients and
+    # parameters are allocated outside forwards.
+    code = textwrap.dedent("""
+        import json, torch, vramscope
+        from vramscope import oom
+        torch.cuda.init(); vramscope.attach()
+
+        class Cache(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.kept = []
+            def forward(self, x):
+                y = x * 2
+                self.kept.append(y.detach())  # the leak: same storage, kept forever
+                return y
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU())
+                self.cache = Cache()
+                self.head = torch.nn.Linear(1024, 8)
+            def forward(self, x):
+                return self.head(self.cache(self.encoder(x)))
+
+        torch.manual_seed(0)
+        model = Net().cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        x = torch.randn(65536, 1024, device="cuda")  # 256 MiB: so is every activation
+        def step():
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        step(); torch.cuda.synchronize()  # warm up: cuBLAS workspace, lazy initialisation
+        kept = model.cache.kept[0]
+        kept_bytes = kept.numel() * kept.element_size()
+        chunk = 256 << 20
+        free, _ = torch.cuda.mem_get_info()
+        two_mib = 2 << 20
+        fill = torch.empty((free - 16 * chunk) // two_mib * two_mib, dtype=torch.uint8,
+                           device="cuda")
+        mon = vramscope.Monitor(every=0)
+        try:
+            with vramscope.profile():
+                with mon:
+                    for _ in range(100):
+                        step()
+                        mon.step()
+        except torch.OutOfMemoryError:
+            print(json.dumps({"report": oom.last_report(), "steps": mon.steps,
+                              "kept_bytes": kept_bytes, "kept": len(model.cache.kept)}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
+                         env=gpu_env(VRAMSCOPE_OOM_DIR=str(tmp_path)), capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines, "no OOM within 100 steps:\n" + out.stdout + out.stderr
+    result = json.loads(lines[-1])
+    report = json.loads(pathlib.Path(result["report"]["json"]).read_text())
+    summary = json.dumps({"result": result, **{k: report[k] for k in (
+        "schema_version", "steps", "leak_rate_bytes", "growing_modules", "growing_ops",
+        "top_modules", "advice")}}, indent=1)
+    kept_bytes = result["kept_bytes"]
+    assert kept_bytes == 256 << 20, summary
+    assert report["schema_version"] == 3, summary
+    assert result["steps"] >= 5, summary
+    # Exact: the growth is the kept tensor, charged to the module that allocated it.
+    assert report["growing_modules"], summary
+    assert report["growing_modules"][0] == ["Net.cache", kept_bytes], summary
+    assert [m for m, _ in report["growing_modules"]] == ["Net.cache"], summary
+    leak = [a for a in report["advice"] if a["title"].startswith("memory leak")]
+    assert leak, summary
+    assert "growing: module Net.cache +256.0 MiB/step" in leak[0]["detail"], summary
+    txt = pathlib.Path(result["report"]["txt"]).read_text()
+    assert "by module (innermost forward that allocated it):" in txt, txt
+    assert "+ 256.0 MiB/step  Net.cache" in txt, txt
+
 def test_run_reports_an_oom_that_ends_the_program(tmp_path: pathlib.Path):
     script = tmp_path / "prog.py"
     script.write_text(textwrap.dedent("""
