@@ -16,9 +16,14 @@ and each number is the median over repetitions of the in-process median.
          _record_memory_history(max_entries=100000), torch.profiler with
          profile_memory=True (a few steps only), and the seed's approach (memory_allocated() and
          memory_reserved() read every step).
-  alloc  an allocator-heavy step (2000 small elementwise ops), caching_allocator_alloc/delete
-         pairs (ns per pair), and the cost of reading current stats from Python (ns per call):
-         baseline vs agent.
+  alloc  an allocator-heavy step (2000 small elementwise ops: launch-bound, 12000 allocator
+         events), caching_allocator_alloc/delete pairs (ns per pair), and the cost of reading
+         current stats from Python (ns per call): baseline, no-op tracker, agent, and (when named)
+         agent_1s, the agent ticking once a second, which isolates the tracker callback's cost.
+         `--parts heavy` runs only the step (a ~6 s process instead of ~15 s).
+
+Launch-bound steps vary by tens of percent from process to process when the scheduler moves them
+between cores: `--cpus 16-31` pins every worker to the same CPUs.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ import time
 
 GPT2_MODES = ["baseline", "noop_tracker", "agent", "monitor", "profile_ops", "profile",
               "record_history", "profiler", "seed"]
-ALLOC_MODES = ["baseline", "noop_tracker", "agent"]
+ALLOC_MODES = ["baseline", "noop_tracker", "agent", "agent_1s"]
+ALLOC_PARTS = ("heavy", "pairs")
 
 
 # ----------------------------------------------------------------------------- workers
@@ -140,7 +146,7 @@ def worker_gpt2(mode, phases):
     return {"step_ms": statistics.median(times)}
 
 
-def worker_alloc(mode, phases):
+def worker_alloc(mode, phases, parts):
     import timeit
 
     import torch
@@ -149,9 +155,11 @@ def worker_alloc(mode, phases):
 
     torch.cuda.init()
     x = torch.randn(256, device="cuda")
-    if mode == "agent":
+    if mode in ("agent", "agent_1s"):
         import vramscope
-        vramscope.attach(init_cuda=True)
+        # agent_1s: the agent thread ticks once a second instead of every 10 ms, which separates
+        # the tracker callback's cost from the thread's (draining, polling, publishing).
+        vramscope.attach(init_cuda=True, interval_ms=1000.0 if mode == "agent_1s" else 10.0)
     elif mode == "noop_tracker":
         _agent._bench_attach_noop_tracker()
 
@@ -161,15 +169,19 @@ def worker_alloc(mode, phases):
             y = y * 1.0001 + 0.001
         return y
 
-    for _ in range(3):
+    for _ in range(5):
         heavy_step()
     torch.cuda.synchronize()
     heavy = []
-    for _ in range(10):
+    for _ in range(30):
         t0 = time.perf_counter()
         heavy_step()
         torch.cuda.synchronize()
         heavy.append((time.perf_counter() - t0) * 1e3)
+    result = {"heavy_step_ms": statistics.median(heavy), "heavy_step_min_ms": min(heavy)}
+    if "pairs" not in parts:
+        phases.mark("measure")
+        return result
 
     alloc, delete = torch.cuda.caching_allocator_alloc, torch.cuda.caching_allocator_delete
     pairs = 100_000
@@ -182,8 +194,7 @@ def worker_alloc(mode, phases):
     pair_ns = statistics.median(timeit.repeat(pair_loop, number=1, repeat=5)) / pairs * 1e9
     # The same pairs timed in C++: no Python loop around them, so tens of ns are visible.
     native = [_agent._bench_alloc_pairs(1_000_000, 4096) for _ in range(5)]
-    result = {"heavy_step_ms": statistics.median(heavy), "alloc_pair_ns": pair_ns,
-              "alloc_pair_native_ns": statistics.median(native)}
+    result.update(alloc_pair_ns=pair_ns, alloc_pair_native_ns=statistics.median(native))
 
     calls = 200_000
     # torch's read costs ~100 us: 10k calls are plenty and keep this process short.
@@ -214,13 +225,26 @@ class Phases:
 
 
 # ----------------------------------------------------------------------------- runner
-def run_worker(kind, mode):
+def run_worker(kind, mode, parts, cpus):
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
-    out = subprocess.run([sys.executable, __file__, "--worker", kind, "--mode", mode],
-                         capture_output=True, text=True, env=env, timeout=300)
+    # Pinning every worker to the same CPUs removes the core-to-core and migration spread that
+    # dominates a launch-bound step (30-52 ms per process unpinned on the H200 VM).
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    out = subprocess.run([sys.executable, __file__, "--worker", kind, "--mode", mode,
+                          "--parts", ",".join(parts)],
+                         capture_output=True, text=True, env=env, timeout=300, preexec_fn=pin)
     if out.returncode != 0:
         raise RuntimeError(f"{kind}/{mode} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def parse_cpus(text):
+    """"0-3,8" -> {0, 1, 2, 3, 8}."""
+    cpus = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
 
 
 def overhead(value, base):
@@ -240,11 +264,14 @@ def summarize(raw):
             v, b = gpt2[mode]["step_ms"], gpt2["baseline"]["step_ms"]
             lines.append(f"| GPT-2-small train step | {mode} | {v:.2f} ms | {overhead(v, b)} |")
     alloc = med.get("alloc", {})
-    if alloc:
-        b, n, a = alloc["baseline"], alloc["noop_tracker"], alloc["agent"]
-        lines.append(f"| 2000 small ops step | baseline | {b['heavy_step_ms']:.2f} ms | |")
-        lines.append(f"| 2000 small ops step | agent | {a['heavy_step_ms']:.2f} ms | "
-                     f"{overhead(a['heavy_step_ms'], b['heavy_step_ms'])} |")
+    b = alloc.get("baseline")
+    for mode in ALLOC_MODES:
+        if b and mode in alloc:
+            v = alloc[mode]["heavy_step_ms"]
+            lines.append(f"| 2000 small ops step | {mode} | {v:.2f} ms | "
+                         f"{overhead(v, b['heavy_step_ms']) if mode != 'baseline' else ''} |")
+    n, a = alloc.get("noop_tracker"), alloc.get("agent")
+    if b and n and a and "alloc_pair_ns" in a:
         for key, what in (("alloc_pair_native_ns", "alloc+free pair, C++ loop (4 KiB)"),
                           ("alloc_pair_ns", "alloc+free pair, Python loop (4 KiB)")):
             lines.append(f"| {what} | baseline (no tracker) | {b[key]:.0f} ns | |")
@@ -265,34 +292,55 @@ def main():
     parser.add_argument("--json", help="write raw runs and medians to this file")
     parser.add_argument("--reps", type=int, default=5, help="repetitions per mode (default 5)")
     parser.add_argument("--only", choices=["gpt2", "alloc"], help="run one benchmark")
-    parser.add_argument("--modes", help="comma-separated GPT-2 modes to run (baseline is always "
-                        f"kept), e.g. agent,seed: for a short device lease; any of {GPT2_MODES}")
+    parser.add_argument("--modes", help="comma-separated modes to run (baseline is always kept), "
+                        f"e.g. agent,seed: for a short device lease; GPT-2: any of {GPT2_MODES}; "
+                        f"alloc: any of {ALLOC_MODES}")
+    parser.add_argument("--parts", default=",".join(ALLOC_PARTS),
+                        help="alloc benchmark parts: heavy (the small-ops step), pairs (alloc/free "
+                        "pairs and the read cost); default both")
+    parser.add_argument("--cpus", default=os.environ.get("VRAMSCOPE_BENCH_CPUS", ""),
+                        help="pin every worker to these CPUs, e.g. 16-19 (default: "
+                        "$VRAMSCOPE_BENCH_CPUS, else unpinned)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        fn = {"gpt2": worker_gpt2, "alloc": worker_alloc}[args.worker]
         phases = Phases()
-        result = fn(args.mode, phases)
+        if args.worker == "gpt2":
+            result = worker_gpt2(args.mode, phases)
+        else:
+            result = worker_alloc(args.mode, phases, set(args.parts.split(",")))
         result["phase_s"] = phases.seconds
         print(json.dumps(result))
         return
 
     # The no-op tracker is a diagnostic (torch's own cost of any tracker): only when named, so
     # that the default GPT-2 run fits a 10-minute device call.
-    kinds = {"gpt2": [m for m in GPT2_MODES if m != "noop_tracker"], "alloc": ALLOC_MODES}
+    kinds = {"gpt2": [m for m in GPT2_MODES if m != "noop_tracker"],
+             "alloc": [m for m in ALLOC_MODES if m != "agent_1s"]}
     if args.only:
         kinds = {args.only: kinds[args.only]}
-    if args.modes and "gpt2" in kinds:
+    if args.modes:
         wanted = {"baseline", *args.modes.split(",")}
-        kinds["gpt2"] = [m for m in GPT2_MODES if m in wanted]
+        unknown = wanted - set(GPT2_MODES) - set(ALLOC_MODES)
+        if unknown:
+            parser.error(f"unknown mode(s) {sorted(unknown)}")
+        for kind in kinds:
+            kinds[kind] = [m for m in (GPT2_MODES if kind == "gpt2" else ALLOC_MODES) if m in wanted]
+    parts = [p for p in args.parts.split(",") if p]
+    if not parts or set(parts) - set(ALLOC_PARTS):
+        parser.error(f"--parts takes a comma-separated subset of {ALLOC_PARTS}")
+    if "pairs" in parts and "alloc" in kinds and not {"noop_tracker", "agent"} <= set(kinds["alloc"]):
+        parser.error("the pairs part compares baseline, noop_tracker and agent: name them in "
+                     "--modes, or use --parts heavy")
+    cpus = parse_cpus(args.cpus) if args.cpus else None
     raw = {kind: {mode: [] for mode in modes} for kind, modes in kinds.items()}
     start = time.monotonic()
     for rep in range(args.reps):
         for kind, modes in kinds.items():
             for mode in modes:
                 t0 = time.monotonic()
-                raw[kind][mode].append(run_worker(kind, mode))
+                raw[kind][mode].append(run_worker(kind, mode, parts, cpus))
                 # One line per finished process, so a run cut short still leaves its numbers.
                 print(f"{kind}/{mode} rep {rep + 1} ({time.monotonic() - t0:.0f} s): "
                       f"{json.dumps(raw[kind][mode][-1])}", file=sys.stderr, flush=True)
@@ -303,7 +351,8 @@ def main():
     if args.json:
         import torch
         meta = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
-                "reps": args.reps, "seconds": round(time.monotonic() - start, 1)}
+                "reps": args.reps, "seconds": round(time.monotonic() - start, 1),
+                "cpus": sorted(cpus) if cpus else None, "parts": parts}
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "median": med, "runs": raw}, f, indent=1)
 
