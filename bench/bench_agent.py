@@ -103,6 +103,7 @@ def worker_gpt2(mode, phases):
     phases.mark("model")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     batch, seq = 16, 512
+    monitor_ms = []  # what Monitor.step() itself costs (under profile(): leak snapshots too)
 
     def step():
         idx = torch.randint(0, 50257, (batch, seq + 1), device="cuda")
@@ -113,7 +114,9 @@ def worker_gpt2(mode, phases):
         opt.step()
         opt.zero_grad(set_to_none=True)
         if monitor is not None:
+            t0 = time.perf_counter()
             monitor.step()
+            monitor_ms.append((time.perf_counter() - t0) * 1e3)
         elif mode == "seed":
             torch.cuda.memory_allocated()
             torch.cuda.memory_reserved()
@@ -143,7 +146,10 @@ def worker_gpt2(mode, phases):
     else:
         times = timed(30)
     phases.mark("measure")
-    return {"step_ms": statistics.median(times)}
+    result = {"step_ms": statistics.median(times)}
+    if monitor_ms:
+        result["monitor_step_ms"] = statistics.median(monitor_ms[-len(times):])
+    return result
 
 
 def worker_alloc(mode, phases, parts):
@@ -162,6 +168,13 @@ def worker_alloc(mode, phases, parts):
         vramscope.attach(init_cuda=True, interval_ms=1000.0 if mode == "agent_1s" else 10.0)
     elif mode == "noop_tracker":
         _agent._bench_attach_noop_tracker()
+
+    main_cpu = os.environ.get("VRAMSCOPE_BENCH_MAIN_CPU")
+    if main_cpu:
+        # This thread only (Linux: pid 0 is the calling thread); threads made earlier (CUDA's,
+        # the agent's) keep the process's CPUs. A launch-bound step then always runs on the
+        # same core, whatever the mode.
+        os.sched_setaffinity(0, {int(main_cpu)})
 
     def heavy_step():
         y = x
@@ -301,6 +314,9 @@ def main():
     parser.add_argument("--cpus", default=os.environ.get("VRAMSCOPE_BENCH_CPUS", ""),
                         help="pin every worker to these CPUs, e.g. 16-19 (default: "
                         "$VRAMSCOPE_BENCH_CPUS, else unpinned)")
+    parser.add_argument("--main-cpu", type=int,
+                        help="alloc benchmark: pin each worker's main thread to this CPU (one of "
+                        "--cpus) after attaching, so the launch-bound step always runs on it")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -334,6 +350,10 @@ def main():
         parser.error("the pairs part compares baseline, noop_tracker and agent: name them in "
                      "--modes, or use --parts heavy")
     cpus = parse_cpus(args.cpus) if args.cpus else None
+    if args.main_cpu is not None:
+        if cpus is not None and args.main_cpu not in cpus:
+            parser.error("--main-cpu must be one of --cpus")
+        os.environ["VRAMSCOPE_BENCH_MAIN_CPU"] = str(args.main_cpu)
     raw = {kind: {mode: [] for mode in modes} for kind, modes in kinds.items()}
     start = time.monotonic()
     for rep in range(args.reps):
@@ -352,7 +372,8 @@ def main():
         import torch
         meta = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
                 "reps": args.reps, "seconds": round(time.monotonic() - start, 1),
-                "cpus": sorted(cpus) if cpus else None, "parts": parts}
+                "cpus": sorted(cpus) if cpus else None, "main_cpu": args.main_cpu,
+                "parts": parts}
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "median": med, "runs": raw}, f, indent=1)
 

@@ -119,6 +119,10 @@ def module_enter(module_id: int, backward: bool = False) -> None:
 def module_exit(module_id: int, backward: bool = False, measured: bool = True) -> None:
     """Close the innermost forward frame (or backward window) of module_id on every device."""
 
+def live_by_owner(device: int) -> tuple:
+    """({op name: live bytes}, {module id: live bytes}) of one device, owners holding bytes only
+    (what the OOM leak evidence keeps at each step end)."""
+
 def module_table(device: int) -> list:
     """Per-module rows of one device ([] before any profile): module_id, forward_calls,
     retained_bytes, max_retained_bytes, backward_calls, backward_peak_bytes, live_bytes."""

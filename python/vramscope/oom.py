@@ -91,14 +91,20 @@ def remove_module_paths(paths: Dict[int, str]) -> None:
             _module_paths = None
 
 
+def _paths_of(by_id: Dict[int, int], paths: Optional[Dict[int, str]]) -> Dict[str, int]:
+    """{module id: bytes} -> {module path: bytes} (ids the hooks did not name are left out)."""
+    out: Dict[str, int] = {}
+    for module_id, size in by_id.items():
+        path = paths.get(int(module_id)) if paths else None
+        if path is not None:
+            out[path] = out.get(path, 0) + int(size)
+    return out
+
+
 def _module_live(reader: Any, device: int, paths: Dict[int, str]) -> Dict[str, int]:
     """{module path: live bytes} of ``device`` from the agent's module table."""
-    out: Dict[str, int] = {}
-    for row in reader.module_table(device):
-        path = paths.get(int(row["module_id"]))
-        if path is not None:
-            out[path] = out.get(path, 0) + int(row["live_bytes"])
-    return out
+    return _paths_of({int(row["module_id"]): int(row["live_bytes"])
+                      for row in reader.module_table(device)}, paths)
 
 
 def record_steps(reader: Any, records: Sequence[Dict[str, Any]]) -> None:
@@ -114,20 +120,23 @@ def record_steps(reader: Any, records: Sequence[Dict[str, Any]]) -> None:
     active = getattr(reader, "attribution_active", None)
     if active is None or not active():
         return
-    with_ops = hasattr(reader, "op_table")
-    with_modules = paths is not None and hasattr(reader, "module_table")
+    lean = hasattr(reader, "live_by_owner")
+    with_ops = lean or hasattr(reader, "op_table")
+    with_modules = paths is not None and (lean or hasattr(reader, "module_table"))
     for r in records:
         device = int(r["device"])
-        if with_ops:
-            live = {row["name"]: int(row["live_bytes"])
-                    for row in reader.op_table(device, "profile") if row["name"] != "(before)"}
-            with _lock:
+        if lean:
+            live, by_id = reader.live_by_owner(device)
+            modules = _paths_of(by_id, paths) if with_modules else {}
+        else:
+            live = {row["name"]: int(row["live_bytes"]) for row in reader.op_table(device, "profile")
+                    if row["name"] != "(before)"} if with_ops else {}
+            modules = _module_live(reader, device, paths) if with_modules and paths else {}
+        with _lock:
+            if with_ops:
                 _op_snapshots.setdefault(device,
                                          collections.deque(maxlen=STEP_HISTORY)).append(live)
-        if with_modules:
-            assert paths is not None
-            modules = _module_live(reader, device, paths)
-            with _lock:
+            if with_modules:
                 _module_snapshots.setdefault(device,
                                              collections.deque(maxlen=STEP_HISTORY)).append(modules)
 

@@ -177,9 +177,23 @@ class ProfilingSource(StepSource):
                  "live_bytes": b} for i, b in live.items()]
 
 
-@pytest.fixture
-def profiling(source, monkeypatch):
-    fake = ProfilingSource()
+class LeanProfilingSource(ProfilingSource):
+    """The same numbers through the agent's one-call snapshot (live_by_owner), which the real
+    agent has: owners holding bytes only, modules by id."""
+
+    def live_by_owner(self, device):
+        ops = {r["name"]: r["live_bytes"] for r in self.op_table(device)
+               if r["name"] != "(before)" and r["live_bytes"] > 0}
+        calls = self.module_table_calls  # one call serves ops and modules: not a table read
+        modules = {r["module_id"]: r["live_bytes"] for r in self.module_table(device)
+                   if r["live_bytes"] > 0}
+        self.module_table_calls = calls
+        return ops, modules
+
+
+@pytest.fixture(params=[ProfilingSource, LeanProfilingSource], ids=["tables", "live_by_owner"])
+def profiling(source, monkeypatch, request):
+    fake = request.param()
     monkeypatch.setattr(_api, "_reader", fake)
     monkeypatch.setattr(oom, "_module_snapshots", {})
     monkeypatch.setattr(oom, "_module_paths", None)
