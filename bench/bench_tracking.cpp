@@ -110,6 +110,69 @@ void BM_CallbackWithTickingAgentThread(benchmark::State& state) {
 }
 BENCHMARK(BM_CallbackWithTickingAgentThread)->Arg(10000)->Arg(1000)->UseRealTime();
 
+/// ~2.5 us of interpreter and dispatcher work between two allocator events in a launch-bound
+/// step touches about a megabyte: 64 random cache lines of a 1 MiB buffer stand in for it.
+class CacheHeavyWork {
+ public:
+  void run() {
+    for (int k = 0; k < 64; ++k) {
+      m_x ^= m_x << 13U;
+      m_x ^= m_x >> 7U;
+      m_x ^= m_x << 17U;
+      m_work[(m_x % lines) * 8] += m_x;  // xorshift: no pattern the prefetcher learns
+    }
+  }
+  ~CacheHeavyWork() { benchmark::DoNotOptimize(m_work.data()); }
+
+ private:
+  static constexpr std::size_t lines = (1U << 20U) / 64;
+  std::vector<uint64_t> m_work = std::vector<uint64_t>(lines * 8, 1);
+  uint64_t m_x = 88172645463325252ULL;
+};
+
+void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
+  // Per-event cost when the work between events evicts the callback's state, as in a real
+  // step (the tight loops above keep everything in L1). range(0): 0 no event, 1 counters
+  // only, 2 ring push only (with its timestamp), 3 the whole callback (counters and ring of a
+  // core drained every 10 ms by a second thread, as in the agent).
+  const auto variant = state.range(0);
+  AgentConfig config;
+  config.ring_capacity = 1U << 16U;
+  AgentCore core({"GPU-bench"}, zero_provider(), config, nullptr);
+  core.seed(0);
+  DeviceCounters counters;
+  EventRing ring(1U << 16U);
+  std::vector<Event> drained;
+  std::atomic<bool> stop{false};
+  std::thread agent([&] {
+    auto deadline = std::chrono::steady_clock::now();
+    while (!stop.load(std::memory_order_relaxed)) {
+      if (variant == 2) {
+        drained.clear();
+        ring.drain(drained);
+      } else {
+        core.tick();
+      }
+      deadline += std::chrono::milliseconds(10);
+      std::this_thread::sleep_until(deadline);
+    }
+  });
+  CacheHeavyWork work;
+  uint64_t i = 0;
+  for (auto _ : state) {
+    work.run();
+    const Action action = pair_actions[i % 3];
+    if (variant == 1) counters.on_event(action, 4096);
+    if (variant == 2) ring.push(Event{4096, 0x7f0000000000, coarse_monotonic_ns(), action});
+    if (variant == 3) core.on_event(0, action, 4096, 0x7f0000000000, static_cast<uint8_t>(action));
+    ++i;
+  }
+  stop.store(true);
+  agent.join();
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CallbackInCacheHeavyLoop)->DenseRange(0, 3)->UseRealTime();
+
 void BM_RingPushFull(benchmark::State& state) {
   // The overflow path: a full ring must stay as cheap as a successful push.
   EventRing ring(2);

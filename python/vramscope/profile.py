@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import threading
 import warnings
+import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _api, oom
@@ -165,6 +167,22 @@ def repeated_modules(rows: Sequence[ModuleRow], classes: Dict[str, str]) -> List
 
 #: torch warns at every backward through a module whose inputs need no gradient once global
 #: full backward hooks exist; profile(backward=True) expects that and handles it.
+#: The agent's id of each module ever hooked, for the life of the module. Stable across
+#: profiles: a ledger kept alive between two profile()s (a Monitor with categories holds it)
+#: still charges a block to the module that allocated it, and an id never names two modules.
+_module_ids: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+_next_module_id = itertools.count(1)
+_module_ids_lock = threading.Lock()
+
+
+def _module_id(module: Any) -> int:
+    with _module_ids_lock:
+        known = _module_ids.get(module)
+        if known is None:
+            known = _module_ids[module] = next(_next_module_id)
+        return known
+
+
 _NO_INPUT_GRAD_WARNING = "Full backward hook is firing when gradients are computed"
 
 
@@ -228,7 +246,7 @@ class _ModuleHooks:
                 child = next((k for k, v in parent[0]._modules.items() if v is module),
                              type(module).__name__)
                 path = f"{parent_path}.{child}"
-            known = (path, len(self._modules) + 1)
+            known = (path, _module_id(module))
             self._modules[id(module)] = known
             self.paths[known[1]] = path
             self.classes[path] = type(module).__name__

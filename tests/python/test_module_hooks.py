@@ -41,7 +41,10 @@ def mlp():
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
 
 
-def run(backward: bool, x_requires_grad: bool = False):
+def run(backward: bool, x_requires_grad: bool = False, model=None, normalize: bool = True):
+    """Hooks one forward and backward of `model` (a fresh MLP by default). Module ids are
+    process-wide (each new module gets the next one), so by default they are renumbered 1..N in
+    the order the modules were first seen, which is their id order."""
     agent = RecordingAgent()
     hooks = _ModuleHooks(agent, 0, frames=True, backward=backward)
     with warnings.catch_warnings(record=True) as caught:
@@ -50,10 +53,31 @@ def run(backward: bool, x_requires_grad: bool = False):
         hooks.install()
         try:
             x = torch.randn(2, 8, requires_grad=x_requires_grad)
-            mlp()(x).sum().backward()
+            (model or mlp())(x).sum().backward()
         finally:
             hooks.remove()
-    return agent.calls, hooks, caught
+    if not normalize:
+        return agent.calls, hooks, caught
+    order = {module_id: n + 1 for n, module_id in enumerate(sorted(hooks.paths))}
+    calls = [(c[0], order[c[1]]) + c[2:] if c[0] in MODULE_EDGES else c for c in agent.calls]
+    hooks.paths = {order[i]: path for i, path in hooks.paths.items()}
+    return calls, hooks, caught
+
+
+MODULE_EDGES = {"enter", "exit", "bw_enter", "bw_exit"}
+
+
+def test_module_ids_are_stable_per_module_and_never_reused():
+    model = mlp()
+    _, first, _ = run(backward=False, model=model, normalize=False)
+    _, second, _ = run(backward=False, model=model, normalize=False)
+    _, other, _ = run(backward=False, normalize=False)
+    # The same modules keep their ids in a second profile: a ledger kept between the two still
+    # charges each block to the module that allocated it.
+    assert first.paths == second.paths
+    # Another model's modules get new ids, never one of the first model's.
+    assert len(other.paths) == 4 and not set(other.paths) & set(first.paths), (first.paths,
+                                                                                 other.paths)
 
 
 def edges(calls, kinds):
