@@ -429,6 +429,20 @@ NB_MODULE(_agent, m) {
   m.def("_bench_alloc_pairs", &time_alloc_pairs, "pairs"_a, "size_bytes"_a,
         nb::call_guard<nb::gil_scoped_release>(),
         "Benchmark support: ns per raw_alloc+raw_delete pair, timed in C++ on the current device.");
+  m.def(
+      "_bench_pause_tracking",
+      [](bool paused) {
+        AgentState& state = attached();
+        if (state.mode.rfind("events", 0) != 0) {
+          throw std::runtime_error("the agent is not tracking events (mode: " + state.mode + ")");
+        }
+        // The tracker stays attached (torch still builds its TraceEntry); only our callback's
+        // work is skipped, so a benchmark can compare vramscope's share in one process.
+        g_tracked_core.store(paused ? nullptr : state.core.get(), std::memory_order_release);
+      },
+      "paused"_a,
+      "Benchmark support: skip (True) or resume (False) the tracker callback's work. While "
+      "paused no event is counted: the agent's numbers stop being exact for good.");
   m.def("_shutdown", &shutdown, "Stop the agent thread and remove the segment (run at exit).");
 
   nb::module_::import_("atexit").attr("register")(m.attr("_shutdown"));

@@ -19,7 +19,9 @@ and each number is the median over repetitions of the in-process median.
   alloc  an allocator-heavy step (2000 small elementwise ops: launch-bound, 12000 allocator
          events), caching_allocator_alloc/delete pairs (ns per pair), and the cost of reading
          current stats from Python (ns per call): baseline, no-op tracker, agent, and (when named)
-         agent_1s, the agent ticking once a second, which isolates the tracker callback's cost.
+         agent_1s, the agent ticking once a second, which isolates the tracker callback's cost,
+         and agent_toggle: in one process, blocks of steps with the callback working or
+         paused, alternating (vramscope's own share, free of the process-to-process spread).
          `--parts heavy` runs only the step (a ~6 s process instead of ~15 s).
 
 Launch-bound steps vary by tens of percent from process to process when the scheduler moves them
@@ -38,7 +40,7 @@ import time
 
 GPT2_MODES = ["baseline", "noop_tracker", "agent", "monitor", "profile_ops", "profile",
               "record_history", "profiler", "seed"]
-ALLOC_MODES = ["baseline", "noop_tracker", "agent", "agent_1s"]
+ALLOC_MODES = ["baseline", "noop_tracker", "agent", "agent_1s", "agent_toggle"]
 ALLOC_PARTS = ("heavy", "pairs")
 
 
@@ -161,7 +163,7 @@ def worker_alloc(mode, phases, parts):
 
     torch.cuda.init()
     x = torch.randn(256, device="cuda")
-    if mode in ("agent", "agent_1s"):
+    if mode in ("agent", "agent_1s", "agent_toggle"):
         import vramscope
         # agent_1s: the agent thread ticks once a second instead of every 10 ms, which separates
         # the tracker callback's cost from the thread's (draining, polling, publishing).
@@ -192,6 +194,8 @@ def worker_alloc(mode, phases, parts):
         torch.cuda.synchronize()
         heavy.append((time.perf_counter() - t0) * 1e3)
     result = {"heavy_step_ms": statistics.median(heavy), "heavy_step_min_ms": min(heavy)}
+    if mode == "agent_toggle":
+        result.update(toggled_steps(heavy_step, torch.cuda.synchronize))
     if "pairs" not in parts:
         phases.mark("measure")
         return result
@@ -222,6 +226,35 @@ def worker_alloc(mode, phases, parts):
         result["mode"] = vramscope.mode()
     phases.mark("measure")
     return result
+
+
+def toggled_steps(step, synchronize, rounds=16, steps=3):
+    """vramscope's own share of the step, in one process: the tracker stays attached and blocks
+    of steps alternate between the callback doing its work and returning at once (the order
+    flips every round). Immune to the process-to-process spread; torch's cost of having a
+    tracker at all is the no-op-tracker mode's."""
+    from vramscope import _agent
+
+    on, off, ratios = [], [], []
+    try:
+        for r in range(rounds):
+            block = {}
+            for paused in ((False, True) if r % 2 == 0 else (True, False)):
+                _agent._bench_pause_tracking(paused)
+                times = []
+                for _ in range(steps):
+                    t0 = time.perf_counter()
+                    step()
+                    synchronize()
+                    times.append((time.perf_counter() - t0) * 1e3)
+                block[paused] = statistics.median(times)
+            on.append(block[False])
+            off.append(block[True])
+            ratios.append(block[False] / block[True])
+    finally:
+        _agent._bench_pause_tracking(False)
+    return {"toggle_on_ms": statistics.median(on), "toggle_off_ms": statistics.median(off),
+            "toggle_overhead_pct": (statistics.median(ratios) - 1) * 100}
 
 
 class Phases:
@@ -283,6 +316,11 @@ def summarize(raw):
             v = alloc[mode]["heavy_step_ms"]
             lines.append(f"| 2000 small ops step | {mode} | {v:.2f} ms | "
                          f"{overhead(v, b['heavy_step_ms']) if mode != 'baseline' else ''} |")
+    t = alloc.get("agent_toggle")
+    if t:
+        lines.append(f"| 2000 small ops step | agent callback on vs paused, same process | "
+                     f"{t['toggle_on_ms']:.2f} vs {t['toggle_off_ms']:.2f} ms | "
+                     f"{t['toggle_overhead_pct']:+.1f}% |")
     n, a = alloc.get("noop_tracker"), alloc.get("agent")
     if b and n and a and "alloc_pair_ns" in a:
         for key, what in (("alloc_pair_native_ns", "alloc+free pair, C++ loop (4 KiB)"),
@@ -333,7 +371,7 @@ def main():
     # The no-op tracker is a diagnostic (torch's own cost of any tracker): only when named, so
     # that the default GPT-2 run fits a 10-minute device call.
     kinds = {"gpt2": [m for m in GPT2_MODES if m != "noop_tracker"],
-             "alloc": [m for m in ALLOC_MODES if m != "agent_1s"]}
+             "alloc": [m for m in ALLOC_MODES if m not in ("agent_1s", "agent_toggle")]}
     if args.only:
         kinds = {args.only: kinds[args.only]}
     if args.modes:

@@ -2,9 +2,10 @@
 # tools/gpu/run-suite.sh -- everything that needs a real GPU, in one go, for a GPU machine.
 #
 #   tools/gpu/run-suite.sh OUTDIR [PHASE...]
-#     phases: tests record top probe bench (= bench-nvml bench-gpt2 bench-alloc); default: all
-#     A device call is limited to 10 minutes: bench-gpt2 takes ~8 (8 modes x 5 reps x ~11 s),
-#     bench-alloc ~6 (3 modes x 8 reps x ~15 s), tests ~4; run them in separate calls.
+#     phases: tests record top probe bench (= bench-nvml bench-gpt2 bench-alloc) bench-pairs;
+#     default: all but bench-pairs. A device call is limited to 10 minutes: bench-gpt2 takes ~8
+#     (8 modes x 5 reps x ~11 s), bench-alloc ~4 (4 modes x 10 reps x ~6 s), bench-pairs ~4,
+#     tests ~4 on one GPU; run them in separate calls.
 #
 # Expects: python3 with torch (CUDA), scikit-build-core and nanobind; the `vramscope` CLI binary on
 # PATH or in $VRAMSCOPE_CLI (it can be built elsewhere and copied: it needs only libc and ncurses);
@@ -12,7 +13,7 @@
 # nlohmann/ and fmt/. Builds and installs the Python package (the agent) without the CLI, then runs
 # tests/gpu, the benchmarks, and/or records a demo training run. Logs go to OUTDIR.
 set -uo pipefail
-out="${1:?usage: run-suite.sh OUTDIR [tests] [record] [top] [probe] [bench|bench-nvml|bench-gpt2|bench-alloc]}"
+out="${1:?usage: run-suite.sh OUTDIR [tests] [record] [top] [probe] [bench|bench-nvml|bench-gpt2|bench-alloc|bench-pairs]}"
 shift
 what=" ${*:-tests record top probe bench} "
 [[ "$what" == *" bench "* ]] && what="$what bench-nvml bench-gpt2 bench-alloc "
@@ -80,8 +81,15 @@ if [[ "$what" == *" bench-gpt2 "* ]]; then
     | tee "$out/bench-gpt2.log" | tail -n 14
 fi
 if [[ "$what" == *" bench-alloc "* ]]; then
-  echo "== benchmark: allocator-heavy step, alloc/free pairs, reads"
-  # 8 repetitions: per-process spread of this launch-bound step was 30-52 ms on the H200 VM.
-  python3 bench/bench_agent.py --only alloc --reps 8 --json "$out/bench-alloc.json" 2>&1 \
-    | tee "$out/bench-alloc.log" | tail -n 14
+  echo "== benchmark: allocator-heavy step (baseline, no-op tracker, agent, agent on/off in one process)"
+  # Launch-bound steps are bimodal per process (~31 or ~45 ms on the H200 VM, every mode):
+  # pin the workers and the stepping thread; agent_toggle measures vramscope's share in-process.
+  python3 bench/bench_agent.py --only alloc --parts heavy --cpus 2-7 --main-cpu 3 --reps 10 \
+    --modes noop_tracker,agent,agent_toggle --json "$out/bench-alloc.json" 2>&1 \
+    | tee "$out/bench-alloc.log" | tail -n 8
+fi
+if [[ "$what" == *" bench-pairs "* ]]; then
+  echo "== benchmark: alloc/free pairs (C++ and Python loops) and the cost of a read"
+  python3 bench/bench_agent.py --only alloc --reps 5 --json "$out/bench-pairs.json" 2>&1 \
+    | tee "$out/bench-pairs.log" | tail -n 14
 fi
