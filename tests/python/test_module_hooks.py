@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from vramscope.profile import _ModuleHooks, module_rows_from_agent  # noqa: E402
+from vramscope._module_hooks import _ModuleHooks, module_rows_from_agent  # noqa: E402
 
 
 class RecordingAgent:
