@@ -1,0 +1,234 @@
+# bench/agent_workers.py -- the measuring side of bench_agent.py: one mode, one fresh process
+"""Workers of bench/bench_agent.py (see its docstring for the modes). Each runs in a fresh
+process started by the runner and prints one JSON line of results."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+
+def _gpt2_model(torch):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self, vocab=50257, d=768, layers=12, heads=12, ctx=512):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
+            self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+            self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+            self.head.weight = self.tok.weight  # tied, as in GPT-2 (124M parameters)
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln(x))
+
+    return GPT()
+
+
+def worker_gpt2(mode, phases):
+    import torch
+
+    phases.mark("import torch")
+    monitor = None
+    if mode in ("agent", "monitor", "profile_ops", "profile"):
+        import vramscope
+        vramscope.attach(init_cuda=True)
+        if mode != "agent":
+            monitor = vramscope.Monitor(every=0, exit_table_rows=0)
+            monitor.start()
+    elif mode == "record_history":
+        torch.cuda.memory._record_memory_history(max_entries=100000)
+    elif mode == "noop_tracker":
+        # torch's own cost of having any trace tracker (it builds a TraceEntry per event).
+        from vramscope import _agent
+        torch.cuda.init()
+        _agent._bench_attach_noop_tracker()
+    phases.mark("attach")
+    with torch.device("cuda"):  # initialise on the GPU: CPU init of 124M parameters is slow
+        model = _gpt2_model(torch)
+    phases.mark("model")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    batch, seq = 16, 512
+    monitor_ms = []  # what Monitor.step() itself costs (under profile(): leak snapshots too)
+
+    def step():
+        idx = torch.randint(0, 50257, (batch, seq + 1), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(idx[:, :-1])
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if monitor is not None:
+            t0 = time.perf_counter()
+            monitor.step()
+            monitor_ms.append((time.perf_counter() - t0) * 1e3)
+        elif mode == "seed":
+            torch.cuda.memory_allocated()
+            torch.cuda.memory_reserved()
+
+    def timed(n):
+        times = []
+        for _ in range(n):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            step()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return times
+
+    timed(3)
+    phases.mark("warm-up")
+    if mode == "profiler":
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                     profile_memory=True):
+            times = timed(4)
+    elif mode in ("profile", "profile_ops"):
+        # vramscope.profile(): per-op attribution (RecordFunction, in C++), plus per-module
+        # attribution (torch's global module hooks, in Python) unless profile_ops.
+        with vramscope.profile(modules=mode == "profile"):
+            times = timed(15)
+    else:
+        times = timed(30)
+    phases.mark("measure")
+    result = {"step_ms": statistics.median(times)}
+    if monitor_ms:
+        result["monitor_step_ms"] = statistics.median(monitor_ms[-len(times):])
+    return result
+
+
+def worker_alloc(mode, phases, parts):
+    import timeit
+
+    import torch
+
+    from vramscope import _agent
+
+    torch.cuda.init()
+    x = torch.randn(256, device="cuda")
+    if mode in ("agent", "agent_1s", "agent_toggle"):
+        import vramscope
+        # agent_1s: the agent thread ticks once a second instead of every 10 ms, which separates
+        # the tracker callback's cost from the thread's (draining, polling, publishing).
+        vramscope.attach(init_cuda=True, interval_ms=1000.0 if mode == "agent_1s" else 10.0)
+    elif mode == "noop_tracker":
+        _agent._bench_attach_noop_tracker()
+
+    main_cpu = os.environ.get("VRAMSCOPE_BENCH_MAIN_CPU")
+    if main_cpu:
+        # This thread only (Linux: pid 0 is the calling thread); threads made earlier (CUDA's,
+        # the agent's) keep the process's CPUs. A launch-bound step then always runs on the
+        # same core, whatever the mode.
+        os.sched_setaffinity(0, {int(main_cpu)})
+
+    def heavy_step():
+        y = x
+        for _ in range(2000):
+            y = y * 1.0001 + 0.001
+        return y
+
+    for _ in range(5):
+        heavy_step()
+    torch.cuda.synchronize()
+    heavy = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        heavy_step()
+        torch.cuda.synchronize()
+        heavy.append((time.perf_counter() - t0) * 1e3)
+    result = {"heavy_step_ms": statistics.median(heavy), "heavy_step_min_ms": min(heavy)}
+    if mode == "agent_toggle":
+        result.update(toggled_steps(heavy_step, torch.cuda.synchronize))
+    if "pairs" not in parts:
+        phases.mark("measure")
+        return result
+
+    alloc, delete = torch.cuda.caching_allocator_alloc, torch.cuda.caching_allocator_delete
+    pairs = 100_000
+
+    def pair_loop():
+        for _ in range(pairs):
+            delete(alloc(4096))
+
+    pair_loop()
+    pair_ns = statistics.median(timeit.repeat(pair_loop, number=1, repeat=5)) / pairs * 1e9
+    # The same pairs timed in C++: no Python loop around them, so tens of ns are visible.
+    native = [_agent._bench_alloc_pairs(1_000_000, 4096) for _ in range(5)]
+    result.update(alloc_pair_ns=pair_ns, alloc_pair_native_ns=statistics.median(native))
+
+    calls = 200_000
+    # torch's read costs ~100 us: 10k calls are plenty and keep this process short.
+    read_torch = statistics.median(timeit.repeat(
+        torch.cuda.memory_allocated, number=10_000, repeat=5)) / 10_000 * 1e9
+    result["read_torch_ns"] = read_torch
+    if mode == "agent":
+        import vramscope
+        for name, fn in (("read_vramscope_ns", vramscope.memory_allocated),
+                         ("read_vramscope_dev0_ns", lambda: vramscope.memory_allocated(0))):
+            result[name] = statistics.median(timeit.repeat(fn, number=calls, repeat=5)) / calls * 1e9
+        result["mode"] = vramscope.mode()
+    phases.mark("measure")
+    return result
+
+
+def toggled_steps(step, synchronize, rounds=16, steps=3):
+    """vramscope's own share of the step, in one process: the tracker stays attached and blocks
+    of steps alternate between the callback doing its work and returning at once (the order
+    flips every round). Immune to the process-to-process spread; torch's cost of having a
+    tracker at all is the no-op-tracker mode's."""
+    from vramscope import _agent
+
+    on, off, ratios = [], [], []
+    try:
+        for r in range(rounds):
+            block = {}
+            for paused in ((False, True) if r % 2 == 0 else (True, False)):
+                _agent._bench_pause_tracking(paused)
+                times = []
+                for _ in range(steps):
+                    t0 = time.perf_counter()
+                    step()
+                    synchronize()
+                    times.append((time.perf_counter() - t0) * 1e3)
+                block[paused] = statistics.median(times)
+            on.append(block[False])
+            off.append(block[True])
+            ratios.append(block[False] / block[True])
+    finally:
+        _agent._bench_pause_tracking(False)
+    return {"toggle_on_ms": statistics.median(on), "toggle_off_ms": statistics.median(off),
+            "toggle_overhead_pct": (statistics.median(ratios) - 1) * 100}
+
+
+class Phases:
+    """Wall time of each phase of a worker, on stderr: where a fresh process spends its time."""
+
+    def __init__(self):
+        self.last = time.monotonic()
+        self.seconds = {}
+
+    def mark(self, name):
+        now = time.monotonic()
+        self.seconds[name] = round(now - self.last, 2)
+        self.last = now
