@@ -313,6 +313,10 @@ TEST(AgentSegment, ConcurrentReaderOnlySeesConsistentCopies) {
   auto reader = AgentSegmentReader::create(dir.path());
   constexpr uint64_t publishes = 200'000;
   constexpr uint64_t steps_pushed = 20'000;
+  // The reader must map the segment before the first push: records overwritten before a reader
+  // first looks are history it never had, not its loss (a loaded machine once let the writer
+  // lap the ring before the reader's first poll).
+  static_cast<void>(poll(*reader));
   std::atomic<bool> done{false};
   std::thread hammer([&] {
     for (uint64_t i = 1; i <= publishes; ++i) {
