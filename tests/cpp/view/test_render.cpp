@@ -139,8 +139,12 @@ TEST_F(Render, LostGpuIsExplainedAndOthersStillDrawn) {
 
 TEST_F(Render, EveryFrameOfASizeSweepStaysInsideTheCanvas) {
   // render() must never write outside the grid nor crash, whatever the size and state.
+  SystemSample sample = fixtures::eight_gpus();
+  // The selected rank has a step breakdown, so the categories line is drawn too.
+  sample.steps.push_back(fixtures::step(10056, "GPU-00000007", 3, CategoryBytes{1, 2, 3, 4, 5, 6}));
   ViewModel model;
-  model.ingest(fixtures::eight_gpus());
+  model.ingest(sample);
+  model.select_first();
   model.help_visible = true;
   for (int w = 1; w <= 130; w += 9) {
     for (int h = 1; h <= 45; h += 4) {
