@@ -206,6 +206,8 @@ Command add_top_command(CLI::App& app) {
   top->footer(
       "Keys: q/Esc quit, ? help, s next sort, / filter, arrows select, space pause.\n"
       "Replay: space play/pause, left/right or ,/. step, +/- speed, g/G first/last sample.\n"
+      "A selected process that tracks categories (Monitor(model=...)) shows its last step's\n"
+      "peak by category above the keys: params, grads, optim, activ, temp, other.\n"
       "Colours follow the terminal; NO_COLOR=1 turns them off.");
   return {top, [options] { return run_top(*options); }};
 }

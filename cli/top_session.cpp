@@ -33,8 +33,12 @@ class LiveSource final : public TopSource {
     m_next_ns = m_next_ns == 0 ? now_ns + m_interval_ns : m_next_ns + m_interval_ns;
     if (m_next_ns <= now_ns) m_next_ns = now_ns + m_interval_ns;
     // Paused: the view stays frozen; samples are still taken so that the agents' steps and
-    // OOMs are consumed and unpausing shows the present, not a backlog.
-    if (model.paused) return false;
+    // OOMs are consumed and unpausing shows the present, not a backlog. Step breakdowns are
+    // kept (not shown) so that the one shown after resuming is the latest.
+    if (model.paused) {
+      model.remember_steps(m_sample.steps);
+      return false;
+    }
     model.ingest(m_sample);
     return true;
   }

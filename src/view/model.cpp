@@ -116,6 +116,14 @@ void ViewModel::ingest(const SystemSample& sample) {
   m_hostname = sample.hostname;
   m_driver_version = sample.driver_version;
   if (!sample.ooms.empty()) m_last_oom = sample.ooms.back();
+  remember_steps(sample.steps);
+  // Bounded: a breakdown lives as long as its agent is listed.
+  std::erase_if(m_category_steps, [&](const auto& entry) {
+    return std::none_of(sample.allocators.begin(), sample.allocators.end(),
+                        [&](const AllocatorSample& a) {
+                          return a.pid == entry.first.first && a.device_uuid == entry.first.second;
+                        });
+  });
 
   // Rows: one per (pid, GPU), from the project's one join of the two views.
   m_all_rows.clear();
@@ -140,6 +148,12 @@ void ViewModel::ingest(const SystemSample& sample) {
         row.step_peak_allocated_bytes = torch->step_peak_allocated_bytes;
         row.step = torch->step;
         if (torch->rank >= 0) row.rank = torch->rank;
+        const auto step = m_category_steps.find({torch->pid, torch->device_uuid});
+        if (step != m_category_steps.end()) {
+          row.step_categories = step->second.category_bytes;
+          row.categories_step = step->second.step;
+          row.categories_peak_bytes = step->second.peak_requested_bytes;
+        }
       }
       m_all_rows.push_back(std::move(row));
     }
@@ -171,9 +185,17 @@ void ViewModel::ingest(const SystemSample& sample) {
   rebuild_rows();
 }
 
+void ViewModel::remember_steps(const std::vector<StepRecord>& steps) {
+  // Steps arrive in the order they ended; a step without categories keeps the last breakdown.
+  for (const auto& step : steps) {
+    if (step.category_bytes) m_category_steps[{step.pid, step.device_uuid}] = step;
+  }
+}
+
 void ViewModel::clear_history() {
   for (auto& gpu : m_gpus) gpu.history.clear();
   m_last_oom.reset();
+  m_category_steps.clear();
 }
 
 void ViewModel::set_sort_key(SortKey key) {

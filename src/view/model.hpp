@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,6 +72,12 @@ struct ProcessRow {
   std::optional<uint64_t> step_peak_allocated_bytes;
   std::optional<uint64_t> step;
   std::optional<int32_t> rank;
+  /// What the last finished step with a category breakdown peaked at, by MemoryCategory
+  /// (requested bytes); empty until the process reports one (Monitor(model=...)).
+  std::optional<CategoryBytes> step_categories;
+  /// That step's number and its requested-bytes peak (the categories sum to it).
+  uint64_t categories_step = 0;
+  uint64_t categories_peak_bytes = 0;
   /// Did the driver list this pid on this GPU?
   bool in_driver_list = false;
   /// Does an agent report on this process and GPU?
@@ -109,9 +116,12 @@ class ViewModel {
   explicit ViewModel(std::size_t history_capacity = 1024);
 
   /// Replaces the current GPUs and processes with `sample` and appends to the histories.
-  /// GPUs and processes absent from `sample` disappear.
+  /// GPUs and processes absent from `sample` disappear, and so do their step breakdowns.
   void ingest(const SystemSample& sample);
-  /// Forgets every history (before a replay seeks).
+  /// Keeps the category breakdowns of `steps` without changing what is shown (while paused,
+  /// so that resuming shows the latest breakdown instead of one from before the pause).
+  void remember_steps(const std::vector<StepRecord>& steps);
+  /// Forgets every history and step breakdown (before a replay seeks).
   void clear_history();
 
   /// Has any sample been ingested?
@@ -170,6 +180,9 @@ class ViewModel {
   std::vector<ProcessRow> m_all_rows;
   std::vector<ProcessRow> m_rows;
   std::optional<OomRecord> m_last_oom;
+  /// The latest step with categories per (agent pid, agent device uuid); only processes whose
+  /// agent the last sample listed are kept.
+  std::map<std::pair<uint32_t, std::string>, StepRecord> m_category_steps;
   SortKey m_sort_key = SortKey::Memory;
   std::string m_filter;
   /// The selection follows the process (pid, GPU) across re-sorting and new samples.

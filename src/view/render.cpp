@@ -147,6 +147,37 @@ void render_table(const ViewModel& model, const Rect& area, Canvas& canvas) {
   }
 }
 
+/// Short names of the memory categories, indexed by MemoryCategory (as the Python step table).
+constexpr std::array<std::string_view, memory_category_count> category_short_names{
+    "params", "grads", "optim", "activ", "temp", "other"};
+
+/// The selected row when it has a step breakdown to show.
+const ProcessRow* selected_with_categories(const ViewModel& model) {
+  const auto selected = model.selected_index();
+  if (!selected) return nullptr;
+  const ProcessRow& row = model.rows()[*selected];
+  return row.step_categories ? &row : nullptr;
+}
+
+/// One line: what the selected process's last step peak was made of. Categories that do not
+/// fit are dropped from the right, whole.
+void render_categories(const ProcessRow& row, const Rect& area, Canvas& canvas) {
+  const std::string prefix = "pid " + std::to_string(row.pid) + " GPU " +
+                             std::to_string(row.gpu_index) + " step " +
+                             std::to_string(row.categories_step) + " peak " +
+                             compact_bytes(row.categories_peak_bytes) + ":";
+  int x = canvas.text(area, area.x, area.y, prefix, detail::title_style);
+  for (std::size_t c = 0; c < memory_category_count; ++c) {
+    const std::string_view name = category_short_names[c];
+    const std::string value = compact_bytes((*row.step_categories)[c]);
+    // Two cells between categories, one before the first.
+    const int gap = c == 0 ? 1 : 2;
+    if (x + gap + text_width(name) + 1 + text_width(value) > area.right()) break;
+    x = canvas.text(area, x + gap, area.y, name, Style{});
+    x = canvas.text(area, x + 1, area.y, value, detail::allocated_style);
+  }
+}
+
 void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas) {
   const Rect& area = layout.header;
   canvas.fill(area, U' ', header_style);
@@ -240,6 +271,8 @@ void render_help(Canvas& canvas) {
       "other = processes without agent; driver = driver-reserved",
       "USED = driver's bytes; ALLOC RSRVD = torch allocator;",
       "PEAK = peak allocated in the last step",
+      "line above the keys: the selected process's last step peak",
+      "by category (when its Monitor was given model=)",
   };
   int width = 0;
   for (const auto& line : lines) width = std::max(width, text_width(line));
@@ -273,7 +306,13 @@ void render(const ViewModel& model, Canvas& canvas) {
   for (std::size_t i = 0; i < layout.gpus.size() && i < model.gpus().size(); ++i) {
     detail::render_gpu(model.gpus()[i], layout.gpus[i], canvas);
   }
-  render_table(model, layout.processes, canvas);
+  Rect table = layout.processes;
+  // The selected process's breakdown takes the table's last line while a row still fits above.
+  if (const ProcessRow* row = selected_with_categories(model); row && table.height >= 3) {
+    render_categories(*row, table.row(table.height - 1), canvas);
+    table.height -= 1;
+  }
+  render_table(model, table, canvas);
   render_footer(model, layout.footer, canvas);
   if (model.help_visible) render_help(canvas);
 }

@@ -31,12 +31,13 @@ fail() {
   exit 1
 }
 
-# The fake agent publishes 8 GiB allocated / 10 GiB reserved on GPU 0 from its own pid.
+# The fake agent publishes 8 GiB allocated / 10 GiB reserved on GPU 0 from its own pid, and
+# step 42 whose 8 GiB peak is 4G params, 2G grads, 1G optimizer state, 512M activations, ...
 mkdir -m 700 "$work/shm"
 export VRAMSCOPE_SHM_DIR=$work/shm
 gib=$((1 << 30))
 mkfifo "$work/agent_in"
-"$fake_agent" GPU-e2e00000-0000-0000-0000-000000000000 $((8 * gib)) $((10 * gib)) 3 \
+VRAMSCOPE_FAKE_AGENT_STEP=1 "$fake_agent" GPU-e2e00000-0000-0000-0000-000000000000 $((8 * gib)) $((10 * gib)) 3 \
   <"$work/agent_in" >"$work/agent_out" &
 agent_pid=$!
 exec 7>"$work/agent_in"
@@ -96,6 +97,12 @@ grep -q "non-torch 2.0G" <<<"$text" || fail "GPU 0 legend: non-PyTorch" "$text"
 grep -Eq "^ *$agent_pid .* 0 +12\.0G +8\.0G +10\.0G +9\.0G +42 +3 " <<<"$text" ||
   fail "process row with the torch columns" "$text"
 grep -q "sort:memory" <<<"$text" || fail "footer shows the sort key" "$text"
+if grep -q "step 42 peak" <<<"$text"; then fail "step categories shown without a selection" "$text"; fi
+
+# Selecting the agent's row (the first, by memory) shows its step breakdown above the footer.
+tmux -L "$socket" send-keys -t top Down
+wait_for "pid $agent_pid GPU 0 step 42 peak 8.0G: params 4.0G  grads 2.0G  optim 1.0G  activ 512M  temp 256M  other 256M" \
+  "step categories of the selected row"
 
 tmux -L "$socket" send-keys -t top s
 wait_for "sort:pid" "footer after 's'"
@@ -111,7 +118,7 @@ done
 [[ -s $work/top.status ]] || fail "q did not quit" "$(screen)"
 status=$(cat "$work/top.status")
 [[ $status == 0 ]] || fail "exit status after q was '$status'" "$(screen)"
-echo "ok: interactive view, sort, help, quit"
+echo "ok: interactive view, step categories, sort, help, quit"
 
 # --- 2. --once prints the same view as text, without a terminal ------------------------------
 once=$(COLUMNS=100 LANG=C.UTF-8 "$vramscope" top --once </dev/null)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "vramscope/sample.hpp"
@@ -51,6 +52,25 @@ inline AllocatorSample agent(uint32_t pid, const DeviceSample& device, uint64_t 
   a.step = 120;
   a.step_peak_allocated_bytes = allocated_bytes + 2 * gib;
   return a;
+}
+
+/// A finished step of `pid` on `device_uuid` whose requested peak is made of `categories`
+/// (no breakdown when `categories` is empty).
+inline StepRecord step(uint32_t pid, const std::string& device_uuid, uint64_t number,
+                       std::optional<CategoryBytes> categories) {
+  StepRecord r;
+  r.pid = pid;
+  r.device_uuid = device_uuid;
+  r.step = number;
+  r.end_ns = base_ns;
+  r.duration_ns = 250'000'000;
+  r.category_bytes = categories;
+  if (categories) {
+    for (const uint64_t bytes : *categories) r.peak_requested_bytes += bytes;
+  }
+  r.peak_allocated_bytes = r.peak_requested_bytes;
+  r.peak_reserved_bytes = r.peak_requested_bytes;
+  return r;
 }
 
 /// One GPU: a training process with an agent (12 GiB driver-used: 8 allocated, 2 cached,

@@ -1,6 +1,9 @@
 // tests/cpp/view/test_model.cpp -- the view model: driver/allocator join, sort, filter, selection
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "fixtures.hpp"
@@ -175,6 +178,85 @@ TEST(ViewModel, RemembersTheLastOom) {
   model.ingest(fixtures::one_gpu(1));
   ASSERT_TRUE(model.last_oom().has_value());
   EXPECT_EQ(model.last_oom()->pid, 4242U);
+}
+
+/// A breakdown whose six numbers say which (pid, device, step) it came from.
+CategoryBytes categories(uint64_t tag) {
+  return {tag, tag + 1, tag + 2, tag + 3, tag + 4, tag + 5};
+}
+
+const ProcessRow& row_of(const ViewModel& model, uint32_t pid, uint32_t gpu) {
+  const auto it = std::find_if(model.rows().begin(), model.rows().end(), [&](const ProcessRow& r) {
+    return r.pid == pid && r.gpu_index == gpu;
+  });
+  if (it == model.rows().end()) throw std::runtime_error("no row for pid " + std::to_string(pid));
+  return *it;
+}
+
+TEST(ViewModel, StepCategoriesLandOnTheirProcessAndDevice) {
+  SystemSample sample = fixtures::eight_gpus();
+  // The rank of GPU 0 (pid 10000) also works on GPU 1, next to GPU 1's own rank (pid 10008).
+  sample.devices[1].processes.push_back(fixtures::process(10000, 4 * gib, "python train.py"));
+  sample.allocators.push_back(fixtures::agent(10000, sample.devices[1], 2 * gib, 3 * gib));
+  sample.steps.push_back(fixtures::step(10000, "GPU-00000000", 7, categories(100)));
+  sample.steps.push_back(fixtures::step(10000, "GPU-00000001", 7, categories(200)));
+  sample.steps.push_back(fixtures::step(10008, "GPU-00000001", 9, categories(300)));
+  ViewModel model;
+  model.ingest(sample);
+  EXPECT_EQ(row_of(model, 10000, 0).step_categories, categories(100));
+  EXPECT_EQ(row_of(model, 10000, 1).step_categories, categories(200));
+  EXPECT_EQ(row_of(model, 10008, 1).step_categories, categories(300));
+  EXPECT_EQ(row_of(model, 10008, 1).categories_step, 9U);
+  EXPECT_EQ(row_of(model, 10008, 1).categories_peak_bytes, 6 * 300U + 15U);
+  EXPECT_FALSE(row_of(model, 10016, 2).step_categories.has_value()) << "rank without steps";
+  EXPECT_FALSE(row_of(model, 10001, 0).step_categories.has_value()) << "process without agent";
+}
+
+TEST(ViewModel, NewerStepReplacesTheBreakdownAndOneWithoutCategoriesKeepsIt) {
+  ViewModel model;
+  SystemSample sample = fixtures::one_gpu(0);
+  sample.steps.push_back(fixtures::step(4242, "GPU-00000000", 5, categories(10)));
+  model.ingest(sample);
+  EXPECT_EQ(row_of(model, 4242, 0).step_categories, categories(10));
+
+  sample = fixtures::one_gpu(1);
+  sample.steps.push_back(fixtures::step(4242, "GPU-00000000", 6, std::nullopt));
+  model.ingest(sample);
+  model.ingest(fixtures::one_gpu(2));  // no step at all in this sample
+  EXPECT_EQ(row_of(model, 4242, 0).step_categories, categories(10));
+  EXPECT_EQ(row_of(model, 4242, 0).categories_step, 5U);
+
+  sample = fixtures::one_gpu(3);
+  sample.steps.push_back(fixtures::step(4242, "GPU-00000000", 7, categories(20)));
+  sample.steps.push_back(fixtures::step(4242, "GPU-00000000", 8, categories(30)));
+  model.ingest(sample);
+  EXPECT_EQ(row_of(model, 4242, 0).step_categories, categories(30));
+  EXPECT_EQ(row_of(model, 4242, 0).categories_step, 8U);
+}
+
+TEST(ViewModel, ExitedAgentDropsItsBreakdown) {
+  ViewModel model;
+  SystemSample sample = fixtures::one_gpu(0);
+  sample.steps.push_back(fixtures::step(4242, "GPU-00000000", 5, categories(10)));
+  model.ingest(sample);
+  sample = fixtures::one_gpu(1);
+  sample.allocators.clear();  // the agent is gone (its segment was removed)
+  model.ingest(sample);
+  EXPECT_FALSE(row_of(model, 4242, 0).step_categories.has_value());
+  model.ingest(fixtures::one_gpu(2));  // a new agent under the same pid starts without one
+  EXPECT_FALSE(row_of(model, 4242, 0).step_categories.has_value());
+}
+
+TEST(ViewModel, RememberedStepsShowAtTheNextIngestAndASeekForgetsThem) {
+  ViewModel model;
+  model.ingest(fixtures::one_gpu(0));
+  model.remember_steps({fixtures::step(4242, "GPU-00000000", 5, categories(10))});
+  EXPECT_FALSE(row_of(model, 4242, 0).step_categories.has_value()) << "frozen until ingest";
+  model.ingest(fixtures::one_gpu(1));
+  EXPECT_EQ(row_of(model, 4242, 0).step_categories, categories(10));
+  model.clear_history();
+  model.ingest(fixtures::one_gpu(2));
+  EXPECT_FALSE(row_of(model, 4242, 0).step_categories.has_value());
 }
 
 }  // namespace

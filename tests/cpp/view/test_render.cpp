@@ -11,6 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "fixtures.hpp"
 #include "view/render.hpp"
@@ -136,8 +139,12 @@ TEST_F(Render, LostGpuIsExplainedAndOthersStillDrawn) {
 
 TEST_F(Render, EveryFrameOfASizeSweepStaysInsideTheCanvas) {
   // render() must never write outside the grid nor crash, whatever the size and state.
+  SystemSample sample = fixtures::eight_gpus();
+  // The selected rank has a step breakdown, so the categories line is drawn too.
+  sample.steps.push_back(fixtures::step(10056, "GPU-00000007", 3, CategoryBytes{1, 2, 3, 4, 5, 6}));
   ViewModel model;
-  model.ingest(fixtures::eight_gpus());
+  model.ingest(sample);
+  model.select_first();
   model.help_visible = true;
   for (int w = 1; w <= 130; w += 9) {
     for (int h = 1; h <= 45; h += 4) {
@@ -146,6 +153,97 @@ TEST_F(Render, EveryFrameOfASizeSweepStaysInsideTheCanvas) {
       EXPECT_EQ(canvas.to_text().size() >= static_cast<std::size_t>(h), true);
     }
   }
+}
+
+/// Lines of a frame, without their newlines.
+std::vector<std::string> lines_of(const std::string& frame) {
+  std::vector<std::string> out;
+  std::stringstream in(frame);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+/// one_gpu_with_history() whose trainer (pid 4242, the first row) finished step 812 with a
+/// breakdown: params 1.5G, grads 1.5G, optim 3.0G, activ 2.5G, temp 210M, other 12.0M.
+ViewModel trainer_with_categories() {
+  ViewModel model;
+  model.interval_ns = 250'000'000;
+  for (int t = 0; t < 40; ++t) {
+    SystemSample sample = fixtures::one_gpu(t);
+    if (t == 30) {
+      const uint64_t mib = fixtures::mib;
+      sample.steps.push_back(fixtures::step(
+          4242, "GPU-00000000", 812,
+          CategoryBytes{1536 * mib, 1536 * mib, 3072 * mib, 2560 * mib, 210 * mib, 12 * mib}));
+    }
+    model.ingest(sample);
+  }
+  return model;
+}
+
+constexpr std::string_view categories_line =
+    "pid 4242 GPU 0 step 812 peak 8.7G: params 1.5G  grads 1.5G  optim 3.0G  activ 2.5G  "
+    "temp 210M  other 12.0M";
+
+TEST_F(Render, SelectedProcessShowsItsStepCategoriesAboveTheFooter) {
+  ViewModel model = trainer_with_categories();
+  model.select_first();
+  ASSERT_EQ(model.rows()[*model.selected_index()].pid, 4242U);
+  const auto lines = lines_of(frame(model, 120, 30));
+  ASSERT_EQ(lines.size(), 30U);
+  EXPECT_EQ(lines[28], categories_line);
+  EXPECT_NE(lines[29].find("quit"), std::string::npos) << "the footer stays last";
+}
+
+TEST_F(Render, NoCategoriesLineForARowWithoutOneOrWithoutSelection) {
+  ViewModel with = trainer_with_categories();
+  ViewModel without = one_gpu_with_history();
+  // Nothing selected: the same frame as without any breakdown.
+  EXPECT_EQ(frame(with, 120, 30), frame(without, 120, 30));
+  // The other process (no agent) selected: still the same frame, no empty line either.
+  with.select_last();
+  without.select_last();
+  ASSERT_EQ(with.rows()[*with.selected_index()].pid, 777U);
+  EXPECT_EQ(frame(with, 120, 30), frame(without, 120, 30));
+  with.select_first();
+  EXPECT_NE(frame(with, 120, 30), frame(without, 120, 30));
+}
+
+TEST_F(Render, CategoriesLineDropsWholeCategoriesOnANarrowTerminal) {
+  ViewModel model = trainer_with_categories();
+  model.select_first();
+  const auto lines = lines_of(frame(model, 60, 30));
+  ASSERT_EQ(lines.size(), 30U);
+  EXPECT_EQ(lines[28], "pid 4242 GPU 0 step 812 peak 8.7G: params 1.5G  grads 1.5G");
+  for (const auto& line : lines) EXPECT_LE(text_width(line), 60) << line;
+  // At the narrowest width the prefix alone is clipped at the edge, never wrapped.
+  const auto narrow = lines_of(frame(model, 40, 30));
+  EXPECT_EQ(narrow[28], "pid 4242 GPU 0 step 812 peak 8.7G:");
+}
+
+TEST_F(Render, CategoriesLineTakesTheTablesLastRow) {
+  SystemSample sample = fixtures::eight_gpus();
+  ViewModel without;
+  without.ingest(sample);
+  without.select_first();
+  const uint32_t pid = without.rows()[0].pid;
+  sample.steps.push_back(fixtures::step(pid, "GPU-00000007", 3, CategoryBytes{1, 2, 3, 4, 5, 6}));
+  ViewModel with;
+  with.ingest(sample);
+  with.select_first();
+  const auto count_rows = [](const std::string& text) {
+    int n = 0;
+    for (const auto& line : lines_of(text)) {
+      if (line.find("python -m torch") != std::string::npos) ++n;
+    }
+    return n;
+  };
+  const std::string before = frame(without, 80, 24);
+  const std::string after = frame(with, 80, 24);
+  EXPECT_EQ(count_rows(after), count_rows(before) - 1) << before << after;
+  const auto lines = lines_of(after);
+  EXPECT_EQ(lines[22], "pid " + std::to_string(pid) +
+                           " GPU 7 step 3 peak 21B: params 1B  grads 2B  optim 3B  activ 4B");
 }
 
 TEST(CompactBytes, FitsFiveCellsAndRoundsSensibly) {

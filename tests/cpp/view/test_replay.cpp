@@ -7,9 +7,12 @@
 
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "fixtures.hpp"
+#include "view/model.hpp"
 #include "view/replay.hpp"
 #include "vramscope/status.hpp"
 
@@ -187,6 +190,50 @@ TEST(ReplayCursor, StepsThroughARealRecordingFile) {
   cursor.seek_end();
   EXPECT_EQ(cursor.count(), 30U);
   EXPECT_TRUE(cursor.tail_message().empty());
+  std::filesystem::remove(path);
+}
+
+TEST(ReplayCursor, RecordedStepCategoriesReachTheViewModel) {
+  // Sample 10 of a real (v2) recording carries a step with a breakdown; the model is fed the way
+  // `top --replay` feeds it: every sample stepped over, and a seek rebuilds from the window.
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("vramscope_replay_categories_" + std::to_string(getpid()) + ".vrec");
+  RecordingMetadata metadata;
+  metadata.created_ns = fixtures::base_ns;
+  metadata.interval_ns = 100 * ms;
+  std::vector<SystemSample> data = samples(20);
+  const CategoryBytes breakdown{1 * fixtures::gib, 2 * fixtures::gib, 3 * fixtures::gib,
+                                4 * fixtures::gib, 5 * fixtures::mib, 6 * fixtures::mib};
+  data[10].steps.push_back(fixtures::step(4242, "GPU-00000000", 77, breakdown));
+  {
+    auto writer = RecordingWriter::create(path.string(), metadata, true);
+    for (const auto& sample : data) writer->append(sample);
+  }
+  ReplayCursor cursor([&] { return RecordingReader::open(path.string()); });
+  ViewModel model;
+  model.ingest(cursor.current());
+  const auto trainer = [&]() -> const ProcessRow& {
+    for (const auto& row : model.rows()) {
+      if (row.pid == 4242) return row;
+    }
+    throw std::runtime_error("no trainer row");
+  };
+  while (cursor.position() < 9) {
+    ASSERT_TRUE(cursor.step_forward());
+    model.ingest(cursor.current());
+  }
+  EXPECT_FALSE(trainer().step_categories.has_value());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(cursor.step_forward());
+    model.ingest(cursor.current());
+  }
+  ASSERT_TRUE(trainer().step_categories.has_value()) << "kept after the step's own sample";
+  EXPECT_EQ(*trainer().step_categories, breakdown);
+  EXPECT_EQ(trainer().categories_step, 77U);
+  cursor.seek(5);  // back before the step: what the model knew of later samples goes
+  model.clear_history();
+  for (const SystemSample* sample : cursor.recent(1024)) model.ingest(*sample);
+  EXPECT_FALSE(trainer().step_categories.has_value());
   std::filesystem::remove(path);
 }
 
