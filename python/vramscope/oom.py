@@ -33,7 +33,8 @@ __all__ = ["Advice", "OomEvidence", "StepPoint", "REPORT_SCHEMA_VERSION", "STEP_
            "leak_rate",
            "parse_oom_message", "rank_advice", "format_report", "format_summary",
            "memory_viz_snapshot", "report_json", "report_paths", "write_report", "add_provider",
-           "remove_provider", "add_module_paths", "remove_module_paths", "record_steps", "recent_steps", "collect_evidence",
+           "remove_provider", "add_module_paths", "remove_module_paths", "record_steps",
+           "recent_steps", "collect_evidence",
            "evidence_from_exception", "on_oom", "observer_calls", "report_exception",
            "last_report", "install"]
 
@@ -75,7 +76,7 @@ def add_module_paths(paths: Dict[int, str]) -> None:
     """Says that module hooks are installed (profile()): ``paths`` maps the module ids they
     give the agent to module paths (the hooks keep adding to it). Step ends then also keep
     {module path: live bytes}, for ``OomEvidence.growing_modules``; earlier module snapshots
-    are dropped (their ids meant other modules)."""
+    are dropped (they were of another profile's modules)."""
     global _module_paths
     with _lock:
         _module_paths = paths
@@ -101,12 +102,6 @@ def _paths_of(by_id: Dict[int, int], paths: Optional[Dict[int, str]]) -> Dict[st
     return out
 
 
-def _module_live(reader: Any, device: int, paths: Dict[int, str]) -> Dict[str, int]:
-    """{module path: live bytes} of ``device`` from the agent's module table."""
-    return _paths_of({int(row["module_id"]): int(row["live_bytes"])
-                      for row in reader.module_table(device)}, paths)
-
-
 def record_steps(reader: Any, records: Sequence[Dict[str, Any]]) -> None:
     """Keeps the step ends the reader returned (``_api.step_all`` calls this), and per-op (and,
     with module hooks, per-module) live bytes at that moment when profiling is running."""
@@ -120,23 +115,15 @@ def record_steps(reader: Any, records: Sequence[Dict[str, Any]]) -> None:
     active = getattr(reader, "attribution_active", None)
     if active is None or not active():
         return
-    lean = hasattr(reader, "live_by_owner")
-    with_ops = lean or hasattr(reader, "op_table")
-    with_modules = paths is not None and (lean or hasattr(reader, "module_table"))
+    if not hasattr(reader, "live_by_owner"):
+        return
     for r in records:
         device = int(r["device"])
-        if lean:
-            live, by_id = reader.live_by_owner(device)
-            modules = _paths_of(by_id, paths) if with_modules else {}
-        else:
-            live = {row["name"]: int(row["live_bytes"]) for row in reader.op_table(device, "profile")
-                    if row["name"] != "(before)"} if with_ops else {}
-            modules = _module_live(reader, device, paths) if with_modules and paths else {}
+        live, by_id = reader.live_by_owner(device)
+        modules = _paths_of(by_id, paths) if paths is not None else None
         with _lock:
-            if with_ops:
-                _op_snapshots.setdefault(device,
-                                         collections.deque(maxlen=STEP_HISTORY)).append(live)
-            if with_modules:
+            _op_snapshots.setdefault(device, collections.deque(maxlen=STEP_HISTORY)).append(live)
+            if modules is not None:
                 _module_snapshots.setdefault(device,
                                              collections.deque(maxlen=STEP_HISTORY)).append(modules)
 

@@ -158,10 +158,6 @@ class ProfilingSource(StepSource):
     Module 2 keeps ``leak`` bytes more at every step, module 1 holds a constant, module 7 grows
     but has no path (another profile's id), module 3 stops growing after the third step."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.module_table_calls = 0
-
     def attribution_active(self):
         return True
 
@@ -169,31 +165,17 @@ class ProfilingSource(StepSource):
         return [{"name": "(before)", "live_bytes": self.base},
                 {"name": "aten::mul", "live_bytes": self.n * self.leak}]
 
-    def module_table(self, device):
-        self.module_table_calls += 1
-        live = {1: 4096, 2: self.n * self.leak, 3: min(self.n, 3) * MiB, 7: self.n * GiB}
-        return [{"module_id": i, "forward_calls": self.n, "retained_bytes": 0,
-                 "max_retained_bytes": 0, "backward_calls": 0, "backward_peak_bytes": 0,
-                 "live_bytes": b} for i, b in live.items()]
-
-
-class LeanProfilingSource(ProfilingSource):
-    """The same numbers through the agent's one-call snapshot (live_by_owner), which the real
-    agent has: owners holding bytes only, modules by id."""
-
     def live_by_owner(self, device):
+        # As the agent answers: owners holding bytes only, "(before)" left out, modules by id.
         ops = {r["name"]: r["live_bytes"] for r in self.op_table(device)
                if r["name"] != "(before)" and r["live_bytes"] > 0}
-        calls = self.module_table_calls  # one call serves ops and modules: not a table read
-        modules = {r["module_id"]: r["live_bytes"] for r in self.module_table(device)
-                   if r["live_bytes"] > 0}
-        self.module_table_calls = calls
-        return ops, modules
+        modules = {1: 4096, 2: self.n * self.leak, 3: min(self.n, 3) * MiB, 7: self.n * GiB}
+        return ops, {i: b for i, b in modules.items() if b > 0}
 
 
-@pytest.fixture(params=[ProfilingSource, LeanProfilingSource], ids=["tables", "live_by_owner"])
-def profiling(source, monkeypatch, request):
-    fake = request.param()
+@pytest.fixture
+def profiling(source, monkeypatch):
+    fake = ProfilingSource()
     monkeypatch.setattr(_api, "_reader", fake)
     monkeypatch.setattr(oom, "_module_snapshots", {})
     monkeypatch.setattr(oom, "_module_paths", None)
@@ -204,7 +186,7 @@ def test_step_ends_keep_module_live_bytes_by_path_while_module_hooks_run(profili
     paths = {1: "Net", 2: "Net.cache", 3: "Net.head"}
     for _ in range(2):  # before any module hooks: no module snapshot
         _api.step_all()
-    assert profiling.module_table_calls == 0 and oom._module_snapshots == {}
+    assert oom._module_snapshots == {}
     oom.add_module_paths(paths)
     for _ in range(6):
         _api.step_all()
@@ -230,9 +212,8 @@ def test_step_ends_keep_module_live_bytes_by_path_while_module_hooks_run(profili
     _api.step_all()
     assert oom._module_snapshots[0][-1] == {"Other.block": 9 * 256 * MiB}
     oom.remove_module_paths(other)
-    calls = profiling.module_table_calls
-    _api.step_all()
-    assert profiling.module_table_calls == calls and len(oom._module_snapshots[0]) == 1
+    _api.step_all()  # no module hooks any more: no module snapshot
+    assert len(oom._module_snapshots[0]) == 1
 
 
 def test_profile_with_modules_hands_its_paths_to_the_step_ends(profiling, monkeypatch):
@@ -274,6 +255,10 @@ def test_profile_with_modules_hands_its_paths_to_the_step_ends(profiling, monkey
                      "max_retained_bytes": 0, "backward_calls": 0, "backward_peak_bytes": 0,
                      "live_bytes": self.n * 512 if i == self.leaky else 64}
                     for i in sorted(self.entered)]
+
+        def live_by_owner(self, device):
+            ops, _ = super().live_by_owner(device)
+            return ops, {r["module_id"]: r["live_bytes"] for r in self.module_table(device)}
 
     agent = Agent()
     monkeypatch.setattr(_api, "_reader", agent)
