@@ -92,11 +92,11 @@ def remove_module_paths(paths: Dict[int, str]) -> None:
             _module_paths = None
 
 
-def _paths_of(by_id: Dict[int, int], paths: Optional[Dict[int, str]]) -> Dict[str, int]:
+def _paths_of(by_id: Dict[int, int], paths: Dict[int, str]) -> Dict[str, int]:
     """{module id: bytes} -> {module path: bytes} (ids the hooks did not name are left out)."""
     out: Dict[str, int] = {}
     for module_id, size in by_id.items():
-        path = paths.get(int(module_id)) if paths else None
+        path = paths.get(int(module_id))
         if path is not None:
             out[path] = out.get(path, 0) + int(size)
     return out
