@@ -37,11 +37,13 @@ class EventRing {
 
  private:
   // Producer and consumer indices on separate cache lines so the two threads do not share one.
+  // The constant mask and storage pointer share the producer's line: a push then touches that
+  // line, the consumer's (one read) and the slot -- the consumer reads them once per drain.
   alignas(64) std::atomic<uint64_t> m_head{0};
   std::atomic<uint64_t> m_dropped{0};
+  const std::size_t m_mask;
+  const std::unique_ptr<Event[]> m_events;
   alignas(64) std::atomic<uint64_t> m_tail{0};
-  alignas(64) std::size_t m_mask;
-  std::unique_ptr<Event[]> m_events;
 };
 
 }  // namespace vramscope::tracking

@@ -46,7 +46,9 @@ struct Event {
   uint64_t size_bytes = 0;
   /// TraceEntry::addr_ (for Oom: the device's free bytes).
   uint64_t address = 0;
-  /// coarse_monotonic_ns() when the callback ran.
+  /// coarse_monotonic_ns() when the agent drained the event from the ring (0 until then): at
+  /// most one agent interval (10 ms by default) after the callback ran, never before it. The
+  /// order of events is their ring order; the event history needs no more.
   int64_t timestamp_ns = 0;
   Action action = Action::Unknown;
   /// The raw action value, kept so unknown actions can be reported as they came.
@@ -58,8 +60,7 @@ struct Event {
 };
 static_assert(sizeof(Event) == 32);
 
-/// CLOCK_MONOTONIC_COARSE in ns: a vDSO read of a few ns with tick (1-4 ms) resolution, cheap
-/// enough for every allocator event; the event history needs ordering, not precision.
+/// CLOCK_MONOTONIC_COARSE in ns: a vDSO read with tick (1-4 ms) resolution.
 inline int64_t coarse_monotonic_ns() {
   timespec now{};
   ::clock_gettime(CLOCK_MONOTONIC_COARSE, &now);

@@ -197,6 +197,33 @@ TEST(AgentCore, OomIsRecordedWithTheEventsLeadingToIt) {
   EXPECT_EQ(ooms[0].device_free_bytes, 12345U);
 }
 
+TEST(AgentCore, EventsAreStampedWhenDrainedNeverBeforeTheyHappened) {
+  // The callback reads no clock; drain() stamps what it takes from the ring.
+  FakeTorch torch(1);
+  AgentCore core({"GPU-test"}, torch.provider(), config(), nullptr);
+  ASSERT_TRUE(core.seed(0));
+  const int64_t before = coarse_monotonic_ns();
+  core.on_event(0, Action::Alloc, 512, 0x10, 0);
+  core.tick();  // drains it into the history
+  const int64_t first_drained = coarse_monotonic_ns();
+  // The coarse clock ticks every few ms: wait for its next value, so that the second batch
+  // can only carry a later stamp than the first.
+  while (coarse_monotonic_ns() == first_drained) {
+  }
+  const int64_t second_pushed = coarse_monotonic_ns();
+  core.on_event(0, Action::FreeRequested, 512, 0x10, 1);
+  core.on_event(0, Action::FreeCompleted, 512, 0x10, 2);
+  const std::vector<Event> history = core.recent_events(0);
+  const int64_t after = coarse_monotonic_ns();
+  ASSERT_EQ(history.size(), 3U);
+  EXPECT_GE(history[0].timestamp_ns, before);
+  EXPECT_LE(history[0].timestamp_ns, first_drained);
+  for (std::size_t i = 1; i < history.size(); ++i) {
+    EXPECT_GE(history[i].timestamp_ns, second_pushed) << i;
+    EXPECT_LE(history[i].timestamp_ns, after) << i;
+  }
+}
+
 TEST(AgentCore, WindowPeaksRollOver) {
   FakeTorch torch(1);
   AgentConfig c = config();
