@@ -57,7 +57,7 @@ void forward_event(std::size_t device, tracking::Action action, uint64_t size_by
   tracking::AgentCore* core = g_tracked_core.load(std::memory_order_acquire);
   if (core != nullptr) {
     core->on_event(device, action, size_bytes, address, raw_action, attribution::current_phase(),
-                   attribution::current_op());
+                   attribution::op_for_event());
   }
 }
 

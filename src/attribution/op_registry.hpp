@@ -60,6 +60,16 @@ void pop_op(const void* key) noexcept;
 /// This thread's innermost op, or 0 (no_op_id).
 uint32_t current_op() noexcept;
 
+/// Set while a profile() tracks ops (its RecordFunction callback is enabled). The tracker reads
+/// the thread's op stack only then: outside a profile the stack is not maintained (it may hold
+/// scopes whose end came after the callback was disabled), and skipping it saves a TLS lookup
+/// per allocator event.
+inline std::atomic<bool> op_tracking{false};
+/// The op to stamp on an allocator event now: current_op() while op_tracking, else no_op_id.
+inline uint32_t op_for_event() noexcept {
+  return op_tracking.load(std::memory_order_relaxed) ? current_op() : 0;
+}
+
 /// The process-wide training phase (attribution::Phase value) read by the tracker.
 void set_phase(uint8_t phase) noexcept;
 uint8_t current_phase() noexcept;

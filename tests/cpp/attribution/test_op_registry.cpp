@@ -54,6 +54,23 @@ TEST(OpStack, NestsPerThreadAndToleratesUnmatchedEnds) {
   EXPECT_EQ(current_op(), no_op_id);
 }
 
+TEST(OpStack, EventsCarryTheOpOnlyWhileOpsAreTracked) {
+  // Outside a profile() the stack is not maintained: a scope open when the callback was
+  // disabled stays on it, and must not be stamped on later allocations.
+  int scope = 0;
+  push_op(&scope, 9);
+  ASSERT_EQ(current_op(), 9U);
+  op_tracking.store(false);
+  EXPECT_EQ(op_for_event(), no_op_id) << "stale scope stamped outside a profile";
+  op_tracking.store(true);
+  EXPECT_EQ(op_for_event(), 9U);
+  std::thread other([] { EXPECT_EQ(op_for_event(), no_op_id); });  // its own, empty stack
+  other.join();
+  op_tracking.store(false);
+  pop_op(&scope);
+  EXPECT_EQ(current_op(), no_op_id);
+}
+
 TEST(OpStack, SurvivesNestingDeeperThanItsCapacity) {
   std::vector<int> keys(100);
   for (int i = 0; i < 100; ++i) push_op(&keys[i], static_cast<uint32_t>(10 + i));
