@@ -127,14 +127,22 @@ def worker_alloc(mode, phases, parts):
 
     torch.cuda.init()
     x = torch.randn(256, device="cuda")
+
+    def attach(what, interval_ms=10.0):
+        if what == "agent":
+            import vramscope
+            vramscope.attach(init_cuda=True, interval_ms=interval_ms)
+        elif what == "noop":
+            _agent._bench_attach_noop_tracker()
+
     if mode in ("agent", "agent_1s", "agent_toggle"):
-        import vramscope
         # agent_1s: the agent thread ticks once a second instead of every 10 ms, which separates
         # the tracker callback's cost from the thread's (draining, polling, publishing).
-        vramscope.attach(init_cuda=True, interval_ms=1000.0 if mode == "agent_1s" else 10.0)
+        attach("agent", 1000.0 if mode == "agent_1s" else 10.0)
     elif mode == "noop_tracker":
-        _agent._bench_attach_noop_tracker()
+        attach("noop")
 
+    process_cpus = os.sched_getaffinity(0)
     main_cpu = os.environ.get("VRAMSCOPE_BENCH_MAIN_CPU")
     if main_cpu:
         # This thread only (Linux: pid 0 is the calling thread); threads made earlier (CUDA's,
@@ -147,6 +155,17 @@ def worker_alloc(mode, phases, parts):
         for _ in range(2000):
             y = y * 1.0001 + 0.001
         return y
+
+    if mode in MIDWAY_ATTACH:
+        def attach_unpinned():
+            # Threads inherit their creator's CPUs: give the agent's thread the process's.
+            pinned = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, process_cpus)
+            attach(MIDWAY_ATTACH[mode])
+            os.sched_setaffinity(0, pinned)
+        result = midway_steps(heavy_step, torch.cuda.synchronize, attach_unpinned)
+        phases.mark("measure")
+        return result
 
     for _ in range(5):
         heavy_step()
@@ -190,6 +209,34 @@ def worker_alloc(mode, phases, parts):
         result["mode"] = vramscope.mode()
     phases.mark("measure")
     return result
+
+
+# Modes that run a block of steps with nothing attached, then attach, then a second block: the
+# whole cost (torch's tracker included) as a ratio inside one process, which the process-to-process
+# spread of a launch-bound step (±5 %) does not blur. midway_control attaches nothing: it gives
+# the drift from the first block to the second, which the other two are read against.
+MIDWAY_ATTACH = {"midway_control": None, "midway_noop": "noop", "midway_agent": "agent"}
+
+
+def midway_steps(step, synchronize, attach, steps=40, warmup=10):
+    def block():
+        for _ in range(warmup):  # after an attach: the ring's pages, first seen by these steps
+            step()
+        synchronize()
+        times = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            step()
+            synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times), min(times)
+
+    before, before_min = block()
+    attach()
+    after, after_min = block()
+    return {"before_ms": before, "after_ms": after,
+            "after_vs_before_pct": (after / before - 1) * 100,
+            "after_vs_before_min_pct": (after_min / before_min - 1) * 100}
 
 
 def toggled_steps(step, synchronize, rounds=16, steps=3):

@@ -22,6 +22,9 @@ and each number is the median over repetitions of the in-process median.
          agent_1s, the agent ticking once a second, which isolates the tracker callback's cost,
          and agent_toggle: in one process, blocks of steps with the callback working or
          paused, alternating (vramscope's own share, free of the process-to-process spread).
+         midway_noop / midway_agent: in one process, 40 steps with nothing attached, then the
+         no-op tracker or the agent attached, then 40 steps: the whole cost as an in-process
+         ratio, read against midway_control (the same with nothing attached: the drift).
          `--parts heavy` runs only the step (a ~6 s process instead of ~15 s).
 
 Launch-bound steps vary by tens of percent from process to process when the scheduler moves them
@@ -42,7 +45,10 @@ from agent_workers import Phases, worker_alloc, worker_gpt2
 
 GPT2_MODES = ["baseline", "noop_tracker", "agent", "monitor", "profile_ops", "profile",
               "record_history", "profiler", "seed"]
-ALLOC_MODES = ["baseline", "noop_tracker", "agent", "agent_1s", "agent_toggle"]
+ALLOC_MODES = ["baseline", "noop_tracker", "agent", "agent_1s", "agent_toggle",
+               "midway_control", "midway_noop", "midway_agent"]
+DIAGNOSTIC_ALLOC_MODES = ("agent_1s", "agent_toggle", "midway_control", "midway_noop",
+                          "midway_agent")
 ALLOC_PARTS = ("heavy", "pairs")
 
 
@@ -88,7 +94,7 @@ def summarize(raw):
     alloc = med.get("alloc", {})
     b = alloc.get("baseline")
     for mode in ALLOC_MODES:
-        if b and mode in alloc:
+        if b and mode in alloc and "heavy_step_ms" in alloc[mode]:
             v = alloc[mode]["heavy_step_ms"]
             lines.append(f"| 2000 small ops step | {mode} | {v:.2f} ms | "
                          f"{overhead(v, b['heavy_step_ms']) if mode != 'baseline' else ''} |")
@@ -97,6 +103,15 @@ def summarize(raw):
         lines.append(f"| 2000 small ops step | agent callback on vs paused, same process | "
                      f"{t['toggle_on_ms']:.2f} vs {t['toggle_off_ms']:.2f} ms | "
                      f"{t['toggle_overhead_pct']:+.1f}% |")
+    control = alloc.get("midway_control")
+    for mode, what in (("midway_noop", "no-op tracker"), ("midway_agent", "agent")):
+        m = alloc.get(mode)
+        if m and control:
+            for key, stat in (("after_vs_before_pct", "median"), ("after_vs_before_min_pct", "min")):
+                net = ((1 + m[key] / 100) / (1 + control[key] / 100) - 1) * 100
+                lines.append(f"| 2000 small ops step | {what} attached midway, step {stat} after vs "
+                             f"before (control {control[key]:+.1f}%) | {m[key]:+.1f}% | "
+                             f"**{net:+.1f}%** |")
     n, a = alloc.get("noop_tracker"), alloc.get("agent")
     if b and n and a and "alloc_pair_ns" in a:
         for key, what in (("alloc_pair_native_ns", "alloc+free pair, C++ loop (4 KiB)"),
@@ -147,7 +162,7 @@ def main():
     # The no-op tracker is a diagnostic (torch's own cost of any tracker): only when named, so
     # that the default GPT-2 run fits a 10-minute device call.
     kinds = {"gpt2": [m for m in GPT2_MODES if m != "noop_tracker"],
-             "alloc": [m for m in ALLOC_MODES if m not in ("agent_1s", "agent_toggle")]}
+             "alloc": [m for m in ALLOC_MODES if m not in DIAGNOSTIC_ALLOC_MODES]}
     if args.only:
         kinds = {args.only: kinds[args.only]}
     if args.modes:
