@@ -48,16 +48,18 @@ std::mutex g_attach_mutex;
 /// Read by the tracker without a lock: set once, after the core is complete.
 std::atomic<AgentState*> g_state{nullptr};
 
-/// The core the tracker feeds. Set just before the tracker is attached (events arriving while
-/// attach() finishes must land somewhere valid) and, like the state, never released.
-std::atomic<tracking::AgentCore*> g_tracked_core{nullptr};
+/// The per-device producers of the core the tracker feeds (core->producers()). Set just before
+/// the tracker is attached (events arriving while attach() finishes must land somewhere valid)
+/// and, like the state, never released. The tracker reads this one pointer and is then at its
+/// data: no chain through the core and its device table (see tracking/device_producer.hpp).
+std::atomic<tracking::DeviceProducer*> g_tracked_producers{nullptr};
 
 void forward_event(std::size_t device, tracking::Action action, uint64_t size_bytes,
                    uint64_t address, uint8_t raw_action) noexcept {
-  tracking::AgentCore* core = g_tracked_core.load(std::memory_order_acquire);
-  if (core != nullptr) {
-    core->on_event(device, action, size_bytes, address, raw_action, attribution::current_phase(),
-                   attribution::op_for_event());
+  tracking::DeviceProducer* producers = g_tracked_producers.load(std::memory_order_acquire);
+  if (producers != nullptr) {
+    producers[device].on_event(action, size_bytes, address, raw_action,
+                               attribution::current_phase(), attribution::op_for_event());
   }
 }
 
@@ -150,12 +152,12 @@ std::string attach(double interval_ms, bool publish, int rank, int world_size,
   if (backend != "native") {
     polling_reason = backend + " allocator has no trace events";
   } else {
-    g_tracked_core.store(state->core.get(), std::memory_order_release);
+    g_tracked_producers.store(state->core->producers(), std::memory_order_release);
     try {
       attach_trace_tracker(&forward_event, static_cast<std::size_t>(device_count));
       tracker_attached = true;
     } catch (const std::exception& error) {
-      g_tracked_core.store(nullptr, std::memory_order_release);
+      g_tracked_producers.store(nullptr, std::memory_order_release);
       polling_reason = error.what();
     }
   }
@@ -438,7 +440,8 @@ NB_MODULE(_agent, m) {
         }
         // The tracker stays attached (torch still builds its TraceEntry); only our callback's
         // work is skipped, so a benchmark can compare vramscope's share in one process.
-        g_tracked_core.store(paused ? nullptr : state.core.get(), std::memory_order_release);
+        g_tracked_producers.store(paused ? nullptr : state.core->producers(),
+                                  std::memory_order_release);
       },
       "paused"_a,
       "Benchmark support: skip (True) or resume (False) the tracker callback's work. While "

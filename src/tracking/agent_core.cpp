@@ -33,7 +33,8 @@ constexpr std::size_t mark_index(PeakMark mark) { return static_cast<std::size_t
 
 AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
                      AgentConfig config, std::unique_ptr<AgentSegmentWriter> writer)
-    : m_stats(std::move(stats)),
+    : m_producers(device_uuids.size(), config.ring_capacity),
+      m_stats(std::move(stats)),
       m_config(config),
       m_writer(std::move(writer)),
       m_step_started_ns(monotonic_ns()),
@@ -43,20 +44,11 @@ AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
     Device& device = m_devices[i];
     device.uuid = std::move(device_uuids[i]);
     device.index = i;
-    device.counters = std::make_unique<DeviceCounters>();
-    device.ring = std::make_unique<EventRing>(m_config.ring_capacity);
+    device.counters = &m_producers[i].counters;
+    device.ring = &m_producers[i].ring;
     device.history.resize(std::max<std::size_t>(m_config.history_events, 1));
   }
   m_scratch.reserve(std::min<std::size_t>(m_config.ring_capacity, 1U << 16U));
-}
-
-void AgentCore::on_event(std::size_t device, Action action, uint64_t size_bytes, uint64_t address,
-                         uint8_t raw_action, uint8_t phase, uint32_t op_id) noexcept {
-  Device& d = m_devices[device];
-  d.counters->on_event(action, size_bytes);
-  // No clock read here: in a launch-bound step the vDSO clock costs ~10 of the callback's
-  // ~35 ns per event (its data page is a cache miss); drain() stamps the events instead.
-  d.ring->push(Event{size_bytes, address, 0, action, raw_action, phase, op_id});
 }
 
 void AgentCore::set_event_consumer(EventConsumer consumer) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tracking/device_counters.hpp"
+#include "tracking/device_producer.hpp"
 #include "tracking/event_ring.hpp"
 #include "tracking/events.hpp"
 #include "vramscope/agent_segment.hpp"
@@ -107,7 +108,12 @@ class AgentCore {
   /// `device` must be < device_count(). `phase` and `op_id` are the attribution context of the
   /// calling thread (0 when not attributing).
   void on_event(std::size_t device, Action action, uint64_t size_bytes, uint64_t address,
-                uint8_t raw_action, uint8_t phase = 0, uint32_t op_id = 0) noexcept;
+                uint8_t raw_action, uint8_t phase = 0, uint32_t op_id = 0) noexcept {
+    m_producers[device].on_event(action, size_bytes, address, raw_action, phase, op_id);
+  }
+  /// The devices' producers (device_count() of them, never moved): a tracker may keep this
+  /// pointer and call DeviceProducer::on_event() itself, one pointer away from its data.
+  DeviceProducer* producers() noexcept { return m_producers.data(); }
 
   /// Receives every drained batch of a device, on the draining thread with the core's lock held
   /// (attribution). Set it before events flow; it must not call back into the core.
@@ -167,8 +173,9 @@ class AgentCore {
   struct Device {
     std::string uuid;
     std::size_t index = 0;
-    std::unique_ptr<DeviceCounters> counters;
-    std::unique_ptr<EventRing> ring;
+    /// This device's entries of m_producers.
+    DeviceCounters* counters = nullptr;
+    EventRing* ring = nullptr;
     bool polling_only = false;
     std::optional<TorchStats> last_stats;
     /// Allocated-bytes peak marks, indexed by PeakMark (guarded by m_mutex).
@@ -183,6 +190,7 @@ class AgentCore {
   };
 
   mutable std::mutex m_mutex;
+  DeviceProducers m_producers;
   std::vector<Device> m_devices;
   StatsProvider m_stats;
   AgentConfig m_config;

@@ -11,10 +11,15 @@ EventRing::EventRing(std::size_t capacity)
 
 bool EventRing::push(const Event& event) noexcept {
   const uint64_t head = m_head.load(std::memory_order_relaxed);
-  // Acquire: the consumer's release of `tail` means it has finished reading that entry.
-  if (head - m_tail.load(std::memory_order_acquire) > m_mask) {
-    m_dropped.store(m_dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    return false;
+  // The tail only grows, so a stale copy can only make the ring look fuller than it is: look
+  // at the real one (acquire: the consumer's release means it has finished reading those
+  // entries) only then.
+  if (head - m_tail_seen > m_mask) {
+    m_tail_seen = m_tail.load(std::memory_order_acquire);
+    if (head - m_tail_seen > m_mask) {
+      m_dropped.store(m_dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return false;
+    }
   }
   m_events[head & m_mask] = event;
   m_head.store(head + 1, std::memory_order_release);

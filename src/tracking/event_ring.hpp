@@ -37,10 +37,14 @@ class EventRing {
 
  private:
   // Producer and consumer indices on separate cache lines so the two threads do not share one.
-  // The constant mask and storage pointer share the producer's line: a push then touches that
-  // line, the consumer's (one read) and the slot -- the consumer reads them once per drain.
+  // The constant mask, the storage pointer and the producer's copy of the tail share the
+  // producer's line: a push touches that line and the slot, and reads the consumer's line only
+  // when the ring looks full from its copy -- the consumer writes that line at every drain, so
+  // reading it on every push would be a coherence miss after each drain.
   alignas(64) std::atomic<uint64_t> m_head{0};
   std::atomic<uint64_t> m_dropped{0};
+  /// The tail as the producer last read it (producer only; producers are serialised, see above).
+  uint64_t m_tail_seen = 0;
   const std::size_t m_mask;
   const std::unique_ptr<Event[]> m_events;
   alignas(64) std::atomic<uint64_t> m_tail{0};
