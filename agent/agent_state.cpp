@@ -1,0 +1,201 @@
+// agent/agent_state.cpp -- attach(), the tracker and OOM observer entry points, shutdown
+//
+// Lifetime: torch has no way to detach a trace tracker, so the state the tracker points at is
+// created once and deliberately never destroyed. At interpreter exit an atexit hook stops the
+// agent thread and removes the segment file; late callbacks still find valid counters.
+#include "agent_state.hpp"
+
+#include <nanobind/nanobind.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+
+#include "attribution/op_registry.hpp"
+#include "attribution_glue.hpp"
+#include "oom_capture.hpp"
+#include "torch_hooks.hpp"
+#include "vramscope/agent_segment.hpp"
+
+namespace nb = nanobind;
+
+namespace vramscope::agent {
+namespace {
+
+std::mutex g_attach_mutex;
+/// Read by the tracker without a lock: set once, after the core is complete.
+std::atomic<AgentState*> g_state{nullptr};
+
+/// The per-device producers of the core the tracker feeds (core->producers()). Set just before
+/// the tracker is attached (events arriving while attach() finishes must land somewhere valid)
+/// and, like the state, never released. The tracker reads this one pointer and is then at its
+/// data: no chain through the core and its device table (see tracking/device_producer.hpp).
+std::atomic<tracking::DeviceProducer*> g_tracked_producers{nullptr};
+
+void forward_event(std::size_t device, tracking::Action action, uint64_t size_bytes,
+                   uint64_t address, uint8_t raw_action) noexcept {
+  tracking::DeviceProducer* producers = g_tracked_producers.load(std::memory_order_acquire);
+  if (producers != nullptr) {
+    producers[device].on_event(action, size_bytes, address, raw_action,
+                               attribution::current_phase(), attribution::op_for_event());
+  }
+}
+
+void forward_oom(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
+                 uint64_t device_free_bytes) noexcept {
+  AgentState* state = g_state.load(std::memory_order_acquire);
+  if (state == nullptr) return;
+  try {
+    state->core->record_oom(device, requested_bytes, device_total_bytes, device_free_bytes);
+  } catch (...) {
+    // An OOM observer must not throw into torch's allocator; the OOM itself still propagates.
+  }
+  attribution_on_oom(device);
+}
+
+}  // namespace
+
+AgentState* attached_or_null() noexcept {
+  return g_state.load(std::memory_order_acquire);
+}
+
+AgentState& attached() {
+  AgentState* state = g_state.load(std::memory_order_acquire);
+  if (state == nullptr) {
+    throw std::runtime_error("vramscope agent is not attached (call vramscope.attach())");
+  }
+  return *state;
+}
+
+std::size_t checked_device(const AgentState& state, int device) {
+  if (device < 0 || static_cast<std::size_t>(device) >= state.core->device_count()) {
+    throw nb::index_error(("CUDA device " + std::to_string(device) + " out of range: " +
+                           std::to_string(state.core->device_count()) + " tracked")
+                              .c_str());
+  }
+  return static_cast<std::size_t>(device);
+}
+
+std::string attach(double interval_ms, bool publish, int rank, int world_size,
+                   const std::vector<std::string>& device_uuids) {
+  std::lock_guard lock(g_attach_mutex);
+  if (AgentState* state = g_state.load(std::memory_order_acquire)) {
+    if (rank >= 0) state->core->set_rank(rank, world_size);
+    return state->mode;
+  }
+  if (!(interval_ms > 0.0) || interval_ms > 3'600'000.0) {
+    throw nb::value_error("interval_ms must be in (0, 3600000]");
+  }
+  const int device_count = cuda_device_count();
+  if (device_count <= 0) {
+    throw std::runtime_error("CUDA is not available: no CUDA device or driver in this process");
+  }
+  const std::string backend = allocator_backend();
+  const bool pluggable = backend == "pluggable";
+  if (!pluggable && !allocator_initialised()) {
+    throw std::runtime_error(
+        "CUDA is not initialised yet: call torch.cuda.init() (or allocate a CUDA tensor) "
+        "before attaching vramscope");
+  }
+
+  std::vector<std::string> uuids(device_uuids.begin(), device_uuids.end());
+  uuids.resize(static_cast<std::size_t>(device_count));
+  tracking::AgentConfig config;
+  config.pid = static_cast<uint32_t>(::getpid());
+  config.rank = rank;
+  config.world_size = world_size;
+  std::unique_ptr<AgentSegmentWriter> writer;
+  if (publish) {
+    writer = AgentSegmentWriter::create(config.pid, static_cast<uint32_t>(device_count));
+  }
+  tracking::StatsProvider provider;
+  if (pluggable) {
+    // The pluggable allocator rejects getDeviceStats; do not pay for an exception per tick.
+    provider = [](std::size_t) -> std::optional<tracking::TorchStats> { return std::nullopt; };
+  } else {
+    provider = [](std::size_t device) { return read_device_stats(device); };
+  }
+  auto state = std::make_unique<AgentState>();
+  state->core = std::make_unique<tracking::AgentCore>(std::move(uuids), std::move(provider), config,
+                                                      std::move(writer));
+  state->creator_pid = ::getpid();
+  attribution_attach(*state->core);
+
+  // Once torch holds the tracker, the core it feeds must never be freed, even if a later step
+  // of attach() fails.
+  bool tracker_attached = false;
+  struct LeakOnFailure {
+    std::unique_ptr<AgentState>& state;
+    bool& tracker_attached;
+    ~LeakOnFailure() {
+      if (tracker_attached) static_cast<void>(state.release());
+    }
+  } leak_on_failure{state, tracker_attached};
+
+  std::string polling_reason;
+  if (backend != "native") {
+    polling_reason = backend + " allocator has no trace events";
+  } else {
+    g_tracked_producers.store(state->core->producers(), std::memory_order_release);
+    try {
+      attach_trace_tracker(&forward_event, static_cast<std::size_t>(device_count));
+      tracker_attached = true;
+    } catch (const std::exception& error) {
+      g_tracked_producers.store(nullptr, std::memory_order_release);
+      polling_reason = error.what();
+    }
+  }
+  if (polling_reason.empty()) {
+    state->mode = "events";
+    for (int device = 0; device < device_count; ++device) {
+      if (!state->core->seed(static_cast<std::size_t>(device))) {
+        state->mode = "events (device " + std::to_string(device) +
+                      " not seeded: allocations never paused; values are relative to attach)";
+      }
+    }
+  } else {
+    for (int device = 0; device < device_count; ++device) {
+      state->core->set_polling_only(static_cast<std::size_t>(device));
+    }
+    state->mode = "polling: " + polling_reason +
+                  (pluggable ? " (and no device stats: nothing to report)" : "");
+  }
+  if (!pluggable) {
+    try {
+      attach_oom_observer(&forward_oom, static_cast<std::size_t>(device_count));
+    } catch (const std::exception&) {
+      // Without an observer OOMs are still visible as oom events and torch's num_ooms.
+    }
+  }
+  state->thread =
+      std::make_unique<AgentThread>(*state->core, static_cast<int64_t>(interval_ms * 1'000'000.0));
+  std::string mode = state->mode;
+  g_state.store(state.release(), std::memory_order_release);
+  tracker_attached = false;
+  return mode;
+}
+
+void shutdown() {
+  AgentState* state = g_state.load(std::memory_order_acquire);
+  // A fork()ed child inherits the state but not the thread, and must not remove the parent's
+  // segment.
+  if (state == nullptr || state->creator_pid != ::getpid()) return;
+  if (state->thread) {
+    nb::gil_scoped_release release;
+    state->thread->stop();
+  }
+  state->core->close_segment();
+}
+
+void pause_tracking(bool paused) {
+  AgentState& state = attached();
+  if (state.mode.rfind("events", 0) != 0) {
+    throw std::runtime_error("the agent is not tracking events (mode: " + state.mode + ")");
+  }
+  // The tracker stays attached (torch still builds its TraceEntry); only our callback's
+  // work is skipped, so a benchmark can compare vramscope's share in one process.
+  g_tracked_producers.store(paused ? nullptr : state.core->producers(), std::memory_order_release);
+}
+
+}  // namespace vramscope::agent

@@ -1,0 +1,188 @@
+// agent/attribution_tables.cpp -- the ledgers read from Python: per-op, per-module and
+// per-category tables, the lean live-bytes snapshot of step ends, tags and peak restarts
+//
+// Every reader drains the rings first (core.flush), so a table includes every event that
+// happened before the call.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attribution/attributor.hpp"
+#include "attribution/op_registry.hpp"
+#include "attribution_glue.hpp"
+#include "attribution_state.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace vramscope::agent {
+namespace {
+using attribution::Category;
+using attribution::PeakMark;
+using glue::g_attributor;
+using glue::g_calls_at_start;
+using glue::g_registry;
+
+Category parse_category(const std::string& name) {
+  for (std::size_t c = 0; c < attribution::category_count; ++c) {
+    if (attribution::category_name(static_cast<Category>(c)) == name) {
+      return static_cast<Category>(c);
+    }
+  }
+  throw nb::value_error(("unknown category '" + name + "'").c_str());
+}
+
+PeakMark parse_mark(const std::string& name) {
+  if (name == "profile") return PeakMark::Profile;
+  if (name == "step") return PeakMark::Step;
+  throw nb::value_error(("unknown peak mark '" + name + "' (profile or step)").c_str());
+}
+
+}  // namespace
+
+void bind_attribution_tables(nb::module_& m, tracking::AgentCore& (*core_of)()) {
+  m.def(
+      "op_table",
+      [core_of](int device, const std::string& mark) {
+        tracking::AgentCore& core = core_of();
+        const PeakMark peak_mark = parse_mark(mark);
+        std::vector<attribution::OpTotals> rows;
+        core.flush([&] {
+          g_attributor->with_ledger(static_cast<std::size_t>(device),
+                                    [&](attribution::Ledger& l) { rows = l.ops(peak_mark); });
+        });
+        const std::vector<uint64_t> calls = g_registry->call_counts();
+        nb::list out;
+        for (const attribution::OpTotals& r : rows) {
+          const uint64_t before = r.op_id < g_calls_at_start.size() ? g_calls_at_start[r.op_id] : 0;
+          nb::dict d;
+          d["name"] = g_registry->name(r.op_id);
+          d["calls"] = r.op_id < calls.size() ? calls[r.op_id] - before : 0;
+          d["alloc_count"] = r.alloc_count;
+          d["allocated_bytes"] = r.allocated_bytes;
+          d["self_freed_bytes"] = r.self_freed_bytes;
+          d["live_bytes"] = r.live_bytes;
+          d["live_at_peak_bytes"] = r.live_at_peak_bytes;
+          out.append(d);
+        }
+        return out;
+      },
+      "device"_a, "mark"_a = "profile", "Per-op rows of one device ([] before any profile).");
+  m.def(
+      "module_table",
+      [core_of](int device) {
+        std::vector<attribution::ModuleTotals> rows;
+        core_of().flush([&] {
+          g_attributor->with_ledger(static_cast<std::size_t>(device),
+                                    [&](attribution::Ledger& l) { rows = l.modules().rows(); });
+        });
+        nb::list out;
+        for (const attribution::ModuleTotals& r : rows) {
+          nb::dict d;
+          d["module_id"] = r.module_id;
+          d["forward_calls"] = r.forward_calls;
+          d["retained_bytes"] = r.retained_bytes;
+          d["max_retained_bytes"] = r.max_retained_bytes;
+          d["backward_calls"] = r.backward_calls;
+          d["backward_peak_bytes"] = r.backward_peak_bytes;
+          d["live_bytes"] = r.live_bytes;
+          out.append(d);
+        }
+        return out;
+      },
+      "device"_a, "Per-module rows of one device ([] before any profile).");
+  m.def(
+      "live_by_owner",
+      [core_of](int device) {
+        // What the OOM leak evidence keeps at every step end: only owners holding bytes, and no
+        // per-row dicts -- op_table() and module_table() cost ~10x more per step on big models.
+        std::vector<attribution::OpTotals> ops;
+        std::vector<attribution::ModuleTotals> modules;
+        core_of().flush([&] {
+          g_attributor->with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
+            ops = l.ops(PeakMark::Profile);
+            modules = l.modules().rows();
+          });
+        });
+        nb::dict by_op;
+        for (const attribution::OpTotals& r : ops) {
+          if (r.live_bytes > 0 && r.op_id != attribution::before_op_id) {
+            by_op[nb::str(g_registry->name(r.op_id).c_str())] = r.live_bytes;
+          }
+        }
+        nb::dict by_module;
+        for (const attribution::ModuleTotals& r : modules) {
+          if (r.live_bytes > 0) by_module[nb::int_(r.module_id)] = r.live_bytes;
+        }
+        return nb::make_tuple(by_op, by_module);
+      },
+      "device"_a,
+      "({op name: live bytes}, {module id: live bytes}) of one device, owners holding bytes only.");
+  m.def(
+      "attribution_summary",
+      [core_of](int device) {
+        tracking::AgentCore& core = core_of();
+        nb::dict d;
+        core.flush([&] {
+          g_attributor->with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
+            d["live_bytes"] = l.live_bytes();
+            d["peak_bytes"] = l.peak_bytes(PeakMark::Profile);
+            d["step_peak_bytes"] = l.peak_bytes(PeakMark::Step);
+            d["tracked_allocations"] = l.tracked_allocations();
+            d["untracked_free_count"] = l.untracked_free_count();
+          });
+        });
+        return d;
+      },
+      "device"_a, "Ledger totals of one device ({} before any attribution).");
+  m.def(
+      "categories",
+      [core_of](int device, const std::string& mark) {
+        tracking::AgentCore& core = core_of();
+        const PeakMark peak_mark = parse_mark(mark);
+        nb::dict d;
+        core.flush([&] {
+          g_attributor->with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
+            for (const attribution::CategoryTotals& c : l.categories(peak_mark)) {
+              d[std::string(attribution::category_name(c.category)).c_str()] =
+                  nb::make_tuple(c.live_bytes, c.live_at_peak_bytes);
+            }
+          });
+        });
+        return d;
+      },
+      "device"_a, "mark"_a = "step",
+      "{category: (live_bytes, live_at_peak_bytes)} of one device ({} without attribution).");
+  m.def(
+      "tag",
+      [core_of](int device, const std::string& category,
+                const std::vector<std::tuple<uint64_t, uint64_t>>& blocks) {
+        tracking::AgentCore& core = core_of();
+        const Category c = parse_category(category);
+        std::size_t tagged = 0;
+        core.flush([&] {
+          g_attributor->with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
+            for (const auto& [address, size] : blocks) tagged += l.tag(address, size, c) ? 1 : 0;
+          });
+        });
+        return tagged;
+      },
+      "device"_a, "category"_a, "blocks"_a,
+      "Tag live blocks [(data_ptr, nbytes)] with a category; returns how many were tagged.");
+  m.def(
+      "restart_attribution_peak",
+      [core_of](int device, const std::string& mark) {
+        const PeakMark peak_mark = parse_mark(mark);
+        core_of().flush([&] {
+          g_attributor->with_ledger(static_cast<std::size_t>(device),
+                                    [&](attribution::Ledger& l) { l.restart_peak(peak_mark); });
+        });
+      },
+      "device"_a, "mark"_a, "Restart the ledger's 'profile' or 'step' peak of one device.");
+}
+
+}  // namespace vramscope::agent
