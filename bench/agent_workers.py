@@ -129,9 +129,12 @@ def worker_alloc(mode, phases, parts):
     x = torch.randn(256, device="cuda")
 
     def attach(what, interval_ms=10.0):
-        if what == "agent":
+        if what.startswith("agent"):
             import vramscope
-            vramscope.attach(init_cuda=True, interval_ms=interval_ms)
+            vramscope.attach(init_cuda=True,
+                             interval_ms=1000.0 if what == "agent_1s" else interval_ms)
+            if what == "agent_paused":
+                _agent._bench_pause_tracking(True)
         elif what == "noop":
             _agent._bench_attach_noop_tracker()
 
@@ -214,8 +217,12 @@ def worker_alloc(mode, phases, parts):
 # Modes that run a block of steps with nothing attached, then attach, then a second block: the
 # whole cost (torch's tracker included) as a ratio inside one process, which the process-to-process
 # spread of a launch-bound step (±5 %) does not blur. midway_control attaches nothing: it gives
-# the drift from the first block to the second, which the other two are read against.
-MIDWAY_ATTACH = {"midway_control": None, "midway_noop": "noop", "midway_agent": "agent"}
+# the drift from the first block to the second, which the others are read against. Diagnostics:
+# midway_agent_paused attaches the agent and pauses its callback's work at once (everything the
+# agent costs but that work: its thread, the tracker's call into it); midway_agent_1s ticks the
+# agent thread once a second instead of every 10 ms.
+MIDWAY_ATTACH = {"midway_control": "", "midway_noop": "noop", "midway_agent": "agent",
+                 "midway_agent_paused": "agent_paused", "midway_agent_1s": "agent_1s"}
 
 
 def midway_steps(step, synchronize, attach, steps=40, warmup=10):

@@ -4,7 +4,7 @@
 #   tools/gpu/run-suite.sh OUTDIR [PHASE...]
 #     phases: tests record top probe bench (= bench-nvml bench-gpt2 bench-alloc) bench-pairs;
 #     default: all but bench-pairs. A device call is limited to 10 minutes: bench-gpt2 takes ~8
-#     (8 modes x 5 reps x ~11 s), bench-alloc ~4 (4 modes x 10 reps x ~6 s), bench-pairs ~4,
+#     (8 modes x 5 reps x ~11 s), bench-alloc ~8 (6 modes x 10 reps x 5-9 s), bench-pairs ~4,
 #     tests ~4 on one GPU; run them in separate calls.
 #
 # Expects: python3 with torch (CUDA), scikit-build-core and nanobind; the `vramscope` CLI binary on
@@ -81,12 +81,14 @@ if [[ "$what" == *" bench-gpt2 "* ]]; then
     | tee "$out/bench-gpt2.log" | tail -n 14
 fi
 if [[ "$what" == *" bench-alloc "* ]]; then
-  echo "== benchmark: allocator-heavy step (baseline, no-op tracker, agent, agent on/off in one process)"
-  # Launch-bound steps are bimodal per process (~31 or ~45 ms on the H200 VM, every mode):
-  # pin the workers and the stepping thread; agent_toggle measures vramscope's share in-process.
+  echo "== benchmark: allocator-heavy step (in one process: agent on/off, attached midway)"
+  # Launch-bound steps are bimodal per process (~31 or ~45 ms on the H200 VM, every mode), so
+  # process-to-process comparisons are blurred by ±5 %: pin the workers and the stepping thread,
+  # and measure inside each process -- agent_toggle (the callback's work on vs paused) and the
+  # midway modes (nothing, the no-op tracker, the agent, the agent with its work paused).
   python3 bench/bench_agent.py --only alloc --parts heavy --cpus 2-7 --main-cpu 3 --reps 10 \
-    --modes noop_tracker,agent,agent_toggle --json "$out/bench-alloc.json" 2>&1 \
-    | tee "$out/bench-alloc.log" | tail -n 8
+    --modes agent_toggle,midway_control,midway_noop,midway_agent,midway_agent_paused \
+    --json "$out/bench-alloc.json" 2>&1 | tee "$out/bench-alloc.log" | tail -n 14
 fi
 if [[ "$what" == *" bench-pairs "* ]]; then
   echo "== benchmark: alloc/free pairs (C++ and Python loops) and the cost of a read"
