@@ -255,6 +255,28 @@ TEST(AgentCore, PollingOnlyDevicesFollowTheProvider) {
   EXPECT_EQ(view.event_count, 0U);
 }
 
+TEST(AgentCore, TheTrackersProducerPointerFeedsTheCoresDevice) {
+  // The agent's tracker keeps core.producers() and calls DeviceProducer::on_event() itself:
+  // what it feeds must be the device the core reports, and only that device.
+  FakeTorch torch(2);
+  AgentCore core({"GPU-0", "GPU-1"}, torch.provider(), config(), nullptr);
+  ASSERT_TRUE(core.seed(0));
+  ASSERT_TRUE(core.seed(1));
+  DeviceProducer* producers = core.producers();
+  producers[1].on_event(Action::SegmentAlloc, 2 << 20, 0x2000, 3, 0, 0);
+  producers[1].on_event(Action::Alloc, 4096, 0x2000, 0, 0, 0);
+  core.tick();
+  const DeviceStatsView one = core.stats(1);
+  EXPECT_EQ(one.event_count, 2U);
+  EXPECT_EQ(one.reserved_bytes, 2U << 20);
+  EXPECT_EQ(one.requested_bytes, 4096U);
+  ASSERT_EQ(core.recent_events(1).size(), 2U);
+  EXPECT_EQ(core.recent_events(1)[1].address, 0x2000U);
+  EXPECT_EQ(core.stats(0).event_count, 0U);
+  EXPECT_TRUE(core.recent_events(0).empty());
+  EXPECT_EQ(&core.counters(1), &producers[1].counters);
+}
+
 TEST(AgentCore, ConcurrentProducersOnSeveralDevices) {
   // Two allocating threads per device (serialised by the model's lock, as torch serialises
   // callbacks per device), four devices in parallel, and an agent thread ticking and stepping

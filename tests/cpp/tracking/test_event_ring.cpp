@@ -35,6 +35,22 @@ TEST(EventRing, FullRingDropsAndCountsAndKeepsOrder) {
   EXPECT_EQ(ring.size(), 0U);
 }
 
+TEST(EventRing, AfterADrainTheProducerSeesTheFreedRoom) {
+  // The producer keeps its own copy of the tail and reads the consumer's only when the ring
+  // looks full from that copy: a copy left stale by a drain must not cost a single event.
+  EventRing ring(8);
+  std::vector<Event> out;
+  for (uint64_t round = 0; round < 3; ++round) {
+    for (uint64_t n = 0; n < 8; ++n) {
+      EXPECT_TRUE(ring.push(numbered(round * 8 + n))) << "round " << round << " event " << n;
+    }
+    EXPECT_EQ(ring.drain(out), 8U);
+  }
+  EXPECT_EQ(ring.dropped_count(), 0U);
+  ASSERT_EQ(out.size(), 24U);
+  for (uint64_t i = 0; i < 24; ++i) EXPECT_EQ(out[i].address, i);
+}
+
 TEST(EventRing, ConcurrentProducerAndConsumer) {
   // The producer never waits: with a small ring and a busy consumer some events drop, and the
   // consumer sees every other event exactly once, in order.
