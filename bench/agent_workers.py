@@ -173,12 +173,7 @@ def worker_alloc(mode, phases, parts):
     for _ in range(5):
         heavy_step()
     torch.cuda.synchronize()
-    heavy = []
-    for _ in range(30):
-        t0 = time.perf_counter()
-        heavy_step()
-        torch.cuda.synchronize()
-        heavy.append((time.perf_counter() - t0) * 1e3)
+    heavy = timed_steps(heavy_step, torch.cuda.synchronize, 30)
     result = {"heavy_step_ms": statistics.median(heavy), "heavy_step_min_ms": min(heavy)}
     if mode == "agent_toggle":
         result.update(toggled_steps(heavy_step, torch.cuda.synchronize))
@@ -225,17 +220,24 @@ MIDWAY_ATTACH = {"midway_control": "", "midway_noop": "noop", "midway_agent": "a
                  "midway_agent_paused": "agent_paused", "midway_agent_1s": "agent_1s"}
 
 
+def timed_steps(step, synchronize, count):
+    """Wall time of each of `count` steps in ms, each ended by `synchronize` (the GPU's work is
+    part of the step)."""
+    times = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        step()
+        synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
 def midway_steps(step, synchronize, attach, steps=40, warmup=10):
     def block():
         for _ in range(warmup):  # after an attach: the ring's pages, first seen by these steps
             step()
         synchronize()
-        times = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            step()
-            synchronize()
-            times.append((time.perf_counter() - t0) * 1e3)
+        times = timed_steps(step, synchronize, steps)
         return statistics.median(times), min(times)
 
     before, before_min = block()
@@ -259,13 +261,7 @@ def toggled_steps(step, synchronize, rounds=16, steps=3):
             block = {}
             for paused in ((False, True) if r % 2 == 0 else (True, False)):
                 _agent._bench_pause_tracking(paused)
-                times = []
-                for _ in range(steps):
-                    t0 = time.perf_counter()
-                    step()
-                    synchronize()
-                    times.append((time.perf_counter() - t0) * 1e3)
-                block[paused] = statistics.median(times)
+                block[paused] = statistics.median(timed_steps(step, synchronize, steps))
             on.append(block[False])
             off.append(block[True])
             ratios.append(block[False] / block[True])
