@@ -132,9 +132,9 @@ class CacheHeavyWork {
 
 void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
   // Per-event cost when the work between events evicts the callback's state, as in a real
-  // step (the tight loops above keep everything in L1). range(0): 0 no event, 1 counters
-  // only, 2 ring push only (unstamped, as the callback pushes), 3 the whole callback (counters and ring of a
-  // core drained every 10 ms by a second thread, as in the agent).
+  // step (the tight loops above keep everything in L1). range(0): 0 no event, 1 counters only,
+  // 2 ring push only (unstamped, as the callback pushes), 3 the whole callback (counters and
+  // ring of a core drained every 10 ms by a second thread, as in the agent).
   const auto variant = state.range(0);
   AgentConfig config;
   config.ring_capacity = 1U << 16U;

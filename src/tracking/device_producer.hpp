@@ -52,9 +52,7 @@ class DeviceProducers {
   DeviceProducers& operator=(const DeviceProducers&) = delete;
 
   DeviceProducer& operator[](std::size_t device) noexcept { return m_data[device]; }
-  const DeviceProducer& operator[](std::size_t device) const noexcept { return m_data[device]; }
   DeviceProducer* data() noexcept { return m_data; }
-  std::size_t size() const noexcept { return m_count; }
 
  private:
   void destroy() noexcept {
