@@ -173,6 +173,28 @@ void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
 }
 BENCHMARK(BM_CallbackInCacheHeavyLoop)->DenseRange(0, 3)->UseRealTime();
 
+void BM_TickWithPendingEvents(benchmark::State& state) {
+  // One agent-thread tick with range(0) events waiting in the ring (a launch-bound step queues
+  // ~4000 per 10 ms tick): drain, stamp, history, poll, publish. It runs beside the training
+  // thread, so its length is what the agent thread takes from the machine every interval.
+  const auto pending = static_cast<uint64_t>(state.range(0));
+  AgentConfig config;
+  config.ring_capacity = 1U << 16U;
+  AgentCore core({"GPU-bench"}, zero_provider(), config, nullptr);
+  core.seed(0);
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (uint64_t i = 0; i < pending; ++i) {
+      const Action action = pair_actions[i % 3];
+      core.on_event(0, action, 4096, 0x7f0000000000 + 4096 * (i / 3), static_cast<uint8_t>(action));
+    }
+    state.ResumeTiming();
+    core.tick();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(pending));
+}
+BENCHMARK(BM_TickWithPendingEvents)->Arg(0)->Arg(4000)->Unit(benchmark::kMicrosecond);
+
 void BM_RingPushFull(benchmark::State& state) {
   // The overflow path: a full ring must stay as cheap as a successful push.
   EventRing ring(2);
