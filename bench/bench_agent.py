@@ -171,6 +171,9 @@ def main():
     parser.add_argument("--main-cpu", type=int,
                         help="alloc benchmark: pin each worker's main thread to this CPU (one of "
                         "--cpus) after attaching, so the launch-bound step always runs on it")
+    parser.add_argument("--seconds", type=float,
+                        help="time budget: start no repetition that would end after it (judged "
+                        "by the last one), then summarize what ran -- for a device call's limit")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -212,7 +215,14 @@ def main():
         os.environ["VRAMSCOPE_BENCH_MAIN_CPU"] = str(args.main_cpu)
     raw = {kind: {mode: [] for mode in modes} for kind, modes in kinds.items()}
     start = time.monotonic()
+    reps_done = 0
     for rep in range(args.reps):
+        if args.seconds and rep > 0:
+            elapsed = time.monotonic() - start
+            if elapsed + elapsed / rep > args.seconds:
+                print(f"stopping after {rep} repetitions: another would end past --seconds "
+                      f"{args.seconds:.0f}", file=sys.stderr, flush=True)
+                break
         for kind, modes in kinds.items():
             for mode in modes:
                 t0 = time.monotonic()
@@ -220,6 +230,7 @@ def main():
                 # One line per finished process, so a run cut short still leaves its numbers.
                 print(f"{kind}/{mode} rep {rep + 1} ({time.monotonic() - t0:.0f} s): "
                       f"{json.dumps(raw[kind][mode][-1])}", file=sys.stderr, flush=True)
+        reps_done = rep + 1
         print(f"repetition {rep + 1}/{args.reps} done after {time.monotonic() - start:.0f} s",
               file=sys.stderr, flush=True)
     med, table = summarize(raw)
@@ -227,7 +238,7 @@ def main():
     if args.json:
         import torch
         meta = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
-                "reps": args.reps, "seconds": round(time.monotonic() - start, 1),
+                "reps": reps_done, "seconds": round(time.monotonic() - start, 1),
                 "cpus": sorted(cpus) if cpus else None, "main_cpu": args.main_cpu,
                 "parts": parts}
         with open(args.json, "w") as f:

@@ -86,7 +86,7 @@ if [[ "$what" == *" bench-alloc "* ]]; then
   # process-to-process comparisons are blurred by ±5 %: pin the workers and the stepping thread,
   # and measure inside each process -- agent_toggle (the callback's work on vs paused) and the
   # midway modes (nothing, the no-op tracker, the agent, the agent with its work paused).
-  python3 bench/bench_agent.py --only alloc --parts heavy --cpus 2-7 --main-cpu 3 --reps 10 \
+  python3 bench/bench_agent.py --only alloc --parts heavy --cpus 2-7 --main-cpu 3 --reps 10 --seconds 500 \
     --modes agent_toggle,midway_control,midway_noop,midway_agent,midway_agent_paused \
     --json "$out/bench-alloc.json" 2>&1 | tee "$out/bench-alloc.log" | tail -n 14
 fi
