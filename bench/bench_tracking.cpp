@@ -10,6 +10,7 @@
 #include <functional>
 #include <thread>
 
+#include "attribution/op_registry.hpp"
 #include "tracking/agent_core.hpp"
 
 namespace vramscope::tracking {
@@ -130,11 +131,28 @@ class CacheHeavyWork {
   uint64_t m_x = 88172645463325252ULL;
 };
 
+/// The agent's path from torch to its data (agent/torch_hooks.cpp, agent/agent_state.cpp): torch
+/// holds a std::function whose lambda calls a function pointer, which loads the global producer
+/// pointer and the attribution globals (phase, op tracking) before the producer's work.
+std::atomic<DeviceProducer*> g_bench_producers{nullptr};
+
+void bench_forward_event(std::size_t device, Action action, uint64_t size_bytes, uint64_t address,
+                         uint8_t raw_action) noexcept {
+  DeviceProducer* producers = g_bench_producers.load(std::memory_order_acquire);
+  if (producers != nullptr) {
+    producers[device].on_event(action, size_bytes, address, raw_action,
+                               attribution::current_phase(), attribution::op_for_event());
+  }
+}
+
+using BenchSink = void (*)(std::size_t, Action, uint64_t, uint64_t, uint8_t);
+
 void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
   // Per-event cost when the work between events evicts the callback's state, as in a real
   // step (the tight loops above keep everything in L1). range(0): 0 no event, 1 counters only,
   // 2 ring push only (unstamped, as the callback pushes), 3 the whole callback (counters and
-  // ring of a core drained every 10 ms by a second thread, as in the agent).
+  // ring of a core drained every 10 ms by a second thread, as in the agent), 4 the same reached
+  // the agent's way (a std::function, a function pointer, the globals: bench_forward_event).
   const auto variant = state.range(0);
   AgentConfig config;
   config.ring_capacity = 1U << 16U;
@@ -157,6 +175,14 @@ void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
       std::this_thread::sleep_until(deadline);
     }
   });
+  g_bench_producers.store(core.producers());
+  const BenchSink sink = &bench_forward_event;
+  // What torch stores: a lambda holding the sink and the device count (agent/torch_hooks.cpp).
+  const std::function<void(std::size_t, Action, uint64_t)> tracker =
+      [sink, devices = std::size_t{1}](std::size_t device, Action action, uint64_t size) {
+        if (device < devices)
+          sink(device, action, size, 0x7f0000000000, static_cast<uint8_t>(action));
+      };
   CacheHeavyWork work;
   uint64_t i = 0;
   for (auto _ : state) {
@@ -165,13 +191,15 @@ void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
     if (variant == 1) counters.on_event(action, 4096);
     if (variant == 2) ring.push(Event{4096, 0x7f0000000000, 0, action});
     if (variant == 3) core.on_event(0, action, 4096, 0x7f0000000000, static_cast<uint8_t>(action));
+    if (variant == 4) tracker(0, action, 4096);
     ++i;
   }
+  g_bench_producers.store(nullptr);
   stop.store(true);
   agent.join();
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_CallbackInCacheHeavyLoop)->DenseRange(0, 3)->UseRealTime();
+BENCHMARK(BM_CallbackInCacheHeavyLoop)->DenseRange(0, 4)->UseRealTime();
 
 void BM_TickWithPendingEvents(benchmark::State& state) {
   // One agent-thread tick with range(0) events waiting in the ring (a launch-bound step queues
