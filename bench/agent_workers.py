@@ -45,6 +45,53 @@ def _gpt2_model(torch):
     return GPT()
 
 
+def gpt2_training_step(torch):
+    """The GPT-2-small training step of the gpt2 benchmark (model and AdamW built on the GPU)."""
+    with torch.device("cuda"):  # initialise on the GPU: CPU init of 124M parameters is slow
+        model = _gpt2_model(torch)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    batch, seq = 16, 512
+
+    def step():
+        idx = torch.randint(0, 50257, (batch, seq + 1), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(idx[:, :-1])
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
+
+
+def small_ops_step(torch):
+    """The allocator-heavy step: 2000 small elementwise ops on a 1 KiB tensor (launch-bound,
+    4000 allocations, 12000 allocator events)."""
+    x = torch.randn(256, device="cuda")
+
+    def step():
+        y = x
+        for _ in range(2000):
+            y = y * 1.0001 + 0.001
+        return y
+    return step
+
+
+def attach_mode(what, interval_ms=10.0):
+    """Attaches what a mode measures: "agent", "agent_paused" (attached, its callback's work
+    paused), "agent_1s" (ticking once a second), "noop" (an empty trace tracker), or ""."""
+    if what.startswith("agent"):
+        import vramscope
+        vramscope.attach(init_cuda=True,
+                         interval_ms=1000.0 if what == "agent_1s" else interval_ms)
+        if what == "agent_paused":
+            vramscope._agent._bench_pause_tracking(True)
+    elif what == "noop":
+        from vramscope import _agent
+        _agent._bench_attach_noop_tracker()
+    elif what:
+        raise ValueError(f"unknown attach mode {what!r}")
+
+
 def worker_gpt2(mode, phases):
     import torch
 
@@ -60,25 +107,15 @@ def worker_gpt2(mode, phases):
         torch.cuda.memory._record_memory_history(max_entries=100000)
     elif mode == "noop_tracker":
         # torch's own cost of having any trace tracker (it builds a TraceEntry per event).
-        from vramscope import _agent
         torch.cuda.init()
-        _agent._bench_attach_noop_tracker()
+        attach_mode("noop")
     phases.mark("attach")
-    with torch.device("cuda"):  # initialise on the GPU: CPU init of 124M parameters is slow
-        model = _gpt2_model(torch)
+    plain_step = gpt2_training_step(torch)
     phases.mark("model")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    batch, seq = 16, 512
     monitor_ms = []  # what Monitor.step() itself costs (under profile(): leak snapshots too)
 
     def step():
-        idx = torch.randint(0, 50257, (batch, seq + 1), device="cuda")
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(idx[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        plain_step()
         if monitor is not None:
             t0 = time.perf_counter()
             monitor.step()
@@ -126,22 +163,12 @@ def worker_alloc(mode, phases, parts):
     from vramscope import _agent
 
     torch.cuda.init()
-    x = torch.randn(256, device="cuda")
-
-    def attach(what, interval_ms=10.0):
-        if what.startswith("agent"):
-            import vramscope
-            vramscope.attach(init_cuda=True,
-                             interval_ms=1000.0 if what == "agent_1s" else interval_ms)
-            if what == "agent_paused":
-                _agent._bench_pause_tracking(True)
-        elif what == "noop":
-            _agent._bench_attach_noop_tracker()
-
+    heavy_step = small_ops_step(torch)
+    attach = attach_mode
     if mode in ("agent", "agent_1s", "agent_toggle"):
         # agent_1s: the agent thread ticks once a second instead of every 10 ms, which separates
         # the tracker callback's cost from the thread's (draining, polling, publishing).
-        attach("agent", 1000.0 if mode == "agent_1s" else 10.0)
+        attach("agent_1s" if mode == "agent_1s" else "agent")
     elif mode == "noop_tracker":
         attach("noop")
 
@@ -152,12 +179,6 @@ def worker_alloc(mode, phases, parts):
         # the agent's) keep the process's CPUs. A launch-bound step then always runs on the
         # same core, whatever the mode.
         os.sched_setaffinity(0, {int(main_cpu)})
-
-    def heavy_step():
-        y = x
-        for _ in range(2000):
-            y = y * 1.0001 + 0.001
-        return y
 
     if mode in MIDWAY_ATTACH:
         def attach_unpinned():
@@ -218,6 +239,15 @@ def worker_alloc(mode, phases, parts):
 # agent thread once a second instead of every 10 ms.
 MIDWAY_ATTACH = {"midway_control": "", "midway_noop": "noop", "midway_agent": "agent",
                  "midway_agent_paused": "agent_paused", "midway_agent_1s": "agent_1s"}
+
+
+def parse_cpus(text):
+    """"0-3,8" -> {0, 1, 2, 3, 8}."""
+    cpus = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
 
 
 def timed_steps(step, synchronize, count):

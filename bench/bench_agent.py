@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 
-from agent_workers import Phases, worker_alloc, worker_gpt2
+from agent_workers import Phases, parse_cpus, worker_alloc, worker_gpt2
 
 GPT2_MODES = ["baseline", "noop_tracker", "agent", "monitor", "profile_ops", "profile",
               "record_history", "profiler", "seed"]
@@ -66,15 +66,6 @@ def run_worker(kind, mode, parts, cpus):
     if out.returncode != 0:
         raise RuntimeError(f"{kind}/{mode} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def parse_cpus(text):
-    """"0-3,8" -> {0, 1, 2, 3, 8}."""
-    cpus = set()
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        first, _, last = part.partition("-")
-        cpus.update(range(int(first), int(last or first) + 1))
-    return cpus
 
 
 def overhead(value, base):

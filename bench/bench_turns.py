@@ -1,0 +1,195 @@
+# bench/bench_turns.py -- modes measured in turns: every process alive at once, one steps at a time
+"""What the agent costs a step, with the machine's drift paired away.
+
+    python bench/bench_turns.py --step small-ops --cpus 2-7 --main-cpu 3 --json turns.json
+
+On the H200 VM a launch-bound step switches between a fast and a slow state (~31 vs ~45 ms)
+for seconds at a time, in every process, whatever is attached. Fresh processes run one after the
+other therefore differ by ±5 % before anything is measured, and a 3 % goal cannot be judged.
+Here one process per mode (two baselines) starts at once and they take turns: each round every
+process runs a block of steps (the first, after another process had the core and the GPU, is not
+timed) while the others wait on a pipe, in an order that rotates every round. Blocks of one
+round are a fraction of a second apart, so they see the same state: each mode's cost is the
+median over rounds of its block against the baselines' blocks of the same round. The second
+baseline, read the same way, is the control: what the method calls a difference when there is
+none.
+
+Every process pins its stepping thread to --main-cpu (after attaching, so the agent's own thread
+keeps --cpus): whichever process has its turn runs on the same core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from agent_workers import (attach_mode, gpt2_training_step, parse_cpus, small_ops_step,
+                           timed_steps)
+
+# mode -> what attach_mode() attaches
+MODES = {"baseline": "", "noop_tracker": "noop", "agent": "agent", "agent_paused": "agent_paused",
+         "agent_1s": "agent_1s"}
+STEPS = {"small-ops": small_ops_step, "gpt2": gpt2_training_step}
+
+
+# ----------------------------------------------------------------------------- worker side
+def worker(step_name, mode, main_cpu):
+    """Sets up, says "ready", then answers each "run N" with N step times (JSON) until EOF."""
+    import torch
+    torch.cuda.init()
+    attach_mode(MODES[mode])
+    step = STEPS[step_name](torch)
+    if main_cpu is not None:
+        os.sched_setaffinity(0, {main_cpu})  # this thread only; the agent's keeps the process's
+    timed_steps(step, torch.cuda.synchronize, 5)  # warm: caches, the allocator's blocks
+    print("ready", flush=True)
+    for line in sys.stdin:
+        count = int(line.split()[1])
+        step()  # untimed: the core's caches and the GPU were another process's a moment ago
+        torch.cuda.synchronize()
+        print(json.dumps(timed_steps(step, torch.cuda.synchronize, count)), flush=True)
+
+
+# ----------------------------------------------------------------------------- runner side
+class Turn:
+    """One worker process and its pipe."""
+
+    def __init__(self, name, step_name, mode, cpus, main_cpu):
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        command = [sys.executable, __file__, "--worker", mode, "--step", step_name]
+        if main_cpu is not None:
+            command += ["--main-cpu", str(main_cpu)]
+        env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+        self.name, self.mode = name, mode
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env, preexec_fn=pin)
+
+    def expect(self, what):
+        line = self.proc.stdout.readline()
+        if not line:
+            code = self.proc.wait()
+            raise RuntimeError(f"{self.name} exited (code {code}) while {what}")
+        return line
+
+    def run(self, count):
+        self.proc.stdin.write(f"run {count}\n")
+        self.proc.stdin.flush()
+        return json.loads(self.expect(f"running {count} steps"))
+
+    def close(self):
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def ratios_against_baselines(blocks, name, baselines):
+    """Per round: the block median of `name` over the mean of the baselines' (other than `name`)."""
+    out = []
+    for round_blocks in blocks:
+        refs = [round_blocks[b] for b in baselines if b != name]
+        out.append(round_blocks[name] / statistics.fmean(refs) - 1)
+    return out
+
+
+def quartiles_pct(values):
+    q1, q2, q3 = statistics.quantiles(values, n=4)
+    return q1 * 100, q2 * 100, q3 * 100
+
+
+def summarize(turns, blocks):
+    """Markdown rows: each process's cost against the baselines of the same rounds."""
+    baselines = [t.name for t in turns if t.mode == "baseline"]
+    rows = ["| process | step median | vs baselines, same rounds: median (quartiles) |",
+            "|---|---:|---:|"]
+    result = {}
+    for t in turns:
+        ratios = ratios_against_baselines(blocks, t.name, baselines)
+        q1, q2, q3 = quartiles_pct(ratios)
+        step_ms = statistics.median(b[t.name] for b in blocks)
+        label = "control (baseline vs the other)" if t.mode == "baseline" else t.mode
+        rows.append(f"| {t.name}: {label} | {step_ms:.2f} ms | **{q2:+.2f} %** "
+                    f"({q1:+.2f} … {q3:+.2f}) |")
+        result[t.name] = {"mode": t.mode, "step_ms": step_ms, "vs_baselines_pct": q2,
+                          "quartiles_pct": [q1, q3]}
+    return result, "\n".join(rows)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--step", choices=sorted(STEPS), default="small-ops",
+                        help="the step: small-ops (2000 small ops, 12000 allocator events; "
+                        "default) or gpt2 (GPT-2-small training step)")
+    parser.add_argument("--modes", default="noop_tracker,agent",
+                        help=f"modes besides the two baselines, from {sorted(set(MODES) - {'baseline'})} "
+                        "(default noop_tracker,agent)")
+    parser.add_argument("--rounds", type=int, default=150, help="rounds of turns (default 150)")
+    parser.add_argument("--block", type=int, default=3, help="timed steps per turn (default 3)")
+    parser.add_argument("--seconds", type=float,
+                        help="stop starting rounds after this many seconds (a device call's limit)")
+    parser.add_argument("--cpus", default="", help="pin every process to these CPUs, e.g. 2-7")
+    parser.add_argument("--main-cpu", type=int,
+                        help="pin each process's stepping thread to this CPU (one of --cpus)")
+    parser.add_argument("--json", help="write every block and the summary to this file")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.step, args.worker, args.main_cpu)
+        return
+
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = set(modes) - set(MODES) | ({"baseline"} & set(modes))
+    if unknown:
+        parser.error(f"--modes: unknown or reserved {sorted(unknown)}; choose from "
+                     f"{sorted(set(MODES) - {'baseline'})}")
+    if args.rounds < 4 or args.block < 1:
+        parser.error("--rounds must be at least 4 and --block at least 1")
+    cpus = parse_cpus(args.cpus) if args.cpus else None
+    if args.main_cpu is not None and cpus is not None and args.main_cpu not in cpus:
+        parser.error("--main-cpu must be one of --cpus")
+
+    specs = [("baseline-1", "baseline"), ("baseline-2", "baseline")] + [(m, m) for m in modes]
+    turns = [Turn(name, args.step, mode, cpus, args.main_cpu) for name, mode in specs]
+    start = time.monotonic()
+    blocks = []
+    try:
+        for t in turns:
+            while t.expect("starting").strip() != "ready":
+                pass  # anything the setup printed on stdout
+        print(f"{len(turns)} processes ready after {time.monotonic() - start:.0f} s",
+              file=sys.stderr, flush=True)
+        start = time.monotonic()
+        for r in range(args.rounds):
+            if args.seconds and r >= 4:
+                elapsed = time.monotonic() - start
+                if elapsed + elapsed / r > args.seconds:
+                    print(f"stopping after {r} rounds (--seconds)", file=sys.stderr, flush=True)
+                    break
+            shift = r % len(turns)
+            order = turns[shift:] + turns[:shift]
+            if (r // len(turns)) % 2:
+                order.reverse()  # who goes first and who follows whom both vary
+            blocks.append({t.name: statistics.median(t.run(args.block)) for t in order})
+    finally:
+        for t in turns:
+            t.close()
+    result, table = summarize(turns, blocks)
+    print(f"{args.step} step, {len(blocks)} rounds of {args.block} timed steps per process, "
+          f"{time.monotonic() - start:.0f} s")
+    print(table)
+    if args.json:
+        meta = {"step": args.step, "rounds": len(blocks), "block": args.block,
+                "cpus": sorted(cpus) if cpus else None, "main_cpu": args.main_cpu}
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "summary": result, "blocks": blocks}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
