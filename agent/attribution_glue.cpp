@@ -58,9 +58,20 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext* /*context*/) {
   attribution::pop_op(&fn);
 }
 
+/// Drops one hold on the ledgers; the last one stops the event stream.
+void release_ledgers(tracking::AgentCore& core) {
+  core.flush([&] {
+    if (g_attributor->release() && !g_attributor->active()) core.set_streaming(false);
+  });
+}
+
 /// Starts (or joins) the ledgers with the bytes live now as "(before)".
 void acquire_ledgers(tracking::AgentCore& core) {
   core.flush([&] {
+    // Events reach the ring (and the ledgers) only while streaming; outside attribution they go
+    // to the counters and the recorder alone, which keeps the callback off other cores' caches.
+    // Flipped under the core's lock, like release_ledgers(): the two cannot interleave.
+    core.set_streaming(true);
     std::vector<uint64_t> live;
     for (std::size_t d = 0; d < core.device_count(); ++d) {
       live.push_back(core.counters(d).requested_bytes());
@@ -137,14 +148,14 @@ void bind_attribution(nb::module_& m, tracking::AgentCore& (*core_of)()) {
         at::disableCallback(g_enabled_callback);
         attribution::op_tracking.store(false, std::memory_order_relaxed);
         g_op_holds = 0;
-        core.flush([] { g_attributor->release(); });
+        release_ledgers(core);
       },
       "Stop per-op attribution; the tables stay readable.");
   m.def(
       "attribution_acquire", [core_of] { acquire_ledgers(core_of()); },
       "Start (or join) address attribution without op tracking (categories).");
   m.def(
-      "attribution_release", [core_of] { core_of().flush([] { g_attributor->release(); }); },
+      "attribution_release", [core_of] { release_ledgers(core_of()); },
       "Drop one hold taken by attribution_acquire().");
   m.def(
       "attribution_active", [] { return g_attributor != nullptr && g_attributor->active(); },

@@ -78,13 +78,17 @@ def small_ops_step(torch):
 
 def attach_mode(what, interval_ms=10.0):
     """Attaches what a mode measures: "agent", "agent_paused" (attached, its callback's work
-    paused), "agent_1s" (ticking once a second), "noop" (an empty trace tracker), or ""."""
+    paused), "agent_1s" (ticking once a second), "agent_ledgers" (with attribution's ledgers
+    held, as a Monitor with categories does: every event also goes through the ring to the
+    agent thread), "noop" (an empty trace tracker), or ""."""
     if what.startswith("agent"):
         import vramscope
         vramscope.attach(init_cuda=True,
                          interval_ms=1000.0 if what == "agent_1s" else interval_ms)
         if what == "agent_paused":
             vramscope._agent._bench_pause_tracking(True)
+        elif what == "agent_ledgers":
+            vramscope._agent.attribution_acquire()
     elif what == "noop":
         from vramscope import _agent
         _agent._bench_attach_noop_tracker()

@@ -52,11 +52,29 @@ void BM_CallbackCountersOnly(benchmark::State& state) {
 }
 BENCHMARK(BM_CallbackCountersOnly);
 
+void BM_CallbackCountersAndRecorder(benchmark::State& state) {
+  // The callback outside attribution: counters and the recorder (no ring, nothing to drain).
+  AgentCore core({"GPU-bench"}, zero_provider(), AgentConfig{}, nullptr);
+  core.seed(0);
+  std::function<void(Action, uint64_t)> callback = [&](Action action, uint64_t size) {
+    core.on_event(0, action, size, 0x7f0000000000, static_cast<uint8_t>(action));
+  };
+  uint64_t i = 0;
+  for (auto _ : state) {
+    callback(pair_actions[i % 3], 4096);
+    ++i;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CallbackCountersAndRecorder);
+
 void BM_CallbackCountersAndRing(benchmark::State& state) {
+  // The callback while attribution streams events: counters, recorder and ring.
   AgentConfig config;
   config.ring_capacity = 1U << 16U;
   AgentCore core({"GPU-bench"}, zero_provider(), config, nullptr);
   core.seed(0);
+  core.set_streaming(true);
   std::function<void(Action, uint64_t)> callback = [&](Action action, uint64_t size) {
     core.on_event(0, action, size, 0x7f0000000000, static_cast<uint8_t>(action));
   };
@@ -79,13 +97,15 @@ void BM_CallbackCountersAndRing(benchmark::State& state) {
 BENCHMARK(BM_CallbackCountersAndRing);
 
 void BM_CallbackWithTickingAgentThread(benchmark::State& state) {
-  // As in the agent: a second thread drains the ring and polls stats every Arg() microseconds
-  // while the allocating thread pushes. Shows what the concurrent consumer (shared cache lines,
-  // the drained events' history) costs the producer, e.g. in an allocator-heavy step.
+  // As in the agent: a second thread ticks (drains the ring, polls stats, publishes) every
+  // range(0) microseconds while the allocating thread records; range(1): 1 while streaming
+  // (attribution), 0 not. Shows what the concurrent consumer (shared cache lines) costs the
+  // producer, e.g. in an allocator-heavy step.
   AgentConfig config;
   config.ring_capacity = 1U << 16U;
   AgentCore core({"GPU-bench"}, zero_provider(), config, nullptr);
   core.seed(0);
+  core.set_streaming(state.range(1) != 0);
   std::atomic<bool> stop{false};
   const auto interval = std::chrono::microseconds(state.range(0));
   std::thread agent([&] {
@@ -109,7 +129,9 @@ void BM_CallbackWithTickingAgentThread(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   state.counters["dropped"] = static_cast<double>(core.stats(0).dropped_event_count);
 }
-BENCHMARK(BM_CallbackWithTickingAgentThread)->Arg(10000)->Arg(1000)->UseRealTime();
+BENCHMARK(BM_CallbackWithTickingAgentThread)
+    ->ArgsProduct({{10000, 1000}, {0, 1}})
+    ->UseRealTime();
 
 /// ~2.5 us of interpreter and dispatcher work between two allocator events in a launch-bound
 /// step touches about a megabyte: 64 random cache lines of a 1 MiB buffer stand in for it.
@@ -150,14 +172,17 @@ using BenchSink = void (*)(std::size_t, Action, uint64_t, uint64_t, uint8_t);
 void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
   // Per-event cost when the work between events evicts the callback's state, as in a real
   // step (the tight loops above keep everything in L1). range(0): 0 no event, 1 counters only,
-  // 2 ring push only (unstamped, as the callback pushes), 3 the whole callback (counters and
-  // ring of a core drained every 10 ms by a second thread, as in the agent), 4 the same reached
-  // the agent's way (a std::function, a function pointer, the globals: bench_forward_event).
+  // 2 ring push only (as the callback pushes, drained every 10 ms by a second thread), 3 the
+  // whole callback outside attribution (counters and recorder of a core ticked every 10 ms by
+  // a second thread, as in the agent), 4 the same reached the agent's way (a std::function, a
+  // function pointer, the globals: bench_forward_event), 5 as 4 while streaming (attribution:
+  // the ring too).
   const auto variant = state.range(0);
   AgentConfig config;
   config.ring_capacity = 1U << 16U;
   AgentCore core({"GPU-bench"}, zero_provider(), config, nullptr);
   core.seed(0);
+  core.set_streaming(variant == 5);
   DeviceCounters counters;
   EventRing ring(1U << 16U);
   std::vector<Event> drained;
@@ -191,7 +216,7 @@ void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
     if (variant == 1) counters.on_event(action, 4096);
     if (variant == 2) ring.push(Event{4096, 0x7f0000000000, 0, action});
     if (variant == 3) core.on_event(0, action, 4096, 0x7f0000000000, static_cast<uint8_t>(action));
-    if (variant == 4) tracker(0, action, 4096);
+    if (variant >= 4) tracker(0, action, 4096);
     ++i;
   }
   g_bench_producers.store(nullptr);
@@ -199,17 +224,18 @@ void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
   agent.join();
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_CallbackInCacheHeavyLoop)->DenseRange(0, 4)->UseRealTime();
+BENCHMARK(BM_CallbackInCacheHeavyLoop)->DenseRange(0, 5)->UseRealTime();
 
 void BM_TickWithPendingEvents(benchmark::State& state) {
-  // One agent-thread tick with range(0) events waiting in the ring (a launch-bound step queues
-  // ~4000 per 10 ms tick): drain, stamp, history, poll, publish. It runs beside the training
+  // One agent-thread tick with range(0) events waiting in the ring (a launch-bound step under
+  // attribution queues ~4000 per 10 ms tick): drain, poll, publish. It runs beside the training
   // thread, so its length is what the agent thread takes from the machine every interval.
   const auto pending = static_cast<uint64_t>(state.range(0));
   AgentConfig config;
   config.ring_capacity = 1U << 16U;
   AgentCore core({"GPU-bench"}, zero_provider(), config, nullptr);
   core.seed(0);
+  core.set_streaming(true);
   for (auto _ : state) {
     state.PauseTiming();
     for (uint64_t i = 0; i < pending; ++i) {

@@ -33,7 +33,7 @@ from agent_workers import (attach_mode, gpt2_training_step, parse_cpus, small_op
 
 # mode -> what attach_mode() attaches
 MODES = {"baseline": "", "noop_tracker": "noop", "agent": "agent", "agent_paused": "agent_paused",
-         "agent_1s": "agent_1s"}
+         "agent_1s": "agent_1s", "agent_ledgers": "agent_ledgers"}
 STEPS = {"small-ops": small_ops_step, "gpt2": gpt2_training_step}
 
 

@@ -33,7 +33,7 @@ constexpr std::size_t mark_index(PeakMark mark) { return static_cast<std::size_t
 
 AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
                      AgentConfig config, std::unique_ptr<AgentSegmentWriter> writer)
-    : m_producers(device_uuids.size(), config.ring_capacity),
+    : m_producers(device_uuids.size(), config.ring_capacity, config.history_events),
       m_stats(std::move(stats)),
       m_config(config),
       m_writer(std::move(writer)),
@@ -46,7 +46,7 @@ AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
     device.index = i;
     device.counters = &m_producers[i].counters;
     device.ring = &m_producers[i].ring;
-    device.history.resize(std::max<std::size_t>(m_config.history_events, 1));
+    m_producers[i].tick_ns.store(coarse_monotonic_ns(), std::memory_order_relaxed);
   }
   m_scratch.reserve(std::min<std::size_t>(m_config.ring_capacity, 1U << 16U));
 }
@@ -54,6 +54,12 @@ AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
 void AgentCore::set_event_consumer(EventConsumer consumer) {
   std::lock_guard lock(m_mutex);
   m_consumer = std::move(consumer);
+}
+
+void AgentCore::set_streaming(bool on) {
+  for (std::size_t d = 0; d < m_devices.size(); ++d) {
+    m_producers[d].streaming.store(on, std::memory_order_relaxed);
+  }
 }
 
 void AgentCore::set_step_annotator(StepAnnotator annotator) {
@@ -95,14 +101,7 @@ void AgentCore::set_polling_only(std::size_t device) {
 void AgentCore::drain(Device& device) {
   m_scratch.clear();
   device.ring->drain(m_scratch);
-  const int64_t drained_ns = coarse_monotonic_ns();
-  for (Event& event : m_scratch) event.timestamp_ns = drained_ns;
   if (m_consumer && !m_scratch.empty()) m_consumer(device.index, m_scratch);
-  for (const Event& event : m_scratch) {
-    device.history[device.history_next] = event;
-    device.history_next = (device.history_next + 1) % device.history.size();
-    device.history_full = device.history_full || device.history_next == 0;
-  }
 }
 
 void AgentCore::observe(Device& device) {
@@ -131,6 +130,14 @@ void AgentCore::observe(Device& device) {
 
 void AgentCore::tick() {
   std::lock_guard lock(m_mutex);
+  const int64_t coarse_now = coarse_monotonic_ns();
+  for (std::size_t d = 0; d < m_devices.size(); ++d) {
+    // Written only when it changed: each write costs the producer a miss on its line.
+    std::atomic<int64_t>& stamp = m_producers[d].tick_ns;
+    if (stamp.load(std::memory_order_relaxed) != coarse_now) {
+      stamp.store(coarse_now, std::memory_order_relaxed);
+    }
+  }
   const int64_t now = monotonic_ns();
   const bool window_over = now - m_window_started_ns >= m_config.window_ns;
   for (Device& device : m_devices) {
@@ -239,7 +246,7 @@ OomRecord AgentCore::record_oom(std::size_t device, uint64_t requested_bytes,
                                 uint64_t device_total_bytes, uint64_t device_free_bytes) {
   std::lock_guard lock(m_mutex);
   Device& d = m_devices[device];
-  // Drain now so the history ends with the events that led to this OOM.
+  // Drain now so that attribution has the events that led to this OOM.
   drain(d);
   observe(d);
   ++d.oom_count;
@@ -265,17 +272,7 @@ std::optional<OomRecord> AgentCore::last_oom() const {
 }
 
 std::vector<Event> AgentCore::recent_events(std::size_t device) {
-  std::lock_guard lock(m_mutex);
-  Device& d = m_devices[device];
-  drain(d);
-  std::vector<Event> out;
-  if (d.history_full) {
-    out.insert(out.end(), d.history.begin() + static_cast<std::ptrdiff_t>(d.history_next),
-               d.history.end());
-  }
-  out.insert(out.end(), d.history.begin(),
-             d.history.begin() + static_cast<std::ptrdiff_t>(d.history_next));
-  return out;
+  return m_producers[device].recorder.snapshot();
 }
 
 void AgentCore::set_rank(int32_t rank, int32_t world_size) {

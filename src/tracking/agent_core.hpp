@@ -52,9 +52,10 @@ struct AgentConfig {
   int32_t world_size = -1;
   /// Length of the rolling window whose peaks stats() reports.
   int64_t window_ns = 1'000'000'000;
-  /// Events buffered per device between ticks (rounded up to a power of two).
+  /// Events buffered per device between ticks while streaming (rounded up to a power of two).
   std::size_t ring_capacity = 1U << 16U;
-  /// Recent events kept per device for the OOM post-mortem.
+  /// Recent events kept per device for the OOM post-mortem (the recorder's capacity, rounded
+  /// up to a power of two; recent_events() returns up to one less).
   std::size_t history_events = 4096;
 };
 
@@ -104,7 +105,8 @@ class AgentCore {
 
   std::size_t device_count() const { return m_devices.size(); }
 
-  /// The callback's work: counters plus a ring push. Never blocks, allocates or throws.
+  /// The callback's work: counters, the recorder, and a ring push while streaming. Never
+  /// blocks, allocates or throws.
   /// `device` must be < device_count(). `phase` and `op_id` are the attribution context of the
   /// calling thread (0 when not attributing).
   void on_event(std::size_t device, Action action, uint64_t size_bytes, uint64_t address,
@@ -116,9 +118,13 @@ class AgentCore {
   DeviceProducer* producers() noexcept { return m_producers.data(); }
 
   /// Receives every drained batch of a device, on the draining thread with the core's lock held
-  /// (attribution). Set it before events flow; it must not call back into the core.
+  /// (attribution). Set it before events flow; it must not call back into the core. Events reach
+  /// the ring, and so the consumer, only while streaming.
   using EventConsumer = std::function<void(std::size_t device, const std::vector<Event>& events)>;
   void set_event_consumer(EventConsumer consumer);
+  /// Sends every later event of every device through the ring to the consumer (true), or only
+  /// to the counters and the recorder (false, the default: no cross-core traffic per event).
+  void set_streaming(bool on);
   /// Drains every ring now, then runs `then` (may be empty) under the same lock, so that it sees
   /// a consumer that is up to date.
   void flush(const std::function<void()>& then = {});
@@ -135,8 +141,8 @@ class AgentCore {
   /// Marks `device` as tracked by polling only (no tracker could be attached).
   void set_polling_only(std::size_t device);
 
-  /// One agent-thread iteration: drain rings into the history, poll the provider, roll the
-  /// window, publish every device to the segment.
+  /// One agent-thread iteration: stamp the clock events carry, drain rings into the consumer,
+  /// poll the provider, roll the window, publish every device to the segment.
   void tick();
   /// Closes the current step on every device; publishes and returns one record per device.
   std::vector<StepRecord> step();
@@ -149,7 +155,8 @@ class AgentCore {
                        uint64_t device_free_bytes);
   /// The most recent OOM, if any.
   std::optional<OomRecord> last_oom() const;
-  /// The last AgentConfig::history_events events of `device`, oldest first.
+  /// The last events of `device` (up to AgentConfig::history_events - 1), oldest first. Safe
+  /// while events arrive.
   std::vector<Event> recent_events(std::size_t device);
   /// Changes the rank and world size put in later records.
   void set_rank(int32_t rank, int32_t world_size);
@@ -164,7 +171,7 @@ class AgentCore {
 
  private:
   struct Device;
-  /// Drains `device`'s ring into its history (caller holds m_mutex).
+  /// Drains `device`'s ring into the consumer (caller holds m_mutex).
   void drain(Device& device);
   /// Polls the provider and folds allocated (and, when polling, everything) into the marks.
   void observe(Device& device);
@@ -183,10 +190,6 @@ class AgentCore {
     IntervalPeaks last_step_peak;
     IntervalPeaks window_peak;
     uint64_t oom_count = 0;
-    /// Circular history of recent events: `history_next` is where the next one goes.
-    std::vector<Event> history;
-    std::size_t history_next = 0;
-    bool history_full = false;
   };
 
   mutable std::mutex m_mutex;

@@ -2,34 +2,51 @@
 //
 // A launch-bound step runs microseconds of interpreter and dispatcher code between two allocator
 // events, which evicts the callback's state from the near caches: each pointer the callback
-// follows before it reaches its data is a dependent miss. The counters and the ring's producer
-// side of a device therefore live together in one allocation, reached from one pointer (the
-// tracker's), instead of through the core, its device table and two separately allocated objects.
+// follows before it reaches its data is a dependent miss. The counters, the recorder and the
+// ring's producer side of a device therefore live together in one allocation, reached from one
+// pointer (the tracker's), instead of through the core, its device table and separately
+// allocated objects.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <new>
 
 #include "tracking/device_counters.hpp"
+#include "tracking/event_recorder.hpp"
 #include "tracking/event_ring.hpp"
 
 namespace vramscope::tracking {
 
-/// One device's event counters and event ring, side by side.
+/// One device's event counters, event recorder and event ring, side by side.
 struct DeviceProducer {
-  explicit DeviceProducer(std::size_t ring_capacity) : ring(ring_capacity) {}
+  DeviceProducer(std::size_t ring_capacity, std::size_t recorder_capacity)
+      : recorder(recorder_capacity), ring(ring_capacity) {}
 
-  /// The callback's work: counters plus a ring push (see AgentCore::on_event).
+  /// The callback's work: counters, the recorder, and the ring while streaming (see
+  /// AgentCore::on_event).
   void on_event(Action action, uint64_t size_bytes, uint64_t address, uint8_t raw_action,
                 uint8_t phase, uint32_t op_id) noexcept {
     counters.on_event(action, size_bytes);
     // No clock read here: in a launch-bound step the vDSO clock costs ~10 of the callback's
-    // ~35 ns per event (its data page is a miss); the draining thread stamps events instead.
-    ring.push(Event{size_bytes, address, 0, action, raw_action, phase, op_id});
+    // ~35 ns per event (its data page is a miss). The agent thread's last tick is on this line.
+    const Event event{size_bytes, address, tick_ns.load(std::memory_order_relaxed),
+                      action,     raw_action, phase, op_id};
+    recorder.record(event);
+    if (streaming.load(std::memory_order_relaxed)) ring.push(event);
   }
 
   DeviceCounters counters;
+  // One cache line for what every event reads besides the counters: the stamp, the streaming
+  // flag and the recorder's head, mask and storage pointer.
+  /// coarse_monotonic_ns() at the agent thread's last tick: the stamp of events until the next
+  /// one (at most one agent interval before the event, never after it).
+  alignas(64) std::atomic<int64_t> tick_ns{0};
+  /// Set while a consumer (attribution) wants every event through the ring; otherwise only
+  /// the counters and the recorder see them.
+  std::atomic<bool> streaming{false};
+  EventRecorder recorder;
   EventRing ring;
 };
 
@@ -37,11 +54,13 @@ struct DeviceProducer {
 /// holds pointers into it for the life of the process).
 class DeviceProducers {
  public:
-  DeviceProducers(std::size_t count, std::size_t ring_capacity)
+  DeviceProducers(std::size_t count, std::size_t ring_capacity, std::size_t recorder_capacity)
       : m_data(static_cast<DeviceProducer*>(::operator new[](
             count * sizeof(DeviceProducer), std::align_val_t{alignof(DeviceProducer)}))) {
     try {
-      for (; m_count < count; ++m_count) new (m_data + m_count) DeviceProducer(ring_capacity);
+      for (; m_count < count; ++m_count) {
+        new (m_data + m_count) DeviceProducer(ring_capacity, recorder_capacity);
+      }
     } catch (...) {
       destroy();
       throw;

@@ -46,9 +46,10 @@ struct Event {
   uint64_t size_bytes = 0;
   /// TraceEntry::addr_ (for Oom: the device's free bytes).
   uint64_t address = 0;
-  /// coarse_monotonic_ns() when the agent drained the event from the ring (0 until then): at
-  /// most one agent interval (10 ms by default) after the callback ran, never before it. The
-  /// order of events is their ring order; the event history needs no more.
+  /// coarse_monotonic_ns() at the agent thread's last tick before the event: never after the
+  /// callback ran, at most one agent interval (10 ms by default) plus the coarse clock's
+  /// resolution before it. The order of events is their recording order; the OOM post-mortem's
+  /// event history needs no more.
   int64_t timestamp_ns = 0;
   Action action = Action::Unknown;
   /// The raw action value, kept so unknown actions can be reported as they came.

@@ -183,9 +183,9 @@ TEST(AgentCore, OomIsRecordedWithTheEventsLeadingToIt) {
   EXPECT_EQ(core.stats(0).oom_count, 0U);
 
   const std::vector<Event> history = core.recent_events(1);
-  ASSERT_EQ(history.size(), 16U) << "bounded history";
+  ASSERT_EQ(history.size(), 15U) << "bounded history: the recorder's 16 slots less the next one";
   EXPECT_EQ(history.back().action, Action::Oom);
-  EXPECT_EQ(history.front().address, 25U) << "oldest kept first";
+  EXPECT_EQ(history.front().address, 26U) << "oldest kept first";
   EXPECT_TRUE(core.recent_events(0).empty());
 
   auto reader = AgentSegmentReader::create(dir.path());
@@ -197,31 +197,55 @@ TEST(AgentCore, OomIsRecordedWithTheEventsLeadingToIt) {
   EXPECT_EQ(ooms[0].device_free_bytes, 12345U);
 }
 
-TEST(AgentCore, EventsAreStampedWhenDrainedNeverBeforeTheyHappened) {
-  // The callback reads no clock; drain() stamps what it takes from the ring.
+TEST(AgentCore, EventsCarryTheLastTicksClockNeverAfterTheyHappened) {
+  // The callback reads no clock: it copies the coarse clock the agent thread stored at its
+  // last tick, so a stamp is never after its event and at most one tick before it.
   FakeTorch torch(1);
   AgentCore core({"GPU-test"}, torch.provider(), config(), nullptr);
   ASSERT_TRUE(core.seed(0));
-  const int64_t before = coarse_monotonic_ns();
+  const int64_t constructed_by = coarse_monotonic_ns();
   core.on_event(0, Action::Alloc, 512, 0x10, 0);
-  core.tick();  // drains it into the history
-  const int64_t first_drained = coarse_monotonic_ns();
-  // The coarse clock ticks every few ms: wait for its next value, so that the second batch
-  // can only carry a later stamp than the first.
-  while (coarse_monotonic_ns() == first_drained) {
+  // The coarse clock moves every few ms: wait for its next value, so that a tick can only
+  // store a later stamp than the construction did.
+  while (coarse_monotonic_ns() == constructed_by) {
   }
-  const int64_t second_pushed = coarse_monotonic_ns();
+  const int64_t before_tick = coarse_monotonic_ns();
+  core.tick();
+  const int64_t after_tick = coarse_monotonic_ns();
   core.on_event(0, Action::FreeRequested, 512, 0x10, 1);
   core.on_event(0, Action::FreeCompleted, 512, 0x10, 2);
   const std::vector<Event> history = core.recent_events(0);
-  const int64_t after = coarse_monotonic_ns();
   ASSERT_EQ(history.size(), 3U);
-  EXPECT_GE(history[0].timestamp_ns, before);
-  EXPECT_LE(history[0].timestamp_ns, first_drained);
+  EXPECT_LE(history[0].timestamp_ns, constructed_by) << "stamped with the construction's clock";
+  EXPECT_GT(history[0].timestamp_ns, 0);
   for (std::size_t i = 1; i < history.size(); ++i) {
-    EXPECT_GE(history[i].timestamp_ns, second_pushed) << i;
-    EXPECT_LE(history[i].timestamp_ns, after) << i;
+    EXPECT_GE(history[i].timestamp_ns, before_tick) << i;
+    EXPECT_LE(history[i].timestamp_ns, after_tick) << i;
   }
+}
+
+TEST(AgentCore, OnlyStreamingSendsEventsToTheConsumerTheRecorderSeesThemAll) {
+  FakeTorch torch(1);
+  AgentCore core({"GPU-test"}, torch.provider(), config(), nullptr);
+  ASSERT_TRUE(core.seed(0));
+  std::vector<uint64_t> consumed;
+  core.set_event_consumer([&](std::size_t, const std::vector<Event>& events) {
+    for (const Event& e : events) consumed.push_back(e.address);
+  });
+  core.on_event(0, Action::Alloc, 512, 0x1, 0);
+  core.set_streaming(true);
+  core.on_event(0, Action::Alloc, 512, 0x2, 0);
+  core.on_event(0, Action::Alloc, 512, 0x3, 0);
+  core.set_streaming(false);
+  core.on_event(0, Action::Alloc, 512, 0x4, 0);
+  core.tick();
+  EXPECT_EQ(consumed, (std::vector<uint64_t>{0x2, 0x3}));
+  EXPECT_EQ(core.stats(0).requested_bytes, 4 * 512U) << "counters see every event";
+  EXPECT_EQ(core.stats(0).dropped_event_count, 0U);
+  const std::vector<Event> history = core.recent_events(0);
+  ASSERT_EQ(history.size(), 4U);
+  EXPECT_EQ(history.front().address, 0x1U);
+  EXPECT_EQ(history.back().address, 0x4U);
 }
 
 TEST(AgentCore, WindowPeaksRollOver) {
@@ -354,6 +378,7 @@ TEST(AgentCore, StepAnnotatorSeesEveryEventOfTheStepAndPublishesItsBreakdown) {
   ASSERT_TRUE(core.seed(0));
   attribution::Attributor attributor(1);
   ASSERT_TRUE(attributor.acquire({0}));
+  core.set_streaming(true);  // as the agent does while ledgers are held
   core.set_event_consumer([&](std::size_t device, const std::vector<Event>& events) {
     attributor.consume(device, events);
   });

@@ -1,0 +1,73 @@
+// src/tracking/event_recorder.hpp -- the last N allocator events of a device, kept by the producer
+//
+// Why not the ring: an SPSC ring's slot is written by the producer and then read by the agent
+// thread on another core, so every line the producer writes again a lap later must first be
+// taken back from that core (or from memory, once a lap of a 2 MiB ring has left the caches).
+// torch releases its allocator mutex right after the callback, a full fence on x86, so the
+// callback waits out that miss: on the H200 VM the ring push cost ~100 ns per event in a
+// launch-bound step. The recorder instead is a small buffer (4096 events, 128 KiB) that only
+// the producer writes and, as a rule, only the producer touches: it stays in the producer's own
+// cache. It overwrites the oldest event and never drops one. Readers (the OOM post-mortem) copy
+// it while the producer may still write, and keep only the events the producer cannot have
+// overwritten during the copy.
+//
+// Producers are serialised by torch's allocator mutex (see event_ring.hpp), so there is one
+// producer at a time; any number of readers may snapshot concurrently.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tracking/events.hpp"
+
+namespace vramscope::tracking {
+
+/// Fixed-capacity, overwriting record of the most recent events.
+class EventRecorder {
+ public:
+  /// `capacity` is rounded up to a power of two (at least 2); the storage is allocated here.
+  explicit EventRecorder(std::size_t capacity);
+
+  /// Appends `event`, overwriting the oldest one when full. Producer only; never blocks.
+  void record(const Event& event) noexcept {
+    const uint64_t head = m_head.load(std::memory_order_relaxed);
+    // Orders the previous head store before this slot's writes: a reader that sees any word
+    // of this event then sees a head of at least `head` and discards the slot (see snapshot).
+    std::atomic_thread_fence(std::memory_order_release);
+    Slot& slot = m_slots[head & m_mask];
+    slot[0].store(event.size_bytes, std::memory_order_relaxed);
+    slot[1].store(event.address, std::memory_order_relaxed);
+    slot[2].store(static_cast<uint64_t>(event.timestamp_ns), std::memory_order_relaxed);
+    slot[3].store(pack(event), std::memory_order_relaxed);
+    m_head.store(head + 1, std::memory_order_release);
+  }
+
+  /// The kept events, oldest first: at most capacity() - 1 of them (the oldest slot may be the
+  /// one a producer is overwriting). Safe while a producer writes: events it overwrote during
+  /// the copy are left out, so the result may be shorter.
+  std::vector<Event> snapshot() const;
+
+  /// Events recorded since construction.
+  uint64_t recorded_count() const { return m_head.load(std::memory_order_acquire); }
+  std::size_t capacity() const { return m_mask + 1; }
+
+ private:
+  // Four words per event, each an atomic so that a concurrent copy is well defined (relaxed
+  // atomics compile to plain moves). Word 3 packs action, raw action, phase and op id.
+  using Slot = std::array<std::atomic<uint64_t>, 4>;
+  static uint64_t pack(const Event& event) {
+    return static_cast<uint64_t>(event.action) | (uint64_t{event.raw_action} << 8U) |
+           (uint64_t{event.phase} << 16U) | (uint64_t{event.op_id} << 32U);
+  }
+  static Event unpack(const Slot& slot);
+
+  std::atomic<uint64_t> m_head{0};
+  const std::size_t m_mask;
+  const std::unique_ptr<Slot[]> m_slots;
+};
+
+}  // namespace vramscope::tracking
