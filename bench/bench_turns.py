@@ -6,13 +6,17 @@
 On the H200 VM a launch-bound step switches between a fast and a slow state (~31 vs ~45 ms)
 for seconds at a time, in every process, whatever is attached. Fresh processes run one after the
 other therefore differ by ±5 % before anything is measured, and a 3 % goal cannot be judged.
-Here one process per mode (two baselines) starts at once and they take turns: each round every
-process runs a block of steps (the first, after another process had the core and the GPU, is not
-timed) while the others wait on a pipe, in an order that rotates every round. Blocks of one
-round are a fraction of a second apart, so they see the same state: each mode's cost is the
-median over rounds of its block against the baselines' blocks of the same round. The second
-baseline, read the same way, is the control: what the method calls a difference when there is
-none.
+Here --procs processes per mode (baselines included) start at once and take turns: each round
+every process runs a block of steps (the first, after another process had the core and the GPU,
+is not timed) while the others wait on a pipe, in an order that rotates every round. Blocks of
+one round are a fraction of a second apart, so they see the same state. A process's cost is the
+median over rounds of its block against the mean of the baselines' blocks of the same round.
+
+Processes also differ for life (±2.5 % between two baselines on the H200 VM: where their memory
+landed, their CUDA context), so a mode's cost is the mean over its processes, with a standard
+error from the spread of processes within the mode and among the baselines; the baselines read
+the same way show what the method calls a difference when there is none. Workers run without
+address-space randomisation and with a fixed hash seed, which removes some of that spread.
 
 Every process pins its stepping thread to --main-cpu (after attaching, so the agent's own thread
 keeps --cpus): whichever process has its turn runs on the same core.
@@ -21,7 +25,9 @@ keeps --cpus): whichever process has its turn runs on the same core.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -35,6 +41,7 @@ from agent_workers import (attach_mode, gpt2_training_step, parse_cpus, small_op
 MODES = {"baseline": "", "noop_tracker": "noop", "agent": "agent", "agent_paused": "agent_paused",
          "agent_1s": "agent_1s", "agent_ledgers": "agent_ledgers"}
 STEPS = {"small-ops": small_ops_step, "gpt2": gpt2_training_step}
+ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
 
 
 # ----------------------------------------------------------------------------- worker side
@@ -60,14 +67,21 @@ class Turn:
     """One worker process and its pipe."""
 
     def __init__(self, name, step_name, mode, cpus, main_cpu):
-        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        def prepare():  # in the child, before exec
+            if cpus:
+                os.sched_setaffinity(0, cpus)
+            # The same address layout in every worker (Linux personality ADDR_NO_RANDOMIZE):
+            # code and heap alignment then no longer differ from process to process.
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.personality(ADDR_NO_RANDOMIZE)
         command = [sys.executable, __file__, "--worker", mode, "--step", step_name]
         if main_cpu is not None:
             command += ["--main-cpu", str(main_cpu)]
-        env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+        env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+                   PYTHONHASHSEED="0")
         self.name, self.mode = name, mode
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env, preexec_fn=pin)
+                                     text=True, env=env, preexec_fn=prepare)
 
     def expect(self, what):
         line = self.proc.stdout.readline()
@@ -90,35 +104,59 @@ class Turn:
             self.proc.kill()
 
 
-def ratios_against_baselines(blocks, name, baselines):
-    """Per round: the block median of `name` over the mean of the baselines' (other than `name`)."""
-    out = []
-    for round_blocks in blocks:
-        refs = [round_blocks[b] for b in baselines if b != name]
-        out.append(round_blocks[name] / statistics.fmean(refs) - 1)
-    return out
+def process_costs(blocks, baselines):
+    """Per process: the median over rounds of its block against the mean of the baselines'
+    blocks of the same round, minus one."""
+    names = list(blocks[0])
+    costs = {}
+    for name in names:
+        ratios = [b[name] / statistics.fmean(b[x] for x in baselines) - 1 for b in blocks]
+        costs[name] = statistics.median(ratios)
+    return costs
 
 
-def quartiles_pct(values):
-    q1, q2, q3 = statistics.quantiles(values, n=4)
-    return q1 * 100, q2 * 100, q3 * 100
+def mode_estimate(costs, members, baseline_members):
+    """Mean cost of a mode's processes less the baselines' mean, and its standard error from
+    the spread of processes within the mode and among the baselines."""
+    mine = [costs[n] for n in members]
+    base = [costs[n] for n in baseline_members]
+    mean = statistics.fmean(mine) - statistics.fmean(base)
+    variance = 0.0
+    for values in (mine, base):
+        if len(values) > 1:
+            variance += statistics.variance(values) / len(values)
+    return mean, math.sqrt(variance)
 
 
 def summarize(turns, blocks):
-    """Markdown rows: each process's cost against the baselines of the same rounds."""
+    """Markdown rows: each mode's cost against the baselines of the same rounds, then each
+    process's."""
     baselines = [t.name for t in turns if t.mode == "baseline"]
-    rows = ["| process | step median | vs baselines, same rounds: median (quartiles) |",
-            "|---|---:|---:|"]
-    result = {}
+    costs = process_costs(blocks, baselines)
+    modes = list(dict.fromkeys(t.mode for t in turns))
+    rows = ["| mode | processes | step median | vs baselines, same rounds: mean ± standard error |",
+            "|---|---:|---:|---:|"]
+    result = {"modes": {}, "processes": {}}
+    for mode in modes:
+        members = [t.name for t in turns if t.mode == mode]
+        mean, error = mode_estimate(costs, members, baselines)
+        step_ms = statistics.median(statistics.fmean(b[n] for n in members) for b in blocks)
+        if mode == "baseline":
+            # Zero by construction; what shows is how far single processes stray from it.
+            spread = statistics.stdev(costs[n] for n in members)
+            cell = f"zero; processes spread by {spread * 100:.2f} % (standard deviation)"
+        else:
+            cell = f"**{mean * 100:+.2f} % ± {error * 100:.2f}**"
+        rows.append(f"| {mode} | {len(members)} | {step_ms:.2f} ms | {cell} |")
+        result["modes"][mode] = {"processes": len(members), "step_ms": step_ms,
+                                 "vs_baselines_pct": mean * 100, "standard_error_pct": error * 100}
+    rows += ["", "| process | step median | vs baselines, same rounds (median over rounds) |",
+             "|---|---:|---:|"]
     for t in turns:
-        ratios = ratios_against_baselines(blocks, t.name, baselines)
-        q1, q2, q3 = quartiles_pct(ratios)
         step_ms = statistics.median(b[t.name] for b in blocks)
-        label = "control (baseline vs the other)" if t.mode == "baseline" else t.mode
-        rows.append(f"| {t.name}: {label} | {step_ms:.2f} ms | **{q2:+.2f} %** "
-                    f"({q1:+.2f} … {q3:+.2f}) |")
-        result[t.name] = {"mode": t.mode, "step_ms": step_ms, "vs_baselines_pct": q2,
-                          "quartiles_pct": [q1, q3]}
+        rows.append(f"| {t.name} | {step_ms:.2f} ms | {costs[t.name] * 100:+.2f} % |")
+        result["processes"][t.name] = {"mode": t.mode, "step_ms": step_ms,
+                                       "vs_baselines_pct": costs[t.name] * 100}
     return result, "\n".join(rows)
 
 
@@ -128,8 +166,10 @@ def main():
                         help="the step: small-ops (2000 small ops, 12000 allocator events; "
                         "default) or gpt2 (GPT-2-small training step)")
     parser.add_argument("--modes", default="noop_tracker,agent",
-                        help=f"modes besides the two baselines, from {sorted(set(MODES) - {'baseline'})} "
+                        help=f"modes besides the baselines, from {sorted(set(MODES) - {'baseline'})} "
                         "(default noop_tracker,agent)")
+    parser.add_argument("--procs", type=int, default=3,
+                        help="processes per mode, baselines included (default 3, at least 2)")
     parser.add_argument("--rounds", type=int, default=150, help="rounds of turns (default 150)")
     parser.add_argument("--block", type=int, default=3, help="timed steps per turn (default 3)")
     parser.add_argument("--seconds", type=float,
@@ -149,13 +189,15 @@ def main():
     if unknown:
         parser.error(f"--modes: unknown or reserved {sorted(unknown)}; choose from "
                      f"{sorted(set(MODES) - {'baseline'})}")
-    if args.rounds < 4 or args.block < 1:
-        parser.error("--rounds must be at least 4 and --block at least 1")
+    if args.rounds < 4 or args.block < 1 or args.procs < 2:
+        parser.error("--rounds must be at least 4, --block at least 1 and --procs at least 2")
     cpus = parse_cpus(args.cpus) if args.cpus else None
     if args.main_cpu is not None and cpus is not None and args.main_cpu not in cpus:
         parser.error("--main-cpu must be one of --cpus")
 
-    specs = [("baseline-1", "baseline"), ("baseline-2", "baseline")] + [(m, m) for m in modes]
+    # Interleaved by mode (baseline-1, agent-1, baseline-2, agent-2, ...) so that rotating the
+    # order moves every mode through every position.
+    specs = [(f"{m}-{i + 1}", m) for i in range(args.procs) for m in ["baseline", *modes]]
     turns = [Turn(name, args.step, mode, cpus, args.main_cpu) for name, mode in specs]
     start = time.monotonic()
     blocks = []
@@ -181,11 +223,12 @@ def main():
         for t in turns:
             t.close()
     result, table = summarize(turns, blocks)
-    print(f"{args.step} step, {len(blocks)} rounds of {args.block} timed steps per process, "
+    print(f"{args.step} step, {len(turns)} processes, {len(blocks)} rounds of {args.block} timed "
+          f"steps per process, "
           f"{time.monotonic() - start:.0f} s")
     print(table)
     if args.json:
-        meta = {"step": args.step, "rounds": len(blocks), "block": args.block,
+        meta = {"step": args.step, "rounds": len(blocks), "block": args.block, "procs": args.procs,
                 "cpus": sorted(cpus) if cpus else None, "main_cpu": args.main_cpu}
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "summary": result, "blocks": blocks}, f, indent=1)
