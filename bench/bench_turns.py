@@ -45,17 +45,34 @@ ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
 
 
 # ----------------------------------------------------------------------------- worker side
-def worker(step_name, mode, main_cpu):
-    """Sets up, says "ready", then answers each "run N" with N step times (JSON) until EOF."""
+def worker(step_name, mode, main_cpu, midway):
+    """Sets up (attaching at once unless `midway`), says "ready", then answers each "run N" with
+    N step times (JSON) and "attach" with "attached", until EOF."""
     import torch
     torch.cuda.init()
-    attach_mode(MODES[mode])
+    process_cpus = os.sched_getaffinity(0)
+
+    def attach():
+        # Threads inherit their creator's CPUs: the agent's thread gets the process's, and only
+        # the stepping thread is pinned (pid 0: the calling thread).
+        os.sched_setaffinity(0, process_cpus)
+        attach_mode(MODES[mode])
+        if main_cpu is not None:
+            os.sched_setaffinity(0, {main_cpu})
+
     step = STEPS[step_name](torch)
-    if main_cpu is not None:
-        os.sched_setaffinity(0, {main_cpu})  # this thread only; the agent's keeps the process's
+    if not midway:
+        attach()
+    elif main_cpu is not None:
+        os.sched_setaffinity(0, {main_cpu})
     timed_steps(step, torch.cuda.synchronize, 5)  # warm: caches, the allocator's blocks
     print("ready", flush=True)
     for line in sys.stdin:
+        if line.strip() == "attach":
+            attach()
+            timed_steps(step, torch.cuda.synchronize, 5)  # the recorder's and ring's first touch
+            print("attached", flush=True)
+            continue
         count = int(line.split()[1])
         step()  # untimed: the core's caches and the GPU were another process's a moment ago
         torch.cuda.synchronize()
@@ -66,7 +83,7 @@ def worker(step_name, mode, main_cpu):
 class Turn:
     """One worker process and its pipe."""
 
-    def __init__(self, name, step_name, mode, cpus, main_cpu):
+    def __init__(self, name, step_name, mode, cpus, main_cpu, midway):
         def prepare():  # in the child, before exec
             if cpus:
                 os.sched_setaffinity(0, cpus)
@@ -77,6 +94,8 @@ class Turn:
         command = [sys.executable, __file__, "--worker", mode, "--step", step_name]
         if main_cpu is not None:
             command += ["--main-cpu", str(main_cpu)]
+        if midway:
+            command.append("--midway")
         env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                    PYTHONHASHSEED="0")
         self.name, self.mode = name, mode
@@ -89,6 +108,12 @@ class Turn:
             code = self.proc.wait()
             raise RuntimeError(f"{self.name} exited (code {code}) while {what}")
         return line
+
+    def attach(self):
+        self.proc.stdin.write("attach\n")
+        self.proc.stdin.flush()
+        while self.expect("attaching").strip() != "attached":
+            pass
 
     def run(self, count):
         self.proc.stdin.write(f"run {count}\n")
@@ -128,19 +153,26 @@ def mode_estimate(costs, members, baseline_members):
     return mean, math.sqrt(variance)
 
 
-def summarize(turns, blocks):
+def summarize(turns, blocks, attach_round=None):
     """Markdown rows: each mode's cost against the baselines of the same rounds, then each
-    process's."""
+    process's. With `attach_round` (midway), a process's cost is its ratio to the baselines
+    after that round over its ratio before: what is fixed for its life cancels."""
     baselines = [t.name for t in turns if t.mode == "baseline"]
-    costs = process_costs(blocks, baselines)
+    if attach_round is None:
+        costs = process_costs(blocks, baselines)
+    else:
+        before = process_costs(blocks[:attach_round], baselines)
+        after = process_costs(blocks[attach_round:], baselines)
+        costs = {n: (1 + after[n]) / (1 + before[n]) - 1 for n in before}
     modes = list(dict.fromkeys(t.mode for t in turns))
+    timed = blocks if attach_round is None else blocks[attach_round:]  # step medians: after
     rows = ["| mode | processes | step median | vs baselines, same rounds: mean ± standard error |",
             "|---|---:|---:|---:|"]
     result = {"modes": {}, "processes": {}}
     for mode in modes:
         members = [t.name for t in turns if t.mode == mode]
         mean, error = mode_estimate(costs, members, baselines)
-        step_ms = statistics.median(statistics.fmean(b[n] for n in members) for b in blocks)
+        step_ms = statistics.median(statistics.fmean(b[n] for n in members) for b in timed)
         if mode == "baseline":
             # Zero by construction; what shows is how far single processes stray from it.
             spread = statistics.stdev(costs[n] for n in members)
@@ -153,7 +185,7 @@ def summarize(turns, blocks):
     rows += ["", "| process | step median | vs baselines, same rounds (median over rounds) |",
              "|---|---:|---:|"]
     for t in turns:
-        step_ms = statistics.median(b[t.name] for b in blocks)
+        step_ms = statistics.median(b[t.name] for b in timed)
         rows.append(f"| {t.name} | {step_ms:.2f} ms | {costs[t.name] * 100:+.2f} % |")
         result["processes"][t.name] = {"mode": t.mode, "step_ms": step_ms,
                                        "vs_baselines_pct": costs[t.name] * 100}
@@ -168,6 +200,10 @@ def main():
     parser.add_argument("--modes", default="noop_tracker,agent",
                         help=f"modes besides the baselines, from {sorted(set(MODES) - {'baseline'})} "
                         "(default noop_tracker,agent)")
+    parser.add_argument("--midway", action="store_true",
+                        help="start every process unattached and attach halfway (after half of "
+                        "--rounds, or of --seconds): each process is then its own reference, "
+                        "before and after, while the baselines still pair the rounds")
     parser.add_argument("--procs", type=int, default=3,
                         help="processes per mode, baselines included (default 3, at least 2)")
     parser.add_argument("--rounds", type=int, default=150, help="rounds of turns (default 150)")
@@ -181,7 +217,7 @@ def main():
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.step, args.worker, args.main_cpu)
+        worker(args.step, args.worker, args.main_cpu, args.midway)
         return
 
     modes = [m for m in args.modes.split(",") if m]
@@ -198,9 +234,10 @@ def main():
     # Interleaved by mode (baseline-1, agent-1, baseline-2, agent-2, ...) so that rotating the
     # order moves every mode through every position.
     specs = [(f"{m}-{i + 1}", m) for i in range(args.procs) for m in ["baseline", *modes]]
-    turns = [Turn(name, args.step, mode, cpus, args.main_cpu) for name, mode in specs]
+    turns = [Turn(name, args.step, mode, cpus, args.main_cpu, args.midway) for name, mode in specs]
     start = time.monotonic()
     blocks = []
+    attach_round = None
     try:
         for t in turns:
             while t.expect("starting").strip() != "ready":
@@ -209,11 +246,17 @@ def main():
               file=sys.stderr, flush=True)
         start = time.monotonic()
         for r in range(args.rounds):
-            if args.seconds and r >= 4:
-                elapsed = time.monotonic() - start
-                if elapsed + elapsed / r > args.seconds:
-                    print(f"stopping after {r} rounds (--seconds)", file=sys.stderr, flush=True)
-                    break
+            elapsed = time.monotonic() - start
+            if args.seconds and r >= 4 and elapsed + elapsed / r > args.seconds:
+                print(f"stopping after {r} rounds (--seconds)", file=sys.stderr, flush=True)
+                break
+            if args.midway and attach_round is None and (
+                    r == args.rounds // 2 or (args.seconds and elapsed >= args.seconds / 2)):
+                attach_round = r
+                for t in turns:
+                    if t.mode != "baseline":
+                        t.attach()
+                print(f"attached after round {r}", file=sys.stderr, flush=True)
             shift = r % len(turns)
             order = turns[shift:] + turns[:shift]
             if (r // len(turns)) % 2:
@@ -222,13 +265,16 @@ def main():
     finally:
         for t in turns:
             t.close()
-    result, table = summarize(turns, blocks)
+    if args.midway and (attach_round is None or attach_round < 2 or len(blocks) - attach_round < 2):
+        sys.exit("too few rounds before or after the midway attach to compare")
+    result, table = summarize(turns, blocks, attach_round)
+    when = f", attached after round {attach_round}" if args.midway else ""
     print(f"{args.step} step, {len(turns)} processes, {len(blocks)} rounds of {args.block} timed "
-          f"steps per process, "
-          f"{time.monotonic() - start:.0f} s")
+          f"steps per process{when}, {time.monotonic() - start:.0f} s")
     print(table)
     if args.json:
         meta = {"step": args.step, "rounds": len(blocks), "block": args.block, "procs": args.procs,
+                "attach_round": attach_round,
                 "cpus": sorted(cpus) if cpus else None, "main_cpu": args.main_cpu}
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "summary": result, "blocks": blocks}, f, indent=1)

@@ -4,8 +4,8 @@
 #   tools/gpu/run-suite.sh OUTDIR [PHASE...]
 #     phases: tests record top probe bench (= bench-nvml bench-gpt2 bench-alloc) bench-pairs;
 #     default: all but bench-pairs. A device call is limited to 10 minutes: bench-gpt2 takes ~8
-#     (8 modes x 5 reps x ~11 s), bench-alloc ~8 (6 modes x 10 reps x 5-9 s), bench-pairs ~4,
-#     tests ~4 on one GPU; run them in separate calls.
+#     (8 modes x 5 reps x ~11 s), bench-alloc ~5, bench-pairs ~4, tests ~4 on one GPU; run them
+#     in separate calls.
 #
 # Expects: python3 with torch (CUDA), scikit-build-core and nanobind; the `vramscope` CLI binary on
 # PATH or in $VRAMSCOPE_CLI (it can be built elsewhere and copied: it needs only libc and ncurses);
@@ -81,14 +81,14 @@ if [[ "$what" == *" bench-gpt2 "* ]]; then
     | tee "$out/bench-gpt2.log" | tail -n 14
 fi
 if [[ "$what" == *" bench-alloc "* ]]; then
-  echo "== benchmark: allocator-heavy step (in one process: agent on/off, attached midway)"
-  # Launch-bound steps are bimodal per process (~31 or ~45 ms on the H200 VM, every mode), so
-  # process-to-process comparisons are blurred by ±5 %: pin the workers and the stepping thread,
-  # and measure inside each process -- agent_toggle (the callback's work on vs paused) and the
-  # midway modes (nothing, the no-op tracker, the agent, the agent with its work paused).
-  python3 bench/bench_agent.py --only alloc --parts heavy --cpus 2-7 --main-cpu 3 --reps 10 --seconds 500 \
-    --modes agent_toggle,midway_control,midway_noop,midway_agent,midway_agent_paused \
-    --json "$out/bench-alloc.json" 2>&1 | tee "$out/bench-alloc.log" | tail -n 14
+  echo "== benchmark: allocator-heavy step (processes in turns, attached midway)"
+  # Launch-bound steps drift between a fast and a slow state for seconds at a time, and
+  # processes differ for life by a few percent: bench_turns runs every process at once, taking
+  # turns (the baselines pair each round), and attaches halfway (each process its own
+  # reference). ~5 min: 16 processes, 4 steps per turn.
+  python3 bench/bench_turns.py --step small-ops --midway --procs 4 \
+    --modes noop_tracker,agent,agent_ledgers --rounds 200 --seconds 280 --cpus 2-7 --main-cpu 3 \
+    --json "$out/bench-alloc.json" 2>&1 | tee "$out/bench-alloc.log" | tail -n 24
 fi
 if [[ "$what" == *" bench-pairs "* ]]; then
   echo "== benchmark: alloc/free pairs (C++ and Python loops) and the cost of a read"
