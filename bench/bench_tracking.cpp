@@ -129,9 +129,7 @@ void BM_CallbackWithTickingAgentThread(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   state.counters["dropped"] = static_cast<double>(core.stats(0).dropped_event_count);
 }
-BENCHMARK(BM_CallbackWithTickingAgentThread)
-    ->ArgsProduct({{10000, 1000}, {0, 1}})
-    ->UseRealTime();
+BENCHMARK(BM_CallbackWithTickingAgentThread)->ArgsProduct({{10000, 1000}, {0, 1}})->UseRealTime();
 
 /// ~2.5 us of interpreter and dispatcher work between two allocator events in a launch-bound
 /// step touches about a megabyte: 64 random cache lines of a 1 MiB buffer stand in for it.

@@ -1,5 +1,8 @@
 // src/tracking/event_ring.hpp -- bounded, preallocated event queue from the callback to the agent
 //
+// Fed only while a consumer (attribution) wants every event: see event_recorder.hpp for why
+// the callback otherwise stays off it.
+//
 // Single producer at a time, single consumer. The producer is whichever thread torch runs the
 // trace tracker on (the allocating thread, an autograd or NCCL thread, …), but torch holds the
 // device's allocator mutex around every callback, so pushes for one device never overlap and

@@ -14,8 +14,12 @@ namespace {
 /// Event number n, with every field derived from n so that a torn copy cannot pass for a whole
 /// event.
 Event numbered(uint64_t n) {
-  return Event{n, ~n, static_cast<int64_t>(n * 3), static_cast<Action>(n % 6),
-               static_cast<uint8_t>(n * 7), static_cast<uint8_t>(n * 11),
+  return Event{n,
+               ~n,
+               static_cast<int64_t>(n * 3),
+               static_cast<Action>(n % 6),
+               static_cast<uint8_t>(n * 7),
+               static_cast<uint8_t>(n * 11),
                static_cast<uint32_t>(n * 13)};
 }
 
