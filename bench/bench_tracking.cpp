@@ -23,18 +23,24 @@ StatsProvider zero_provider() {
   return [](std::size_t) -> std::optional<TorchStats> { return TorchStats{}; };
 }
 
-void BM_CallbackNoop(benchmark::State& state) {
-  // torch stores trackers as std::function; calling through one is part of every variant.
-  std::function<void(Action, uint64_t)> callback = [](Action action, uint64_t size) {
-    benchmark::DoNotOptimize(action);
-    benchmark::DoNotOptimize(size);
-  };
+/// Calls `callback` once per iteration with the actions of an alloc/free pair in turn (the same
+/// std::function indirection torch puts in front of every tracker).
+void run_pairs(benchmark::State& state, const std::function<void(Action, uint64_t)>& callback) {
   uint64_t i = 0;
   for (auto _ : state) {
     callback(pair_actions[i % 3], 4096);
     ++i;
   }
   state.SetItemsProcessed(state.iterations());
+}
+
+void BM_CallbackNoop(benchmark::State& state) {
+  // torch stores trackers as std::function; calling through one is part of every variant.
+  std::function<void(Action, uint64_t)> callback = [](Action action, uint64_t size) {
+    benchmark::DoNotOptimize(action);
+    benchmark::DoNotOptimize(size);
+  };
+  run_pairs(state, callback);
 }
 BENCHMARK(BM_CallbackNoop);
 
@@ -43,12 +49,7 @@ void BM_CallbackCountersOnly(benchmark::State& state) {
   std::function<void(Action, uint64_t)> callback = [&](Action action, uint64_t size) {
     counters.on_event(action, size);
   };
-  uint64_t i = 0;
-  for (auto _ : state) {
-    callback(pair_actions[i % 3], 4096);
-    ++i;
-  }
-  state.SetItemsProcessed(state.iterations());
+  run_pairs(state, callback);
 }
 BENCHMARK(BM_CallbackCountersOnly);
 
@@ -59,12 +60,7 @@ void BM_CallbackCountersAndRecorder(benchmark::State& state) {
   std::function<void(Action, uint64_t)> callback = [&](Action action, uint64_t size) {
     core.on_event(0, action, size, 0x7f0000000000, static_cast<uint8_t>(action));
   };
-  uint64_t i = 0;
-  for (auto _ : state) {
-    callback(pair_actions[i % 3], 4096);
-    ++i;
-  }
-  state.SetItemsProcessed(state.iterations());
+  run_pairs(state, callback);
 }
 BENCHMARK(BM_CallbackCountersAndRecorder);
 
@@ -119,14 +115,9 @@ void BM_CallbackWithTickingAgentThread(benchmark::State& state) {
   std::function<void(Action, uint64_t)> callback = [&](Action action, uint64_t size) {
     core.on_event(0, action, size, 0x7f0000000000, static_cast<uint8_t>(action));
   };
-  uint64_t i = 0;
-  for (auto _ : state) {
-    callback(pair_actions[i % 3], 4096);
-    ++i;
-  }
+  run_pairs(state, callback);
   stop.store(true);
   agent.join();
-  state.SetItemsProcessed(state.iterations());
   state.counters["dropped"] = static_cast<double>(core.stats(0).dropped_event_count);
 }
 BENCHMARK(BM_CallbackWithTickingAgentThread)->ArgsProduct({{10000, 1000}, {0, 1}})->UseRealTime();
