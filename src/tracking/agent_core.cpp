@@ -235,7 +235,7 @@ DeviceStatsView AgentCore::stats(std::size_t device) {
   view.window_peak = d.window_peak;
   view.event_count = counters.total_event_count();
   view.dropped_event_count = d.ring->dropped_count();
-  view.unknown_event_count = counters.event_count(Action::Unknown);
+  view.unknown_event_count = counters.unknown_event_count();
   view.anomaly_count = counters.anomaly_count();
   view.oom_count = d.oom_count;
   view.polling_only = d.polling_only;

@@ -86,12 +86,13 @@ void DeviceCounters::on_event(Action action, uint64_t size_bytes) noexcept {
     case Action::SegmentUnmap:
       add(m_reserved_raw, m_reserved_base, -size);
       break;
+    case Action::Unknown:
+      bump(m_unknown_events, uint64_t{1});
+      break;
     case Action::Snapshot:
     case Action::Oom:
-    case Action::Unknown:
       break;
   }
-  bump(m_action_counts[static_cast<std::size_t>(action)], uint64_t{1});
   // Release: seed() pairs this with its acquire loads to detect a concurrent event.
   m_total_events.store(m_total_events.load(std::memory_order_relaxed) + 1,
                        std::memory_order_release);

@@ -81,11 +81,9 @@ class DeviceCounters {
   /// Restarts `mark` at the current values and returns the peaks it held.
   EventPeaks restart(PeakMark mark);
 
-  /// Events seen of one action, and of all actions.
-  uint64_t event_count(Action action) const {
-    return m_action_counts[static_cast<std::size_t>(action)].load(std::memory_order_relaxed);
-  }
+  /// Events seen in all, and of actions this build does not know (counted and ignored).
   uint64_t total_event_count() const { return m_total_events.load(std::memory_order_acquire); }
+  uint64_t unknown_event_count() const { return m_unknown_events.load(std::memory_order_relaxed); }
   /// Decrements that would have gone below zero (events from before attach that seeding could
   /// not account for); each was clamped to 0.
   uint64_t anomaly_count() const { return m_anomalies.load(std::memory_order_relaxed); }
@@ -102,19 +100,20 @@ class DeviceCounters {
                     int64_t absolute) noexcept;
 
   // Layout: between two events a training step evicts these from the near caches, so every
-  // line the callback touches is a miss. An alloc or free touches the first line and one line
-  // of the action counts; segment events (rare) also the reserved line.
+  // line the callback touches is a miss. An alloc or free touches the first line only; segment
+  // and unknown events (rare) also the second. (Per-action counts, a line of their own, went:
+  // only the unknown count was ever read.)
   alignas(64) std::atomic<int64_t> m_requested_raw{0};
   std::atomic<int64_t> m_pending_raw{0};
   std::atomic<int64_t> m_requested_base{0};
   std::array<std::atomic<int64_t>, peak_mark_count> m_requested_peaks{};
   std::atomic<uint64_t> m_total_events{0};
   std::atomic<bool> m_seeded{false};
-  alignas(64) std::array<std::atomic<uint64_t>, action_count> m_action_counts{};
   alignas(64) std::atomic<int64_t> m_reserved_raw{0};
   std::atomic<int64_t> m_reserved_base{0};
   std::array<std::atomic<int64_t>, peak_mark_count> m_reserved_peaks{};
   std::atomic<uint64_t> m_anomalies{0};
+  std::atomic<uint64_t> m_unknown_events{0};
   /// torch's peaks at the previous set_polled() (polling mode; called under the agent's lock).
   std::optional<CounterSeed> m_last_polled;
 };
