@@ -4,12 +4,12 @@
 // thread on another core, so every line the producer writes again a lap later must first be
 // taken back from that core (or from memory, once a lap of a 2 MiB ring has left the caches).
 // torch releases its allocator mutex right after the callback, a full fence on x86, so the
-// callback waits out that miss: on the H200 VM the ring push cost ~100 ns per event in a
-// launch-bound step. The recorder instead is a small buffer (4096 events, 128 KiB) that only
-// the producer writes and, as a rule, only the producer touches: it stays in the producer's own
-// cache. It overwrites the oldest event and never drops one. Readers (the OOM post-mortem) copy
-// it while the producer may still write, and keep only the events the producer cannot have
-// overwritten during the copy.
+// callback waits out that miss (docs/benchmarks.md: up to ~0.1 us per event measured in a
+// launch-bound step on the H200 VM). The recorder instead is a small buffer (4096 events,
+// 128 KiB) that only the producer writes and, as a rule, only the producer touches: it stays in
+// the producer's own cache. It overwrites the oldest event and never drops one. Readers (the OOM
+// post-mortem) copy it while the producer may still write, and keep only the events the
+// producer cannot have overwritten during the copy.
 //
 // Producers are serialised by torch's allocator mutex (see event_ring.hpp), so there is one
 // producer at a time; any number of readers may snapshot concurrently.
