@@ -1,7 +1,7 @@
 # bench/bench_turns.py -- modes measured in turns: every process alive at once, one steps at a time
 """What the agent costs a step, with the machine's drift paired away.
 
-    python bench/bench_turns.py --step small-ops --cpus 2-7 --main-cpu 3 --json turns.json
+    python bench/bench_turns.py --step small-ops --midway --procs 4 --cpus 2-7 --main-cpu 3
 
 On the H200 VM a launch-bound step switches between a fast and a slow state (~31 vs ~45 ms)
 for seconds at a time, in every process, whatever is attached. Fresh processes run one after the
@@ -15,8 +15,11 @@ median over rounds of its block against the mean of the baselines' blocks of the
 Processes also differ for life (±2.5 % between two baselines on the H200 VM: where their memory
 landed, their CUDA context), so a mode's cost is the mean over its processes, with a standard
 error from the spread of processes within the mode and among the baselines; the baselines read
-the same way show what the method calls a difference when there is none. Workers run without
-address-space randomisation and with a fixed hash seed, which removes some of that spread.
+the same way show what the method calls a difference when there is none. With --midway every
+process starts unattached and attaches halfway through the rounds: its cost is its ratio to the
+baselines after over before, so what is fixed for its life cancels. Workers run without
+address-space randomisation and with a fixed hash seed, so that layout is not one of the
+differences (whether that narrows the spread is not measured yet).
 
 Every process pins its stepping thread to --main-cpu (after attaching, so the agent's own thread
 keeps --cpus): whichever process has its turn runs on the same core.
