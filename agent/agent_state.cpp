@@ -12,7 +12,6 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "attribution/op_registry.hpp"
 #include "attribution_glue.hpp"
 #include "oom_capture.hpp"
 #include "torch_hooks.hpp"
@@ -24,23 +23,8 @@ namespace vramscope::agent {
 namespace {
 
 std::mutex g_attach_mutex;
-/// Read by the tracker without a lock: set once, after the core is complete.
+/// Read by the OOM observer without a lock: set once, after the core is complete.
 std::atomic<AgentState*> g_state{nullptr};
-
-/// The per-device producers of the core the tracker feeds (core->producers()). Set just before
-/// the tracker is attached (events arriving while attach() finishes must land somewhere valid)
-/// and, like the state, never released. The tracker reads this one pointer and is then at its
-/// data: no chain through the core and its device table (see tracking/device_producer.hpp).
-std::atomic<tracking::DeviceProducer*> g_tracked_producers{nullptr};
-
-void forward_event(std::size_t device, tracking::Action action, uint64_t size_bytes,
-                   uint64_t address, uint8_t raw_action) noexcept {
-  tracking::DeviceProducer* producers = g_tracked_producers.load(std::memory_order_acquire);
-  if (producers != nullptr) {
-    producers[device].on_event(action, size_bytes, address, raw_action,
-                               attribution::current_phase(), attribution::op_for_event());
-  }
-}
 
 void forward_oom(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
                  uint64_t device_free_bytes) noexcept {
@@ -137,12 +121,12 @@ std::string attach(double interval_ms, bool publish, int rank, int world_size,
   if (backend != "native") {
     polling_reason = backend + " allocator has no trace events";
   } else {
-    g_tracked_producers.store(state->core->producers(), std::memory_order_release);
     try {
-      attach_trace_tracker(&forward_event, static_cast<std::size_t>(device_count));
+      // Events arriving while attach() finishes land in the core's producers, which exist
+      // from here on and are never freed once the tracker holds them.
+      attach_trace_tracker(state->core->producers(), static_cast<std::size_t>(device_count));
       tracker_attached = true;
     } catch (const std::exception& error) {
-      g_tracked_producers.store(nullptr, std::memory_order_release);
       polling_reason = error.what();
     }
   }
@@ -195,7 +179,9 @@ void pause_tracking(bool paused) {
   }
   // The tracker stays attached (torch still builds its TraceEntry); only our callback's
   // work is skipped, so a benchmark can compare vramscope's share in one process.
-  g_tracked_producers.store(paused ? nullptr : state.core->producers(), std::memory_order_release);
+  for (std::size_t device = 0; device < state.core->device_count(); ++device) {
+    state.core->producers()[device].paused.store(paused, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace vramscope::agent

@@ -126,7 +126,7 @@ void bind_attribution(nb::module_& m, tracking::AgentCore& (*core_of)()) {
           at::reenableCallback(found->second);
         }
         g_enabled_callback = found->second;
-        attribution::op_tracking.store(true, std::memory_order_relaxed);
+        attribution::event_context.op_tracking.store(true, std::memory_order_relaxed);
         g_op_holds = 1;
         g_calls_at_start = g_registry->call_counts();
         acquire_ledgers(core);
@@ -146,7 +146,7 @@ void bind_attribution(nb::module_& m, tracking::AgentCore& (*core_of)()) {
         std::lock_guard lock(g_ops_mutex);
         if (g_op_holds == 0) return;
         at::disableCallback(g_enabled_callback);
-        attribution::op_tracking.store(false, std::memory_order_relaxed);
+        attribution::event_context.op_tracking.store(false, std::memory_order_relaxed);
         g_op_holds = 0;
         release_ledgers(core);
       },

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "attribution/op_registry.hpp"
+
 namespace vramscope::agent {
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
@@ -87,17 +89,18 @@ uint64_t allocated_bytes_now(std::size_t device) {
   }
 }
 
-void attach_trace_tracker(EventSink sink, std::size_t device_count) {
+void attach_trace_tracker(tracking::DeviceProducer* producers, std::size_t device_count) {
   // Runs on whichever thread allocates or frees, with that device's allocator mutex held:
-  // no GIL, no allocation, no locks, no calls back into the allocator -- only the sink, which
-  // updates atomics and pushes into a preallocated ring.
-  auto tracker = [sink, device_count](const alloc::TraceEntry& entry) {
+  // no GIL, no allocation, no locks, no calls back into the allocator -- only the producer's
+  // relaxed atomics and its preallocated buffers. The closure (two words) fits std::function's
+  // inline storage, which torch reads anyway to make the call.
+  auto tracker = [producers, device_count](const alloc::TraceEntry& entry) {
     const auto device = static_cast<int64_t>(entry.device_);
-    if (device < 0 || static_cast<std::size_t>(device) >= device_count) return;
+    if (device < 0 || static_cast<std::size_t>(device) >= device_count) [[unlikely]] return;
     const auto raw = static_cast<int64_t>(entry.action_);
-    sink(static_cast<std::size_t>(device), tracking::action_from_raw(raw),
-         static_cast<uint64_t>(entry.size_), static_cast<uint64_t>(entry.addr_),
-         static_cast<uint8_t>(raw));
+    producers[device].on_event(tracking::action_from_raw(raw), static_cast<uint64_t>(entry.size_),
+                               static_cast<uint64_t>(entry.addr_), static_cast<uint8_t>(raw),
+                               attribution::current_phase(), attribution::op_for_event());
   };
   try {
     alloc::attachAllocatorTraceTracker(std::move(tracker));

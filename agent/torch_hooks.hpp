@@ -12,6 +12,7 @@
 #include <string>
 
 #include "tracking/agent_core.hpp"
+#include "tracking/device_producer.hpp"
 #include "tracking/events.hpp"
 
 namespace vramscope::agent {
@@ -32,13 +33,12 @@ std::optional<tracking::TorchStats> read_device_stats(std::size_t device) noexce
 /// allocated_bytes.current of `device` (one getDeviceStats copy, ~35 ns). Throws on failure.
 uint64_t allocated_bytes_now(std::size_t device);
 
-/// What the tracker hands to the core for each event.
-using EventSink = void (*)(std::size_t device, tracking::Action action, uint64_t size_bytes,
-                           uint64_t address, uint8_t raw_action) noexcept;
-
-/// Attaches a trace tracker forwarding every event of devices [0, device_count) to `sink`.
+/// Attaches a trace tracker that applies every event of devices [0, device_count) to
+/// `producers[device]`, whose storage must stay valid for the life of the process (torch cannot
+/// detach a tracker). The tracker carries the pointer itself and inlines the producer's work,
+/// so an event costs one call from torch and no global lookup (see tracking/device_producer.hpp).
 /// Throws std::runtime_error when the backend refuses (cudaMallocAsync, pluggable).
-void attach_trace_tracker(EventSink sink, std::size_t device_count);
+void attach_trace_tracker(tracking::DeviceProducer* producers, std::size_t device_count);
 
 /// What the OOM observer hands on: device, rounded request, device total, device free.
 using OomSink = void (*)(std::size_t device, uint64_t requested_bytes,

@@ -142,30 +142,14 @@ class CacheHeavyWork {
   uint64_t m_x = 88172645463325252ULL;
 };
 
-/// The agent's path from torch to its data (agent/torch_hooks.cpp, agent/agent_state.cpp): torch
-/// holds a std::function whose lambda calls a function pointer, which loads the global producer
-/// pointer and the attribution globals (phase, op tracking) before the producer's work.
-std::atomic<DeviceProducer*> g_bench_producers{nullptr};
-
-void bench_forward_event(std::size_t device, Action action, uint64_t size_bytes, uint64_t address,
-                         uint8_t raw_action) noexcept {
-  DeviceProducer* producers = g_bench_producers.load(std::memory_order_acquire);
-  if (producers != nullptr) {
-    producers[device].on_event(action, size_bytes, address, raw_action,
-                               attribution::current_phase(), attribution::op_for_event());
-  }
-}
-
-using BenchSink = void (*)(std::size_t, Action, uint64_t, uint64_t, uint8_t);
-
 void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
   // Per-event cost when the work between events evicts the callback's state, as in a real
   // step (the tight loops above keep everything in L1). range(0): 0 no event, 1 counters only,
   // 2 ring push only (as the callback pushes, drained every 10 ms by a second thread), 3 the
   // whole callback outside attribution (counters and recorder of a core ticked every 10 ms by
-  // a second thread, as in the agent), 4 the same reached the agent's way (a std::function, a
-  // function pointer, the globals: bench_forward_event), 5 as 4 while streaming (attribution:
-  // the ring too).
+  // a second thread, as in the agent), 4 the same reached the agent's way (a std::function
+  // whose closure holds the producers, reading the attribution context: agent/torch_hooks.cpp),
+  // 5 as 4 while streaming (attribution: the ring too).
   const auto variant = state.range(0);
   AgentConfig config;
   config.ring_capacity = 1U << 16U;
@@ -189,13 +173,13 @@ void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
       std::this_thread::sleep_until(deadline);
     }
   });
-  g_bench_producers.store(core.producers());
-  const BenchSink sink = &bench_forward_event;
-  // What torch stores: a lambda holding the sink and the device count (agent/torch_hooks.cpp).
+  // What torch stores: a lambda holding the producers and the device count.
   const std::function<void(std::size_t, Action, uint64_t)> tracker =
-      [sink, devices = std::size_t{1}](std::size_t device, Action action, uint64_t size) {
-        if (device < devices)
-          sink(device, action, size, 0x7f0000000000, static_cast<uint8_t>(action));
+      [producers = core.producers(), devices = std::size_t{1}](std::size_t device, Action action,
+                                                                uint64_t size) {
+        if (device >= devices) return;
+        producers[device].on_event(action, size, 0x7f0000000000, static_cast<uint8_t>(action),
+                                   attribution::current_phase(), attribution::op_for_event());
       };
   CacheHeavyWork work;
   uint64_t i = 0;
@@ -208,7 +192,6 @@ void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
     if (variant >= 4) tracker(0, action, 4096);
     ++i;
   }
-  g_bench_producers.store(nullptr);
   stop.store(true);
   agent.join();
   state.SetItemsProcessed(state.iterations());

@@ -35,8 +35,6 @@ struct OpStack {
 // Plain data with constant initialisation: no TLS init guard on the tracker's hot path.
 constinit thread_local OpStack t_stack{};
 
-std::atomic<uint8_t> g_phase{0};
-
 }  // namespace
 
 OpRegistry::OpRegistry(std::size_t capacity)
@@ -123,9 +121,5 @@ uint32_t current_op() noexcept {
   const OpStack& s = t_stack;
   return s.depth == 0 ? no_op_id : s.ids[s.depth - 1];
 }
-
-void set_phase(uint8_t phase) noexcept { g_phase.store(phase, std::memory_order_relaxed); }
-
-uint8_t current_phase() noexcept { return g_phase.load(std::memory_order_relaxed); }
 
 }  // namespace vramscope::attribution

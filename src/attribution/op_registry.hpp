@@ -60,18 +60,31 @@ void pop_op(const void* key) noexcept;
 /// This thread's innermost op, or 0 (no_op_id).
 uint32_t current_op() noexcept;
 
-/// Set while a profile() tracks ops (its RecordFunction callback is enabled). The tracker reads
-/// the thread's op stack only then: outside a profile the stack is not maintained (it may hold
-/// scopes whose end came after the callback was disabled), and skipping it saves a TLS lookup
-/// per allocator event.
-inline std::atomic<bool> op_tracking{false};
+/// What the tracker stamps on every allocator event besides the producer's own data. Read on
+/// every event and written a few times per step, so both flags share one cache line of their
+/// own, and the reads are inline: the tracker's hot path makes no call for them.
+struct alignas(64) EventContext {
+  /// Set while a profile() tracks ops (its RecordFunction callback is enabled). The tracker
+  /// reads the thread's op stack only then: outside a profile the stack is not maintained (it
+  /// may hold scopes whose end came after the callback was disabled), and skipping it saves a
+  /// TLS lookup per allocator event.
+  std::atomic<bool> op_tracking{false};
+  /// The process-wide training phase (attribution::Phase value).
+  std::atomic<uint8_t> phase{0};
+};
+inline EventContext event_context;
+
 /// The op to stamp on an allocator event now: current_op() while op_tracking, else no_op_id.
 inline uint32_t op_for_event() noexcept {
-  return op_tracking.load(std::memory_order_relaxed) ? current_op() : 0;
+  return event_context.op_tracking.load(std::memory_order_relaxed) ? current_op() : 0;
 }
 
-/// The process-wide training phase (attribution::Phase value) read by the tracker.
-void set_phase(uint8_t phase) noexcept;
-uint8_t current_phase() noexcept;
+/// Sets the training phase the tracker stamps on events from now on.
+inline void set_phase(uint8_t phase) noexcept {
+  event_context.phase.store(phase, std::memory_order_relaxed);
+}
+inline uint8_t current_phase() noexcept {
+  return event_context.phase.load(std::memory_order_relaxed);
+}
 
 }  // namespace vramscope::attribution

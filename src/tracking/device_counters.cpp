@@ -4,84 +4,15 @@
 #include <algorithm>
 
 namespace vramscope::tracking {
-namespace {
 
-/// Producer-only increment: a relaxed load and store, no locked instruction (see header).
-template <typename T>
-void bump(std::atomic<T>& counter, T delta = 1) noexcept {
-  counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
-}
-
-/// Raises one peak mark to `absolute` if that is higher (CAS only when exceeded).
-void raise_mark(std::atomic<int64_t>& mark, int64_t absolute) noexcept {
-  int64_t current = mark.load(std::memory_order_relaxed);
-  while (absolute > current &&
-         !mark.compare_exchange_weak(current, absolute, std::memory_order_relaxed)) {
-  }
-}
-
-int64_t signed_size(uint64_t size_bytes) noexcept {
-  // A size above 2^63 is not a real allocation; saturate rather than wrap.
-  return size_bytes > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
-                                                        : static_cast<int64_t>(size_bytes);
-}
-
-}  // namespace
-
-void DeviceCounters::raise(std::array<std::atomic<int64_t>, peak_mark_count>& marks,
-                           int64_t absolute) noexcept {
-  // Writes only when a peak is exceeded, which is rare once a program reaches steady state.
-  for (std::atomic<int64_t>& mark : marks) raise_mark(mark, absolute);
-}
-
-void DeviceCounters::add(std::atomic<int64_t>& raw, std::atomic<int64_t>& base,
-                         int64_t delta) noexcept {
-  const int64_t updated = raw.load(std::memory_order_relaxed) + delta;
-  raw.store(updated, std::memory_order_relaxed);
-  if (delta >= 0 || !m_seeded.load(std::memory_order_acquire)) return;
-  const int64_t absolute = updated + base.load(std::memory_order_relaxed);
-  if (absolute < 0) {
-    // A free whose allocation predates what seeding accounted for: clamp at zero by moving
-    // the offset, and count it so that tests and stats() can show it happened.
-    base.store(base.load(std::memory_order_relaxed) - absolute, std::memory_order_relaxed);
-    bump(m_anomalies, uint64_t{1});
-  }
-}
-
-void DeviceCounters::on_event(Action action, uint64_t size_bytes) noexcept {
-  const int64_t size = signed_size(size_bytes);
+void DeviceCounters::on_rare_event(Action action, int64_t size) noexcept {
   switch (action) {
-    case Action::Alloc:
-      add(m_requested_raw, m_requested_base, size);
-      raise(m_requested_peaks, m_requested_raw.load(std::memory_order_relaxed) +
-                                   m_requested_base.load(std::memory_order_relaxed));
-      break;
-    case Action::FreeRequested:
-      bump(m_pending_raw, size);
-      if (requested_release_action == Action::FreeRequested) {
-        add(m_requested_raw, m_requested_base, -size);
-      }
-      break;
-    case Action::FreeCompleted: {
-      const int64_t pending = m_pending_raw.load(std::memory_order_relaxed) - size;
-      if (pending < 0) {
-        // Its FREE_REQUESTED came before we attached.
-        m_pending_raw.store(0, std::memory_order_relaxed);
-        bump(m_anomalies, uint64_t{1});
-      } else {
-        m_pending_raw.store(pending, std::memory_order_relaxed);
-      }
-      if (requested_release_action == Action::FreeCompleted) {
-        add(m_requested_raw, m_requested_base, -size);
-      }
+    case Action::SegmentAlloc:
+    case Action::SegmentMap: {
+      const int64_t raw = add(m_reserved_raw, m_reserved_base, size);
+      raise(m_reserved_peaks, raw + m_reserved_base.load(std::memory_order_relaxed));
       break;
     }
-    case Action::SegmentAlloc:
-    case Action::SegmentMap:
-      add(m_reserved_raw, m_reserved_base, size);
-      raise(m_reserved_peaks, m_reserved_raw.load(std::memory_order_relaxed) +
-                                  m_reserved_base.load(std::memory_order_relaxed));
-      break;
     case Action::SegmentFree:
     case Action::SegmentUnmap:
       add(m_reserved_raw, m_reserved_base, -size);
@@ -89,13 +20,24 @@ void DeviceCounters::on_event(Action action, uint64_t size_bytes) noexcept {
     case Action::Unknown:
       bump(m_unknown_events, uint64_t{1});
       break;
+    case Action::Alloc:
+    case Action::FreeRequested:
+    case Action::FreeCompleted:  // handled inline by on_event()
     case Action::Snapshot:
     case Action::Oom:
       break;
   }
-  // Release: seed() pairs this with its acquire loads to detect a concurrent event.
-  m_total_events.store(m_total_events.load(std::memory_order_relaxed) + 1,
-                       std::memory_order_release);
+}
+
+void DeviceCounters::on_unmatched_completion() noexcept {
+  m_pending_raw.store(0, std::memory_order_relaxed);
+  bump(m_anomalies, uint64_t{1});
+}
+
+void DeviceCounters::clamp_to_zero(std::atomic<int64_t>& base, int64_t raw) noexcept {
+  // Counted so that tests and stats() can show it happened.
+  base.store(-raw, std::memory_order_relaxed);
+  bump(m_anomalies, uint64_t{1});
 }
 
 bool DeviceCounters::seed(const std::function<std::optional<CounterSeed>()>& read_torch,

@@ -57,8 +57,35 @@ struct EventPeaks {
 class DeviceCounters {
  public:
   /// Applies one event. Called with the device's allocator mutex held (see file comment);
-  /// never blocks, allocates or throws.
-  void on_event(Action action, uint64_t size_bytes) noexcept;
+  /// never blocks, allocates or throws. Inline, as the tracker's whole hot path is (see
+  /// device_producer.hpp): allocations and frees make no call; segment events do.
+  void on_event(Action action, uint64_t size_bytes) noexcept {
+    const int64_t size = signed_size(size_bytes);
+    if (action == Action::Alloc) {
+      const int64_t raw = add(m_requested_raw, m_requested_base, size);
+      raise(m_requested_peaks, raw + m_requested_base.load(std::memory_order_relaxed));
+    } else if (action == Action::FreeRequested) {
+      bump(m_pending_raw, size);
+      if constexpr (requested_release_action == Action::FreeRequested) {
+        add(m_requested_raw, m_requested_base, -size);
+      }
+    } else if (action == Action::FreeCompleted) {
+      const int64_t pending = m_pending_raw.load(std::memory_order_relaxed) - size;
+      if (pending < 0) [[unlikely]] {
+        on_unmatched_completion();
+      } else {
+        m_pending_raw.store(pending, std::memory_order_relaxed);
+      }
+      if constexpr (requested_release_action == Action::FreeCompleted) {
+        add(m_requested_raw, m_requested_base, -size);
+      }
+    } else {
+      on_rare_event(action, size);
+    }
+    // Release: seed() pairs this with its acquire loads to detect a concurrent event.
+    m_total_events.store(m_total_events.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_release);
+  }
 
   /// Finds absolute values: reads `read_torch` (which must take the same lock the producer
   /// runs under, as getDeviceStats does) between two reads of the event count, and retries
@@ -93,11 +120,48 @@ class DeviceCounters {
     const int64_t v = raw.load(std::memory_order_relaxed) + base.load(std::memory_order_relaxed);
     return v > 0 ? static_cast<uint64_t>(v) : 0;
   }
-  /// raw += delta (producer only); clamps the absolute value at 0 once seeded.
-  void add(std::atomic<int64_t>& raw, std::atomic<int64_t>& base, int64_t delta) noexcept;
-  /// Raises each mark of `marks` to `absolute` if it is higher (CAS only when exceeded).
+  static int64_t signed_size(uint64_t size_bytes) noexcept {
+    // A size above 2^63 is not a real allocation; saturate rather than wrap.
+    return size_bytes > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                         : static_cast<int64_t>(size_bytes);
+  }
+  /// Producer-only increment: a relaxed load and store, no locked instruction (see file comment).
+  template <typename T>
+  static void bump(std::atomic<T>& counter, T delta) noexcept {
+    counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  }
+  /// raw += delta (producer only) and returns the new raw value; clamps the absolute value at
+  /// 0 once seeded.
+  int64_t add(std::atomic<int64_t>& raw, std::atomic<int64_t>& base, int64_t delta) noexcept {
+    const int64_t updated = raw.load(std::memory_order_relaxed) + delta;
+    raw.store(updated, std::memory_order_relaxed);
+    if (delta < 0 && updated + base.load(std::memory_order_relaxed) < 0 &&
+        m_seeded.load(std::memory_order_acquire)) [[unlikely]] {
+      clamp_to_zero(base, updated);
+    }
+    return updated;
+  }
+  /// Raises one peak mark to `absolute` if that is higher (CAS only when exceeded).
+  static void raise_mark(std::atomic<int64_t>& mark, int64_t absolute) noexcept {
+    int64_t current = mark.load(std::memory_order_relaxed);
+    while (absolute > current &&
+           !mark.compare_exchange_weak(current, absolute, std::memory_order_relaxed)) {
+    }
+  }
+  /// Raises each mark of `marks` to `absolute` if it is higher. Writes only when a peak is
+  /// exceeded, which is rare once a program reaches steady state.
   static void raise(std::array<std::atomic<int64_t>, peak_mark_count>& marks,
-                    int64_t absolute) noexcept;
+                    int64_t absolute) noexcept {
+    for (std::atomic<int64_t>& mark : marks) raise_mark(mark, absolute);
+  }
+  // Out of line: rare, and kept off the hot path's instruction lines.
+  /// Segment, unknown, snapshot and OOM events.
+  void on_rare_event(Action action, int64_t size) noexcept;
+  /// A FREE_COMPLETED whose FREE_REQUESTED came before attach.
+  void on_unmatched_completion() noexcept;
+  /// A free took the absolute value below 0 (its allocation predates what seeding accounted
+  /// for): moves the offset so that the value is 0.
+  void clamp_to_zero(std::atomic<int64_t>& base, int64_t raw) noexcept;
 
   // Layout: between two events a training step evicts these from the near caches, so every
   // line the callback touches is a miss. An alloc or free touches the first line only; segment

@@ -2,10 +2,11 @@
 //
 // A launch-bound step runs microseconds of interpreter and dispatcher code between two allocator
 // events, which evicts the callback's state from the near caches: each pointer the callback
-// follows before it reaches its data is a dependent miss. The counters, the recorder and the
-// ring's producer side of a device therefore live together in one allocation, reached from one
-// pointer (the tracker's), instead of through the core, its device table and separately
-// allocated objects.
+// follows before it reaches its data is a dependent miss, and each separate function it calls
+// is an instruction line (and often a page) to fetch again. The counters, the recorder and the
+// ring's producer side of a device therefore live together in one allocation, reached from a
+// pointer the tracker carries in its own closure, and on_event() inlines whole into the
+// tracker (agent/torch_hooks.cpp): an allocation or free runs one function and makes no call.
 #pragma once
 
 #include <atomic>
@@ -28,6 +29,8 @@ struct DeviceProducer {
   /// AgentCore::on_event).
   void on_event(Action action, uint64_t size_bytes, uint64_t address, uint8_t raw_action,
                 uint8_t phase, uint32_t op_id) noexcept {
+    if (paused.load(std::memory_order_relaxed)) [[unlikely]]
+      return;
     counters.on_event(action, size_bytes);
     // No clock read here: in a launch-bound step the vDSO clock costs ~10 of the callback's
     // ~35 ns per event (its data page is a miss). The stamp is the agent thread's last tick,
@@ -39,14 +42,18 @@ struct DeviceProducer {
   }
 
   DeviceCounters counters;
-  // One cache line for what every event reads besides the counters: the stamp, the streaming
-  // flag and the recorder's head, mask and storage pointer.
+  // One cache line for what every event reads besides the counters: the stamp, the flags and
+  // the recorder's head, mask and storage pointer.
   /// coarse_monotonic_ns() at the agent thread's last tick: the stamp of events until the next
   /// one (at most one agent interval before the event, never after it).
   alignas(64) std::atomic<int64_t> tick_ns{0};
   /// Set while a consumer (attribution) wants every event through the ring; otherwise only
   /// the counters and the recorder see them.
   std::atomic<bool> streaming{false};
+  /// Benchmark support (vramscope._agent._bench_pause_tracking): while set, events are ignored,
+  /// so that one process can time its steps with and without vramscope's share of the callback
+  /// (torch's own share, building the TraceEntry and calling the tracker, stays).
+  std::atomic<bool> paused{false};
   EventRecorder recorder;
   EventRing ring;
 };

@@ -5,6 +5,8 @@
 import ast
 import importlib
 import pathlib
+import shutil
+import subprocess
 
 import pytest
 
@@ -73,3 +75,24 @@ def test_a_built_extension_imports():
         pytest.skip("the agent extension is not built")
     importlib.import_module("vramscope._agent")  # ImportError names a missing symbol
 
+
+
+def test_the_extension_exports_only_its_entry_point():
+    """Every exported function of a shared library is interposable, so calls to it from inside
+    the library go through the PLT; the tracker's hot path once made three such calls per
+    allocator event (agent/CMakeLists.txt). The core's symbols must stay hidden."""
+    package = pathlib.Path(vramscope.__file__).parent
+    built = list(package.glob("_agent*.so"))
+    if not built:
+        pytest.skip("the agent extension is not built")
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("binutils' nm is not installed")
+    listing = subprocess.run([nm, "-D", "-C", "--defined-only", str(built[0])],
+                             capture_output=True, text=True, check=True).stdout
+    exported = [line.split(maxsplit=2)[2] for line in listing.splitlines()
+                if len(line.split(maxsplit=2)) == 3]
+    assert "PyInit__agent" in exported
+    # (Instantiations of std templates over our types keep libstdc++'s default visibility.)
+    ours = [name for name in exported if name.startswith("vramscope::")]
+    assert ours == [], f"vramscope symbols exported from {built[0].name}: {ours[:5]}"

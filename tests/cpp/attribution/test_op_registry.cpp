@@ -60,13 +60,13 @@ TEST(OpStack, EventsCarryTheOpOnlyWhileOpsAreTracked) {
   int scope = 0;
   push_op(&scope, 9);
   ASSERT_EQ(current_op(), 9U);
-  op_tracking.store(false);
+  event_context.op_tracking.store(false);
   EXPECT_EQ(op_for_event(), no_op_id) << "stale scope stamped outside a profile";
-  op_tracking.store(true);
+  event_context.op_tracking.store(true);
   EXPECT_EQ(op_for_event(), 9U);
   std::thread other([] { EXPECT_EQ(op_for_event(), no_op_id); });  // its own, empty stack
   other.join();
-  op_tracking.store(false);
+  event_context.op_tracking.store(false);
   pop_op(&scope);
   EXPECT_EQ(current_op(), no_op_id);
 }

@@ -301,6 +301,25 @@ TEST(AgentCore, TheTrackersProducerPointerFeedsTheCoresDevice) {
   EXPECT_EQ(&core.counters(1), &producers[1].counters);
 }
 
+TEST(AgentCore, APausedProducerIgnoresEventsUntilResumed) {
+  // The benchmark's pause (vramscope._agent._bench_pause_tracking) must drop vramscope's whole
+  // share of an event, counters and recorder alike, and resuming must count again.
+  FakeTorch torch(1);
+  AgentCore core({"GPU-0"}, torch.provider(), config(), nullptr);
+  ASSERT_TRUE(core.seed(0));
+  DeviceProducer& producer = core.producers()[0];
+  producer.paused.store(true);
+  producer.on_event(Action::Alloc, 4096, 0x1000, 0, 0, 0);
+  EXPECT_EQ(core.counters(0).total_event_count(), 0U);
+  EXPECT_TRUE(core.recent_events(0).empty());
+  producer.paused.store(false);
+  producer.on_event(Action::Alloc, 512, 0x2000, 0, 0, 0);
+  core.tick();
+  EXPECT_EQ(core.stats(0).requested_bytes, 512U);
+  ASSERT_EQ(core.recent_events(0).size(), 1U);
+  EXPECT_EQ(core.recent_events(0)[0].address, 0x2000U);
+}
+
 TEST(AgentCore, ConcurrentProducersOnSeveralDevices) {
   // Two allocating threads per device (serialised by the model's lock, as torch serialises
   // callbacks per device), four devices in parallel, and an agent thread ticking and stepping
