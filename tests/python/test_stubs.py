@@ -79,7 +79,7 @@ def test_a_built_extension_imports():
 
 def test_the_extension_exports_only_its_entry_point():
     """Every exported function of a shared library is interposable, so calls to it from inside
-    the library go through the PLT; the tracker's hot path once made three such calls per
+    the library go through the PLT; the tracker's hot path once made two such calls per
     allocator event (agent/CMakeLists.txt). The core's symbols must stay hidden."""
     package = pathlib.Path(vramscope.__file__).parent
     built = list(package.glob("_agent*.so"))
