@@ -179,6 +179,21 @@ void AgentCore::reset_peak(std::size_t device) {
   d.counters->restart(PeakMark::Global);
 }
 
+void AgentCore::restart_profile_peaks() {
+  std::lock_guard lock(m_mutex);
+  for (Device& device : m_devices) {
+    observe(device);
+    device.counters->restart(PeakMark::Profile);
+  }
+}
+
+IntervalPeaks AgentCore::profile_peaks(std::size_t device) {
+  std::lock_guard lock(m_mutex);
+  Device& d = m_devices[device];
+  observe(d);
+  return interval_peaks(d.counters->peaks(PeakMark::Profile));
+}
+
 DeviceStatsView AgentCore::stats(std::size_t device) {
   std::lock_guard lock(m_mutex);
   Device& d = m_devices[device];

@@ -159,6 +159,9 @@ class AgentCore {
   std::vector<StepRecord> step();
   /// Restarts vramscope's global peaks of `device` at the current values (torch's untouched).
   void reset_peak(std::size_t device);
+  /// Restarts every device's profile peaks (vramscope.profile() starts), and reads them.
+  void restart_profile_peaks();
+  IntervalPeaks profile_peaks(std::size_t device);
   /// Current view of one device (polls the provider first, so allocated is fresh).
   DeviceStatsView stats(std::size_t device);
   /// Records an OOM seen by torch's observer on `device`; publishes it and returns it.

@@ -125,9 +125,7 @@ bool DeviceCounters::seed(const std::function<std::optional<CounterSeed>()>& rea
     m_seeded.store(true, std::memory_order_release);
     // Marks collected before seeding were in delta units: restart them all. The global mark
     // starts at torch's peak so that our max_memory_* agree with torch's at attach.
-    restart(PeakMark::Global);
-    restart(PeakMark::Step);
-    restart(PeakMark::Window);
+    for (std::size_t m = 0; m < peak_mark_count; ++m) restart(static_cast<PeakMark>(m));
     raise_mark(m_reserved_peaks[0], signed_size(torch->peak_reserved_bytes));
     raise_mark(m_requested_peaks[0], signed_size(torch->peak_requested_bytes));
     raise_mark(m_allocated_peaks[0], signed_size(torch->peak_allocated_bytes));
@@ -148,9 +146,7 @@ void DeviceCounters::set_polled(const CounterSeed& polled) {
                          std::memory_order_relaxed);
   const bool first = !m_seeded.exchange(true, std::memory_order_acq_rel);
   if (first) {
-    restart(PeakMark::Global);
-    restart(PeakMark::Step);
-    restart(PeakMark::Window);
+    for (std::size_t m = 0; m < peak_mark_count; ++m) restart(static_cast<PeakMark>(m));
   }
   raise(m_reserved_peaks, signed_size(polled.reserved_bytes));
   raise(m_requested_peaks, signed_size(polled.requested_bytes));

@@ -87,8 +87,10 @@ enum class PeakMark : uint8_t {
   Step = 1,
   /// Since the agent thread last closed its time window.
   Window = 2,
+  /// Since the current (or last) vramscope.profile() started.
+  Profile = 3,
 };
-inline constexpr std::size_t peak_mark_count = 3;
+inline constexpr std::size_t peak_mark_count = 4;
 
 /// Peaks of the event-exact quantities over one mark's interval.
 struct EventPeaks {

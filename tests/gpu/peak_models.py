@@ -109,7 +109,7 @@ MODELS = {"gpt2": gpt2, "gpt2_expandable": gpt2, "resnet50": resnet50,
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("model", choices=sorted(MODELS))
-    parser.add_argument("mode", choices=("truth", "vramscope", "both"))
+    parser.add_argument("mode", choices=("truth", "vramscope", "both", "profile"))
     parser.add_argument("--steps", type=int, default=12)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -122,6 +122,19 @@ def main():
         mode = vramscope.attach()
         assert mode == "events", mode
     step = MODELS[args.model]()
+    if args.mode == "profile":
+        # Two steps inside vramscope.profile(): its allocated peak against torch's, reset
+        # right before (vramscope's peaks do not depend on torch's).
+        step(0)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        with vramscope.profile() as p:
+            step(1)
+            step(2)
+            torch.cuda.synchronize()
+        print(json.dumps({"profile_peak": p.peak_allocated_bytes(0),
+                          "torch_peak": torch.cuda.max_memory_allocated()}))
+        return 0
     resets = args.mode in ("truth", "both")
     if vramscope is not None:
         vramscope._api.step_all()  # the model's setup is not step 0

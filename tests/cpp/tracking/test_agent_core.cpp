@@ -165,7 +165,12 @@ TEST(AgentCore, StepAndGlobalAllocatedPeaksAreTorchsOverTheSameIntervals) {
   for (auto& model : models) static_cast<void>(model->take_interval_peak_allocated());
   std::mt19937_64 rng(5);
   uint64_t global[2] = {models[0]->stats().peak_allocated_bytes, models[1]->stats().peak_allocated_bytes};
+  uint64_t profiled[2] = {0, 0};  // a profile() from step 250 on
   for (int step = 0; step < 400; ++step) {
+    if (step == 250) {
+      core->restart_profile_peaks();
+      for (std::size_t d = 0; d < 2; ++d) profiled[d] = models[d]->stats().allocated_bytes;
+    }
     for (int op = 0, n = 1 + static_cast<int>(rng() % 60); op < n; ++op) {
       const std::size_t d = rng() % 2;
       models[d]->random_operation();
@@ -175,6 +180,7 @@ TEST(AgentCore, StepAndGlobalAllocatedPeaksAreTorchsOverTheSameIntervals) {
     for (std::size_t d = 0; d < 2; ++d) {
       const uint64_t truth = models[d]->take_interval_peak_allocated();
       global[d] = std::max(global[d], truth);
+      if (step >= 250) profiled[d] = std::max(profiled[d], truth);
       ASSERT_EQ(records[d].peak_allocated_bytes, truth) << "device " << d << " step " << step;
       ASSERT_EQ(records[d].allocated_bytes, models[d]->stats().allocated_bytes);
     }
@@ -183,6 +189,7 @@ TEST(AgentCore, StepAndGlobalAllocatedPeaksAreTorchsOverTheSameIntervals) {
   for (std::size_t d = 0; d < 2; ++d) {
     const DeviceStatsView view = core->stats(d);
     EXPECT_EQ(view.peak.allocated_bytes, global[d]);
+    EXPECT_EQ(core->profile_peaks(d).allocated_bytes, profiled[d]);
     EXPECT_EQ(view.allocated_mismatch_count, 0U);
     EXPECT_EQ(view.unsettled_count, 0U);
   }
