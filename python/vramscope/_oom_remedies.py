@@ -232,8 +232,6 @@ def _batch_size(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, 
         fixed = 2 * e.parameter_bytes + max(e.optimizer_state_full_bytes, e.optimizer_state_bytes)
         per_sample = (peak - fixed) / current
         basis = f"the peak less parameters, gradients and optimizer state, at batch {current}"
-        if per_sample <= 0:
-            return None
     else:
         rejected.append(("batch_size", f"one batch size ({current}) and no activation numbers: "
                          "the bytes per sample are unknown"))
@@ -246,6 +244,11 @@ def _batch_size(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, 
         if best.peak_reserved_bytes and best.peak_allocated_bytes:
             overhead = min(1.3, max(1.0, best.peak_reserved_bytes / best.peak_allocated_bytes))
     usable = e.budget_bytes * (1 - MARGIN_FRACTION) / overhead
+    if fixed >= usable or per_sample <= 0:
+        rejected.append(("batch_size", f"even batch 1 does not fit: {format_bytes(int(fixed))} "
+                         f"does not depend on the batch, {format_bytes(e.budget_bytes)} is the "
+                         "budget"))
+        return None
     batch = int(math.floor((usable - fixed) / per_sample))
     if batch >= current:
         rejected.append(("batch_size", f"batch {current} fits by {basis} "
@@ -335,10 +338,13 @@ def _optimizer_state(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[
         return None
     states = STATE_PER_PARAMETER.get(e.optimizer, 2)
     if states >= 2:
-        lighter, saves = "Adafactor", int(state * 0.9)  # factored second moment, no first
-        how = "torch.optim.Adafactor keeps a factored second moment and no first moment"
+        # Factored second moment, no first; foreach=False: its multi-tensor path makes
+        # parameter-sized temporaries of every parameter at once.
+        lighter, saves, options = "Adafactor", int(state * 0.9), {"foreach": False}
+        how = ("torch.optim.Adafactor(..., foreach=False) keeps a factored second moment and "
+               "no first moment, and its temporaries one parameter at a time")
     else:
-        lighter, saves = "SGD", state
+        lighter, saves, options = "SGD", state, {}
         how = "SGD without momentum keeps no state"
     if e.world_size > 1:
         how += f"; ZeRO/FSDP sharding over the {e.world_size} ranks keeps 1/{e.world_size}"
@@ -347,7 +353,8 @@ def _optimizer_state(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[
     name = e.optimizer or "the optimizer"
     return Advice(
         score=saves / need, kind="optimizer_state", recovers_bytes=saves, fits=saves >= need,
-        params={"optimizer": lighter, "from_optimizer": e.optimizer, "state_bytes": state},
+        params={"optimizer": lighter, **options, "from_optimizer": e.optimizer,
+                "state_bytes": state},
         title=f"optimizer state dominates: use {lighter} instead of {name}, or shard it",
         detail=(f"{name}'s state is {format_bytes(state)} of the {format_bytes(peak)} peak; "
                 f"{how}: ≈{format_bytes(saves)} less ({format_bytes(need)} was needed)."))
