@@ -284,10 +284,11 @@ def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[st
                          f"{format_bytes(activations)} of a {format_bytes(peak)} peak"))
         return None
     params: Dict[str, object] = {}
+    path: Optional[str]
     if e.repeated_modules:
         cls, count, per_instance = max(e.repeated_modules, key=lambda r: r[1] * r[2])
         saves = max(0, (count - 1) * per_instance)
-        path = next((p for p, c, _ in e.block_lists if c == cls), "")
+        path = next((p for p, c, _ in e.block_lists if c == cls), None)
     elif e.block_lists:
         path, cls, count = e.block_lists[0]
         saves = int(activations * BLOCK_ACTIVATION_SHARE * (count - 1) / count)
@@ -295,8 +296,11 @@ def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[st
         rejected.append(("activation_checkpointing", "no repeated blocks were found in the "
                          "model to checkpoint"))
         return None
+    # "modules": the container's path for model.get_submodule ("" is the model itself); None
+    # when only profile()'s per-class numbers named the blocks.
     params.update({"modules": path, "class": cls, "count": count})
-    where = f"the {count} {cls} modules" + (f" of {path}" if path else "")
+    where = f"the {count} {cls} modules" + (f" of {path or 'the model'}" if path is not None
+                                            else "")
     return Advice(
         score=saves / need, kind="activation_checkpointing", recovers_bytes=saves,
         fits=saves >= need, params=params,
@@ -310,8 +314,8 @@ def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[st
 def _mixed_precision(e: OomEvidence, need: int, rejected: List[Tuple[str, str]]
                      ) -> Optional[Advice]:
     activations = _activations(e)
-    if activations <= 0 or e.parameter_dtype not in ("", "float32"):
-        return None
+    if activations <= 0 or e.parameter_dtype != "float32":
+        return None  # without float32 parameters the activations are not known to be float32
     if e.autocast:
         rejected.append(("mixed_precision", "autocast is already on"))
         return None

@@ -30,7 +30,7 @@ def test_the_message_torch_prints_is_parsed():
     assert oom.parse_oom_message(MESSAGE) == {
         "device": 0, "requested_bytes": 256 * MiB, "device_total_bytes": int(139.8 * GiB),
         "device_free_bytes": 120 * MiB, "allocated_bytes": 139 * GiB,
-        "reserved_bytes": 139 * GiB + 20 * MiB}
+        "reserved_bytes": 139 * GiB + 20 * MiB, "process_driver_bytes": int(139.68 * GiB)}
     old = "Tried to allocate 5.96 GiB. GPU 3 has a total capacty of 23.69 GiB of which 0 bytes is free."
     parsed = oom.parse_oom_message(old)
     assert (parsed["device"], parsed["device_free_bytes"]) == (3, 0)
@@ -94,7 +94,7 @@ def test_leak_advice_names_the_growing_module_before_the_op():
                                     "  +     512 B/step  Net.head"], text
     # Through JSON as a file reader sees it: pairs become lists.
     report = json.loads(json.dumps(oom.report_json(e, advice)))
-    assert report["schema_version"] == 3
+    assert report["schema_version"] == 4
     assert report["growing_modules"] == [["Net.encoder.cache", 4 * MiB], ["Net.head", 512]]
     assert report["growing_ops"] == [["aten::cat", 4 * MiB]]
 
