@@ -58,11 +58,16 @@ def leading_dim(args: Any, kwargs: Any = None) -> Optional[int]:
 
 
 def block_lists(model: Any, limit: int = 4) -> List[Tuple[str, str, int]]:
-    """(path, child class, count) of the containers in ``model`` whose 2+ children are all of
-    one class, the ones holding most parameters first; paths as ``model.get_submodule`` takes
-    them ("" is the model itself)."""
+    """(path, child class, count) of the ModuleLists and Sequentials in ``model`` whose 2+
+    children are all of one class (the stacks of blocks models are built of; a block's own
+    pair of Linears is not one), the ones holding most parameters first; paths as
+    ``model.get_submodule`` takes them ("" is the model itself)."""
+    torch = sys.modules.get("torch")
+    containers = (torch.nn.ModuleList, torch.nn.Sequential)
     found = []
     for path, module in model.named_modules():
+        if not isinstance(module, containers):
+            continue
         children = list(module.children())
         if len(children) < 2 or len({type(c) for c in children}) != 1:
             continue

@@ -349,3 +349,26 @@ def test_reports_can_be_turned_off(source, tmp_path, monkeypatch):
     monkeypatch.setenv("VRAMSCOPE_OOM_REPORT", "0")
     assert oom.report_exception(RuntimeError(MESSAGE), oom.observer_calls()) is None
     assert reports(tmp_path) == []
+
+
+def test_monitor_reads_the_batch_size_of_a_model_it_was_not_told_about(source, tmp_path):
+    # A plain Monitor() finds `model` among the loop's locals at its first step end, hooks its
+    # forward (one pre-hook, on the top-level module only) and records each step's batch; the
+    # OOM report then has the failing step's batch and the steps' batches for the fit.
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    mon = monitor_module.Monitor(every=0, leak_steps=100)
+    with pytest.raises(RuntimeError):
+        with mon:
+            for batch in (2, 2, 4, 4, 8):
+                model(torch.zeros(batch, 4))
+                mon.step()
+            model(torch.zeros(16, 4))
+            raise RuntimeError(MESSAGE)
+    assert [r.batch_size for r in mon.history] == [None, 2, 4, 4, 8]
+    assert not model._forward_pre_hooks  # removed with the Monitor
+    assert all(not m._forward_pre_hooks for m in model.modules())
+    report = json.loads(reports(tmp_path)[0].read_text())
+    assert report["batch_size"] == 16 and report["batch_source"] == "forward"
+    assert [s["batch_size"] for s in report["steps"]] == [None, 2, 4, 4, 8]
+    assert report["parameter_dtype"] == "float32"
