@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import types
 import weakref
 from types import FrameType
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -135,9 +136,14 @@ def find_model(frame: Optional[FrameType], optimizer: Any = None) -> Optional[An
         if frame is None:
             break
         for value in list(frame.f_locals.values()):
-            objects = [value] + [getattr(value, a, None) for a in ("model", "module",
-                                                                  "lightning_module")
-                                 if not isinstance(value, type)]
+            if isinstance(value, (type, types.ModuleType)):
+                continue  # a module-level frame's globals: never touch lazy modules' attributes
+            objects = [value]
+            for name in ("model", "module", "lightning_module"):
+                try:
+                    objects.append(getattr(value, name, None))
+                except Exception:  # noqa: BLE001 -- a property that fails is not a model
+                    pass
             for obj in objects:
                 if isinstance(obj, module_type):
                     candidates[id(obj)] = obj

@@ -164,7 +164,8 @@ def _device_facts(e: OomEvidence, agent: Any, device: int) -> None:
     reported_total = e.device_total_bytes
     if torch is not None:
         try:
-            total = int(torch.cuda.get_device_properties(device).total_memory)
+            # cudaMemGetInfo's total: the one torch's allocator and its cap are computed from.
+            total = int(torch.cuda.mem_get_info(device)[1])
             fraction = float(torch.cuda.get_per_process_memory_fraction(device)) \
                 if hasattr(torch.cuda, "get_per_process_memory_fraction") else 1.0
         except Exception:  # noqa: BLE001 -- the report keeps what the OOM said
