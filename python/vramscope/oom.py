@@ -230,14 +230,15 @@ def collect_evidence(agent: Any, device: int,
     ``stack``: the OOM thread's frames (innermost first) and whether it is the main thread."""
     oom = agent.last_oom() or {}
     stats = agent.stats(device)
-    cached_free, largest = fragmentation_of(agent.segments(True), device)
+    segments = agent.segments(True)
+    cached_free, largest = fragmentation_of(segments, device)
     e = OomEvidence(device=device, requested_bytes=int(oom.get("requested_bytes", 0)),
                     device_total_bytes=int(oom.get("device_total_bytes", 0)),
                     device_free_bytes=int(oom.get("device_free_bytes", 0)),
                     allocated_bytes=int(stats.get("allocated_bytes", 0)),
                     reserved_bytes=int(stats.get("reserved_bytes", 0)),
                     cached_free_bytes=cached_free, largest_free_block_bytes=largest,
-                    expandable_segments=any(s.get("is_expandable") for s in agent.segments(True)
+                    expandable_segments=any(s.get("is_expandable") for s in segments
                                             if int(s.get("device", 0)) == device))
     _fill(e, agent, device, stack)
     return e

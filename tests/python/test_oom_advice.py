@@ -278,3 +278,47 @@ def test_the_preferred_order_puts_semantics_preserving_remedies_before_a_smaller
 
     assert PRIORITY.index(kind) < PRIORITY.index("batch_size")
     assert PRIORITY.index("batch_grew") < PRIORITY.index("activation_checkpointing")
+
+
+class OomAgent:
+    """Stands in for the agent after an OOM under a 12 GiB cap: torch's observer handed the
+    cap as "device_total"; NVML charges this pid reserved + 700 MiB."""
+
+    def __init__(self, reserved: int = 11 * GiB + 600 * MiB) -> None:
+        self.reserved = reserved
+
+    def last_oom(self):
+        return {"requested_bytes": 576 * MiB, "device_total_bytes": 12 * GiB,
+                "device_free_bytes": 127 * GiB}
+
+    def stats(self, device):
+        return {"allocated_bytes": self.reserved - 9 * MiB, "reserved_bytes": self.reserved}
+
+    def segments(self, at_oom=False):
+        return [{"device": 0, "is_expandable": False,
+                 "blocks": [(self.reserved - 9 * MiB, 0, "active_allocated"),
+                            (9 * MiB, 0, "inactive")]}]
+
+    def driver_process_bytes(self, uuid, pid):
+        assert uuid == "GPU-test"
+        return self.reserved + CONTEXT
+
+
+def test_collected_evidence_separates_the_cap_from_the_device(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from vramscope import _api
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (127 * GiB, TOTAL))
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction",
+                        lambda device=None: 12 * GiB / TOTAL)
+    monkeypatch.setattr(_api, "_device_uuids", lambda torch, count: ["GPU-test"] * count)
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    e = oom.collect_evidence(OomAgent(), 0)
+    assert e.device_total_bytes == TOTAL and e.limit_bytes == 12 * GiB
+    assert e.budget_bytes == 12 * GiB and e.available_bytes == 424 * MiB
+    assert e.shortfall_bytes == 152 * MiB
+    assert e.non_pytorch_bytes == CONTEXT
+    assert e.other_processes_bytes == TOTAL - 127 * GiB - e.process_driver_bytes > 0
+    assert (e.cached_free_bytes, e.expandable_segments) == (9 * MiB, False)
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128,expandable_segments:True")
+    assert oom.collect_evidence(OomAgent(), 0).expandable_segments is True
