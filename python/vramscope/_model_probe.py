@@ -6,7 +6,9 @@
   about one per step), or, at the OOM, the arguments of the outermost module forward on the
   stack. The top-level module is ``Monitor(model=)``'s, else found once in the caller's frames
   at the first steps (a local holding the module that owns the optimizer's parameters: the
-  training loop's ``model``, a Trainer's ``self.model``).
+  training loop's ``model``, a Trainer's ``self.model``). When that module's own forward does
+  not run in a step (a LightningModule's training_step calls its layers), its direct children
+  are hooked instead, and the first of them to run in a step gives the batch.
 - Block lists (containers of 2+ children of one class, e.g. ``transformer.h``: 12 GPT2Block)
   are the activation-checkpointing candidates; the stack at the OOM says how far through them
   the forward was.
@@ -227,6 +229,11 @@ class ModelProbe:
         self._blocks: List[Tuple[str, str, int]] = []
         #: {id(block): (index, count)} of the first block list, for the forward's progress.
         self._block_index: Dict[int, Tuple[int, int]] = {}
+        #: Hooks on the top-level module's children, once its own forward was seen never to
+        #: run in a step (Lightning calls training_step, which calls the layers).
+        self._child_handles: List[Any] = []
+        #: Did a hooked forward read the batch since the last step end?
+        self._seen_in_step = False
         self.batch_size: Optional[int] = None
         self.autocast: Optional[bool] = None
         self.discovery_tries = 0
@@ -262,13 +269,29 @@ class ModelProbe:
         if model is not None:
             self.attach(model)
 
+    def step_end(self) -> None:
+        """At a step end: when the top-level forward did not run during the step, hooks its
+        direct children instead (the first of them to run in a step gives the batch)."""
+        model = self._model() if self._model is not None else None
+        if model is not None and self._handle is not None and not self._seen_in_step and \
+                not self._child_handles:
+            self._child_handles = [c.register_forward_pre_hook(self._on_child_forward,
+                                                               with_kwargs=True)
+                                   for c in model.children()]
+        self._seen_in_step = False
+
     def _on_forward(self, module: Any, args: Any, kwargs: Any) -> None:
         # One call per forward of the top-level module: the leading dimension and autocast.
         batch = leading_dim(args, kwargs)
         if batch is not None:
             self.batch_size = batch
+            self._seen_in_step = True
         torch = sys.modules.get("torch")
         self.autocast = bool(torch.is_autocast_enabled("cuda")) if torch is not None else None
+
+    def _on_child_forward(self, module: Any, args: Any, kwargs: Any) -> None:
+        if not self._seen_in_step:
+            self._on_forward(module, args, kwargs)
 
     def evidence(self, frames: Optional[List[FrameType]] = None,
                  main_thread: bool = True) -> Dict[str, Any]:
@@ -299,6 +322,9 @@ class ModelProbe:
         if self._handle is not None:
             self._handle.remove()
             self._handle = None
+        for handle in self._child_handles:
+            handle.remove()
+        self._child_handles = []
 
 
 def oom_frames() -> Tuple[List[FrameType], bool]:

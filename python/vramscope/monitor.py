@@ -257,6 +257,8 @@ class Monitor:
             return []
         if not self._probe.attached:
             self._probe.discover(sys._getframe(1))
+        else:
+            self._probe.step_end()
         self._refresh_rank()
         wanted = set(self._resolve_devices())
         records = []

@@ -164,3 +164,35 @@ def test_a_traceback_keeps_the_frames_of_the_failing_forward():
         frames = probe.frames_of_traceback(exc.__traceback__)
     found = probe.stack_evidence(frames)
     assert found["phase"] == "forward" and found["batch_size"] == 11
+
+
+def test_a_module_whose_own_forward_never_runs_gets_its_children_hooked():
+    # A LightningModule-like wrapper: training_step calls the layers, never forward().
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = torch.nn.Linear(4, 4)
+            self.head = torch.nn.Linear(4, 2)
+
+        def training_step(self, x):
+            return self.head(self.encoder(x))
+
+    model = Wrapper()
+    p = probe.ModelProbe()
+    p.attach(model)
+    model.training_step(torch.zeros(3, 4))
+    p.step_end()  # the wrapper's forward did not run: hook its children
+    assert p.batch_size is None
+    model.training_step(torch.zeros(5, 4))
+    p.step_end()
+    assert p.batch_size == 5
+    p.close()
+    assert not any(m._forward_pre_hooks for m in model.modules())
+    # A model whose forward runs keeps only its own hook.
+    tower = Tower()
+    q = probe.ModelProbe()
+    q.attach(tower)
+    tower(torch.zeros(2, 8))
+    q.step_end()
+    assert not any(m._forward_pre_hooks for m in tower.modules() if m is not tower)
+    q.close()
