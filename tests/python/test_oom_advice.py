@@ -251,7 +251,8 @@ def test_the_json_report_carries_the_advice_kind_and_parameters_side_by_side():
     assert report["schema_version"] == 4
     first = report["advice"][0]
     assert first["kind"] == "expandable_segments" and first["fits"] is True
-    assert first["env"] == "PYTORCH_CUDA_ALLOC_CONF" and first["value"] == "expandable_segments:True"
+    assert (first["env"], first["value"]) == ("PYTORCH_CUDA_ALLOC_CONF",
+                                              "expandable_segments:True")
     for key in ("budget_bytes", "available_bytes", "shortfall_bytes", "need_bytes",
                 "limit_bytes", "non_pytorch_bytes", "other_processes_bytes", "outside_bytes"):
         assert isinstance(report[key], int), key
