@@ -24,6 +24,10 @@ from ._steps import format_bytes
 #: Share of the budget a suggested batch size or memory fraction keeps free: the allocator's
 #: rounding and the next step's temporaries are not in a linear fit.
 MARGIN_FRACTION = 0.05
+#: Lowest reserved/allocated ratio assumed for a suggested batch (see _batch_size).
+FRESH_OVERHEAD = 1.1
+#: Suggested batches of 16 and more are rounded down to a multiple of this.
+BATCH_MULTIPLE = 8
 #: Without per-module numbers, the share of the activations assumed to live inside the repeated
 #: blocks (embeddings, the head and the loss are outside them): deliberately low, so that
 #: checkpointing is not promised more than it gives.
@@ -236,13 +240,17 @@ def _batch_size(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, 
         rejected.append(("batch_size", f"one batch size ({current}) and no activation numbers: "
                          "the bytes per sample are unknown"))
         return None
-    # The cache's overhead over allocated bytes, as seen at the largest batch that ran.
+    # The cache's overhead over allocated bytes, as seen at the largest batch that ran, and at
+    # least FRESH_OVERHEAD: the rerun starts with a cold cache whose layout (and so its
+    # fragmentation) is not the warm one measured here (measured on the H200: a 3 GiB cap, GPT-2,
+    # batch 64 ran in the growing process and failed by 2 MiB, 481 MiB cached free, when fresh).
     ran = _peaks_by_batch(e.steps)
-    overhead = 1.0
+    overhead = FRESH_OVERHEAD
     if ran:
         best = ran[max(ran)]
         if best.peak_reserved_bytes and best.peak_allocated_bytes:
-            overhead = min(1.3, max(1.0, best.peak_reserved_bytes / best.peak_allocated_bytes))
+            overhead = min(1.3, max(FRESH_OVERHEAD,
+                                    best.peak_reserved_bytes / best.peak_allocated_bytes))
     usable = e.budget_bytes * (1 - MARGIN_FRACTION) / overhead
     if fixed >= usable or per_sample <= 0:
         rejected.append(("batch_size", f"even batch 1 does not fit: {format_bytes(int(fixed))} "
@@ -250,6 +258,8 @@ def _batch_size(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, 
                          "budget"))
         return None
     batch = int(math.floor((usable - fixed) / per_sample))
+    if batch >= 2 * BATCH_MULTIPLE:
+        batch -= batch % BATCH_MULTIPLE  # the sizes kernels are tuned for; more margin
     if batch >= current:
         rejected.append(("batch_size", f"batch {current} fits by {basis} "
                          f"({format_bytes(int(fixed + per_sample * current))} of "

@@ -5,7 +5,8 @@
 #   vramscope  vramscope attached (torch's peaks never touched); its step records
 #   both       vramscope attached AND the program resets torch's peaks each step (a common habit)
 # Prints one JSON line: per step, the peaks and the allocation counts that show whether two runs
-# made the same allocations (allocation.all.allocated, allocated_bytes.all.allocated).
+# made the same allocations (allocation.all.allocated, requested_bytes.all.allocated: the requests;
+# allocated_bytes.all.allocated: the blocks they got).
 #
 #   python peak_models.py MODEL MODE [--steps N]
 #   MODEL: gpt2 (transformers), resnet50 (timm), resnet18_graphs (torchvision, torch.compile
@@ -148,6 +149,7 @@ def main():
         row = {"torch_peak": stats["allocated_bytes.all.peak"],
                "allocations": stats["allocation.all.allocated"],
                "allocated_total": stats["allocated_bytes.all.allocated"],
+               "requested_total": stats["requested_bytes.all.allocated"],
                "reserved_peak": stats["reserved_bytes.all.peak"]}
         if vramscope is not None:
             record = vramscope._api.step_all()[0]

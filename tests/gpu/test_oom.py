@@ -34,7 +34,7 @@ def test_real_oom_writes_a_consistent_post_mortem(tmp_path: pathlib.Path):
     assert report["requested_bytes"] >= 10 << 40
     assert report["advice"]
     txt = next(tmp_path.glob("vramscope-oom-*.txt")).read_text()
-    assert "advice, most useful first" in txt
+    assert "\nadvice" in txt and "\n  1. " in txt
     pickle_path = next(tmp_path.glob("vramscope-oom-*.pickle"))
     check = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "stats",
                             str(pickle_path)], env=gpu_env(), capture_output=True, text=True)

@@ -52,7 +52,15 @@ def test_the_card_running_out_advises_the_batch_that_fits_not_expandable_segment
     assert a.need_bytes == a.projected_peak_bytes - e.budget_bytes
     first = a.advice[0]
     assert first.kind == "batch_size" and first.fits
-    assert 128 < first.params["batch_size"] < 140, first.params
+    # The largest multiple of 8 whose line-projected peak, with the cold cache's overhead,
+    # stays inside the budget's margin; the next multiple would not.
+    from vramscope._oom_remedies import BATCH_MULTIPLE, FRESH_OVERHEAD, MARGIN_FRACTION
+    p = first.params
+    usable = e.budget_bytes * (1 - MARGIN_FRACTION) / FRESH_OVERHEAD
+    batch = p["batch_size"]
+    assert batch % BATCH_MULTIPLE == 0 and 96 <= batch < 256, p
+    assert p["fixed_bytes"] + p["bytes_per_sample"] * batch <= usable, p
+    assert p["fixed_bytes"] + p["bytes_per_sample"] * (batch + BATCH_MULTIPLE) > usable, p
     assert first.params["batch_grew"] and first.params["from_batch_size"] == 256
     assert 0 < first.params["margin_bytes"] < 0.15 * e.budget_bytes
     assert "expandable_segments" not in kinds(a.advice)
@@ -66,10 +74,12 @@ def test_the_suggested_batch_keeps_the_margin_against_the_fit():
                     device_free_bytes=2 * GiB, allocated_bytes=60 * GiB,
                     reserved_bytes=62 * GiB, batch_size=64, steps=steps)
     first = oom.rank_advice(e)[0]
-    # 1 GiB per sample, 10 GiB fixed, 64 GiB budget less 5%: floor(60.8 - 10) = 50.
-    assert first.params["batch_size"] == 50
+    # 1 GiB per sample, 10 GiB fixed, 64 GiB budget less 5% and a cold cache's 10 % overhead:
+    # floor(64 * 0.95 / 1.1 - 10) = 45, rounded down to a multiple of 8: 40, which peaks at 50 GiB
+    # allocated, 55 GiB reserved with that overhead.
+    assert first.params["batch_size"] == 40
     assert first.params["bytes_per_sample"] == GiB and first.params["fixed_bytes"] == 10 * GiB
-    assert first.params["margin_bytes"] == 64 * GiB - 60 * GiB
+    assert first.params["margin_bytes"] == 64 * GiB - 55 * GiB
 
 
 def test_a_memory_fraction_cap_is_the_budget_and_non_pytorch_is_the_context():
@@ -239,9 +249,11 @@ def test_one_batch_size_and_activations_give_bytes_per_sample():
     e = card(allocated=70 * GiB, cached_free=0, largest=0, requested=4 * GiB, limit=72 * GiB,
              batch_size=32, categories={"activations": 64 * GiB})
     batch = next(a for a in oom.rank_advice(e) if a.kind == "batch_size")
-    # 74 GiB peak, 64 GiB of it activations (2 GiB per sample), 10 GiB fixed; 72 GiB * 0.95.
+    # 74 GiB peak, 64 GiB of it activations (2 GiB per sample), 10 GiB fixed; 72 GiB * 0.95
+    # over a cold cache's 10 % overhead, rounded down to a multiple of 8.
     assert batch.params["bytes_per_sample"] == 2 * GiB
-    assert batch.params["batch_size"] == int((72 * GiB * 0.95 - 10 * GiB) // (2 * GiB))
+    fitting = int((72 * GiB * 0.95 / 1.1 - 10 * GiB) // (2 * GiB))
+    assert batch.params["batch_size"] == fitting - fitting % 8
 
 
 def test_the_json_report_carries_the_advice_kind_and_parameters_side_by_side():
