@@ -24,8 +24,6 @@ from ._steps import format_bytes
 #: Share of the budget a suggested batch size or memory fraction keeps free: the allocator's
 #: rounding and the next step's temporaries are not in a linear fit.
 MARGIN_FRACTION = 0.05
-#: Lowest reserved/allocated ratio assumed for a suggested batch (see _batch_size).
-FRESH_OVERHEAD = 1.1
 #: Suggested batches of 16 and more are rounded down to a multiple of this.
 BATCH_MULTIPLE = 8
 #: Without per-module numbers, the share of the activations assumed to live inside the repeated
@@ -240,24 +238,25 @@ def _batch_size(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, 
         rejected.append(("batch_size", f"one batch size ({current}) and no activation numbers: "
                          "the bytes per sample are unknown"))
         return None
-    # The cache's overhead over allocated bytes, as seen at the largest batch that ran, and at
-    # least FRESH_OVERHEAD: the rerun starts with a cold cache whose layout (and so its
-    # fragmentation) is not the warm one measured here (measured on the H200: a 3 GiB cap, GPT-2,
-    # batch 64 ran in the growing process and failed by 2 MiB, 481 MiB cached free, when fresh).
+    # The cache's overhead over allocated bytes, as seen at the largest batch that ran.
     ran = _peaks_by_batch(e.steps)
-    overhead = FRESH_OVERHEAD
+    overhead = 1.0
     if ran:
         best = ran[max(ran)]
         if best.peak_reserved_bytes and best.peak_allocated_bytes:
-            overhead = min(1.3, max(FRESH_OVERHEAD,
-                                    best.peak_reserved_bytes / best.peak_allocated_bytes))
+            overhead = min(1.3, max(1.0, best.peak_reserved_bytes / best.peak_allocated_bytes))
+    # Room for one more block like the failing one, scaled to the batch: a cold cache can hold
+    # that much in pieces it cannot reuse (measured on the H200: a 3 GiB cap, GPT-2, batch 64
+    # ran in the growing process, then failed fresh by 2 MiB with 481 MiB cached free beside a
+    # 512 MiB request).
+    room = e.requested_bytes / current if e.requested_bytes < peak else 0.0
     usable = e.budget_bytes * (1 - MARGIN_FRACTION) / overhead
     if fixed >= usable or per_sample <= 0:
         rejected.append(("batch_size", f"even batch 1 does not fit: {format_bytes(int(fixed))} "
                          f"does not depend on the batch, {format_bytes(e.budget_bytes)} is the "
                          "budget"))
         return None
-    batch = int(math.floor((usable - fixed) / per_sample))
+    batch = int(math.floor((usable - fixed) / (per_sample + room)))
     if batch >= 2 * BATCH_MULTIPLE:
         batch -= batch % BATCH_MULTIPLE  # the sizes kernels are tuned for; more margin
     if batch >= current:
@@ -277,11 +276,12 @@ def _batch_size(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, 
         recovers_bytes=int(per_sample * (current - batch)), fits=True,
         params={"batch_size": batch, "from_batch_size": current,
                 "bytes_per_sample": int(per_sample), "fixed_bytes": int(fixed),
-                "margin_bytes": margin, "batch_grew": grew},
+                "margin_bytes": margin, "room_bytes": int(room * batch), "batch_grew": grew},
         title=f"use batch size {batch} (the largest that fits; the failing step had {current})",
         detail=(f"{format_bytes(int(per_sample))} per sample and {format_bytes(int(fixed))} "
                 f"fixed ({basis}): batch {batch} peaks at ≈{format_bytes(predicted)} of the "
-                f"{format_bytes(e.budget_bytes)} budget, a margin of {format_bytes(margin)}."))
+                f"{format_bytes(e.budget_bytes)} budget, a margin of {format_bytes(margin)} "
+                f"(room for {format_bytes(int(room * batch))} the cache may hold in pieces)."))
 
 
 def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, str]]
