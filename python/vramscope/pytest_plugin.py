@@ -28,8 +28,11 @@ from typing import Any, Dict, Generator, List, Optional
 
 import pytest
 
-from . import _api, _limits, _torchcheck
+from . import _api, _limits
 from ._limits import DeviceMeasure, TestMeasure
+from .integrations._common import attach_if_needed as _attach
+from .integrations._common import driver_lookup as _driver_lookup
+from .integrations._common import gpu_problem
 
 #: The key of a test report's user_properties that carries its TestMeasure (as a dict).
 PROPERTY = "vramscope"
@@ -64,37 +67,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "limit_vram_leak(limit, device=None): fail the test when its allocated GPU "
         "memory after it (gc.collect, synchronize) exceeds the one before it by more than limit")
     config.pluginmanager.register(VramscopePlugin(config), "vramscope-plugin")
-
-
-def gpu_problem() -> Optional[str]:
-    """Why GPU memory cannot be measured in this process, or None when it can."""
-    if _api._reader is not None and _api.device_count() > 0:
-        return None
-    try:
-        torch = _torchcheck.import_torch()
-        _torchcheck.check_cuda(torch)
-    except (ImportError, RuntimeError) as e:
-        return str(e).removeprefix("vramscope: ")
-    return None
-
-
-def _attach(init_cuda: bool) -> None:
-    # An attached reader answers already (and _api.attach would check torch's CUDA again).
-    if _api._reader is None:
-        _api.attach(init_cuda=init_cuda)
-
-
-def _driver_lookup() -> Optional[Any]:
-    """(uuids, pid, lookup) to ask NVML what it charges this process per device, or None."""
-    lookup = getattr(_api._reader, "driver_process_bytes", None)
-    torch = sys.modules.get("torch")
-    if lookup is None or torch is None:
-        return None
-    try:
-        uuids = _api._device_uuids(torch, _api.device_count())
-    except Exception:  # noqa: BLE001 -- no UUIDs: no driver numbers, the rest still works
-        return None
-    return uuids, os.getpid(), lookup
 
 
 def _synchronize() -> None:
