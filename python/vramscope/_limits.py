@@ -129,6 +129,9 @@ class DeviceMeasure:
 class TestMeasure:
     """What the plugin measured over one test's call (also sent from xdist workers)."""
 
+    #: Not a test class, whatever its name (pytest collects classes named Test*).
+    __test__ = False
+
     nodeid: str
     devices: List[DeviceMeasure]
     #: (op name, bytes live at the peak), biggest first, with --vramscope-ops in events mode.
