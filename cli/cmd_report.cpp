@@ -22,9 +22,9 @@ int run_report(const ReportOptions& options) {
   report::RunProfile profile;
   // The interval is known only once the header is read: the collector is made on first use.
   std::unique_ptr<report::TimelineCollector> timeline;
-  profile = report::load_run_profile(options.path, [&](const SystemSample& sample) {
+  profile = report::load_run_profile(options.path, [&](const SystemSample& sample, const JoinResult& joined) {
     if (!timeline) timeline = std::make_unique<report::TimelineCollector>(options.bins, 0);
-    timeline->add(sample);
+    timeline->add(sample, joined);
   });
   if (!timeline) timeline = std::make_unique<report::TimelineCollector>(options.bins, 0);
   if (profile.tail.state != TailState::Clean) {

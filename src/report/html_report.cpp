@@ -279,13 +279,21 @@ std::string oom_html(const Timeline& t) {
                "this page. See docs/oom-advice.md.</p></section>\n";
 }
 
-/// `json` made safe inside <script>: "</" would end the element early.
+/// `json` made safe inside <script>: "</script" or "<!--" in a command line would end or
+/// change the element, so < > & become JSON escapes (the parsed value is the same).
 std::string script_safe(const std::string& json) {
   std::string out;
   out.reserve(json.size());
-  for (std::size_t i = 0; i < json.size(); ++i) {
-    out += json[i];
-    if (json[i] == '<' && i + 1 < json.size() && json[i + 1] == '/') out += "\\";
+  for (const char c : json) {
+    if (c == '<') {
+      out += "\\u003c";
+    } else if (c == '>') {
+      out += "\\u003e";
+    } else if (c == '&') {
+      out += "\\u0026";
+    } else {
+      out += c;
+    }
   }
   return out;
 }

@@ -8,8 +8,9 @@
 
 namespace vramscope::report {
 
-RunProfile load_run_profile(const std::string& path,
-                            const std::function<void(const SystemSample&)>& also) {
+RunProfile load_run_profile(
+    const std::string& path,
+    const std::function<void(const SystemSample&, const JoinResult&)>& also) {
   RunProfile profile;
   profile.path = path;
   StepPeakCollector steps;
@@ -19,8 +20,10 @@ RunProfile load_run_profile(const std::string& path,
     SystemSample sample;
     while (reader->next(sample)) {
       profile.summary.add(sample);
-      steps.add(sample);
-      if (also) also(sample);
+      // One join per sample for everything but the summary (which makes its own).
+      const JoinResult joined = join_processes(sample);
+      steps.add(sample, joined);
+      if (also) also(sample, joined);
     }
     profile.tail.state = reader->tail_state();
     profile.tail.message = reader->tail_message();

@@ -11,6 +11,7 @@
 
 #include "report/recording_summary.hpp"
 #include "report/step_peaks.hpp"
+#include "vramscope/join.hpp"
 #include "vramscope/recording.hpp"
 
 namespace vramscope::report {
@@ -28,7 +29,8 @@ struct RunProfile {
 /// Reads `path` once, folding every sample into a RunProfile and handing it to `also` (when
 /// set) for callers that need more (the HTML report's timelines). Throws vramscope::Error for a
 /// file that cannot be read at all; a torn or corrupt tail is reported in `tail`, not thrown.
-RunProfile load_run_profile(const std::string& path,
-                            const std::function<void(const SystemSample&)>& also = {});
+RunProfile load_run_profile(
+    const std::string& path,
+    const std::function<void(const SystemSample&, const JoinResult&)>& also = {});
 
 }  // namespace vramscope::report

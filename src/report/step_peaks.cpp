@@ -36,12 +36,11 @@ uint64_t nearest_rank(const std::vector<uint64_t>& values, uint64_t percent) {
 
 }  // namespace
 
-void StepPeakCollector::add(const SystemSample& sample) {
+void StepPeakCollector::add(const SystemSample& sample, const JoinResult& joined) {
   if (!m_started) {
     m_start_ns = sample.timestamp_ns;
     m_started = true;
   }
-  const JoinResult joined = join_processes(sample);
   for (const JoinedDevice& jd : joined.devices) {
     const DeviceSample& d = sample.devices[jd.device_position];
     for (const JoinedProcess& row : jd.processes) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "vramscope/join.hpp"
 #include "vramscope/sample.hpp"
 
 namespace vramscope::report {
@@ -47,7 +48,9 @@ struct ProcessSteps {
 class StepPeakCollector {
  public:
   /// Folds one sample in.
-  void add(const SystemSample& sample);
+  void add(const SystemSample& sample) { add(sample, join_processes(sample)); }
+  /// The same with the sample's join already made (the join is most of the cost per sample).
+  void add(const SystemSample& sample, const JoinResult& joined);
   /// Per process, steps sorted by step number (computed on each call; call it once at the end).
   std::map<std::pair<uint32_t, std::string>, ProcessSteps> processes() const;
 

@@ -60,7 +60,7 @@ void TimelineCollector::merge_bins(std::size_t factor) {
   m_bin_ns *= factor;
 }
 
-void TimelineCollector::add(const SystemSample& sample) {
+void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined) {
   if (!m_started) {
     m_started = true;
     m_start_ns = sample.timestamp_ns;
@@ -74,7 +74,6 @@ void TimelineCollector::add(const SystemSample& sample) {
   const std::size_t index = static_cast<std::size_t>(offset_ns / m_bin_ns);
   m_bin_count = std::max(m_bin_count, index + 1);
 
-  const JoinResult joined = join_processes(sample);
   for (const JoinedDevice& jd : joined.devices) {
     const DeviceSample& ds = sample.devices[jd.device_position];
     TimelineDevice& device = m_devices[ds.uuid];

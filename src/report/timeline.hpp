@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "vramscope/join.hpp"
 #include "vramscope/sample.hpp"
 
 namespace vramscope::report {
@@ -93,7 +94,9 @@ class TimelineCollector {
  public:
   /// `first_bin_ns`: the starting bin width (the sampling interval; 1 ms when unknown).
   TimelineCollector(std::size_t target_bins, int64_t first_bin_ns);
-  void add(const SystemSample& sample);
+  void add(const SystemSample& sample) { add(sample, join_processes(sample)); }
+  /// The same with the sample's join already made.
+  void add(const SystemSample& sample, const JoinResult& joined);
   /// Merges down to at most target_bins bins, fills bins no sample fell into with the bin
   /// before (the recorder sampled more slowly than the bin width), and returns the result.
   Timeline finish();
