@@ -45,7 +45,8 @@ void write_file_atomically(const std::string& path, std::string_view content, bo
     fail(path, "close failed", errno);
   }
   // link() fails with EEXIST on anything already there, a dangling symlink included.
-  const int moved = overwrite ? ::rename(temp.c_str(), path.c_str()) : ::link(temp.c_str(), path.c_str());
+  const int moved =
+      overwrite ? ::rename(temp.c_str(), path.c_str()) : ::link(temp.c_str(), path.c_str());
   const int error = errno;
   if (moved != 0 || !overwrite) ::unlink(temp.c_str());
   if (moved != 0) {

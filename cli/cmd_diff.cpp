@@ -58,7 +58,9 @@ Command add_diff_command(CLI::App& app) {
       "used, PyTorch allocated/reserved, the step-peak distribution (median, p99, max) and the "
       "categories at the peak step, with deltas. Processes are matched by GPU and rank, then "
       "command line, then order. Works without a GPU.");
-  diff->add_option("a", options->a_path, "Baseline recording")->required()->check(CLI::ExistingFile);
+  diff->add_option("a", options->a_path, "Baseline recording")
+      ->required()
+      ->check(CLI::ExistingFile);
   diff->add_option("b", options->b_path, "Recording to compare with it")
       ->required()
       ->check(CLI::ExistingFile);

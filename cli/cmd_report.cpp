@@ -1,4 +1,5 @@
-// cli/cmd_report.cpp -- `vramscope report FILE -o run.html`: one self-contained HTML page (needs no GPU)
+// cli/cmd_report.cpp -- `vramscope report FILE -o run.html`: one self-contained HTML page (needs no
+// GPU)
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,10 +23,11 @@ int run_report(const ReportOptions& options) {
   report::RunProfile profile;
   // The interval is known only once the header is read: the collector is made on first use.
   std::unique_ptr<report::TimelineCollector> timeline;
-  profile = report::load_run_profile(options.path, [&](const SystemSample& sample, const JoinResult& joined) {
-    if (!timeline) timeline = std::make_unique<report::TimelineCollector>(options.bins, 0);
-    timeline->add(sample, joined);
-  });
+  profile = report::load_run_profile(
+      options.path, [&](const SystemSample& sample, const JoinResult& joined) {
+        if (!timeline) timeline = std::make_unique<report::TimelineCollector>(options.bins, 0);
+        timeline->add(sample, joined);
+      });
   if (!timeline) timeline = std::make_unique<report::TimelineCollector>(options.bins, 0);
   if (profile.tail.state != TailState::Clean) {
     std::fprintf(stderr, "vramscope: warning: %s: recording is %s: %s\n", options.path.c_str(),
@@ -33,8 +35,8 @@ int run_report(const ReportOptions& options) {
   }
   report::HtmlReportOptions html;
   html.bins = options.bins;
-  write_file_atomically(options.output, report::format_html_report(profile, timeline->finish(), html),
-                        options.force);
+  write_file_atomically(
+      options.output, report::format_html_report(profile, timeline->finish(), html), options.force);
   return ExitOk;
 }
 
@@ -52,10 +54,12 @@ Command add_report_command(CLI::App& app) {
   report->add_option("file", options->path, "Recording made by `vramscope record`")
       ->required()
       ->check(CLI::ExistingFile);
-  report->add_option("-o,--output", options->output, "HTML file to write (created 0600)")->required();
+  report->add_option("-o,--output", options->output, "HTML file to write (created 0600)")
+      ->required();
   report->add_flag("--force", options->force, "Replace the output file if it exists");
-  report->add_option("--bins", options->bins,
-                     "Points per chart: each keeps the maximum of the samples it covers")
+  report
+      ->add_option("--bins", options->bins,
+                   "Points per chart: each keeps the maximum of the samples it covers")
       ->check(CLI::Range(50, 20000))
       ->capture_default_str();
   return Command{report, [options] { return run_report(*options); }};

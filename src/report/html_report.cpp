@@ -1,11 +1,11 @@
 // src/report/html_report.cpp -- assembles the report page: summary, GPU and process charts, OOMs
 #include "report/html_report.hpp"
 
+#include <fmt/format.h>
 #include <time.h>
 
 #include <algorithm>
 #include <array>
-#include <fmt/format.h>
 
 #include "report/svg_chart.hpp"
 #include "report/table_report.hpp"
@@ -23,7 +23,9 @@ constexpr const char* color_non_pytorch = "#f0a04b";
 constexpr std::array<const char*, memory_category_count> category_colors = {
     "#4e79a7", "#59a14f", "#b07aa1", "#f28e2b", "#e15759", "#bab0ac"};
 
-std::string mib(const std::optional<uint64_t>& bytes) { return format_amount(bytes, UnitStyle::Mib); }
+std::string mib(const std::optional<uint64_t>& bytes) {
+  return format_amount(bytes, UnitStyle::Mib);
+}
 
 /// A table cell whose exact value the tests (and scripts) can read back: data-bytes.
 std::string bytes_cell(const char* field, const std::optional<uint64_t>& bytes) {
@@ -84,22 +86,26 @@ std::string summary_html(const RunProfile& run) {
       "<th>Name</th><th>Total</th><th>Peak used</th><th>at</th></tr>\n";
   for (const auto& [uuid, d] : run.summary.devices()) {
     out += fmt::format("<tr data-device-uuid=\"{}\"><td>{}</td><td>{}</td>{}{}<td>{}</td></tr>\n",
-                       html_escape(uuid), d.index, html_escape(d.name), bytes_cell("total_bytes", d.total_bytes),
+                       html_escape(uuid), d.index, html_escape(d.name),
+                       bytes_cell("total_bytes", d.total_bytes),
                        bytes_cell("peak_used_bytes", d.peak_used_bytes),
                        d.peak_used_bytes ? "+" + format_duration_ns(d.peak_offset_ns) : "-");
   }
-  out += "</table>\n<table class=\"processes\"><tr><th>GPU</th><th>pid</th><th>Command</th>"
-         "<th>Peak used</th><th>Torch allocated</th><th>Torch reserved</th><th>Steps</th>"
-         "<th>Max step peak</th></tr>\n";
+  out +=
+      "</table>\n<table class=\"processes\"><tr><th>GPU</th><th>pid</th><th>Command</th>"
+      "<th>Peak used</th><th>Torch allocated</th><th>Torch reserved</th><th>Steps</th>"
+      "<th>Max step peak</th></tr>\n";
   for (const auto& [key, p] : run.summary.processes()) {
     out += fmt::format(
-        "<tr data-pid=\"{}\" data-device-uuid=\"{}\"><td>{}</td><td>{}</td><td class=\"cmd\">{}</td>"
+        "<tr data-pid=\"{}\" data-device-uuid=\"{}\"><td>{}</td><td>{}</td><td "
+        "class=\"cmd\">{}</td>"
         "{}{}{}<td data-field=\"step_count\" data-count=\"{}\">{}</td>{}</tr>\n",
         p.pid, html_escape(p.device_uuid), p.device_index, p.pid, html_escape(p.command),
         bytes_cell("peak_used_bytes", p.peak_used_bytes),
         bytes_cell("torch_peak_allocated_bytes", p.torch_peak_allocated_bytes),
         bytes_cell("torch_peak_reserved_bytes", p.torch_peak_reserved_bytes),
-        p.step_count ? std::to_string(*p.step_count) : "", p.step_count ? std::to_string(*p.step_count) : "-",
+        p.step_count ? std::to_string(*p.step_count) : "",
+        p.step_count ? std::to_string(*p.step_count) : "-",
         bytes_cell("max_step_peak_allocated_bytes", p.max_step_peak_allocated_bytes));
   }
   return out + "</table></section>\n";
@@ -138,11 +144,13 @@ std::string device_html(const Timeline& t, const TimelineDevice& d, const HtmlRe
     stack.push_back({k, upper});
     lower = std::move(upper);
   }
-  SvgChart chart(ChartLayout{}, AxisKind::Time, n, 0, static_cast<double>(t.bin_ns) * static_cast<double>(n), y_max);
+  SvgChart chart(ChartLayout{}, AxisKind::Time, n, 0,
+                 static_cast<double>(t.bin_ns) * static_cast<double>(n), y_max);
   std::vector<double> base(n, 0);
   for (const Layer& layer : stack) {
     const char* color = palette[layer.position % palette.size()];
-    chart.area(base, layer.upper, color, fmt::format("class=\"layer\" data-proc=\"{}\"", layer.position));
+    chart.area(base, layer.upper, color,
+               fmt::format("class=\"layer\" data-proc=\"{}\"", layer.position));
     items.emplace_back(color, process_label(t.processes[layer.position]));
     base = layer.upper;
   }
@@ -158,11 +166,13 @@ std::string device_html(const Timeline& t, const TimelineDevice& d, const HtmlRe
     const OomMark& m = t.ooms[k];
     if (m.device_index != d.index) continue;
     chart.marker(static_cast<double>(m.offset_ns), "#d00", fmt::format("#oom-{}", k),
-                 fmt::format("OOM: pid {} asked for {}", m.record.pid, format_bytes(m.record.requested_bytes)));
+                 fmt::format("OOM: pid {} asked for {}", m.record.pid,
+                             format_bytes(m.record.requested_bytes)));
   }
   return fmt::format(
       "<section class=\"gpu\" data-device-uuid=\"{}\"><h2>GPU {} · {} · {} total</h2>\n"
-      "<p class=\"note\">Processes stacked by driver-side use; every bin shows its maximum.</p>\n{}{}"
+      "<p class=\"note\">Processes stacked by driver-side use; every bin shows its "
+      "maximum.</p>\n{}{}"
       "</section>\n",
       html_escape(d.uuid), d.index, html_escape(d.name), format_bytes(d.total_bytes), legend(items),
       chart.finish(fmt::format("class=\"chart timeline\" data-chart=\"gpu-{}\"", d.index)));
@@ -188,7 +198,8 @@ std::string process_html(const RunProfile& run, const Timeline& t, std::size_t k
     }
     y_max = std::max({y_max, acn[i], b.used_bytes, b.reserved_bytes});
   }
-  SvgChart chart(ChartLayout{}, AxisKind::Time, n, 0, static_cast<double>(t.bin_ns) * static_cast<double>(n), y_max);
+  SvgChart chart(ChartLayout{}, AxisKind::Time, n, 0,
+                 static_cast<double>(t.bin_ns) * static_cast<double>(n), y_max);
   chart.area(zero, a, color_allocated, "class=\"part allocated\"");
   chart.area(a, ac, color_cached, "class=\"part cached-free\"");
   chart.area(ac, acn, color_non_pytorch, "class=\"part non-pytorch\"");
@@ -196,14 +207,17 @@ std::string process_html(const RunProfile& run, const Timeline& t, std::size_t k
   if (p.any_torch) chart.line(reserved, "#7b3fa0", "class=\"reserved\"", true);
   for (std::size_t o = 0; o < t.ooms.size(); ++o) {
     if (t.ooms[o].record.pid != p.pid || t.ooms[o].device_index != p.device_index) continue;
-    chart.marker(static_cast<double>(t.ooms[o].offset_ns), "#d00", fmt::format("#oom-{}", o), "OOM");
+    chart.marker(static_cast<double>(t.ooms[o].offset_ns), "#d00", fmt::format("#oom-{}", o),
+                 "OOM");
   }
   std::string out = fmt::format(
       "<section class=\"proc\" data-proc=\"{}\"><h3>{}</h3><p class=\"cmd\">{}</p>\n"
       "<h4>Driver use = allocated + cached free + non-PyTorch</h4>\n{}{}\n",
       k, html_escape(process_label(p)), html_escape(p.command),
-      legend({{color_allocated, "allocated (live tensors)"}, {color_cached, "cached free (reserved - allocated)"},
-              {color_non_pytorch, "non-PyTorch (context, NCCL, libraries)"}, {"#111", "driver used"},
+      legend({{color_allocated, "allocated (live tensors)"},
+              {color_cached, "cached free (reserved - allocated)"},
+              {color_non_pytorch, "non-PyTorch (context, NCCL, libraries)"},
+              {"#111", "driver used"},
               {"#7b3fa0", "PyTorch reserved"}}),
       chart.finish(fmt::format("class=\"chart timeline\" data-chart=\"proc-{}\"", k)));
 
@@ -215,8 +229,10 @@ std::string process_html(const RunProfile& run, const Timeline& t, std::size_t k
     double s_max = 0;
     for (std::size_t i = 0; i < s.size(); ++i) {
       const std::size_t bin = i * bins / s.size();
-      peak_allocated[bin] = std::max(peak_allocated[bin].value_or(0), static_cast<double>(s[i].peak_allocated_bytes));
-      peak_reserved[bin] = std::max(peak_reserved[bin].value_or(0), static_cast<double>(s[i].peak_reserved_bytes));
+      peak_allocated[bin] =
+          std::max(peak_allocated[bin].value_or(0), static_cast<double>(s[i].peak_allocated_bytes));
+      peak_reserved[bin] =
+          std::max(peak_reserved[bin].value_or(0), static_cast<double>(s[i].peak_reserved_bytes));
       s_max = std::max({s_max, *peak_allocated[bin], *peak_reserved[bin]});
     }
     ChartLayout small;
@@ -225,9 +241,10 @@ std::string process_html(const RunProfile& run, const Timeline& t, std::size_t k
                         static_cast<double>(s.back().step - s.front().step + 1), s_max);
     step_chart.line(peak_allocated, color_allocated, "class=\"step-allocated\"");
     step_chart.line(peak_reserved, "#7b3fa0", "class=\"step-reserved\"", true);
-    out += fmt::format("<h4>Step peaks ({} steps)</h4>\n{}{}\n", s.size(),
-                       legend({{color_allocated, "peak allocated"}, {"#7b3fa0", "peak reserved"}}),
-                       step_chart.finish(fmt::format("class=\"chart steps\" data-chart=\"steps-{}\"", k)));
+    out += fmt::format(
+        "<h4>Step peaks ({} steps)</h4>\n{}{}\n", s.size(),
+        legend({{color_allocated, "peak allocated"}, {"#7b3fa0", "peak reserved"}}),
+        step_chart.finish(fmt::format("class=\"chart steps\" data-chart=\"steps-{}\"", k)));
   }
   const auto peak = run.summary.processes().find({p.pid, p.device_uuid});
   if (peak != run.summary.processes().end() && peak->second.category_step_bytes) {
@@ -237,12 +254,17 @@ std::string process_html(const RunProfile& run, const Timeline& t, std::size_t k
     std::string bar, items;
     double x = 0;
     for (std::size_t c = 0; c < memory_category_count; ++c) {
-      const double w = total > 0 ? static_cast<double>(bytes[c]) / static_cast<double>(total) * 1000 : 0;
-      bar += fmt::format("<rect x=\"{:.1f}\" y=\"0\" width=\"{:.1f}\" height=\"28\" fill=\"{}\"><title>{} {}</title></rect>",
-                         x, w, category_colors[c], memory_category_names[c], format_bytes(bytes[c]));
-      items += fmt::format("<span data-category=\"{}\" data-bytes=\"{}\"><i style=\"background:{}\"></i>{} {}</span>",
-                           memory_category_names[c], bytes[c], category_colors[c], memory_category_names[c],
-                           format_bytes(bytes[c]));
+      const double w =
+          total > 0 ? static_cast<double>(bytes[c]) / static_cast<double>(total) * 1000 : 0;
+      bar += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"0\" width=\"{:.1f}\" height=\"28\" fill=\"{}\"><title>{} "
+          "{}</title></rect>",
+          x, w, category_colors[c], memory_category_names[c], format_bytes(bytes[c]));
+      items += fmt::format(
+          "<span data-category=\"{}\" data-bytes=\"{}\"><i style=\"background:{}\"></i>{} "
+          "{}</span>",
+          memory_category_names[c], bytes[c], category_colors[c], memory_category_names[c],
+          format_bytes(bytes[c]));
       x += w;
     }
     out += fmt::format(
@@ -256,9 +278,10 @@ std::string process_html(const RunProfile& run, const Timeline& t, std::size_t k
 
 std::string oom_html(const Timeline& t) {
   if (t.ooms.empty()) return "";
-  std::string out = "<section id=\"ooms\"><h2>Out-of-memory errors</h2><table><tr><th>When</th><th>GPU</th>"
-                    "<th>pid</th><th>Requested</th><th>Free</th><th>Allocated</th><th>Reserved</th>"
-                    "<th>Post-mortem</th></tr>\n";
+  std::string out =
+      "<section id=\"ooms\"><h2>Out-of-memory errors</h2><table><tr><th>When</th><th>GPU</th>"
+      "<th>pid</th><th>Requested</th><th>Free</th><th>Allocated</th><th>Reserved</th>"
+      "<th>Post-mortem</th></tr>\n";
   for (std::size_t k = 0; k < t.ooms.size(); ++k) {
     const OomRecord& r = t.ooms[k].record;
     // The agent names its post-mortem after the pid and the local time of the OOM.
@@ -269,14 +292,18 @@ std::string oom_html(const Timeline& t) {
     strftime(stamp.data(), stamp.size(), "%Y%m%d-%H%M%S", &parts);
     const std::string file = fmt::format("vramscope-oom-{}-{}.txt", r.pid, stamp.data());
     out += fmt::format(
-        "<tr id=\"oom-{}\"><td>+{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<tr "
+        "id=\"oom-{}\"><td>+{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+        "td>"
         "<td><a href=\"{}\">{}</a></td></tr>\n",
-        k, format_duration_ns(t.ooms[k].offset_ns), t.ooms[k].device_index, r.pid, format_bytes(r.requested_bytes),
-        format_bytes(r.device_free_bytes), format_bytes(r.allocated_bytes), format_bytes(r.reserved_bytes), file, file);
+        k, format_duration_ns(t.ooms[k].offset_ns), t.ooms[k].device_index, r.pid,
+        format_bytes(r.requested_bytes), format_bytes(r.device_free_bytes),
+        format_bytes(r.allocated_bytes), format_bytes(r.reserved_bytes), file, file);
   }
-  return out + "</table><p class=\"note\">Post-mortems are written by the agent where the program ran "
-               "($VRAMSCOPE_OOM_DIR or its working directory); the links work when they sit beside "
-               "this page. See docs/oom-advice.md.</p></section>\n";
+  return out +
+         "</table><p class=\"note\">Post-mortems are written by the agent where the program ran "
+         "($VRAMSCOPE_OOM_DIR or its working directory); the links work when they sit beside "
+         "this page. See docs/oom-advice.md.</p></section>\n";
 }
 
 /// `json` made safe inside <script>: "</script" or "<!--" in a command line would end or
@@ -303,17 +330,23 @@ std::string script_safe(const std::string& json) {
 std::string format_html_report(const RunProfile& run, const Timeline& t,
                                const HtmlReportOptions& options) {
   std::string out = fmt::format(
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>vramscope report: {}</title>\n"
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>vramscope report: "
+      "{}</title>\n"
       "<script>window.vramscopeErrors=[];window.addEventListener('error',function(e){{"
-      "window.vramscopeErrors.push(String(e.message));}});</script>\n<style>{}</style></head>\n<body>\n",
+      "window.vramscopeErrors.push(String(e.message));}});</script>\n<style>{}</style></"
+      "head>\n<body>\n",
       html_escape(run.path), html_report_style());
   out += header_html(run);
-  out += "<nav class=\"controls\"><label>Process <select id=\"proc-select\"><option value=\"all\">all</option>";
+  out +=
+      "<nav class=\"controls\"><label>Process <select id=\"proc-select\"><option "
+      "value=\"all\">all</option>";
   for (std::size_t k = 0; k < t.processes.size(); ++k) {
-    out += fmt::format("<option value=\"{}\">{}</option>", k, html_escape(process_label(t.processes[k])));
+    out += fmt::format("<option value=\"{}\">{}</option>", k,
+                       html_escape(process_label(t.processes[k])));
   }
-  out += "</select></label> <button id=\"zoom-reset\" type=\"button\">Reset zoom</button> "
-         "<span id=\"zoom-label\">Drag across a timeline to zoom in on time.</span></nav>\n";
+  out +=
+      "</select></label> <button id=\"zoom-reset\" type=\"button\">Reset zoom</button> "
+      "<span id=\"zoom-label\">Drag across a timeline to zoom in on time.</span></nav>\n";
   out += summary_html(run);
   for (const TimelineDevice& d : t.devices) out += device_html(t, d, options);
   for (std::size_t k = 0; k < t.processes.size(); ++k) out += process_html(run, t, k, options);
@@ -325,7 +358,8 @@ std::string format_html_report(const RunProfile& run, const Timeline& t,
     // Text that is not UTF-8 cannot be JSON; the tables above still show every number.
     summary_json = "null";
   }
-  out += "<script type=\"application/json\" id=\"summary-json\">" + script_safe(summary_json) + "</script>\n";
+  out += "<script type=\"application/json\" id=\"summary-json\">" + script_safe(summary_json) +
+         "</script>\n";
   out += fmt::format("<script>{}</script>\n</body></html>\n", html_report_script());
   return out;
 }

@@ -107,7 +107,8 @@ void match_device(uint32_t index, std::vector<Entry>& a, std::vector<Entry>& b,
   };
   pair_up([](const Entry& x, const Entry& y) { return x.rank >= 0 && x.rank == y.rank; });
   pair_up([](const Entry& x, const Entry& y) {
-    return x.rank < 0 && y.rank < 0 && !x.peak->command.empty() && x.peak->command == y.peak->command;
+    return x.rank < 0 && y.rank < 0 && !x.peak->command.empty() &&
+           x.peak->command == y.peak->command;
   });
   pair_up([](const Entry& x, const Entry& y) {
     return x.rank < 0 && y.rank < 0 && x.has_torch == y.has_torch;
@@ -172,7 +173,8 @@ RunDiff compare_runs(const RunProfile& a, const RunProfile& b) {
   std::set<uint32_t> indices;
   for (const auto& [index, list] : in_a) indices.insert(index);
   for (const auto& [index, list] : in_b) indices.insert(index);
-  for (const uint32_t index : indices) match_device(index, in_a[index], in_b[index], diff.processes);
+  for (const uint32_t index : indices)
+    match_device(index, in_a[index], in_b[index], diff.processes);
   return diff;
 }
 

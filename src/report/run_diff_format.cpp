@@ -13,7 +13,9 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-std::string mib(const std::optional<uint64_t>& bytes) { return format_amount(bytes, UnitStyle::Mib); }
+std::string mib(const std::optional<uint64_t>& bytes) {
+  return format_amount(bytes, UnitStyle::Mib);
+}
 
 std::string count_text(const std::optional<uint64_t>& count) {
   return count ? std::to_string(*count) : std::string("-");
@@ -47,11 +49,14 @@ std::string run_line(const char* which, const RunProfile& run) {
   std::string out = std::string(which) + fit_text(run.path, 160) + " (" +
                     std::to_string(s.sample_count()) + " samples, " +
                     format_duration_ns(s.end_ns() - s.start_ns());
-  if (run.tail.state != TailState::Clean) out += std::string(", ") + tail_state_name(run.tail.state);
+  if (run.tail.state != TailState::Clean)
+    out += std::string(", ") + tail_state_name(run.tail.state);
   return out + ")\n";
 }
 
-json or_null(const std::optional<uint64_t>& value) { return value ? json(*value) : json(nullptr); }
+json or_null(const std::optional<uint64_t>& value) {
+  return value ? json(*value) : json(nullptr);
+}
 
 json change_json(const Change& c) {
   const std::optional<int64_t> delta = c.delta();
@@ -110,7 +115,8 @@ std::string format_diff_text(const RunProfile& a, const RunProfile& b, const Run
     const bool categories = (p.a && p.a->category_step_bytes) || (p.b && p.b->category_step_bytes);
     if (categories) {
       const auto step = [](const std::optional<ProcessPeak>& side) {
-        return side && side->category_step ? std::to_string(*side->category_step) : std::string("-");
+        return side && side->category_step ? std::to_string(*side->category_step)
+                                           : std::string("-");
       };
       out += line("at the peak step", "step " + step(p.a), "step " + step(p.b), "");
       for (std::size_t c = 0; c < memory_category_count; ++c) {
@@ -152,19 +158,20 @@ std::string format_diff_json(const RunProfile& a, const RunProfile& b, const Run
         categories[std::string(memory_category_names[c])] = change_json(p.category_bytes[c]);
       }
     }
-    processes.push_back(json{{"device_index", p.device_index},
-                             {"label", p.label},
-                             {"rank", p.rank >= 0 ? json(p.rank) : json(nullptr)},
-                             {"a", side_json(p.a)},
-                             {"b", side_json(p.b)},
-                             {"peak_used_bytes", change_json(p.peak_used_bytes)},
-                             {"torch_peak_allocated_bytes", change_json(p.torch_peak_allocated_bytes)},
-                             {"torch_peak_reserved_bytes", change_json(p.torch_peak_reserved_bytes)},
-                             {"step_count", change_json(p.step_count)},
-                             {"step_peak_median_bytes", change_json(p.step_peak_median_bytes)},
-                             {"step_peak_p99_bytes", change_json(p.step_peak_p99_bytes)},
-                             {"step_peak_max_bytes", change_json(p.step_peak_max_bytes)},
-                             {"category_step_bytes", categories}});
+    processes.push_back(
+        json{{"device_index", p.device_index},
+             {"label", p.label},
+             {"rank", p.rank >= 0 ? json(p.rank) : json(nullptr)},
+             {"a", side_json(p.a)},
+             {"b", side_json(p.b)},
+             {"peak_used_bytes", change_json(p.peak_used_bytes)},
+             {"torch_peak_allocated_bytes", change_json(p.torch_peak_allocated_bytes)},
+             {"torch_peak_reserved_bytes", change_json(p.torch_peak_reserved_bytes)},
+             {"step_count", change_json(p.step_count)},
+             {"step_peak_median_bytes", change_json(p.step_peak_median_bytes)},
+             {"step_peak_p99_bytes", change_json(p.step_peak_p99_bytes)},
+             {"step_peak_max_bytes", change_json(p.step_peak_max_bytes)},
+             {"category_step_bytes", categories}});
   }
   json doc;
   doc["schema_version"] = 1;

@@ -23,8 +23,10 @@ std::string parent_uuid(const SystemSample& sample, const std::string& uuid) {
 void merge(std::map<uint64_t, StepPoint>& steps, const StepPoint& point) {
   auto [it, inserted] = steps.emplace(point.step, point);
   if (inserted) return;
-  it->second.peak_allocated_bytes = std::max(it->second.peak_allocated_bytes, point.peak_allocated_bytes);
-  it->second.peak_reserved_bytes = std::max(it->second.peak_reserved_bytes, point.peak_reserved_bytes);
+  it->second.peak_allocated_bytes =
+      std::max(it->second.peak_allocated_bytes, point.peak_allocated_bytes);
+  it->second.peak_reserved_bytes =
+      std::max(it->second.peak_reserved_bytes, point.peak_reserved_bytes);
 }
 
 /// The value at nearest rank `percent` of sorted `values` (non-empty).

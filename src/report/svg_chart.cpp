@@ -1,23 +1,24 @@
 // src/report/svg_chart.cpp -- axes, bands, lines and markers as SVG text
 #include "report/svg_chart.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "vramscope/units.hpp"
 
 namespace vramscope::report {
 namespace {
 
-/// The smallest "nice" number (1, 2 or 5 times a power of ten, or binary steps for bytes)
-/// at least `value / 4`: the y grid step.
+/// The y grid step: a power-of-two number of MiB giving at most five lines up to `max_bytes`.
 double byte_step(double max_bytes) {
   double step = 1024.0 * 1024.0;  // 1 MiB
   while (max_bytes / step > 5) step *= 2;
   return step;
 }
 
+/// A 1-2-5 step giving about six labels over `span` (seconds or steps).
 double nice_step(double span) {
   if (span <= 0) return 1;
   const double raw = span / 6;
@@ -35,11 +36,21 @@ std::string html_escape(const std::string& text) {
   out.reserve(text.size());
   for (const char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
       default:
         // Control characters from a hostile command line never reach the page.
         out += (static_cast<unsigned char>(c) < 0x20 && c != '\t') ? '?' : c;
@@ -48,8 +59,8 @@ std::string html_escape(const std::string& text) {
   return out;
 }
 
-SvgChart::SvgChart(const ChartLayout& layout, AxisKind axis, std::size_t bin_count,
-                   double x_start, double x_span, double y_max_bytes)
+SvgChart::SvgChart(const ChartLayout& layout, AxisKind axis, std::size_t bin_count, double x_start,
+                   double x_span, double y_max_bytes)
     : m_layout(layout),
       m_axis(axis),
       m_bin_count(std::max<std::size_t>(bin_count, 1)),
@@ -148,17 +159,18 @@ std::string SvgChart::finish(const std::string& attributes) const {
     const std::string label = m_axis == AxisKind::Time
                                   ? format_duration_ns(static_cast<int64_t>(x))
                                   : fmt::format("{}", static_cast<uint64_t>(m_x_start + x));
-    out += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"0\" y2=\"4\" class=\"tick\"/>"
-                       "<text x=\"{:.1f}\" y=\"17\" class=\"xlabel\">{}</text>",
-                       px, px, px, label);
+    out += fmt::format(
+        "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"0\" y2=\"4\" class=\"tick\"/>"
+        "<text x=\"{:.1f}\" y=\"17\" class=\"xlabel\">{}</text>",
+        px, px, px, label);
   }
   out += "</g>\n";
   out += fmt::format(
       "<svg class=\"plot\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "preserveAspectRatio=\"none\">\n<rect class=\"plotbg\" x=\"0\" y=\"0\" width=\"{}\" "
       "height=\"{}\"/>\n{}</svg>\n",
-      l.left_px, l.top_px, l.plot_width_px(), l.plot_height_px(), m_bin_count,
-      l.plot_height_px(), m_bin_count, l.plot_height_px(), m_plot);
+      l.left_px, l.top_px, l.plot_width_px(), l.plot_height_px(), m_bin_count, l.plot_height_px(),
+      m_bin_count, l.plot_height_px(), m_plot);
   out += fmt::format("<rect class=\"frame\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>\n",
                      l.left_px, l.top_px, l.plot_width_px(), l.plot_height_px());
   return out + "</svg>";

@@ -51,7 +51,8 @@ class SvgChart {
   void line(const std::vector<std::optional<double>>& values, const std::string& color,
             const std::string& attributes, bool dashed = false);
   /// A vertical marker at `x` (ns offset or step) linking to `href`, with a tooltip.
-  void marker(double x, const std::string& color, const std::string& href, const std::string& title);
+  void marker(double x, const std::string& color, const std::string& href,
+              const std::string& title);
   /// The finished <svg> element; `attributes` go on it (class, data-*), already escaped.
   std::string finish(const std::string& attributes) const;
 

@@ -45,7 +45,9 @@ Bin& bin_at(std::vector<Bin>& bins, std::size_t index) {
   return bins[index];
 }
 
-double bytes(uint64_t value) { return static_cast<double>(value); }
+double bytes(uint64_t value) {
+  return static_cast<double>(value);
+}
 
 }  // namespace
 
@@ -66,10 +68,10 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
     m_start_ns = sample.timestamp_ns;
   }
   // Unsigned difference: exact for any two int64 timestamps; a clock step back lands in bin 0.
-  const uint64_t offset_ns = sample.timestamp_ns > m_start_ns
-                                 ? static_cast<uint64_t>(sample.timestamp_ns) -
-                                       static_cast<uint64_t>(m_start_ns)
-                                 : 0;
+  const uint64_t offset_ns =
+      sample.timestamp_ns > m_start_ns
+          ? static_cast<uint64_t>(sample.timestamp_ns) - static_cast<uint64_t>(m_start_ns)
+          : 0;
   while (offset_ns / m_bin_ns >= 2 * m_target_bins) merge_bins(2);
   const std::size_t index = static_cast<std::size_t>(offset_ns / m_bin_ns);
   m_bin_count = std::max(m_bin_count, index + 1);
@@ -95,7 +97,8 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
       pbin.seen = true;
       double key = -1;
       if (row.driver) {
-        if (row.driver->visible && !row.driver->command.empty()) process.command = row.driver->command;
+        if (row.driver->visible && !row.driver->command.empty())
+          process.command = row.driver->command;
         if (row.driver->used_bytes) {
           process.any_driver = true;
           key = bytes(*row.driver->used_bytes);
@@ -117,8 +120,8 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
         pbin.peak_allocated_bytes = row.torch ? bytes(row.torch->allocated_bytes) : 0;
         pbin.peak_cached_free_bytes = row.cached_free_bytes ? bytes(*row.cached_free_bytes) : 0;
         // Without an agent all of driver used is outside PyTorch.
-        pbin.peak_non_pytorch_bytes =
-            row.non_pytorch_bytes ? bytes(*row.non_pytorch_bytes) : (row.torch ? 0 : std::max(key, 0.0));
+        pbin.peak_non_pytorch_bytes = row.non_pytorch_bytes ? bytes(*row.non_pytorch_bytes)
+                                                            : (row.torch ? 0 : std::max(key, 0.0));
       }
     }
     dbin.allocated_bytes = std::max(dbin.allocated_bytes, allocated);

@@ -1,4 +1,5 @@
-// tests/cpp/cli/test_cli_diff.cpp -- `vramscope diff` end to end: exit codes for CI, same numbers as `show`
+// tests/cpp/cli/test_cli_diff.cpp -- `vramscope diff` end to end: exit codes for CI, same numbers
+// as `show`
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -48,18 +49,27 @@ TEST(CliDiff, FailsOnlyWhenAPeakGrowsPastTheThreshold) {
   TempDir dir;
   write_run(dir.file("a.vsrec"), 4021, 40000);
   write_run(dir.file("b.vsrec"), 6000, 44000);  // +10%, another pid
-  const CliResult grew = run_cli(dir, {"diff", dir.file("a.vsrec"), dir.file("b.vsrec"),
-                                       "--fail-if-peak-grows", "5%"}, no_nvml);
+  const CliResult grew =
+      run_cli(dir, {"diff", dir.file("a.vsrec"), dir.file("b.vsrec"), "--fail-if-peak-grows", "5%"},
+              no_nvml);
   EXPECT_EQ(grew.exit_code, 4) << grew.err;
   EXPECT_NE(grew.out.find("Peaks that grew by more than 5%"), std::string::npos) << grew.out;
   EXPECT_NE(grew.out.find("rank 0: peak used grew"), std::string::npos) << grew.out;
-  EXPECT_EQ(run_cli(dir, {"diff", dir.file("a.vsrec"), dir.file("b.vsrec"), "--fail-if-peak-grows",
-                          "11%"}, no_nvml).exit_code, 0);
-  EXPECT_EQ(run_cli(dir, {"diff", dir.file("b.vsrec"), dir.file("a.vsrec"), "--fail-if-peak-grows",
-                          "0"}, no_nvml).exit_code, 0);
+  EXPECT_EQ(
+      run_cli(dir,
+              {"diff", dir.file("a.vsrec"), dir.file("b.vsrec"), "--fail-if-peak-grows", "11%"},
+              no_nvml)
+          .exit_code,
+      0);
+  EXPECT_EQ(
+      run_cli(dir, {"diff", dir.file("b.vsrec"), dir.file("a.vsrec"), "--fail-if-peak-grows", "0"},
+              no_nvml)
+          .exit_code,
+      0);
   EXPECT_EQ(run_cli(dir, {"diff", dir.file("a.vsrec"), dir.file("b.vsrec")}, no_nvml).exit_code, 0);
-  const CliResult bad = run_cli(dir, {"diff", dir.file("a.vsrec"), dir.file("b.vsrec"),
-                                      "--fail-if-peak-grows", "lots"}, no_nvml);
+  const CliResult bad = run_cli(
+      dir, {"diff", dir.file("a.vsrec"), dir.file("b.vsrec"), "--fail-if-peak-grows", "lots"},
+      no_nvml);
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_EQ(bad.out, "");
 }

@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   }
   const std::string path = argv[1];
   const uint64_t samples = std::strtoull(argv[2], nullptr, 10);
-  const uint32_t processes = argc > 3 ? static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 10)) : 1;
+  const uint32_t processes =
+      argc > 3 ? static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 10)) : 1;
   constexpr uint64_t mib = 1ULL << 20U;
   RecordingMetadata metadata;
   metadata.hostname = "synthetic";
@@ -81,8 +82,9 @@ int main(int argc, char** argv) {
         step.peak_allocated_bytes = (6900 + p * 10 + (i / 50) % 7) * mib;
         step.peak_reserved_bytes = 7500 * mib;
         step.peak_requested_bytes = step.peak_allocated_bytes;
-        step.category_bytes = CategoryBytes{1000 * mib, 1000 * mib, 2000 * mib, 2500 * mib, 300 * mib,
-                                            step.peak_allocated_bytes - 6800 * mib};
+        step.category_bytes =
+            CategoryBytes{1000 * mib, 1000 * mib, 2000 * mib,
+                          2500 * mib, 300 * mib,  step.peak_allocated_bytes - 6800 * mib};
         s.steps.push_back(step);
       }
       if (i == samples / 2) {

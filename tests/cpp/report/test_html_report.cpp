@@ -34,7 +34,8 @@ TEST(HtmlReport, FetchesNothingAndRunsOnlyItsOwnScript) {
   const std::string page = page_of("python train.py");
   // The only URL is the SVG namespace; no src= or <link>: nothing is fetched when it opens.
   const std::regex url("https?://[^\"' ]*");
-  for (auto it = std::sregex_iterator(page.begin(), page.end(), url); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(page.begin(), page.end(), url); it != std::sregex_iterator();
+       ++it) {
     EXPECT_EQ(it->str(), "http://www.w3.org/2000/svg");
   }
   EXPECT_EQ(page.find(" src="), std::string::npos);

@@ -39,7 +39,8 @@ RunProfile make_run(uint32_t pid, int32_t rank, uint64_t used_mib, int steps,
     step.device_uuid = gpu0.uuid;
     step.step = static_cast<uint64_t>(i);
     step.end_ns = s.timestamp_ns;
-    step.peak_allocated_bytes = (i <= steps ? 1000 + static_cast<uint64_t>(i) : last_step_mib) * mib;
+    step.peak_allocated_bytes =
+        (i <= steps ? 1000 + static_cast<uint64_t>(i) : last_step_mib) * mib;
     step.peak_requested_bytes = step.peak_allocated_bytes;
     if (i == steps + 1) step.category_bytes = CategoryBytes{last_step_mib * mib, 0, 0, 0, 0, 0};
     s.steps = {step};

@@ -35,16 +35,17 @@ TEST(Timeline, BinsAreBoundedAndKeepEveryPeak) {
   EXPECT_GE(t.bin_count, 250U);
   ASSERT_EQ(t.devices.size(), 2U);
   const TimelineDevice& gpu0 = t.devices[0];
-  const auto top = std::max_element(gpu0.bins.begin(), gpu0.bins.end(), [](const DeviceBin& a, const DeviceBin& b) {
-    return a.used_bytes < b.used_bytes;
-  });
+  const auto top = std::max_element(
+      gpu0.bins.begin(), gpu0.bins.end(),
+      [](const DeviceBin& a, const DeviceBin& b) { return a.used_bytes < b.used_bytes; });
   const SystemSample s = make_two_gpu_sample();
   EXPECT_EQ(top->used_bytes, static_cast<double>(*s.devices[0].used_bytes + 1000 * mib));
   // The spike's bin is where its time says.
   const std::size_t expected_bin = spike * 100'000'000ULL / t.bin_ns;
   EXPECT_EQ(static_cast<std::size_t>(top - gpu0.bins.begin()), expected_bin);
   // Every bin holds a sample's maximum, never an average: the small wobble (0..6 MiB) shows.
-  for (const DeviceBin& b : gpu0.bins) EXPECT_GE(b.used_bytes, static_cast<double>(*s.devices[0].used_bytes));
+  for (const DeviceBin& b : gpu0.bins)
+    EXPECT_GE(b.used_bytes, static_cast<double>(*s.devices[0].used_bytes));
 }
 
 TEST(Timeline, DecompositionAtTheBinPeakAddsUpToDriverUse) {
@@ -57,12 +58,15 @@ TEST(Timeline, DecompositionAtTheBinPeakAddsUpToDriverUse) {
   EXPECT_TRUE(trainer->any_torch && trainer->any_driver);
   for (const ProcessBin& b : trainer->bins) {
     ASSERT_TRUE(b.seen);
-    EXPECT_EQ(b.peak_allocated_bytes + b.peak_cached_free_bytes + b.peak_non_pytorch_bytes, b.used_bytes);
+    EXPECT_EQ(b.peak_allocated_bytes + b.peak_cached_free_bytes + b.peak_non_pytorch_bytes,
+              b.used_bytes);
     EXPECT_EQ(b.peak_allocated_bytes, static_cast<double>(20480 * mib));
   }
   // Xorg has no agent: all of its use is outside PyTorch.
   for (const TimelineProcess& p : t.processes) {
-    if (p.pid == 5177) EXPECT_EQ(p.bins[0].peak_non_pytorch_bytes, static_cast<double>(900 * mib));
+    if (p.pid == 5177) {
+      EXPECT_EQ(p.bins[0].peak_non_pytorch_bytes, static_cast<double>(900 * mib));
+    }
   }
 }
 
