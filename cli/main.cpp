@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "vramscope: what is using GPU memory, right now, and why.\n"
       "With no subcommand, prints every GPU and its processes (like nvidia-smi -q -d MEMORY).\n"
-      "Exit codes: 0 ok, 1 error, 2 usage error, 3 no NVIDIA driver or no GPU.",
+      "Exit codes: 0 ok, 1 error, 2 usage error, 3 no NVIDIA driver or no GPU, 4 a requested check failed.",
       "vramscope"};
   app.set_version_flag("--version", std::string("vramscope ") + version);
   app.require_subcommand(0, 1);
@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   commands.push_back(cli::add_watch_command(app));
   commands.push_back(cli::add_record_command(app));
   commands.push_back(cli::add_show_command(app));
+  commands.push_back(cli::add_diff_command(app));
+  commands.push_back(cli::add_report_command(app));
   commands.push_back(cli::add_top_command(app));
   commands.push_back(cli::add_run_command(app));
   commands.push_back(cli::add_export_command(app));

@@ -18,8 +18,9 @@ log() { printf '[vramscope setup] %s\n' "$*" >&2; }
 packages=(build-essential cmake ninja-build pkg-config git
           libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libncurses-dev)
 if [[ $cli_only -eq 0 ]]; then
+  # chromium (~300 MB installed) renders `vramscope report` pages in tests/e2e/report_chromium.sh.
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-dev tmux prometheus
-             python3 python3-venv python3-dev procps)
+             python3 python3-venv python3-dev procps chromium)
 fi
 missing=()
 for p in "${packages[@]}"; do
