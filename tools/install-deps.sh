@@ -41,7 +41,8 @@ venv="${VRAMSCOPE_VENV:-$HOME/.cache/vramscope/venv}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 requirements="$here/tools/requirements-dev.txt"
 stamp="$venv/.vramscope-requirements.sha256"
-want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+# requirements-dev.txt includes requirements-wheel.txt: a change to either reinstalls.
+want="$(cat "$requirements" "$here/tools/requirements-wheel.txt" | sha256sum | cut -d' ' -f1)"
 if [[ ! -x "$venv/bin/python" ]]; then
   log "creating the Python environment in $venv"
   mkdir -p "$(dirname "$venv")"
