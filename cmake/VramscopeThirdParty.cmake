@@ -94,10 +94,12 @@ if(_vramscope_missing)
     string(APPEND _fedora " ${_f}")
     string(APPEND _conda " ${_c}")
   endforeach()
-  message(FATAL_ERROR
-    "vramscope: missing C++ headers, install them with: Debian/Ubuntu `apt install${_debian}`, "
+  # NOTICE prints the line as it is; FATAL_ERROR would wrap it (and the commands in it).
+  message(NOTICE
+    "vramscope: missing C++ headers; install them with: Debian/Ubuntu `apt install${_debian}`, "
     "Fedora `dnf install${_fedora}`, conda `conda install -c conda-forge${_conda}` "
     "(or build only the PyTorch agent: VRAMSCOPE_CLI=OFF pip install --no-build-isolation .)")
+  message(FATAL_ERROR "vramscope: missing C++ headers (the line above names the packages)")
 endif()
 
 if(VRAMSCOPE_TEST)

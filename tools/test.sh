@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/test.sh -- set up everything and run the whole vramscope test suite (CI runs exactly this).
 #
-#   tools/test.sh              C++ tests (dev build + ASan/UBSan + TSan), fuzzing, Python package + pytest
+#   tools/test.sh              C++ tests (dev build + ASan/UBSan + TSan), fuzzing, the wheel + pytest
 #   VRAMSCOPE_FUZZ_SECONDS=N   bound the fuzzing time (default 60)
 #   VRAMSCOPE_SKIP_SANITIZERS=1  skip the sanitizer builds (faster local runs)
 #
@@ -77,20 +77,24 @@ if [[ -x tools/fuzz.sh ]]; then
   fi
 fi
 
-section "Python package (agent built against the installed torch)"
-if "$py" -m pip install -q --no-build-isolation -C build-dir=build/wheel . >build/pip.log 2>&1; then
-  tail -n 3 build/pip.log
+section "Python package: the wheel (tools/build-wheel.sh), installed with plain pip"
+# The distributable wheel is what the Python tests use: built once (the agent against the
+# installed torch), installed here, and installed again by tests/wheel into a fresh venv.
+if wheel="$(tools/build-wheel.sh 2>build/wheel.log | tail -n 1)" && [[ -f "$wheel" ]] \
+    && "$py" -m pip install -q --force-reinstall --no-deps "$wheel" >build/pip.log 2>&1; then
+  tail -n 1 build/wheel.log
   export VRAMSCOPE_CLI="$root/build/dev/cli/vramscope"
   export VRAMSCOPE_BUILD_DIR="$root/build/dev"
+  export VRAMSCOPE_WHEEL="$root/$wheel"
   # Each folder has its own conftest.py: run them as separate sessions so they do not clash.
-  for suite in tests/gpu tests/python; do
+  for suite in tests/gpu tests/python tests/wheel; do
     section "pytest $suite"
     log="build/pytest-${suite##*/}.log"
     "$py" -m pytest "$suite" -p no:cacheprovider -rs 2>&1 | tee "$log" | tail -n 15
     count_pytest "$log"
   done
 else
-  tail -n 60 build/pip.log; failed=$((failed + 1)); status=1
+  tail -n 60 build/wheel.log build/pip.log 2>/dev/null; failed=$((failed + 1)); status=1
 fi
 
 echo

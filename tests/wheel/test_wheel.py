@@ -37,7 +37,10 @@ def _torch_closure() -> list:
     for this interpreter, extras not taken)."""
     from importlib import metadata
 
-    from packaging.requirements import Requirement
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # a bare machine: pip's own copy
+        from pip._vendor.packaging.requirements import Requirement
 
     def norm(name: str) -> str:
         return re.sub(r"[-_.]+", "-", name).lower()
