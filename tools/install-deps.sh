@@ -30,8 +30,16 @@ if ((${#missing[@]})); then
   sudo_cmd=()
   [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # apt's chatter ("debconf: delaying package configuration...") goes to a log, shown on failure.
+  apt_log="$(mktemp)"
+  if ! { "${sudo_cmd[@]}" apt-get update -qq &&
+         "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+       >"$apt_log" 2>&1; then
+    cat "$apt_log" >&2
+    log "installing Debian packages failed (above)"
+    exit 1
+  fi
+  rm -f "$apt_log"
 fi
 
 [[ $cli_only -eq 1 ]] && exit 0
