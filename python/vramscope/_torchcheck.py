@@ -1,7 +1,8 @@
 # python/vramscope/_torchcheck.py -- find torch and the agent, and explain clearly when they do not fit
 """Every way the agent can be unusable, each with one clear line.
 
-torch missing -> ImportError; torch without CUDA or no visible GPU -> RuntimeError; an agent built
+torch missing -> ImportError; torch without CUDA or no visible GPU -> RuntimeError from attach()
+(the readers then answer like torch.cuda: zeros); an agent built
 for another torch minor version (or not built at all) -> a one-time warning and the polling
 fallback, because loading C++ compiled against other allocator struct layouts would be unsafe.
 """
@@ -31,17 +32,21 @@ def import_torch() -> ModuleType:
     return torch
 
 
+def cuda_problem(torch: ModuleType) -> Optional[str]:
+    """Why this torch cannot use a CUDA GPU (one line, starting "vramscope: "), or None."""
+    if getattr(torch.version, "cuda", None) is None:
+        return (f"vramscope: this PyTorch build ({torch.__version__}) has no CUDA support; "
+                "install a CUDA build of torch")
+    if not torch.cuda.is_available():
+        return "vramscope: no CUDA GPU is visible to PyTorch (torch.cuda.is_available() is False)"
+    return None
+
+
 def check_cuda(torch: ModuleType) -> None:
     """Raises RuntimeError (one line) unless this torch can use a CUDA GPU."""
-    if getattr(torch.version, "cuda", None) is None:
-        raise RuntimeError(
-            f"vramscope: this PyTorch build ({torch.__version__}) has no CUDA support; "
-            "install a CUDA build of torch"
-        )
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            "vramscope: no CUDA GPU is visible to PyTorch (torch.cuda.is_available() is False)"
-        )
+    problem = cuda_problem(torch)
+    if problem is not None:
+        raise RuntimeError(problem)
 
 
 def major_minor(version: str) -> Optional[Tuple[int, int]]:
