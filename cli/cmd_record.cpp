@@ -7,7 +7,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,6 +78,13 @@ int run_record(const RecordOptions& options) {
   // Said before anything starts; the writer refuses again (atomically) when it creates the file.
   if (!options.force && access(options.output.c_str(), F_OK) == 0) {
     throw Error(options.output + ": already exists (use --force to overwrite it)");
+  }
+  // Every argument is checked before the driver is: a wrong path is reported as such, also on a
+  // machine without a GPU (where the sampler below would say "no NVIDIA driver" first).
+  const std::size_t slash = options.output.rfind('/');
+  const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : options.output.substr(0, slash);
+  if (access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw Error(options.output + ": cannot create it (" + folder + ": " + std::strerror(errno) + ")");
   }
   install_stop_handlers();
   SamplerOptions sampler_options;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "file_args.hpp"
 #include "ncurses_screen.hpp"
 #include "top_session.hpp"
 #include "view/render.hpp"
@@ -189,7 +190,7 @@ Command add_top_command(CLI::App& app) {
   top->add_option("--replay", options->replay,
                   "Show a recording made by `vramscope record` instead of sampling, at its "
                   "recorded pace")
-      ->check(CLI::ExistingFile);
+      ->check(readable_file());
   top->add_option("--speed", options->speed, "Replay speed, 0.25 to 64")
       ->default_val(1.0)
       ->check(CLI::Range(view::min_replay_speed, view::max_replay_speed));
