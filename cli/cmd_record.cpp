@@ -152,6 +152,11 @@ int run_record(const RecordOptions& options) {
   const int64_t end_ns = monotonic_ns();
   status.update(*writer, end_ns - start_ns, end_ns, true);
   status.finish();
+  // Also off a terminal (where the status line is off), success is said, with what was kept.
+  if (result == ExitOk) {
+    std::fprintf(stderr, "vramscope: wrote %llu samples to %s\n",
+                 static_cast<unsigned long long>(writer->sample_count()), options.output.c_str());
+  }
 
   if (!child) return result;
   // --duration may end the recording first: the command still runs to its end.

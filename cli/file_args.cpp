@@ -28,7 +28,7 @@ CLI::Validator readable_file() {
         if (!reason.empty()) throw Error(path + ": " + reason, ExitError);
         return "";
       },
-      "FILE");
+      "");
 }
 
 }  // namespace vramscope::cli

@@ -84,6 +84,16 @@ TEST(CliNoGpu, HelpTeachesAndSucceeds) {
   const CliResult record = run_cli(dir, {"record", "--help"});
   EXPECT_EQ(record.exit_code, 0);
   EXPECT_NE(record.out.find("--duration"), std::string::npos);
+  // One usage, with both forms of the program; the examples use the recording suffix.
+  const CliResult run = run_cli(dir, {"run", "--help"});
+  EXPECT_EQ(run.out.find("Usage:"), run.out.rfind("Usage:")) << run.out;
+  EXPECT_NE(run.out.find("Usage: vramscope run [OPTIONS] script.py [args...]\n"
+                         "       vramscope run [OPTIONS] -m module [args...]\n"),
+            std::string::npos)
+      << run.out;
+  const CliResult export_help = run_cli(dir, {"export", "--help"});
+  EXPECT_NE(export_help.out.find("vramscope export run.vsrec --trace"), std::string::npos) << export_help.out;
+  EXPECT_EQ(export_help.out.find(".vrs "), std::string::npos) << export_help.out;
 }
 
 TEST(CliNoGpu, ShowNeedsNoGpuAndRejectsForeignFiles) {

@@ -87,6 +87,9 @@ TEST(CliRecord, DurationBoundsTheRecording) {
   EXPECT_LE(summary["sample_count"].get<int>(), 10);
   EXPECT_LT(summary["duration_ns"].get<int64_t>(), 200'000'000);
   EXPECT_EQ(summary["command"], nullptr);
+  // Off a terminal there is no status line: success is still said, with the count kept.
+  EXPECT_EQ(r.err, "vramscope: wrote " + std::to_string(summary["sample_count"].get<int>()) + " samples to " +
+                       file + "\n");
 }
 
 TEST(CliRecord, RefusesToOverwriteWithoutForce) {
