@@ -40,12 +40,14 @@ if [[ $rc -eq 3 ]]; then
   recording=data/h200-training.vsrec
   echo "No GPU here: ${reason#vramscope: }" >&2
   echo "Replaying $recording instead: a recording made on an NVIDIA H200 during a real PyTorch" >&2
-  echo "training run (not live data). Keys: space pause, +/- speed, ? help, q quit." >&2
   if [[ -t 1 ]]; then
+    echo "training run (not live data). Keys: space pause, +/- speed, ? help, q quit." >&2
     sleep 2
     exec "$cli" top --replay "$recording" "$@"
   fi
-  # Not a terminal: print the recording's summary and one frame of the replayed view.
+  # Not a terminal (no key works there): the recording's summary and the replayed view at the
+  # recording's peak, printed once.
+  echo "training run (not live data): its summary, then the view at its peak." >&2
   "$cli" show "$recording"
   exec "$cli" top --replay "$recording" --once "$@"
 fi
