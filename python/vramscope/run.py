@@ -168,31 +168,36 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from . import oom
 
     observer_calls = oom.observer_calls()
-    failure: Optional[BaseException] = None
     try:
         _run_program(opts)
-    except (SystemExit, KeyboardInterrupt) as e:
-        oom.report_exception(e, observer_calls)
-        raise
     except BaseException as e:
         # A CUDA OOM that ends the program gets its post-mortem (the observer's, else one
-        # written now, with an OOM marker in the agent's segment); it still ends the program.
+        # written now, with an OOM marker in the agent's segment); it still propagates.
         oom.report_exception(e, observer_calls)
-        failure = e
+        raise
     finally:
         if monitor is not None:
             _finish(monitor, opts.quiet)
-    if failure is not None:
-        # What `python script.py` prints: the traceback from the program's own first frame
-        # (through sys.excepthook, so a program's own hook still applies), then exit 1.
+
+
+def _process_main() -> None:
+    """``python -m vramscope.run``: main(), and an exception that ends the program reported as
+    ``python script.py`` reports it: the traceback from the program's own first frame (through
+    sys.excepthook, so a program's own hook still applies), then exit 1."""
+    try:
+        main()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as failure:
         tb = _program_traceback(failure.__traceback__)
-        if tb is None and isinstance(failure, ImportError) and opts.module is not None:
-            # runpy's own "No module named pkg.__main__; 'pkg' is a package ...".
+        if tb is None and isinstance(failure, ImportError):
+            # Raised by runpy before any line of the program ran: "No module named
+            # pkg.__main__; 'pkg' is a package and cannot be directly executed".
             print(f"vramscope run: error: {failure}", file=sys.stderr)
         else:
             # The default hook prints the exception's own __traceback__: trim that too.
             sys.excepthook(type(failure), failure.with_traceback(tb), tb)
-        raise SystemExit(1)
+        raise SystemExit(1) from None
 
 
 def _module_exists(name: str) -> bool:
@@ -231,4 +236,4 @@ def _finish(monitor, quiet: bool) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _process_main()
