@@ -67,3 +67,26 @@ def test_the_sdist_holds_what_the_build_needs(tmp_path):
         else "OFF"
     out = configure(source, tmp_path / "build", f"-DVRAMSCOPE_AGENT={agent}")
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_documented_source_install_installs_the_build_requirements_first():
+    # `pip install --no-build-isolation .` alone fails in a venv without the build backend
+    # (ModuleNotFoundError: scikit_build_core): each code block that shows it must first
+    # install every [build-system] requirement.
+    import re
+    import tomllib
+
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    names = [re.split(r"[<>=!~\[ ;]", r, maxsplit=1)[0] for r in requires]
+    checked = 0
+    for doc in ("README.md", "docs/install.md"):
+        text = (ROOT / doc).read_text()
+        for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+            lines = block.splitlines()
+            for i, line in enumerate(lines):
+                if re.search(r"pip install --no-build-isolation (-e )?\.(\s|$)", line):
+                    before = " ".join(l.split("#")[0] for l in lines[:i] if "pip install" in l)
+                    missing = [n for n in names if n not in before.split()]
+                    assert not missing, f"{doc}: `{line.strip()}` without {missing} before it"
+                    checked += 1
+    assert checked >= 2
