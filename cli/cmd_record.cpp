@@ -82,9 +82,12 @@ int run_record(const RecordOptions& options) {
   // Every argument is checked before the driver is: a wrong path is reported as such, also on a
   // machine without a GPU (where the sampler below would say "no NVIDIA driver" first).
   const std::size_t slash = options.output.rfind('/');
-  const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : options.output.substr(0, slash);
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : options.output.substr(0, slash);
   if (access(folder.c_str(), W_OK | X_OK) != 0) {
-    throw Error(options.output + ": cannot create it (" + folder + ": " + std::strerror(errno) + ")");
+    throw Error(options.output + ": cannot create it (" + folder + ": " + std::strerror(errno) +
+                ")");
   }
   install_stop_handlers();
   SamplerOptions sampler_options;

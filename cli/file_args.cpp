@@ -14,10 +14,13 @@ namespace vramscope::cli {
 std::string unreadable_file_reason(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    return errno == ENOENT || errno == ENOTDIR ? "no such file" : std::string("cannot read it: ") + std::strerror(errno);
+    return errno == ENOENT || errno == ENOTDIR
+               ? "no such file"
+               : std::string("cannot read it: ") + std::strerror(errno);
   }
   if (S_ISDIR(st.st_mode)) return "is a directory, not a file";
-  if (::access(path.c_str(), R_OK) != 0) return std::string("cannot read it: ") + std::strerror(errno);
+  if (::access(path.c_str(), R_OK) != 0)
+    return std::string("cannot read it: ") + std::strerror(errno);
   return "";
 }
 

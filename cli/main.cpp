@@ -36,11 +36,15 @@ int report_usage_error(const CLI::App& app, const CLI::ParseError& e) {
     const std::string first = extras.empty() ? std::string() : extras.front();
     if (&command == &app && !first.empty() && first[0] != '-') {
       std::string names;
-      for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names += (names.empty() ? "" : ", ") + sub->get_name();
-      std::fprintf(stderr, "vramscope: unknown command '%s'; the commands are %s (vramscope --help)\n",
+      for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      }
+      std::fprintf(stderr,
+                   "vramscope: unknown command '%s'; the commands are %s (vramscope --help)\n",
                    first.c_str(), names.c_str());
     } else {
-      std::fprintf(stderr, "vramscope: unexpected argument '%s' (%s)\n", first.c_str(), help.c_str());
+      std::fprintf(stderr, "vramscope: unexpected argument '%s' (%s)\n", first.c_str(),
+                   help.c_str());
     }
     return vramscope::ExitUsage;
   }
@@ -53,7 +57,8 @@ int report_usage_error(const CLI::App& app, const CLI::ParseError& e) {
   const std::string convert = "Could not convert: ";
   if (what.rfind(convert, 0) == 0 && what.find(" = ") != std::string::npos) {
     const std::size_t eq = what.find(" = ");
-    what = what.substr(convert.size(), eq - convert.size()) + ": cannot read '" + what.substr(eq + 3) + "'";
+    what = what.substr(convert.size(), eq - convert.size()) + ": cannot read '" +
+           what.substr(eq + 3) + "'";
   }
   const std::string prefix = &command == &app ? "" : command.get_name() + ": ";
   std::fprintf(stderr, "vramscope: %s%s (%s)\n", prefix.c_str(), what.c_str(), help.c_str());
