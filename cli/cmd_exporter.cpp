@@ -74,7 +74,8 @@ ListenAddress parse_listen(const std::string& text) {
   unsigned char parsed[sizeof(struct in6_addr)];
   const int family = address.host.find(':') != std::string::npos ? AF_INET6 : AF_INET;
   if (looks_numeric && inet_pton(family, address.host.c_str(), parsed) != 1) {
-    throw Error("--listen: '" + address.host + "' is not an " + (family == AF_INET ? "IPv4" : "IPv6") +
+    throw Error("--listen: '" + address.host + "' is not an " +
+                    (family == AF_INET ? "IPv4" : "IPv6") +
                     " address (expected HOST:PORT, e.g. 127.0.0.1:8726)",
                 ExitUsage);
   }

@@ -1,4 +1,4 @@
-# tests/python/test_main_sh.py -- tools/main.sh, the first command a new user runs: progress, and the compiler's errors
+# tests/python/test_main_sh.py -- tools/main.sh, a new user's first command: progress, errors
 #
 # main.sh runs from a copy of tools/ in a temporary folder with a stand-in `cmake` first on PATH
 # (it configures nothing and "compiles" with the error a broken source gives), so these tests

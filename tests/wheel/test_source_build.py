@@ -1,4 +1,4 @@
-# tests/wheel/test_source_build.py -- building from source where the Debian -dev packages are missing, and the sdist
+# tests/wheel/test_source_build.py -- source builds without the Debian -dev packages; the sdist
 #
 # The system's include and library folders are hidden from CMake (CMAKE_IGNORE_PATH), as on a
 # CUDA container or a conda env: the configure must either succeed (an agent-only build needs no
@@ -18,7 +18,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 HIDDEN = "/usr/include;/usr/lib/x86_64-linux-gnu;/usr/lib;/lib/x86_64-linux-gnu"
 
 
-def configure(source: pathlib.Path, build: pathlib.Path, *defines: str) -> subprocess.CompletedProcess:
+def configure(source: pathlib.Path, build: pathlib.Path,
+              *defines: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["cmake", "-S", str(source), "-B", str(build), "-DVRAMSCOPE_TEST=OFF",
          "-DVRAMSCOPE_BENCH=OFF", f"-DPython_EXECUTABLE={sys.executable}", *defines],
@@ -32,7 +33,8 @@ def test_missing_headers_stop_with_one_line_naming_the_packages(tmp_path):
              if l.startswith("vramscope: missing C++ headers;")]
     assert len(lines) == 1, out.stderr
     line = lines[0]
-    assert "Debian/Ubuntu `apt install libfmt-dev libcli11-dev libcpp-httplib-dev libncurses-dev`" in line
+    assert ("Debian/Ubuntu `apt install libfmt-dev libcli11-dev libcpp-httplib-dev "
+            "libncurses-dev`") in line
     assert "Fedora `dnf install fmt-devel cli11-devel cpp-httplib-devel ncurses-devel`" in line
     assert "conda `conda install -c conda-forge fmt cli11 cpp-httplib ncurses`" in line
     if importlib.util.find_spec("nlohmann_json") is not None:

@@ -1,4 +1,4 @@
-# tests/wheel/test_wheel.py -- the built wheel, installed with plain pip into a venv that has only torch
+# tests/wheel/test_wheel.py -- the built wheel, installed with plain pip into a venv with only torch
 #
 # Run: VRAMSCOPE_WHEEL=dist/vramscope-...whl pytest tests/wheel   (tools/test.sh does, after
 # tools/build-wheel.sh). The fresh venv gets torch (and what torch requires, nothing else) by
