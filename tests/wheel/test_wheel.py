@@ -100,11 +100,18 @@ class Venv:
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Venv:
     root = tmp_path_factory.mktemp("fresh") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+    # Without ensurepip (Debian/Ubuntu's python3 lacking python3-venv) the venv gets no pip of
+    # its own: this interpreter's pip then installs into it (pip --python).
+    own_pip = subprocess.run([sys.executable, "-m", "venv", str(root)]).returncode == 0
+    if not own_pip:
+        subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(root)],
+                       check=True)
     v = Venv(root)
     _link_torch(v.site)
     # Plain pip, no index: it must install as it is, with nothing to build or download.
-    out = v.run(v.python, "-m", "pip", "install", "--no-index", "--only-binary=:all:",
+    pip = [v.python, "-m", "pip"] if own_pip else [sys.executable, "-m", "pip", "--python",
+                                                    v.python]
+    out = v.run(*pip, "install", "--no-index", "--only-binary=:all:",
                 str(pathlib.Path(WHEEL).resolve()))
     assert out.returncode == 0, out.stdout + out.stderr
     return v

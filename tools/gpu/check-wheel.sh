@@ -16,11 +16,16 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 venv="$out/venv"
 rm -rf "$venv"
-python3 -m venv --system-site-packages "$venv"
+pip=("$venv/bin/python" -m pip)
+if ! python3 -m venv --system-site-packages "$venv" 2>/dev/null; then
+  # No ensurepip (python3-venv not installed): a venv without pip, filled by the system's pip.
+  python3 -m venv --clear --without-pip --system-site-packages "$venv"
+  pip=(python3 -m pip --python "$venv/bin/python")
+fi
 step() { printf '\n== %s\n' "$*"; }
 
 step "pip install --no-index $(basename "$wheel")"
-"$venv/bin/python" -m pip install --no-index "$wheel" 2>&1 | tail -n 2
+"${pip[@]}" install --no-index "$wheel" 2>&1 | tail -n 2
 step "vramscope --version"
 "$venv/bin/vramscope" --version
 step "vramscope"
