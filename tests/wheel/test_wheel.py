@@ -130,7 +130,7 @@ def test_wheel_is_small_and_says_which_torch_it_is_for():
     assert f'Requires-Dist: torch=={major}.{minor}.*; extra == "torch"' in meta
     # torch is never a plain dependency: pip must not replace the user's torch.
     assert not re.search(r"^Requires-Dist: torch[^;]*$", meta, re.M)
-    # Nothing of the build machine: no absolute run path.
+    # torch's libraries stay out: the agent binds the torch the user imports.
     assert not any(n.startswith(("torch/", "nvidia/")) or "libc10" in n for n in names)
 
 
