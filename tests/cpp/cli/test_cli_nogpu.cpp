@@ -141,8 +141,8 @@ TEST(CliNoGpu, UsageErrorsAreOneLineInVramscopesWords) {
   const CliResult unknown = run_cli(dir, {"frobnicate"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_EQ(unknown.err,
-            "vramscope: unknown command 'frobnicate'; the commands are watch, record, show, top, run, "
-            "export, exporter (vramscope --help)\n");
+            "vramscope: unknown command 'frobnicate'; the commands are watch, record, show, diff, "
+            "report, top, run, export, exporter (vramscope --help)\n");
   const CliResult count = run_cli(dir, {"watch", "-n", "abc"});
   EXPECT_EQ(count.err, "vramscope: watch: --count: cannot read 'abc' (vramscope watch --help)\n");
   const CliResult option = run_cli(dir, {"watch", "--frob"});
