@@ -371,6 +371,8 @@ TEST(Seqlock, NeverReturnsATornCopy) {
       for (uint64_t& w : words) w = g;
       std::memcpy(&stats, words, sizeof(stats));
       format::seqlock_write(&block, stats);
+      // Past the fixed count, leave the reader windows between writes.
+      if (g > generations) std::this_thread::yield();
     }
     written.store(g - 1, std::memory_order_relaxed);
     done.store(true, std::memory_order_release);
