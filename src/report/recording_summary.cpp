@@ -7,6 +7,7 @@
 #include <array>
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.hpp"
 #include "report/table_report.hpp"
 #include "report/text_cells.hpp"
 #include "vramscope/join.hpp"
@@ -250,7 +251,8 @@ std::string format_summary_json(const std::string& path, const RecordingMetadata
   doc["oom_count"] = summary.oom_count();
   doc["devices"] = devices;
   doc["processes"] = processes;
-  return doc.dump(2);
+  // A recording holds other processes' commands: bad UTF-8 becomes U+FFFD (see json_report).
+  return json_text(doc, 2);
 }
 
 }  // namespace vramscope::report

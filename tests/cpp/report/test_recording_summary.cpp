@@ -93,6 +93,21 @@ TEST(RecordingSummary, JsonUsesNullsAndIntegers) {
   EXPECT_TRUE(saw_plain_process);
 }
 
+TEST(RecordingSummary, JsonReplacesInvalidUtf8InRecordedText) {
+  RecordingMetadata metadata;
+  metadata.hostname = "node\xFF";
+  metadata.command = "vramscope record -- python t\xC3.py";
+  RecordingSummary summary;
+  SystemSample s = make_two_gpu_sample();
+  s.devices[0].processes[0].command = "python \x80";
+  summary.add(s);
+  std::string text;
+  ASSERT_NO_THROW(text = format_summary_json("r.vsrec", metadata, summary, {}));
+  const nlohmann::json doc = nlohmann::json::parse(text);
+  EXPECT_EQ(doc["hostname"], "node\xEF\xBF\xBD");
+  EXPECT_EQ(doc["command"], "vramscope record -- python t\xEF\xBF\xBD.py");
+}
+
 TEST(RecordingSummary, ShowsWhatTheLargestCategorisedStepPeakWasMadeOf) {
   RecordingSummary summary;
   SystemSample s = make_two_gpu_sample();
