@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/utf8.hpp"
+#include "vramscope/clock.hpp"
 #include "vramscope/version.hpp"
 
 namespace vramscope::exporters {
@@ -34,6 +35,8 @@ ChromeTraceWriter::ChromeTraceWriter(const std::string& path, const ChromeTraceO
 }
 
 ChromeTraceWriter::~ChromeTraceWriter() {
+  // Unwinding: the trace is incomplete and BufferedFile removes it; closing would commit it.
+  if (!m_closed && m_file->abandoned()) return;
   try {
     close();
   } catch (const std::exception&) {
@@ -136,7 +139,7 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
                  {"reserved_bytes", step.reserved_bytes},
                  {"device_uuid", step.device_uuid}};
     if (step.rank >= 0) args["rank"] = step.rank;
-    const int64_t start_ns = step.end_ns - step.duration_ns;
+    const int64_t start_ns = saturating_sub_ns(step.end_ns, step.duration_ns);
     if (step.category_bytes) {
       json categories = json::object();
       for (std::size_t c = 0; c < memory_category_count; ++c) {

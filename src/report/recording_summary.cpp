@@ -10,6 +10,7 @@
 #include "core/utf8.hpp"
 #include "report/table_report.hpp"
 #include "report/text_cells.hpp"
+#include "vramscope/clock.hpp"
 #include "vramscope/join.hpp"
 #include "vramscope/units.hpp"
 
@@ -70,10 +71,16 @@ ProcessPeak& RecordingSummary::process(uint32_t pid, const std::string& uuid,
 }
 
 void RecordingSummary::add(const SystemSample& sample) {
-  if (m_sample_count == 0) m_start_ns = sample.timestamp_ns;
+  // The span runs from the earliest to the latest timestamp: a clock stepped back (or a forged
+  // chunk) may put a later sample before the first one.
+  if (m_sample_count == 0) {
+    m_start_ns = sample.timestamp_ns;
+    m_end_ns = sample.timestamp_ns;
+  }
   ++m_sample_count;
+  m_start_ns = std::min(m_start_ns, sample.timestamp_ns);
   m_end_ns = std::max(m_end_ns, sample.timestamp_ns);
-  const int64_t offset_ns = sample.timestamp_ns - m_start_ns;
+  const int64_t offset_ns = saturating_sub_ns(sample.timestamp_ns, m_start_ns);
   m_oom_count += sample.ooms.size();
 
   for (const DeviceSample& d : sample.devices) {
@@ -146,7 +153,7 @@ std::string format_summary_text(const std::string& path, const RecordingMetadata
   } else {
     out += "Span      " + local_time_text(summary.start_ns()) + " .. " +
            local_time_text(summary.end_ns()) + " (" +
-           format_duration_ns(summary.end_ns() - summary.start_ns()) + ")\n";
+           format_duration_ns(saturating_sub_ns(summary.end_ns(), summary.start_ns())) + ")\n";
   }
   out += "Samples   " + std::to_string(summary.sample_count()) + ", every " +
          format_duration_ns(metadata.interval_ns) + "\n";
@@ -244,7 +251,7 @@ std::string format_summary_json(const std::string& path, const RecordingMetadata
   doc["sample_count"] = summary.sample_count();
   doc["start_ns"] = empty ? json(nullptr) : json(summary.start_ns());
   doc["end_ns"] = empty ? json(nullptr) : json(summary.end_ns());
-  doc["duration_ns"] = empty ? json(nullptr) : json(summary.end_ns() - summary.start_ns());
+  doc["duration_ns"] = empty ? json(nullptr) : json(saturating_sub_ns(summary.end_ns(), summary.start_ns()));
   doc["tail"] = json{{"state", tail_state_name(tail.state)},
                      {"message", tail.state == TailState::Clean ? json(nullptr)
                                                                 : text_or_null(tail.message)}};
