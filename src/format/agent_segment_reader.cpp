@@ -121,12 +121,18 @@ class SegmentReader final : public AgentSegmentReader {
   void poll(std::vector<AllocatorSample>& allocators, std::vector<StepRecord>& new_steps,
             std::vector<OomRecord>& new_ooms) override {
     std::string error;
-    // A missing or unsafe directory means "no agents": never an error for the monitor.
-    const int dir_fd = open_segment_dir(m_dir, /*create=*/false, error);
+    bool missing = false;
+    // A missing or unsafe directory means "no agents": never an error for the monitor. An
+    // unsafe one is said once, though: it keeps every agent from publishing, and only the
+    // user can choose another directory.
+    const int dir_fd = open_segment_dir(m_dir, /*create=*/false, error, &missing);
     if (dir_fd < 0) {
       m_segments.clear();
+      if (!missing && error != m_dir_warning) m_warnings.push_back("agent segments: " + error);
+      m_dir_warning = missing ? std::string() : error;
       return;
     }
+    m_dir_warning.clear();
     std::map<std::pair<dev_t, ino_t>, std::unique_ptr<MappedSegment>> seen;
     std::set<std::pair<dev_t, ino_t>> refused;
     // fdopendir takes ownership of dir_fd; dirfd() keeps it usable for *at() calls.
@@ -442,6 +448,8 @@ class SegmentReader final : public AgentSegmentReader {
   /// Files of another format version seen in the last poll (each reported once).
   std::set<std::pair<dev_t, ino_t>> m_refused;
   std::vector<std::string> m_warnings;
+  /// The unsafe-directory message last queued, so that it is said once, not on every poll.
+  std::string m_dir_warning;
 };
 
 }  // namespace

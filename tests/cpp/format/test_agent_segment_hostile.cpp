@@ -20,6 +20,7 @@
 #include "format/segment_dir.hpp"
 #include "format/temp_dir.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/status.hpp"
 
 namespace vramscope {
 namespace {
@@ -236,6 +237,55 @@ TEST(HostileSegment, ForeignNamespaceHeartbeatInTheFutureIsStale) {
   std::sort(pids.begin(), pids.end());
   EXPECT_EQ(pids, (std::vector<uint32_t>{2, self_pid()}));
   EXPECT_TRUE(fs::exists(dir.path() + "/agent-3.seg")) << "stale foreign segments stay in place";
+}
+
+TEST(HostileSegment, APreCreatedDirectoryIsRefusedLoudlyWithTheWayOut) {
+  testing::TempDir parent;
+  // Someone got there first: a directory everyone may write (or, when we are root and can show
+  // it, one owned by another user) in place of ours.
+  const std::string planted = parent.file("vramscope-1000");
+  ASSERT_EQ(::mkdir(planted.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(planted.c_str(), 0777), 0);
+  std::vector<std::string> dirs = {planted};
+  if (::geteuid() == 0) {
+    const std::string foreign = parent.file("foreign");
+    ASSERT_EQ(::mkdir(foreign.c_str(), 0700), 0);
+    ASSERT_EQ(::chown(foreign.c_str(), 65534, 65534), 0);
+    dirs.push_back(foreign);
+  }
+  for (const std::string& dir : dirs) {
+    try {
+      AgentSegmentWriter::create(self_pid(), 1, dir);
+      ADD_FAILURE() << "the writer used " << dir;
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("VRAMSCOPE_SHM_DIR"), std::string::npos)
+          << error.what();
+    }
+    // The monitor says so too (once), instead of silently showing no agents.
+    auto reader = AgentSegmentReader::create(dir);
+    EXPECT_TRUE(poll(*reader).allocators.empty());
+    const std::vector<std::string> warnings = reader->take_warnings();
+    ASSERT_EQ(warnings.size(), 1U) << dir;
+    EXPECT_NE(warnings[0].find("VRAMSCOPE_SHM_DIR"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find(dir), std::string::npos) << warnings[0];
+    poll(*reader);
+    EXPECT_TRUE(reader->take_warnings().empty()) << "said once, not on every poll";
+  }
+  auto missing = AgentSegmentReader::create(parent.file("not-yet"));
+  poll(*missing);
+  EXPECT_TRUE(missing->take_warnings().empty()) << "no agent has started yet: nothing to say";
+}
+
+TEST(HostileSegment, TheSegmentDirectoryIsMadeOwnerOnly) {
+  testing::TempDir parent;
+  // Ours, but listable by everyone: the pids of every monitored process were visible.
+  const std::string dir = parent.file("segments");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir);
+  struct stat info {};
+  ASSERT_EQ(::stat(dir.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0700U);
 }
 
 }  // namespace
