@@ -1,8 +1,9 @@
 // tests/fuzz/make_seeds.cpp -- writes seed recordings for the fuzzer into a corpus folder
 //
-// Usage: make_seeds RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR]. Seeds are small valid recordings (so the fuzzer starts
-// from the real structure) plus a truncated and a header-only one, and agent segments written by the real writer with every
-// machine-specific field (pid, uid, start time, namespace, clocks) fixed, so that the seeds are the same on every machine.
+// Usage: make_seeds RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR]. Seeds are small valid
+// recordings (so the fuzzer starts from the real structure) plus a truncated and a header-only one,
+// and agent segments written by the real writer with every machine-specific field (pid, uid, start
+// time, namespace, clocks) fixed, so that the seeds are the same on every machine.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -137,7 +138,8 @@ void write_segment_seeds(const std::string& out_dir) {
     header.heartbeat_ns = header.created_ns;
     std::memcpy(bytes.data(), &header, sizeof header);
     const std::string cut(1, static_cast<char>(0x80));
-    std::ofstream(out_dir + "/steps_" + std::to_string(steps) + ".seg", std::ios::binary | std::ios::trunc)
+    std::ofstream(out_dir + "/steps_" + std::to_string(steps) + ".seg",
+                  std::ios::binary | std::ios::trunc)
         << cut << std::string(1, '\x00') << bytes;
   }
   std::filesystem::remove_all(pattern);
@@ -147,7 +149,8 @@ void write_segment_seeds(const std::string& out_dir) {
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: %s RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR]\n",
+                 argv[0]);
     return vramscope::ExitUsage;
   }
   const std::string dir = argv[1];
