@@ -20,9 +20,8 @@ void decompose(const DeviceSample& device, JoinedProcess& row) {
   const AllocatorSample& torch = *row.torch;
   // An allocator cannot hold more than the GPU has: such numbers come from a damaged or forged
   // segment, and no arithmetic is done with them.
-  if (device.total_bytes &&
-      std::max({torch.allocated_bytes, torch.reserved_bytes, torch.peak_reserved_bytes}) >
-          *device.total_bytes) {
+  if (device.total_bytes && std::max({torch.allocated_bytes, torch.reserved_bytes,
+                                      torch.peak_reserved_bytes}) > *device.total_bytes) {
     row.issues |= JoinIssueExceedsDeviceTotal;
     return;
   }

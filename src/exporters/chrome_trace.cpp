@@ -128,7 +128,11 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
     const std::string gpu = gpu_label(sample, step.device_uuid, step.cuda_device);
     const int64_t tid = 1 + step.cuda_device;
     if (m_named_threads.emplace(pid, tid).second) {
-      emit(json_text(json{{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", gpu + " steps"}}}}),
+      emit(json_text(json{{"name", "thread_name"},
+                          {"ph", "M"},
+                          {"pid", pid},
+                          {"tid", tid},
+                          {"args", {{"name", gpu + " steps"}}}}),
            false);
     }
     json args = {{"step", step.step},
@@ -147,10 +151,14 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
       }
       args["category_bytes"] = categories;
     }
-    emit(json_text(json{{"name", "step " + std::to_string(step.step)}, {"cat", "step"}, {"ph", "X"},
-              {"ts", to_trace_us(start_ns)}, {"dur", to_trace_us(step.duration_ns)},
-              {"pid", pid}, {"tid", tid}, {"args", args}}
-             ),
+    emit(json_text(json{{"name", "step " + std::to_string(step.step)},
+                        {"cat", "step"},
+                        {"ph", "X"},
+                        {"ts", to_trace_us(start_ns)},
+                        {"dur", to_trace_us(step.duration_ns)},
+                        {"pid", pid},
+                        {"tid", tid},
+                        {"args", args}}),
          true);
     if (step.category_bytes) {
       // One counter per category, set at the step's start: the value then spans the step whose
@@ -169,9 +177,14 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
                  {"cuda_device", oom.cuda_device}};
     if (oom.rank >= 0) args["rank"] = oom.rank;
     // Global scope: an OOM is the moment everyone looking at the trace wants to find.
-    emit(json_text(json{{"name", "OOM pid " + std::to_string(oom.pid)}, {"cat", "oom"}, {"ph", "i"}, {"s", "g"},
-              {"ts", to_trace_us(oom.timestamp_ns)}, {"pid", static_cast<int64_t>(oom.pid)}, {"tid", 0}, {"args", args}}
-             ),
+    emit(json_text(json{{"name", "OOM pid " + std::to_string(oom.pid)},
+                        {"cat", "oom"},
+                        {"ph", "i"},
+                        {"s", "g"},
+                        {"ts", to_trace_us(oom.timestamp_ns)},
+                        {"pid", static_cast<int64_t>(oom.pid)},
+                        {"tid", 0},
+                        {"args", args}}),
          false);
   }
 }
@@ -192,8 +205,17 @@ void ChromeTraceWriter::close() {
     emit(json_text(event), false);
   }
   for (const auto& [pid, info] : m_processes) {
-    emit(json_text(json{{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", info.name}}}}), false);
-    emit(json_text(json{{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", info.sort_index}}}}),
+    emit(json_text(json{{"name", "process_name"},
+                        {"ph", "M"},
+                        {"pid", pid},
+                        {"tid", 0},
+                        {"args", {{"name", info.name}}}}),
+         false);
+    emit(json_text(json{{"name", "process_sort_index"},
+                        {"ph", "M"},
+                        {"pid", pid},
+                        {"tid", 0},
+                        {"args", {{"sort_index", info.sort_index}}}}),
          false);
   }
   const json other = {{"generator", std::string("vramscope ") + version},

@@ -251,7 +251,8 @@ std::string format_summary_json(const std::string& path, const RecordingMetadata
   doc["sample_count"] = summary.sample_count();
   doc["start_ns"] = empty ? json(nullptr) : json(summary.start_ns());
   doc["end_ns"] = empty ? json(nullptr) : json(summary.end_ns());
-  doc["duration_ns"] = empty ? json(nullptr) : json(saturating_sub_ns(summary.end_ns(), summary.start_ns()));
+  doc["duration_ns"] =
+      empty ? json(nullptr) : json(saturating_sub_ns(summary.end_ns(), summary.start_ns()));
   doc["tail"] = json{{"state", tail_state_name(tail.state)},
                      {"message", tail.state == TailState::Clean ? json(nullptr)
                                                                 : text_or_null(tail.message)}};

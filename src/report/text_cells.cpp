@@ -29,8 +29,7 @@ std::string sanitize(std::string_view text) {
     auto& c = reinterpret_cast<unsigned char&>(clean[i]);
     if (is_control(c)) c = '?';
     // C1 controls (U+0080..U+009F, encoded C2 80..C2 9F): U+009B is CSI to many terminals.
-    if (c == 0xC2U && i + 1 < clean.size() &&
-        static_cast<unsigned char>(clean[i + 1]) <= 0x9FU) {
+    if (c == 0xC2U && i + 1 < clean.size() && static_cast<unsigned char>(clean[i + 1]) <= 0x9FU) {
       clean.replace(i, 2, "?");
     }
   }

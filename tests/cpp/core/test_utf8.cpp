@@ -19,9 +19,7 @@ TEST(Utf8, WellFormedTextIsUnchanged) {
 }
 
 TEST(Utf8, EachMaximalIllFormedSubpartBecomesOneReplacement) {
-  EXPECT_EQ(to_valid_utf8("a\xFF"
-                          "b"),
-            "a" + fffd + "b");
+  EXPECT_EQ(to_valid_utf8("a\xFFz"), "a" + fffd + "z");
   EXPECT_EQ(to_valid_utf8("\x80\x80"), fffd + fffd) << "stray continuation bytes";
   EXPECT_EQ(to_valid_utf8("\xC0\xAF"), fffd + fffd) << "overlong '/'";
   EXPECT_EQ(to_valid_utf8("\xE0\x80\xAF"), fffd + fffd + fffd) << "overlong 3-byte form";

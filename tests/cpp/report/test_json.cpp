@@ -36,7 +36,7 @@ TEST(Json, InvalidUtf8FromOtherProcessesIsReplacedNotFatal) {
   // Any local user can start a GPU process whose argv holds any byte.
   SystemSample s = make_two_gpu_sample();
   s.devices[0].processes[0].command = "python train.py --tag \xFF\xC3(";
-  s.devices[0].processes[0].user = "\x80" "bob";
+  s.devices[0].processes[0].user = std::string("\x80") + "bob";
   s.allocators[0].device_uuid += "\xE2\x82";
   for (const bool pretty : {false, true}) {
     std::string text;
@@ -44,7 +44,7 @@ TEST(Json, InvalidUtf8FromOtherProcessesIsReplacedNotFatal) {
     const json doc = json::parse(text);  // throws on invalid UTF-8
     const json& row = doc["devices"][0]["processes"][0];
     EXPECT_EQ(row["command"], "python train.py --tag \xEF\xBF\xBD\xEF\xBF\xBD(");
-    EXPECT_EQ(row["user"], "\xEF\xBF\xBD" "bob");
+    EXPECT_EQ(row["user"], std::string("\xEF\xBF\xBD") + "bob");
   }
 }
 

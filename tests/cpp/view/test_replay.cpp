@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
