@@ -163,8 +163,8 @@ _CREATE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW"
 
 
 def _open_report_dir(directory: str) -> int:
-    """Opens the report directory (created 0700 when missing) and checks that nobody else can
-    swap our files in it; returns its fd. Raises OSError with the reason."""
+    """Opens the report directory (created 0700 when missing) and refuses one where anybody
+    could replace our files; returns its fd. Raises OSError with the reason."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -172,15 +172,11 @@ def _open_report_dir(directory: str) -> int:
         mode = stat.S_IMODE(info.st_mode)
         if not stat.S_ISDIR(info.st_mode):
             raise NotADirectoryError(f"{directory}: not a directory")
-        sticky = bool(mode & stat.S_ISVTX)
-        # Without the sticky bit anyone who can write the directory can rename or replace our
-        # files after we wrote them; the owner of a shared directory can even with it.
-        if mode & stat.S_IWOTH and not sticky:
+        # Without the sticky bit anyone can rename or replace our files there once written
+        # (/tmp has it: new O_EXCL files are safe in it).
+        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
             raise PermissionError(f"{directory}: writable by everyone without the sticky bit; "
                                   "set VRAMSCOPE_OOM_DIR to a private directory")
-        if info.st_uid not in (os.geteuid(), 0) and mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise PermissionError(f"{directory}: owned by uid {info.st_uid} and writable by "
-                                  "others; set VRAMSCOPE_OOM_DIR to a private directory")
         return fd
     except BaseException:
         os.close(fd)
@@ -229,7 +225,7 @@ def write_report(e: OomEvidence, paths: Dict[str, str], snapshot: Optional[Dict[
 
     Files are always new (O_CREAT | O_EXCL | O_NOFOLLOW, never blocking): when a name exists
     the next one is tried, and ``paths`` is updated with the names written. A directory that
-    others could use to swap the files is refused (OSError)."""
+    everyone can write without the sticky bit is refused (OSError)."""
     advice = rank_advice(e)
     contents = {"txt": format_report(e, advice, when).encode("utf-8"),
                 "json": (json.dumps(report_json(e, advice), indent=2) + "\n").encode()}
