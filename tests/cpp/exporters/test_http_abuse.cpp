@@ -115,6 +115,21 @@ TEST(HttpAbuse, IdleConnectionsBeyondTheLimitDoNotStopAScrape) {
   EXPECT_GT(running.server.dropped_count(), 0U) << "the oldest idle connections made room";
 }
 
+TEST(HttpAbuse, TwoHundredConcurrentScrapesAreAllAnswered) {
+  // The connection limit and its eviction must not cost legitimate bursts anything.
+  Running running;
+  const int port = running.server.port();
+  std::vector<std::string> answers(200);
+  std::vector<std::thread> scrapers;
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    scrapers.emplace_back([&answers, i, port] { answers[i] = scrape(port); });
+  }
+  for (auto& scraper : scrapers) scraper.join();
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    EXPECT_EQ(answers[i].rfind("HTTP/1.1 200 OK\r\n", 0), 0U) << "scrape " << i;
+  }
+}
+
 TEST(HttpAbuse, AClientTricklingBytesIsDroppedAtItsDeadline) {
   HttpLimits limits;
   limits.request_timeout_ms = 300;
