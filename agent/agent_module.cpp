@@ -57,6 +57,8 @@ nb::dict stats_dict(const tracking::DeviceStatsView& v) {
   d["dropped_event_count"] = v.dropped_event_count;
   d["unknown_event_count"] = v.unknown_event_count;
   d["anomaly_count"] = v.anomaly_count;
+  d["allocated_mismatch_count"] = v.allocated_mismatch_count;
+  d["unsettled_count"] = v.unsettled_count;
   d["oom_count"] = v.oom_count;
   d["polling_only"] = v.polling_only;
   return d;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <stdexcept>
 
@@ -104,6 +105,12 @@ std::string attach(double interval_ms, bool publish, int rank, int world_size,
   state->core = std::make_unique<tracking::AgentCore>(std::move(uuids), std::move(provider), config,
                                                       std::move(writer));
   state->creator_pid = ::getpid();
+  if (!pluggable) {
+    for (int device = 0; device < device_count; ++device) {
+      state->core->set_totals_probe(static_cast<std::size_t>(device), &read_totals_in_callback,
+                                    reinterpret_cast<void*>(static_cast<std::uintptr_t>(device)));
+    }
+  }
   attribution_attach(*state->core);
 
   // Once torch holds the tracker, the core it feeds must never be freed, even if a later step

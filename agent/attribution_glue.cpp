@@ -137,6 +137,7 @@ void bind_attribution(nb::module_& m, tracking::AgentCore& (*core_of)()) {
             });
           }
         });
+        core.restart_profile_peaks();
       },
       "sampling"_a = 1.0, "Start per-op attribution (one profile at a time).");
   m.def(

@@ -136,6 +136,12 @@ void bind_attribution_tables(nb::module_& m, tracking::AgentCore& (*core_of)()) 
             d["untracked_free_count"] = l.untracked_free_count();
           });
         });
+        // torch's allocated bytes (blocks), exact from events like every vramscope peak; the
+        // ledger's own peak above is of requested (live) bytes.
+        if (d.size() > 0) {
+          d["peak_allocated_bytes"] =
+              core.profile_peaks(static_cast<std::size_t>(device)).allocated_bytes;
+        }
         return d;
       },
       "device"_a, "Ledger totals of one device ({} before any attribution).");

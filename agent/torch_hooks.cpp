@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 
 #include <chrono>
+#include <cstdint>
 #include <stdexcept>
 
 #include "attribution/op_registry.hpp"
@@ -76,6 +77,21 @@ std::optional<tracking::TorchStats> read_device_stats(std::size_t device) noexce
     return out;
   } catch (...) {
     return std::nullopt;
+  }
+}
+
+bool read_totals_in_callback(void* context, tracking::AllocatorTotals* out) noexcept {
+  try {
+    const auto device = static_cast<c10::DeviceIndex>(reinterpret_cast<std::uintptr_t>(context));
+    const auto stats = alloc::getDeviceStats(device);
+    constexpr std::size_t all = 0;  // StatType::AGGREGATE
+    const int64_t allocated = stats.allocated_bytes[all].current;
+    const int64_t active = stats.active_bytes[all].current;
+    out->allocated_bytes = allocated > 0 ? static_cast<uint64_t>(allocated) : 0;
+    out->active_bytes = active > 0 ? static_cast<uint64_t>(active) : 0;
+    return true;
+  } catch (...) {
+    return false;
   }
 }
 

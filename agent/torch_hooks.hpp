@@ -30,6 +30,11 @@ bool allocator_initialised();
 /// getDeviceStats(device) aggregate counters; empty when torch refuses (pluggable allocator).
 std::optional<tracking::TorchStats> read_device_stats(std::size_t device) noexcept;
 
+/// A DeviceCounters probe: `context` is the CUDA device index. One getDeviceStats() copy,
+/// taken from inside the tracker callback, where torch's recursive allocator lock of that
+/// device is already held by the calling thread (so it never waits). Never throws.
+bool read_totals_in_callback(void* context, tracking::AllocatorTotals* out) noexcept;
+
 /// allocated_bytes.current of `device` (one getDeviceStats copy, ~35 ns). Throws on failure.
 uint64_t allocated_bytes_now(std::size_t device);
 

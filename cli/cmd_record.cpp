@@ -7,7 +7,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,6 +80,16 @@ int run_record(const RecordOptions& options) {
   if (!options.force && access(options.output.c_str(), F_OK) == 0) {
     throw Error(options.output + ": already exists (use --force to overwrite it)");
   }
+  // Every argument is checked before the driver is: a wrong path is reported as such, also on a
+  // machine without a GPU (where the sampler below would say "no NVIDIA driver" first).
+  const std::size_t slash = options.output.rfind('/');
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : options.output.substr(0, slash);
+  if (access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw Error(options.output + ": cannot create it (" + folder + ": " + std::strerror(errno) +
+                ")");
+  }
   install_stop_handlers();
   SamplerOptions sampler_options;
   sampler_options.read_agents = !options.no_agents;
@@ -144,6 +156,11 @@ int run_record(const RecordOptions& options) {
   const int64_t end_ns = monotonic_ns();
   status.update(*writer, end_ns - start_ns, end_ns, true);
   status.finish();
+  // Also off a terminal (where the status line is off), success is said, with what was kept.
+  if (result == ExitOk) {
+    std::fprintf(stderr, "vramscope: wrote %llu samples to %s\n",
+                 static_cast<unsigned long long>(writer->sample_count()), options.output.c_str());
+  }
 
   if (!child) return result;
   // --duration may end the recording first: the command still runs to its end. Its exit status

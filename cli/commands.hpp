@@ -24,6 +24,10 @@ Command add_watch_command(CLI::App& app);
 Command add_record_command(CLI::App& app);
 /// `vramscope show FILE`: summary of a recording.
 Command add_show_command(CLI::App& app);
+/// `vramscope diff A B`: two recordings' peaks side by side (--fail-if-peak-grows for CI).
+Command add_diff_command(CLI::App& app);
+/// `vramscope report FILE -o run.html`: one self-contained HTML page of a recording.
+Command add_report_command(CLI::App& app);
 /// `vramscope top`: live terminal view (or `--replay FILE`, or `--once` as text).
 Command add_top_command(CLI::App& app);
 /// `vramscope run [opts] script.py|-m module [args]`: run a Python program under the agent.

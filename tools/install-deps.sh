@@ -18,8 +18,9 @@ log() { printf '[vramscope setup] %s\n' "$*" >&2; }
 packages=(build-essential cmake ninja-build pkg-config git
           libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libncurses-dev)
 if [[ $cli_only -eq 0 ]]; then
+  # chromium (~300 MB installed) renders `vramscope report` pages in tests/e2e/report_chromium.sh.
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-dev tmux prometheus
-             python3 python3-venv python3-dev procps)
+             python3 python3-venv python3-dev procps chromium)
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -30,8 +31,16 @@ if ((${#missing[@]})); then
   sudo_cmd=()
   [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # apt's chatter ("debconf: delaying package configuration...") goes to a log, shown on failure.
+  apt_log="$(mktemp)"
+  if ! { "${sudo_cmd[@]}" apt-get update -qq &&
+         "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+       >"$apt_log" 2>&1; then
+    cat "$apt_log" >&2
+    log "installing Debian packages failed (above)"
+    exit 1
+  fi
+  rm -f "$apt_log"
 fi
 
 [[ $cli_only -eq 1 ]] && exit 0
@@ -41,7 +50,8 @@ venv="${VRAMSCOPE_VENV:-$HOME/.cache/vramscope/venv}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 requirements="$here/tools/requirements-dev.txt"
 stamp="$venv/.vramscope-requirements.sha256"
-want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+# requirements-dev.txt includes requirements-wheel.txt: a change to either reinstalls.
+want="$(cat "$requirements" "$here/tools/requirements-wheel.txt" | sha256sum | cut -d' ' -f1)"
 if [[ ! -x "$venv/bin/python" ]]; then
   log "creating the Python environment in $venv"
   mkdir -p "$(dirname "$venv")"

@@ -77,8 +77,8 @@ class RecordingReader {
  public:
   /// Opens and validates the header; throws vramscope::Error for a missing, foreign or
   /// unsupported-version file (the message says which). A path that names no regular file
-  /// (missing, a directory, a FIFO, a device, a symlink loop) fails with ExitUsage without
-  /// blocking; a file that is not a readable recording with ExitError.
+  /// (missing, a directory, a FIFO, a device, a symlink loop) fails with ExitError without
+  /// blocking, as a file that is not a readable recording does.
   static std::unique_ptr<RecordingReader> open(const std::string& path);
   /// Reads a recording held in memory (tests, fuzzing); `name` stands for the path in messages.
   static std::unique_ptr<RecordingReader> open_bytes(std::string bytes,

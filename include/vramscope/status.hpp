@@ -13,6 +13,8 @@ enum ExitCode : int {
   ExitUsage = 2,
   /// No NVIDIA driver, no NVML library, or no GPU: printed with a one-line reason.
   ExitNoGpu = 3,
+  /// A check the user asked for failed: `diff --fail-if-peak-grows` saw a peak grow too much.
+  ExitCheckFailed = 4,
 };
 
 /// An error worth one clear line to the user; `exit_code` says how the CLI should end.

@@ -10,10 +10,13 @@ The readers mirror ``torch.cuda`` so that they can be swapped in::
     with vramscope.Monitor(every=100, auto_step=True) as mon:
         train()                         # one line every 100 optimizer steps, a table at exit
 
+In a notebook, ``%load_ext vramscope`` adds ``%vramscope`` and ``%%vramscope``.
+
 The agent attaches on first use, or right after the program initialises CUDA. Importing this
 package does not import torch.
 """
 
+from ._ipython import load_ipython_extension, show
 from ._api import (attach, device_count, empty_cache, last_oom, max_memory_allocated,
                    max_memory_requested, max_memory_reserved, memory_allocated, memory_requested,
                    memory_reserved, memory_stats, mode, reset_peak)
@@ -55,4 +58,5 @@ __all__ = [
     "mode",
     "profile",
     "reset_peak",
+    "show",
 ]

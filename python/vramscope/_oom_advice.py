@@ -21,15 +21,25 @@ class StepPoint:
     peak_allocated_bytes: int
     allocated_bytes: int
     batch_size: Optional[int] = None
+    #: Highest reserved bytes during the step (0: unknown): the cache's overhead over the
+    #: allocated peak, which a batch that "fits" must leave room for.
+    peak_reserved_bytes: int = 0
 
 
 @dataclasses.dataclass
 class OomEvidence:
-    """What was known at the OOM. Byte counts are for the failing device."""
+    """What was known at the OOM. Byte counts are for the failing device.
+
+    The numbers follow the allocator's own accounting: torch refuses a new segment when
+    ``reserved + size`` passes the memory-fraction cap (``limit_bytes``) or when the driver has
+    no ``size`` bytes free, so the most PyTorch could hold is ``budget_bytes`` and what it could
+    still get is ``available_bytes``; the request lacked ``shortfall_bytes``."""
 
     device: int
     requested_bytes: int
+    #: The device's memory (cudaMemGetInfo's total), never the memory-fraction cap.
     device_total_bytes: int
+    #: Free on the whole device, as the driver says (other processes' use already taken off).
     device_free_bytes: int
     allocated_bytes: int
     reserved_bytes: int
@@ -44,10 +54,13 @@ class OomEvidence:
     #: Recent steps, oldest first.
     steps: List[StepPoint] = dataclasses.field(default_factory=list)
     #: Module classes repeated in the model with their retained forward bytes per instance,
-    #: e.g. [("Block", 12, 210e6)] (checkpointing candidates).
+    #: e.g. [("Block", 12, 210e6)] (checkpointing candidates, from profile()'s module rows).
     repeated_modules: List[Tuple[str, int, int]] = dataclasses.field(default_factory=list)
-    #: The current batch size, when the program told the Monitor.
+    #: The batch size of the failing step (the leading dimension of the model's input), and
+    #: where it was read: "forward" (the model's forward pre-hook), "stack" (the model's
+    #: forward running at the OOM) or "" (unknown).
     batch_size: Optional[int] = None
+    batch_source: str = ""
     world_size: int = 1
     #: Why op/module/category data is missing (shown instead of their tables).
     attribution_note: str = ""
@@ -61,17 +74,79 @@ class OomEvidence:
     #: Were the numbers read from the exception's message (the OOM observer did not run), so
     #: rounded to what torch prints?
     from_exception: bool = False
+    #: The per-process cap of ``torch.cuda.set_per_process_memory_fraction`` (None: no cap).
+    limit_bytes: Optional[int] = None
+    #: What the driver charges this process on the device (NVML); None when it cannot tell.
+    process_driver_bytes: Optional[int] = None
+    #: Did the allocator already use expandable segments?
+    expandable_segments: bool = False
+    #: "allocator" (the caching allocator ran out) or "other" (a cudaMalloc outside it:
+    #: cuBLAS/cuDNN/NCCL workspaces, "CUDA error: out of memory").
+    oom_source: str = "allocator"
+    #: Where the step was: "forward", "backward", "optimizer" or "" (unknown).
+    phase: str = ""
+    #: In forward: the fraction of the repeated blocks already run (block i of n: (i+1)/n).
+    forward_progress: Optional[float] = None
+    #: (container path, block class, count) of the model's runs of same-class children, the
+    #: biggest first, e.g. [("transformer.h", "GPT2Block", 12)] (checkpointing candidates).
+    block_lists: List[Tuple[str, str, int]] = dataclasses.field(default_factory=list)
+    #: dtype of most parameter bytes ("float32", "bfloat16", ...), "" when unknown; was
+    #: autocast on in the last forward (None: unknown)?
+    parameter_dtype: str = ""
+    autocast: Optional[bool] = None
+    #: Bytes of the trainable parameters (0: unknown).
+    parameter_bytes: int = 0
+    #: The optimizer's class name, its state bytes now, and what its state will be once every
+    #: parameter has one (the state is allocated lazily at the first step).
+    optimizer: str = ""
+    optimizer_state_bytes: int = 0
+    optimizer_state_full_bytes: int = 0
 
     @property
-    def non_pytorch_bytes(self) -> int:
-        """Used on the device but not by this process's allocator (CUDA context, cuBLAS/NCCL
-        workspaces, other processes)."""
+    def limit_or_total_bytes(self) -> int:
+        """The cap when one is set (and below the device), else the device."""
+        if self.limit_bytes is not None and 0 < self.limit_bytes < self.device_total_bytes:
+            return self.limit_bytes
+        return self.device_total_bytes
+
+    @property
+    def budget_bytes(self) -> int:
+        """The most PyTorch could have reserved at the OOM: the cap (or the device), and no
+        more than what it holds plus what the driver has free."""
+        return max(0, min(self.limit_or_total_bytes, self.reserved_bytes + self.device_free_bytes))
+
+    @property
+    def available_bytes(self) -> int:
+        """What the allocator could still get for a new segment: free for PyTorch."""
+        return max(0, self.budget_bytes - self.reserved_bytes)
+
+    @property
+    def non_pytorch_bytes(self) -> Optional[int]:
+        """What the driver charges this process beyond the allocator's reserved bytes (CUDA
+        context, cuBLAS/NCCL workspaces), as everywhere in vramscope; None when NVML cannot
+        tell (``outside_bytes`` then says what is used outside this allocator)."""
+        if self.process_driver_bytes is None:
+            return None
+        return max(0, self.process_driver_bytes - self.reserved_bytes)
+
+    @property
+    def outside_bytes(self) -> int:
+        """Used on the device but not by this process's allocator (this process's CUDA context
+        and libraries, and other processes)."""
         return max(0, self.device_total_bytes - self.device_free_bytes - self.reserved_bytes)
 
     @property
+    def other_processes_bytes(self) -> Optional[int]:
+        """Used on the device by other processes; None when NVML cannot tell."""
+        if self.process_driver_bytes is None:
+            return None
+        return max(0, self.device_total_bytes - self.device_free_bytes - self.process_driver_bytes)
+
+    @property
     def shortfall_bytes(self) -> int:
-        """How much more the request needed than the device could give."""
-        return max(0, self.requested_bytes - self.device_free_bytes - self.largest_free_block_bytes)
+        """How much the failing request lacked: a request the cache could not serve needs a new
+        segment of its size from what is available."""
+        return max(0, self.requested_bytes - self.available_bytes)
 
     @property
     def fragmentation(self) -> float:
@@ -83,11 +158,18 @@ class OomEvidence:
 
 @dataclasses.dataclass
 class Advice:
-    """One suggestion; ``score`` orders them (about: fraction of the shortfall it recovers)."""
+    """One suggestion. ``kind`` and ``params`` say what to change in machine-readable form
+    (``{"kind": "batch_size", "batch_size": 24}`` in the JSON report); ``recovers_bytes`` is
+    what it gives back against ``need_bytes`` of the report; ``fits``: would the failing step
+    fit with it alone? ``score``: the fraction of the need it recovers."""
 
     score: float
     title: str
     detail: str
+    kind: str = "generic"
+    params: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    recovers_bytes: int = 0
+    fits: bool = False
 
 
 def fragmentation_of(segments: Sequence[Dict[str, Any]], device: int) -> Tuple[int, int]:
@@ -174,8 +256,9 @@ def _size(match: Optional["re.Match[str]"], group: int = 1) -> Optional[int]:
 
 def parse_oom_message(text: str) -> Dict[str, int]:
     """What torch's "CUDA out of memory" message says: device, requested_bytes,
-    device_total_bytes, device_free_bytes, allocated_bytes, reserved_bytes (only those present;
-    sizes as printed, rounded to 2 decimals of their unit)."""
+    device_total_bytes, device_free_bytes, allocated_bytes, reserved_bytes, limit_bytes (the
+    memory-fraction cap), process_driver_bytes (only those present; sizes as printed, rounded
+    to 2 decimals of their unit)."""
     out: Dict[str, int] = {}
     found = {
         "requested_bytes": _size(re.search(r"Tried to allocate " + _SIZE, text)),
@@ -184,6 +267,10 @@ def parse_oom_message(text: str) -> Dict[str, int]:
         "device_free_bytes": _size(re.search(r"of which " + _SIZE + r" is free", text)),
         "allocated_bytes": _size(re.search(_SIZE + r" is allocated by PyTorch", text)),
     }
+    # "12.00 GiB allowed;": the memory-fraction cap; "this process has X memory in use": what
+    # the driver (NVML) charges this process, context included.
+    found["limit_bytes"] = _size(re.search(_SIZE + r" allowed;", text))
+    found["process_driver_bytes"] = _size(re.search(r"this process has " + _SIZE, text))
     unallocated = _size(re.search(_SIZE + r" is reserved by PyTorch but unallocated", text))
     if found["allocated_bytes"] is not None and unallocated is not None:
         found["reserved_bytes"] = found["allocated_bytes"] + unallocated
@@ -206,100 +293,8 @@ def is_oom_error(exc: BaseException) -> bool:
 
 
 def rank_advice(e: OomEvidence) -> List[Advice]:
-    """Every suggestion the evidence supports, most useful first, each with its numbers."""
-    need = max(e.shortfall_bytes, 1)
-    advice: List[Advice] = []
-    budget = e.device_total_bytes - e.non_pytorch_bytes
+    """Every remedy the evidence supports, the first one the one that fixes the OOM
+    (``_oom_remedies.rank_advice``)."""
+    from ._oom_remedies import rank_advice as rank
 
-    # Fragmentation: the cache holds enough free bytes, but no block is big enough.
-    if e.cached_free_bytes > 0 and e.largest_free_block_bytes < e.requested_bytes:
-        recoverable = min(e.cached_free_bytes, e.requested_bytes)
-        fits = e.cached_free_bytes + e.device_free_bytes >= e.requested_bytes
-        advice.append(Advice(
-            score=100.0 if fits else recoverable / need * max(e.fragmentation, 0.05),
-            title="set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-            detail=(f"{format_bytes(e.cached_free_bytes)} is free inside the cache but the "
-                    f"largest free block is {format_bytes(e.largest_free_block_bytes)} "
-                    f"(fragmentation {e.fragmentation:.0%}); "
-                    + ("with expandable segments the request would have fit."
-                       if fits else "expandable segments would recover part of it."))))
-
-    rate = leak_rate(e.steps)
-    if rate is not None:
-        grown = e.steps[-1].allocated_bytes - e.steps[0].allocated_bytes
-        if e.growing_ops or e.growing_modules:
-            where = "; growing: " + growing_text(e.growing_modules, e.growing_ops)
-        elif e.top_ops:
-            where = f" (largest holder now: {e.top_ops[0][0]})"
-        else:
-            where = ""
-        advice.append(Advice(
-            score=3.0 * min(1.0, grown / need) + 0.5,
-            title="memory leak: step-end allocated memory grows every step",
-            detail=(f"+{format_bytes(rate)} per step over the last {len(e.steps) - 1} steps "
-                    f"(+{format_bytes(grown)} in total){where}; look for tensors kept across "
-                    "steps (losses appended without .item(), caches, hooks).")))
-
-    peak = max([s.peak_allocated_bytes for s in e.steps] + [e.allocated_bytes + e.requested_bytes])
-    activations = e.categories.get("activations", 0)
-    if activations > 0 and activations >= 0.3 * peak:
-        saves = 0
-        names = ""
-        if e.repeated_modules:
-            name, count, per_instance = max(e.repeated_modules, key=lambda r: r[1] * r[2])
-            # A checkpointed block keeps only its input; keep one block's worth for recompute.
-            saves = max(0, (count - 1) * per_instance)
-            names = f" on the {count} {name} modules"
-        else:
-            saves = activations // 2
-        advice.append(Advice(
-            score=saves / need,
-            title=f"activation checkpointing{names}",
-            detail=(f"activations are {activations / peak:.0%} of the peak "
-                    f"({format_bytes(activations)}); torch.utils.checkpoint{names} saves "
-                    f"≈{format_bytes(saves)}.")))
-
-    fit = fit_batch_size(e.steps, budget)
-    if fit is not None:
-        batch, per_sample = fit
-        advice.append(Advice(
-            score=1.5 if e.batch_size is None or batch < e.batch_size else 0.2,
-            title=f"largest batch that fits ≈ {batch}",
-            detail=(f"the step peak grows {format_bytes(per_sample)} per sample (fit over "
-                    f"{len({s.batch_size for s in e.steps if s.batch_size})} batch sizes); "
-                    f"{format_bytes(budget)} is available to PyTorch.")))
-    elif e.batch_size and activations > 0:
-        per_sample = activations // e.batch_size
-        fixed = peak - activations
-        if per_sample > 0 and budget > fixed:
-            batch = int((budget - fixed) // per_sample)
-            advice.append(Advice(
-                score=1.2 if batch < e.batch_size else 0.2,
-                title=f"largest batch that fits ≈ {batch}",
-                detail=(f"≈{format_bytes(per_sample)} of activations per sample, "
-                        f"{format_bytes(fixed)} fixed; {format_bytes(budget)} is available.")))
-
-    state = e.categories.get("optimizer_state", 0)
-    if state > 0 and state >= 0.3 * max(e.allocated_bytes, 1):
-        saves = state * 3 // 4
-        advice.append(Advice(
-            score=saves / need,
-            title="optimizer state dominates: use a lighter optimizer or shard it",
-            detail=(f"optimizer state is {format_bytes(state)} "
-                    f"({state / max(e.allocated_bytes, 1):.0%} of allocated); 8-bit Adam saves "
-                    f"≈{format_bytes(saves)}; ZeRO/FSDP sharding over N GPUs keeps 1/N.")))
-
-    if e.non_pytorch_bytes >= 0.2 * e.device_total_bytes:
-        advice.append(Advice(
-            score=min(1.0, e.non_pytorch_bytes / need) * 0.8,
-            title="much of the GPU is used outside PyTorch's allocator",
-            detail=(f"{format_bytes(e.non_pytorch_bytes)} is used by the CUDA context, "
-                    "libraries (cuBLAS, NCCL) or other processes; `vramscope` lists them.")))
-
-    if not advice:
-        advice.append(Advice(
-            score=0.0, title="reduce the batch size or sequence length",
-            detail=("no single cause stands out in the evidence; run under vramscope.profile() "
-                    "or Monitor(model=..., optimizer=...) to see who holds the memory.")))
-    advice.sort(key=lambda a: -a.score)
-    return advice
+    return rank(e)

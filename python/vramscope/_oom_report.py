@@ -12,12 +12,14 @@ import stat
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ._oom_advice import Advice, OomEvidence, leak_rate, rank_advice
+from ._oom_advice import Advice, OomEvidence, leak_rate
+from ._oom_remedies import Assessment, assess, rank_advice
 from ._steps import format_bytes
 
 #: Schema version of the .json report (2: leak_rate_bytes, growing_ops, from_exception;
-#: 3: growing_modules). Documented in docs/json-schema.md.
-REPORT_SCHEMA_VERSION = 3
+#: 3: growing_modules; 4: the budget and need numbers, advice kinds and parameters,
+#: not_advised). Documented in docs/json-schema.md.
+REPORT_SCHEMA_VERSION = 4
 
 
 def _table(title: str, rows: Sequence[Tuple[str, int]], total: int, limit: int = 8) -> List[str]:
@@ -28,18 +30,41 @@ def _table(title: str, rows: Sequence[Tuple[str, int]], total: int, limit: int =
     return lines
 
 
+def _numbers(e: OomEvidence, a: Assessment) -> List[str]:
+    """The memory picture at the OOM, in the allocator's terms: free <= budget <= total."""
+    cap = (f" (memory-fraction cap {format_bytes(e.limit_bytes)})"
+           if e.limit_or_total_bytes != e.device_total_bytes and e.limit_bytes else "")
+    non_pytorch = ("unknown (NVML cannot tell)" if e.non_pytorch_bytes is None
+                   else f"{format_bytes(e.non_pytorch_bytes)} (this process's CUDA context "
+                   "and libraries)")
+    others = ("unknown" if e.other_processes_bytes is None
+              else format_bytes(e.other_processes_bytes))
+    return [
+        f"requested        {format_bytes(e.requested_bytes)}",
+        f"shortfall        {format_bytes(e.shortfall_bytes)} (needed by the step: "
+        f"{format_bytes(a.need_bytes)}; its peak ≈{format_bytes(a.projected_peak_bytes)}, from "
+        f"{a.projection})",
+        f"budget           {format_bytes(e.budget_bytes)} for PyTorch{cap}",
+        f"free for PyTorch {format_bytes(e.available_bytes)}",
+        f"reserved         {format_bytes(e.reserved_bytes)}",
+        f"allocated        {format_bytes(e.allocated_bytes)}",
+        f"cached free      {format_bytes(e.cached_free_bytes)} (largest block "
+        f"{format_bytes(e.largest_free_block_bytes)}, fragmentation {e.fragmentation:.0%})",
+        f"device total     {format_bytes(e.device_total_bytes)}",
+        f"device free      {format_bytes(e.device_free_bytes)}",
+        f"non-PyTorch      {non_pytorch}",
+        f"other processes  {others}",
+    ]
+
+
 def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "") -> str:
     """The .txt post-mortem."""
+    a = assess(e)
     lines = [f"vramscope OOM post-mortem: cuda:{e.device}" + (f" at {when}" if when else ""),
-             "",
-             f"requested        {format_bytes(e.requested_bytes)}",
-             f"device total     {format_bytes(e.device_total_bytes)}",
-             f"device free      {format_bytes(e.device_free_bytes)}",
-             f"allocated        {format_bytes(e.allocated_bytes)}",
-             f"cached free      {format_bytes(e.cached_free_bytes)} (largest block "
-             f"{format_bytes(e.largest_free_block_bytes)}, fragmentation {e.fragmentation:.0%})",
-             f"non-PyTorch      {format_bytes(e.non_pytorch_bytes)}",
-             ""]
+             ""] + _numbers(e, a)
+    if e.batch_size:
+        lines.append(f"batch size       {e.batch_size} (read from the model's input)")
+    lines.append("")
     if e.from_exception:
         lines += ["(the OOM observer did not run: numbers from the exception's message, as "
                   "rounded by torch)", ""]
@@ -74,10 +99,16 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "") -> s
             lines.append(f"  step {s.step:>6}  {format_bytes(s.peak_allocated_bytes):>10} / "
                          f"{format_bytes(s.allocated_bytes):>10}{batch}")
         lines.append("")
-    lines.append("advice, most useful first:")
-    for i, a in enumerate(advice, 1):
-        lines.append(f"  {i}. {a.title}")
-        lines.append(f"     {a.detail}")
+    fits = any(x.fits for x in advice)
+    lines.append("advice, most useful first:" if fits or not advice else
+                 "advice (none covers the need alone; the largest recoveries first):")
+    for i, x in enumerate(advice, 1):
+        recovers = f" [recovers ≈{format_bytes(x.recovers_bytes)}]" if x.recovers_bytes else ""
+        lines.append(f"  {i}. {x.title}{recovers}")
+        lines.append(f"     {x.detail}")
+    if a.not_advised:
+        lines += ["", "not advised:"]
+        lines += [f"  - {kind}: {why}" for kind, why in a.not_advised]
     return "\n".join(lines) + "\n"
 
 
@@ -85,19 +116,35 @@ def format_summary(e: OomEvidence, advice: Sequence[Advice], path: str) -> str:
     """The few lines printed to stderr."""
     top = advice[0].title if advice else ""
     return (f"vramscope: CUDA out of memory on cuda:{e.device}: requested "
-            f"{format_bytes(e.requested_bytes)}, free {format_bytes(e.device_free_bytes)} of "
-            f"{format_bytes(e.device_total_bytes)}, allocated {format_bytes(e.allocated_bytes)}, "
-            f"cached free {format_bytes(e.cached_free_bytes)}\n"
+            f"{format_bytes(e.requested_bytes)}, short by {format_bytes(e.shortfall_bytes)}; "
+            f"free for PyTorch {format_bytes(e.available_bytes)} of a "
+            f"{format_bytes(e.budget_bytes)} budget ({format_bytes(e.device_total_bytes)} "
+            f"device), allocated {format_bytes(e.allocated_bytes)}, cached free "
+            f"{format_bytes(e.cached_free_bytes)}\n"
             f"vramscope: first advice: {top}\nvramscope: full report: {path}")
+
+
+def _advice_json(x: Advice) -> Dict[str, Any]:
+    # The parameters sit beside the kind ({"kind": "batch_size", "batch_size": 24, ...}) so
+    # that a script applies the advice without knowing every kind's nesting.
+    d = {"kind": x.kind, **x.params}
+    d.update(title=x.title, detail=x.detail, score=round(x.score, 4),
+             recovers_bytes=x.recovers_bytes, fits=x.fits)
+    return d
 
 
 def report_json(e: OomEvidence, advice: Sequence[Advice]) -> Dict[str, Any]:
     """The .json post-mortem (schema_version REPORT_SCHEMA_VERSION, sizes in *_bytes)."""
+    a = assess(e)
     d = dataclasses.asdict(e)
     d.update(schema_version=REPORT_SCHEMA_VERSION, non_pytorch_bytes=e.non_pytorch_bytes,
-             shortfall_bytes=e.shortfall_bytes, fragmentation=round(e.fragmentation, 4),
-             leak_rate_bytes=leak_rate(e.steps),
-             advice=[dataclasses.asdict(a) for a in advice])
+             budget_bytes=e.budget_bytes, available_bytes=e.available_bytes,
+             outside_bytes=e.outside_bytes, other_processes_bytes=e.other_processes_bytes,
+             shortfall_bytes=e.shortfall_bytes, need_bytes=a.need_bytes,
+             projected_peak_bytes=a.projected_peak_bytes, projection=a.projection,
+             fragmentation=round(e.fragmentation, 4), leak_rate_bytes=leak_rate(e.steps),
+             advice=[_advice_json(x) for x in advice],
+             not_advised=[{"kind": k, "reason": r} for k, r in a.not_advised])
     return d
 
 

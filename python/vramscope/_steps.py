@@ -72,6 +72,9 @@ class StepRecord:
     #: (CUDA context, cuBLAS/NCCL workspaces, ...), at the end of the step; None when NVML
     #: cannot tell (no driver, MIG, or another pid namespace: NVML lists host pids).
     non_pytorch_bytes: Optional[int] = None
+    #: The batch size of the step: the leading dimension of the model's input at its last
+    #: forward (read by one pre-hook on the top-level module); None when unknown.
+    batch_size: Optional[int] = None
 
 
 def rank_prefix(rank: int, world_size: int) -> str:

@@ -10,6 +10,7 @@ only bookkeeps and formats them (the formatting and leak logic live in ``_steps`
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
@@ -17,11 +18,25 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
 from . import _api, _dist, oom
 from .distributed import reduce_step_peaks
 from ._device import Device, parse_device
+from ._model_probe import ModelProbe
 from ._steps import (CATEGORY_NAMES, LeakDetector, StepRecord, format_leak_warning,
                      format_step_line, format_step_table, history_limit_deque)
 from ._torchcheck import VramscopeWarning
 
 __all__ = ["Monitor", "StepSink"]
+
+
+_warned_no_gpu = False
+
+
+def _warn_no_gpu_once(problem: str) -> None:
+    """The one warning of a process whose Monitors can record nothing."""
+    global _warned_no_gpu
+    if _warned_no_gpu:
+        return
+    _warned_no_gpu = True
+    warnings.warn(f"{problem}; Monitor records nothing (the program runs as it is)",
+                  VramscopeWarning, stacklevel=4)
 
 
 class StepSink(Protocol):
@@ -125,6 +140,9 @@ class Monitor:
         self._categories: Any = None
         self._active = False
         self._oom_calls_at_start = 0
+        #: The batch size (one pre-hook on the top-level module) and model facts for the OOM
+        #: advice; the model is model=, else looked for in the callers at the first steps.
+        self._probe = ModelProbe()
 
     # ----- lifecycle
     def __enter__(self) -> "Monitor":
@@ -141,8 +159,16 @@ class Monitor:
             self.close()
 
     def start(self) -> None:
-        """Attaches the agent (lazily if CUDA is not initialised) and installs the hook."""
+        """Attaches the agent (lazily if CUDA is not initialised) and installs the hook. Without
+        a usable GPU (a CPU-only laptop, CI) the Monitor is a quiet no-op: one warning per
+        process, no lines, no table, ``step()`` returns ``[]``, so an instrumented training
+        script runs unchanged where torch runs on the CPU."""
         if self._active:
+            return
+        problem = _api.no_gpu()
+        if problem is not None:
+            _warn_no_gpu_once(problem)
+            self._active = True
             return
         _api.attach()
         if self._tensorboard_dir is not None:
@@ -154,6 +180,8 @@ class Monitor:
         if self.auto_step:
             from torch.optim.optimizer import register_optimizer_step_post_hook
             self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
+        if self._model is not None:
+            self._probe.attach(self._model, self._optimizer)
         self._active = True
         self._oom_calls_at_start = oom.observer_calls()
         oom.add_provider(self._oom_evidence)
@@ -168,6 +196,7 @@ class Monitor:
             return
         self._active = False
         oom.remove_provider(self._oom_evidence)
+        self._probe.close()
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
@@ -181,10 +210,16 @@ class Monitor:
             sink.close()
 
     def _oom_evidence(self, device: int) -> Dict[str, Any]:
-        """The OOM report's step history: this Monitor's last steps on ``device``."""
-        points = [oom.StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes)
+        """The OOM report's step history (this Monitor's last steps on ``device``, with their
+        batch sizes) and what the probe knows of the model, the optimizer and the stack."""
+        points = [oom.StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes, r.batch_size,
+                                r.peak_reserved_bytes)
                   for r in self._history if r.device == device]
-        return {"steps": points[-oom.STEP_HISTORY:]} if points else {}
+        stack = oom.oom_stack()
+        out = self._probe.evidence(*stack) if stack is not None else self._probe.evidence()
+        if points:
+            out["steps"] = points[-oom.STEP_HISTORY:]
+        return out
 
     def _start_categories(self) -> None:
         from .profile import CategoryTracker
@@ -211,6 +246,7 @@ class Monitor:
             self._step_optimizer = weakref.ref(optimizer)
         elif marker is not optimizer:
             return
+        self._probe.set_optimizer(optimizer)
         self.step()
 
     def _resolve_devices(self) -> List[int]:
@@ -240,6 +276,10 @@ class Monitor:
         raw = _api.step_all()
         if not raw:
             return []
+        if not self._probe.attached:
+            self._probe.discover(sys._getframe(1))
+        else:
+            self._probe.step_end()
         self._refresh_rank()
         wanted = set(self._resolve_devices())
         records = []
@@ -257,7 +297,8 @@ class Monitor:
                 delta_allocated_bytes=allocated - self._last_allocated.get(device, 0),
                 duration_ns=int(r.get("duration_ns", 0)),
                 categories=_categories_of(r),
-                non_pytorch_bytes=self._non_pytorch_bytes(device, int(r["reserved_bytes"])))
+                non_pytorch_bytes=self._non_pytorch_bytes(device, int(r["reserved_bytes"])),
+                batch_size=self._probe.batch_size)
             self._last_allocated[device] = allocated
             records.append(record)
         return self._record_step(records)

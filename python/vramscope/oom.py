@@ -18,19 +18,21 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Deque, Dict, List, Optional, Sequence
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 # The pure parts live in _oom_advice (evidence, advice) and _oom_report (rendering, files); they
 # are re-exported here, the module users and tests know.
 from ._oom_advice import (Advice, OomEvidence, StepPoint, fit_batch_size, fragmentation_of,
                           growing_ops, growing_text, is_oom_error, leak_rate, parse_oom_message,
                           rank_advice)
+from ._model_probe import frames_of_traceback, oom_frames, stack_evidence
+from ._oom_remedies import assess
 from ._oom_report import (REPORT_SCHEMA_VERSION, format_report, format_summary,
                           memory_viz_snapshot, report_json, report_paths, write_report)
 
 __all__ = ["Advice", "OomEvidence", "StepPoint", "REPORT_SCHEMA_VERSION", "STEP_HISTORY",
            "fit_batch_size", "fragmentation_of", "growing_ops", "growing_text", "is_oom_error",
-           "leak_rate",
+           "leak_rate", "assess", "oom_stack",
            "parse_oom_message", "rank_advice", "format_report", "format_summary",
            "memory_viz_snapshot", "report_json", "report_paths", "write_report", "add_provider",
            "remove_provider", "add_module_paths", "remove_module_paths", "record_steps",
@@ -110,7 +112,8 @@ def record_steps(reader: Any, records: Sequence[Dict[str, Any]]) -> None:
             device = int(r["device"])
             _steps.setdefault(device, collections.deque(maxlen=STEP_HISTORY)).append(
                 StepPoint(int(r["step"]), int(r["peak_allocated_bytes"]),
-                          int(r["allocated_bytes"])))
+                          int(r["allocated_bytes"]),
+                          peak_reserved_bytes=int(r.get("peak_reserved_bytes", 0))))
         paths = _module_paths
     active = getattr(reader, "attribution_active", None)
     if active is None or not active():
@@ -134,8 +137,64 @@ def recent_steps(device: int) -> List[StepPoint]:
         return list(_steps.get(device, ()))
 
 
-def _fill(e: OomEvidence, agent: Any, device: int) -> None:
-    """Adds attribution (when the agent has it), the step history and the providers' fields."""
+#: (frames innermost first, on the main thread?) of the OOM being reported, for providers
+#: (Monitor's model probe); set only while a report is collected: frames keep their locals.
+_oom_stack: Optional[Tuple[List[Any], bool]] = None
+
+
+def oom_stack() -> Optional[Tuple[List[Any], bool]]:
+    """The stack of the OOM being reported (for evidence providers), None outside a report."""
+    return _oom_stack
+
+
+def _alloc_conf_expandable() -> bool:
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        conf = os.environ.get(name, "").replace(" ", "").lower()
+        if "expandable_segments:true" in conf:
+            return True
+    return False
+
+
+def _device_facts(e: OomEvidence, agent: Any, device: int) -> None:
+    """Puts the device's real total in ``device_total_bytes`` and the memory-fraction cap in
+    ``limit_bytes``: torch's OOM observer passes the cap as "device_total" when one is set, and
+    its message prints the device total and the cap ("12.00 GiB allowed") apart. Adds what the
+    driver charges this process (NVML) and whether segments are expandable. Host calls only."""
+    torch = sys.modules.get("torch")
+    reported_total = e.device_total_bytes
+    if torch is not None:
+        try:
+            # cudaMemGetInfo's total: the one torch's allocator and its cap are computed from.
+            total = int(torch.cuda.mem_get_info(device)[1])
+            fraction = float(torch.cuda.get_per_process_memory_fraction(device)) \
+                if hasattr(torch.cuda, "get_per_process_memory_fraction") else 1.0
+        except Exception:  # noqa: BLE001 -- the report keeps what the OOM said
+            total, fraction = reported_total, 1.0
+        if e.limit_bytes is None:
+            if 0 < reported_total < total:
+                e.limit_bytes = reported_total  # the observer's "total": torch's exact cap
+            elif fraction < 1.0:
+                e.limit_bytes = int(fraction * total)
+        e.device_total_bytes = total
+    lookup = getattr(agent, "driver_process_bytes", None)
+    if e.process_driver_bytes is None and lookup is not None and torch is not None:
+        try:
+            from . import _api
+
+            uuids = _api._device_uuids(torch, max(device + 1, 1))
+            used = lookup(uuids[device], os.getpid())
+            e.process_driver_bytes = None if used is None else int(used)
+        except Exception:  # noqa: BLE001 -- NVML is optional evidence
+            pass
+    e.expandable_segments = e.expandable_segments or _alloc_conf_expandable()
+
+
+def _fill(e: OomEvidence, agent: Any, device: int,
+          stack: Optional[Tuple[List[Any], bool]] = None) -> None:
+    """Adds the device facts, attribution (when the agent has it), the step history, what the
+    stack at the OOM says (batch size, phase) and the providers' fields."""
+    global _oom_stack
+    _device_facts(e, agent, device)
     if agent is not None and hasattr(agent, "attribution_summary") and \
             agent.attribution_summary(device):
         rows = agent.op_table(device, "profile")
@@ -147,32 +206,51 @@ def _fill(e: OomEvidence, agent: Any, device: int) -> None:
     with _lock:
         e.growing_ops = growing_ops(list(_op_snapshots.get(device, ())))
         e.growing_modules = growing_ops(list(_module_snapshots.get(device, ())))
-    for provider in list(_providers):
+    if stack is not None:
         try:
-            for key, value in (provider(device) or {}).items():
+            for key, value in stack_evidence(stack[0], None, stack[1]).items():
                 setattr(e, key, value)
-        except Exception:  # noqa: BLE001 -- a provider's bug must not hide the report
+        except Exception:  # noqa: BLE001 -- the stack is optional evidence
             pass
+    _oom_stack = stack
+    try:
+        for provider in list(_providers):
+            try:
+                for key, value in (provider(device) or {}).items():
+                    setattr(e, key, value)
+            except Exception:  # noqa: BLE001 -- a provider's bug must not hide the report
+                pass
+    finally:
+        _oom_stack = None  # the frames hold the program's tensors
 
 
-def collect_evidence(agent: Any, device: int) -> OomEvidence:
-    """Reads the agent (host-side only: no GPU allocation) after an OOM on ``device``."""
+def collect_evidence(agent: Any, device: int,
+                     stack: Optional[Tuple[List[Any], bool]] = None) -> OomEvidence:
+    """Reads the agent (host-side only: no GPU allocation) after an OOM on ``device``;
+    ``stack``: the OOM thread's frames (innermost first) and whether it is the main thread."""
     oom = agent.last_oom() or {}
     stats = agent.stats(device)
-    cached_free, largest = fragmentation_of(agent.segments(True), device)
+    segments = agent.segments(True)
+    cached_free, largest = fragmentation_of(segments, device)
     e = OomEvidence(device=device, requested_bytes=int(oom.get("requested_bytes", 0)),
                     device_total_bytes=int(oom.get("device_total_bytes", 0)),
                     device_free_bytes=int(oom.get("device_free_bytes", 0)),
                     allocated_bytes=int(stats.get("allocated_bytes", 0)),
                     reserved_bytes=int(stats.get("reserved_bytes", 0)),
-                    cached_free_bytes=cached_free, largest_free_block_bytes=largest)
-    _fill(e, agent, device)
+                    cached_free_bytes=cached_free, largest_free_block_bytes=largest,
+                    expandable_segments=any(s.get("is_expandable") for s in segments
+                                            if int(s.get("device", 0)) == device))
+    _fill(e, agent, device, stack)
     return e
 
 
-def evidence_from_exception(message: str, reader: Any, device: int) -> OomEvidence:
+def evidence_from_exception(message: str, reader: Any, device: int,
+                            stack: Optional[Tuple[List[Any], bool]] = None) -> OomEvidence:
     """Evidence when the observer did not run: the numbers torch printed in ``message``, the
-    reader's counters for what the message lacks, then attribution, steps and providers."""
+    reader's counters for what the message lacks, then attribution, steps and providers
+    (``stack``: the frames of the exception's traceback, innermost first). An OOM that is not
+    the caching allocator's ("CUDA error: out of memory" from a library's cudaMalloc) has
+    oom_source "other"."""
     parsed = parse_oom_message(message)
     device = parsed.get("device", device)
     stats: Dict[str, Any] = {}
@@ -184,11 +262,13 @@ def evidence_from_exception(message: str, reader: Any, device: int) -> OomEviden
         device_free_bytes=parsed.get("device_free_bytes", 0),
         allocated_bytes=parsed.get("allocated_bytes", int(stats.get("allocated_bytes", 0))),
         reserved_bytes=parsed.get("reserved_bytes", int(stats.get("reserved_bytes", 0))),
-        from_exception=True)
+        from_exception=True, limit_bytes=parsed.get("limit_bytes"),
+        process_driver_bytes=parsed.get("process_driver_bytes"),
+        oom_source="allocator" if "Tried to allocate" in message else "other")
     if reader is not None and hasattr(reader, "segments"):
         e.cached_free_bytes, e.largest_free_block_bytes = fragmentation_of(reader.segments(False),
                                                                            device)
-    _fill(e, reader, device)
+    _fill(e, reader, device, stack)
     return e
 
 
@@ -232,7 +312,7 @@ def on_oom(device: int) -> None:
             return
         from . import _agent  # type: ignore[attr-defined]
 
-        _emit(collect_evidence(_agent, device), _agent, at_oom=True)
+        _emit(collect_evidence(_agent, device, oom_frames()), _agent, at_oom=True)
     except Exception as exc:  # noqa: BLE001 -- never replace the program's OutOfMemoryError
         print(f"vramscope: could not write the OOM report ({exc})", file=sys.stderr, flush=True)
 
@@ -266,7 +346,9 @@ def report_exception(exc: BaseException, observer_calls_before: int,
         reader = _api._reader
         if device is None:
             device = _api._current() if reader is not None else 0
-        e = evidence_from_exception(str(exc), reader, device)
+        stack = (frames_of_traceback(exc.__traceback__),
+                 threading.current_thread() is threading.main_thread())
+        e = evidence_from_exception(str(exc), reader, device, stack)
         paths = _emit(e, reader, at_oom=False)
         _note_in_agent(reader, e)
         return paths

@@ -128,6 +128,7 @@ class Profile:
         self._rows: List[List[Dict[str, Any]]] = []
         self._module_rows: List[ModuleRow] = []
         self._peaks: List[int] = []
+        self._allocated_peaks: List[int] = []
         self._active = False
 
     def __enter__(self) -> "Profile":
@@ -154,8 +155,9 @@ class Profile:
     def _snapshot(self) -> None:
         count = self._agent.device_count()
         self._rows = [list(self._agent.op_table(d, "profile")) for d in range(count)]
-        self._peaks = [int(self._agent.attribution_summary(d).get("peak_bytes", 0))
-                       for d in range(count)]
+        summaries = [self._agent.attribution_summary(d) for d in range(count)]
+        self._peaks = [int(s.get("peak_bytes", 0)) for s in summaries]
+        self._allocated_peaks = [int(s.get("peak_allocated_bytes", 0)) for s in summaries]
         self._module_rows = self._hooks.rows() if self._hooks is not None else []
 
     def _oom_evidence(self, device: int) -> Dict[str, Any]:
@@ -173,10 +175,19 @@ class Profile:
         return merge_rows(rows)
 
     def peak_bytes(self, device: Optional[int] = None) -> int:
-        """Highest live (requested) bytes during the profile (summed over devices when None)."""
+        """Highest live (requested) bytes during the profile (summed over devices when None):
+        the peak the op table's "at peak" column is a share of."""
         if self._active:
             self._snapshot()
         return sum(self._peaks) if device is None else self._peaks[device]
+
+    def peak_allocated_bytes(self, device: Optional[int] = None) -> int:
+        """Highest allocated bytes during the profile (torch's block sizes, what
+        ``torch.cuda.max_memory_allocated()`` measures; exact from events)."""
+        if self._active:
+            self._snapshot()
+        peaks = self._allocated_peaks
+        return sum(peaks) if device is None else (peaks[device] if device < len(peaks) else 0)
 
     def table(self, sort_by: str = "peak", row_limit: int = 10,
               device: Optional[int] = None) -> str:

@@ -298,13 +298,14 @@ const char* file_kind(mode_t mode) {
 std::unique_ptr<RecordingReader> RecordingReader::open(const std::string& path) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. It has no
   // effect on the regular files that pass the check below. A path that names no readable
-  // regular file is a wrong argument (ExitUsage), the same in every command.
+  // regular file is an error (ExitError, as for any file that cannot be read), the same in
+  // every command.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int error = errno;
     throw Error(path + ": cannot open recording: " +
                     (error == ELOOP ? "too many levels of symbolic links" : std::strerror(error)),
-                ExitUsage);
+                ExitError);
   }
   struct stat info {};
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
@@ -312,7 +313,7 @@ std::unique_ptr<RecordingReader> RecordingReader::open(const std::string& path) 
     ::close(fd);
     throw Error(path + ": cannot read recording: " + file_kind(mode) +
                     ", not a recording file (give the .vsrec file `vramscope record` wrote)",
-                ExitUsage);
+                ExitError);
   }
   return std::make_unique<RecordingReaderImpl>(std::make_unique<FileSource>(path, fd), path);
 }

@@ -7,14 +7,6 @@
 namespace vramscope::tracking {
 namespace {
 
-/// Allocated bytes are polled, so a short peak between two polls is missed; but allocated is
-/// never below requested (blocks round sizes up), and requested peaks are exact from events.
-/// The larger of the two is a tighter lower bound of the true allocated peak than either.
-uint64_t allocated_peak(uint64_t polled_mark, uint64_t requested_peak) {
-  return std::max(polled_mark, requested_peak);
-}
-
-
 int64_t monotonic_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -27,7 +19,14 @@ int64_t realtime_ns() {
       .count();
 }
 
-constexpr std::size_t mark_index(PeakMark mark) { return static_cast<std::size_t>(mark); }
+CounterSeed seed_of(const TorchStats& torch) {
+  return CounterSeed{torch.reserved_bytes,  torch.peak_reserved_bytes,  torch.requested_bytes,
+                     torch.peak_requested_bytes, torch.allocated_bytes, torch.peak_allocated_bytes};
+}
+
+IntervalPeaks interval_peaks(const EventPeaks& peaks) {
+  return {peaks.allocated_bytes, peaks.reserved_bytes, peaks.requested_bytes};
+}
 
 }  // namespace
 
@@ -80,15 +79,8 @@ bool AgentCore::seed(std::size_t device) {
     const std::optional<TorchStats> torch = m_stats(device);
     if (!torch) return std::nullopt;
     d.last_stats = torch;
-    return CounterSeed{torch->reserved_bytes, torch->peak_reserved_bytes, torch->requested_bytes,
-                       torch->peak_requested_bytes};
+    return seed_of(*torch);
   });
-  if (ok && d.last_stats) {
-    // Same convention as the event counters: the global peak starts at torch's peak.
-    for (uint64_t& mark : d.allocated_marks) mark = d.last_stats->allocated_bytes;
-    d.allocated_marks[mark_index(PeakMark::Global)] =
-        std::max(d.last_stats->allocated_bytes, d.last_stats->peak_allocated_bytes);
-  }
   return ok;
 }
 
@@ -107,23 +99,12 @@ void AgentCore::drain(Device& device) {
 void AgentCore::observe(Device& device) {
   const std::optional<TorchStats> torch = m_stats(device.index);
   if (!torch) return;
-  const bool first = !device.last_stats.has_value();
-  // torch's peak moves only when a new high was reached since our previous look (or the user
-  // reset it, after which it is a value reached since then): a value every mark lived through.
-  const bool peak_moved =
-      !first && torch->peak_allocated_bytes != device.last_stats->peak_allocated_bytes;
-  for (std::size_t m = 0; m < peak_mark_count; ++m) {
-    uint64_t& mark = device.allocated_marks[m];
-    mark = std::max(mark, torch->allocated_bytes);
-    if (peak_moved) mark = std::max(mark, torch->peak_allocated_bytes);
-  }
-  if (first) {
-    uint64_t& global = device.allocated_marks[mark_index(PeakMark::Global)];
-    global = std::max(global, torch->peak_allocated_bytes);
-  }
   if (device.polling_only) {
-    device.counters->set_polled(CounterSeed{torch->reserved_bytes, torch->peak_reserved_bytes,
-                                            torch->requested_bytes, torch->peak_requested_bytes});
+    device.counters->set_polled(seed_of(*torch));
+  } else {
+    // Events keep allocated exact; a value torch reports is one every open interval lived
+    // through, and it covers a large allocation that no later event has settled yet.
+    device.counters->observe_allocated(torch->allocated_bytes);
   }
   device.last_stats = torch;
 }
@@ -143,13 +124,7 @@ void AgentCore::tick() {
   for (Device& device : m_devices) {
     drain(device);
     observe(device);
-    if (window_over) {
-      const EventPeaks events = device.counters->restart(PeakMark::Window);
-      uint64_t& mark = device.allocated_marks[mark_index(PeakMark::Window)];
-      device.window_peak = {allocated_peak(mark, events.requested_bytes), events.reserved_bytes,
-                            events.requested_bytes};
-      mark = device.last_stats ? device.last_stats->allocated_bytes : 0;
-    }
+    if (window_over) device.window_peak = interval_peaks(device.counters->restart(PeakMark::Window));
   }
   if (window_over) m_window_started_ns = now;
   if (m_writer) {
@@ -169,12 +144,8 @@ std::vector<StepRecord> AgentCore::step() {
   records.reserve(m_devices.size());
   for (Device& device : m_devices) {
     observe(device);
-    const EventPeaks events = device.counters->restart(PeakMark::Step);
-    uint64_t& mark = device.allocated_marks[mark_index(PeakMark::Step)];
-    device.last_step_peak = {allocated_peak(mark, events.requested_bytes), events.reserved_bytes,
-                             events.requested_bytes};
+    device.last_step_peak = interval_peaks(device.counters->restart(PeakMark::Step));
     const uint64_t allocated = device.last_stats ? device.last_stats->allocated_bytes : 0;
-    mark = allocated;
 
     StepRecord record;
     record.pid = m_config.pid;
@@ -206,7 +177,21 @@ void AgentCore::reset_peak(std::size_t device) {
   Device& d = m_devices[device];
   observe(d);
   d.counters->restart(PeakMark::Global);
-  d.allocated_marks[mark_index(PeakMark::Global)] = d.last_stats ? d.last_stats->allocated_bytes : 0;
+}
+
+void AgentCore::restart_profile_peaks() {
+  std::lock_guard lock(m_mutex);
+  for (Device& device : m_devices) {
+    observe(device);
+    device.counters->restart(PeakMark::Profile);
+  }
+}
+
+IntervalPeaks AgentCore::profile_peaks(std::size_t device) {
+  std::lock_guard lock(m_mutex);
+  Device& d = m_devices[device];
+  observe(d);
+  return interval_peaks(d.counters->peaks(PeakMark::Profile));
 }
 
 DeviceStatsView AgentCore::stats(std::size_t device) {
@@ -223,13 +208,8 @@ DeviceStatsView AgentCore::stats(std::size_t device) {
   view.reserved_bytes = counters.reserved_bytes();
   view.requested_bytes = counters.requested_bytes();
   view.pending_free_bytes = counters.pending_free_bytes();
-  const EventPeaks global = counters.peaks(PeakMark::Global);
-  view.peak = {allocated_peak(d.allocated_marks[mark_index(PeakMark::Global)], global.requested_bytes),
-               global.reserved_bytes, global.requested_bytes};
-  const EventPeaks running = counters.peaks(PeakMark::Step);
-  view.current_step_peak = {
-      allocated_peak(d.allocated_marks[mark_index(PeakMark::Step)], running.requested_bytes),
-      running.reserved_bytes, running.requested_bytes};
+  view.peak = interval_peaks(counters.peaks(PeakMark::Global));
+  view.current_step_peak = interval_peaks(counters.peaks(PeakMark::Step));
   view.step = m_step;
   view.last_step_peak = d.last_step_peak;
   view.window_peak = d.window_peak;
@@ -237,6 +217,8 @@ DeviceStatsView AgentCore::stats(std::size_t device) {
   view.dropped_event_count = d.ring->dropped_count();
   view.unknown_event_count = counters.unknown_event_count();
   view.anomaly_count = counters.anomaly_count();
+  view.allocated_mismatch_count = counters.allocated_mismatch_count();
+  view.unsettled_count = counters.unsettled_count();
   view.oom_count = d.oom_count;
   view.polling_only = d.polling_only;
   return view;
@@ -306,9 +288,9 @@ AllocatorSample AgentCore::sample_of(const Device& device, int64_t now_ns) const
   }
   sample.reserved_bytes = counters.reserved_bytes();
   sample.requested_bytes = counters.requested_bytes();
-  sample.peak_allocated_bytes = allocated_peak(device.allocated_marks[mark_index(PeakMark::Global)],
-                                              counters.peaks(PeakMark::Global).requested_bytes);
-  sample.peak_reserved_bytes = counters.peaks(PeakMark::Global).reserved_bytes;
+  const EventPeaks global = counters.peaks(PeakMark::Global);
+  sample.peak_allocated_bytes = global.allocated_bytes;
+  sample.peak_reserved_bytes = global.reserved_bytes;
   sample.step = m_step;
   sample.step_peak_allocated_bytes = device.last_step_peak.allocated_bytes;
   sample.step_peak_reserved_bytes = device.last_step_peak.reserved_bytes;

@@ -4,10 +4,11 @@
 // StatsProvider built on getDeviceStats, and runs tick() on its own thread. Tests drive the
 // same class with synthetic events and a synthetic provider.
 //
-// Exactness: reserved and requested bytes (and their peaks) follow every event. Allocated bytes
-// come from the provider; their peaks are exact whenever torch's own peak moves (a new high was
-// reached: torch's peak is then the value we missed between polls), and otherwise are the
-// highest value seen by polls at tick(), step() and explicit reads.
+// Exactness: reserved, requested and allocated bytes and their peaks follow every event
+// (DeviceCounters; allocated reads torch's totals from inside the callback for large blocks),
+// so every peak -- global, per step, per window -- is torch's own value over the same interval,
+// whatever the program does with torch's peaks. Polling-only devices (no tracker) see torch's
+// values at polls: their peaks are sampled.
 #pragma once
 
 #include <cstdint>
@@ -87,6 +88,10 @@ struct DeviceStatsView {
   uint64_t dropped_event_count = 0;
   uint64_t unknown_event_count = 0;
   uint64_t anomaly_count = 0;
+  /// Small-block arithmetic that disagreed with torch (the device then reads torch at every
+  /// block), and large allocations whose block size no reading could settle (peaks may be low).
+  uint64_t allocated_mismatch_count = 0;
+  uint64_t unsettled_count = 0;
   uint64_t oom_count = 0;
   /// Is this device tracked by polling only (no events)?
   bool polling_only = false;
@@ -135,6 +140,12 @@ class AgentCore {
   using StepAnnotator = std::function<std::optional<CategoryBytes>(std::size_t device)>;
   void set_step_annotator(StepAnnotator annotator);
 
+  /// Lets `device`'s large allocations and frees read torch's totals from inside the tracker
+  /// callback (DeviceCounters::set_totals_probe). Call before the tracker is attached.
+  void set_totals_probe(std::size_t device, TotalsProbe probe, void* context) noexcept {
+    m_producers[device].counters.set_totals_probe(probe, context);
+  }
+
   /// Seeds the event counters of `device` from the provider (call after the tracker is
   /// attached). Returns false when the provider fails or events never paused.
   bool seed(std::size_t device);
@@ -148,6 +159,9 @@ class AgentCore {
   std::vector<StepRecord> step();
   /// Restarts vramscope's global peaks of `device` at the current values (torch's untouched).
   void reset_peak(std::size_t device);
+  /// Restarts every device's profile peaks (vramscope.profile() starts), and reads them.
+  void restart_profile_peaks();
+  IntervalPeaks profile_peaks(std::size_t device);
   /// Current view of one device (polls the provider first, so allocated is fresh).
   DeviceStatsView stats(std::size_t device);
   /// Records an OOM seen by torch's observer on `device`; publishes it and returns it.
@@ -185,8 +199,6 @@ class AgentCore {
     EventRing* ring = nullptr;
     bool polling_only = false;
     std::optional<TorchStats> last_stats;
-    /// Allocated-bytes peak marks, indexed by PeakMark (guarded by m_mutex).
-    uint64_t allocated_marks[peak_mark_count] = {0, 0, 0};
     IntervalPeaks last_step_peak;
     IntervalPeaks window_peak;
     uint64_t oom_count = 0;

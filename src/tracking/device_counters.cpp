@@ -1,4 +1,4 @@
-// src/tracking/device_counters.cpp -- event arithmetic, seeding and peak marks
+// src/tracking/device_counters.cpp -- event arithmetic, torch readings for large blocks, seeding, peak marks
 #include "tracking/device_counters.hpp"
 
 #include <algorithm>
@@ -40,6 +40,64 @@ void DeviceCounters::clamp_to_zero(std::atomic<int64_t>& base, int64_t raw) noex
   bump(m_anomalies, uint64_t{1});
 }
 
+void DeviceCounters::set_totals_probe(TotalsProbe probe, void* context) noexcept {
+  m_probe = probe;
+  m_probe_context = context;
+}
+
+void DeviceCounters::on_block_read(Action action, uint64_t size_bytes) noexcept {
+  const bool pending = m_large_pending.load(std::memory_order_relaxed);
+  AllocatorTotals now;
+  if (m_probe == nullptr || !m_probe(m_probe_context, &now)) {
+    // No reading: the rounded request is the best lower bound there is.
+    if (pending) bump(m_unsettled, uint64_t{1});
+    m_large_pending.store(false, std::memory_order_relaxed);
+    const auto block = static_cast<int64_t>(small_block_bytes(size_bytes));
+    if (action == Action::Alloc) {
+      if (size_bytes > small_request_limit_bytes) bump(m_unsettled, uint64_t{1});
+      const int64_t raw = add(m_allocated_raw, m_allocated_base, block);
+      raise(m_allocated_peaks, raw + m_allocated_base.load(std::memory_order_relaxed));
+    } else if (action == Action::FreeRequested) {
+      add(m_allocated_raw, m_allocated_base, -block);
+    }
+    return;
+  }
+  // `now` has every earlier event applied, and a FREE_REQUESTED's own decrement (torch lowers
+  // allocated before it traces the free; it raises it only after tracing an ALLOC).
+  if (pending) {
+    const bool by_active = action == Action::FreeRequested;
+    const uint64_t after = by_active ? now.active_bytes : now.allocated_bytes;
+    const uint64_t before =
+        by_active ? m_pending_before.active_bytes : m_pending_before.allocated_bytes;
+    if (after >= before) {
+      raise(m_allocated_peaks, signed_size(m_pending_before.allocated_bytes + (after - before)));
+    } else {
+      bump(m_unsettled, uint64_t{1});  // torch's totals went backwards: not a reading to trust
+    }
+    m_large_pending.store(false, std::memory_order_relaxed);
+  } else if (action == Action::Alloc && m_seeded.load(std::memory_order_relaxed) &&
+             allocated_bytes() != now.allocated_bytes) {
+    // The arithmetic of small blocks missed a rounding torch applied: read from now on.
+    bump(m_allocated_mismatches, uint64_t{1});
+    m_read_every_block.store(true, std::memory_order_relaxed);
+  }
+  m_allocated_raw.store(signed_size(now.allocated_bytes) -
+                            m_allocated_base.load(std::memory_order_relaxed),
+                        std::memory_order_relaxed);
+  if (action == Action::Alloc) {
+    // The block is at least the rounded request; the next event says how much more it kept.
+    m_pending_before = now;
+    m_large_pending.store(true, std::memory_order_relaxed);
+    const int64_t raw =
+        add(m_allocated_raw, m_allocated_base, static_cast<int64_t>(small_block_bytes(size_bytes)));
+    raise(m_allocated_peaks, raw + m_allocated_base.load(std::memory_order_relaxed));
+  }
+}
+
+void DeviceCounters::observe_allocated(uint64_t allocated_bytes) noexcept {
+  raise(m_allocated_peaks, signed_size(allocated_bytes));
+}
+
 bool DeviceCounters::seed(const std::function<std::optional<CounterSeed>()>& read_torch,
                           int max_attempts) {
   // The producer updates the counters and then the event count, all under the allocator's
@@ -50,6 +108,10 @@ bool DeviceCounters::seed(const std::function<std::optional<CounterSeed>()>& rea
     const uint64_t before = m_total_events.load(std::memory_order_acquire);
     const int64_t reserved_raw = m_reserved_raw.load(std::memory_order_relaxed);
     const int64_t requested_raw = m_requested_raw.load(std::memory_order_relaxed);
+    // A pending large allocation counts at its rounded request here while torch has the whole
+    // block: the offset then absorbs the difference, which is harmless, because the next event's
+    // reading sets allocated to torch's absolute value (and raises the marks with it).
+    const int64_t allocated_raw = m_allocated_raw.load(std::memory_order_relaxed);
     const std::optional<CounterSeed> torch = read_torch();
     if (!torch) return false;
     if (m_total_events.load(std::memory_order_acquire) != before) continue;
@@ -57,14 +119,15 @@ bool DeviceCounters::seed(const std::function<std::optional<CounterSeed>()>& rea
                           std::memory_order_relaxed);
     m_requested_base.store(signed_size(torch->requested_bytes) - requested_raw,
                            std::memory_order_relaxed);
+    m_allocated_base.store(signed_size(torch->allocated_bytes) - allocated_raw,
+                           std::memory_order_relaxed);
     m_seeded.store(true, std::memory_order_release);
     // Marks collected before seeding were in delta units: restart them all. The global mark
     // starts at torch's peak so that our max_memory_* agree with torch's at attach.
-    restart(PeakMark::Global);
-    restart(PeakMark::Step);
-    restart(PeakMark::Window);
+    for (std::size_t m = 0; m < peak_mark_count; ++m) restart(static_cast<PeakMark>(m));
     raise_mark(m_reserved_peaks[0], signed_size(torch->peak_reserved_bytes));
     raise_mark(m_requested_peaks[0], signed_size(torch->peak_requested_bytes));
+    raise_mark(m_allocated_peaks[0], signed_size(torch->peak_allocated_bytes));
     return true;
   }
   return false;
@@ -77,26 +140,32 @@ void DeviceCounters::set_polled(const CounterSeed& polled) {
   m_requested_base.store(signed_size(polled.requested_bytes) -
                              m_requested_raw.load(std::memory_order_relaxed),
                          std::memory_order_relaxed);
+  m_allocated_base.store(signed_size(polled.allocated_bytes) -
+                             m_allocated_raw.load(std::memory_order_relaxed),
+                         std::memory_order_relaxed);
   const bool first = !m_seeded.exchange(true, std::memory_order_acq_rel);
   if (first) {
-    restart(PeakMark::Global);
-    restart(PeakMark::Step);
-    restart(PeakMark::Window);
+    for (std::size_t m = 0; m < peak_mark_count; ++m) restart(static_cast<PeakMark>(m));
   }
   raise(m_reserved_peaks, signed_size(polled.reserved_bytes));
   raise(m_requested_peaks, signed_size(polled.requested_bytes));
+  raise(m_allocated_peaks, signed_size(polled.allocated_bytes));
   // torch's peak only moves when a new high was reached since the last poll (or the user reset
   // it, after which it is a value reached since then): either way it is a value every mark has
   // lived through. The first poll's peak may predate attach, so only the global mark takes it.
   if (first) {
     raise_mark(m_reserved_peaks[0], signed_size(polled.peak_reserved_bytes));
     raise_mark(m_requested_peaks[0], signed_size(polled.peak_requested_bytes));
+    raise_mark(m_allocated_peaks[0], signed_size(polled.peak_allocated_bytes));
   } else {
     if (polled.peak_reserved_bytes != m_last_polled->peak_reserved_bytes) {
       raise(m_reserved_peaks, signed_size(polled.peak_reserved_bytes));
     }
     if (polled.peak_requested_bytes != m_last_polled->peak_requested_bytes) {
       raise(m_requested_peaks, signed_size(polled.peak_requested_bytes));
+    }
+    if (polled.peak_allocated_bytes != m_last_polled->peak_allocated_bytes) {
+      raise(m_allocated_peaks, signed_size(polled.peak_allocated_bytes));
     }
   }
   m_last_polled = polled;
@@ -111,10 +180,12 @@ EventPeaks DeviceCounters::peaks(PeakMark mark) const {
   const auto index = static_cast<std::size_t>(mark);
   const int64_t reserved = m_reserved_peaks[index].load(std::memory_order_relaxed);
   const int64_t requested = m_requested_peaks[index].load(std::memory_order_relaxed);
+  const int64_t allocated = m_allocated_peaks[index].load(std::memory_order_relaxed);
   // A mark is never below the current value (the current value may have just been raised by
   // the producer whose CAS has not landed yet).
   return {std::max(reserved > 0 ? static_cast<uint64_t>(reserved) : 0U, reserved_bytes()),
-          std::max(requested > 0 ? static_cast<uint64_t>(requested) : 0U, requested_bytes())};
+          std::max(requested > 0 ? static_cast<uint64_t>(requested) : 0U, requested_bytes()),
+          std::max(allocated > 0 ? static_cast<uint64_t>(allocated) : 0U, allocated_bytes())};
 }
 
 EventPeaks DeviceCounters::restart(PeakMark mark) {
@@ -125,15 +196,19 @@ EventPeaks DeviceCounters::restart(PeakMark mark) {
   };
   const auto reserved_now = static_cast<int64_t>(reserved_bytes());
   const auto requested_now = static_cast<int64_t>(requested_bytes());
+  const auto allocated_now = static_cast<int64_t>(allocated_bytes());
   EventPeaks old;
   old.reserved_bytes = static_cast<uint64_t>(
       std::max<int64_t>(0, restart_one(m_reserved_peaks[index], reserved_now)));
   old.requested_bytes = static_cast<uint64_t>(
       std::max<int64_t>(0, restart_one(m_requested_peaks[index], requested_now)));
+  old.allocated_bytes = static_cast<uint64_t>(
+      std::max<int64_t>(0, restart_one(m_allocated_peaks[index], allocated_now)));
   // An event between reading "now" and the exchange may have raised the value further; make
   // sure the new interval starts no lower than the value at its start.
   raise_mark(m_reserved_peaks[index], static_cast<int64_t>(reserved_bytes()));
   raise_mark(m_requested_peaks[index], static_cast<int64_t>(requested_bytes()));
+  raise_mark(m_allocated_peaks[index], static_cast<int64_t>(allocated_bytes()));
   return old;
 }
 

@@ -1,4 +1,4 @@
-// src/tracking/device_counters.hpp -- exact reserved/requested bytes of one device, from events
+// src/tracking/device_counters.hpp -- exact reserved/requested/allocated bytes of one device, from events
 //
 // Updated by the trace-tracker callback, read by the agent thread and by Python callers.
 //
@@ -11,6 +11,25 @@
 // Seeding: counters start at 0 when the tracker is attached, so they count deltas. seed() then
 // finds the absolute values (see device_counters.cpp) and stores an offset per counter; a value
 // is `raw + base`, and each peak mark is kept in the same absolute units.
+//
+// Allocated bytes (torch's `allocated_bytes`, what max_memory_allocated() reports) count block
+// sizes, not the requested sizes events carry. torch 2.11 (CUDACachingAllocator.cpp):
+//   - a small-pool request (<= 1 MiB) always gets a block of round_size(request): 512-byte
+//     multiples, at least 512 (a small block is split whenever 512 bytes or more remain);
+//   - a large-pool block may keep an unsplit remainder (up to 1 MiB, more for oversize blocks
+//     under max_split_size_mb, none with expandable segments) that no event reveals;
+//   - ALLOC is traced before torch adds the block to its stats, FREE_REQUESTED after it took
+//     the block out. So inside any callback getDeviceStats() shows every earlier event applied,
+//     and a FREE_REQUESTED's own decrement too.
+// Hence: small allocations and frees are pure arithmetic here. A large one reads torch's totals
+// through the TotalsProbe (from inside the callback, where torch's recursive lock is already
+// held): at the ALLOC (allocated and active before it), and at the device's next event, whose
+// reading gives the block's true size (allocated, or active when that next event is itself a
+// FREE_REQUESTED, which moved allocated but not active yet). A large FREE_REQUESTED takes
+// allocated from torch directly. Every value and peak is then torch's own, at every event.
+// The ALLOC reading is also a check: if the arithmetic disagreed with torch (a rounding policy
+// this file does not model, e.g. roundup_power2_divisions), the device switches to reading
+// torch at every allocation and free, and the disagreement is counted.
 #pragma once
 
 #include <array>
@@ -34,7 +53,31 @@ struct CounterSeed {
   uint64_t peak_reserved_bytes = 0;
   uint64_t requested_bytes = 0;
   uint64_t peak_requested_bytes = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t peak_allocated_bytes = 0;
 };
+
+/// torch's block totals of one device at one instant, as a callback sees them.
+struct AllocatorTotals {
+  /// allocated_bytes.all.current: blocks handed out and not yet freed by the program.
+  uint64_t allocated_bytes = 0;
+  /// active_bytes.all.current: allocated blocks plus those freed but awaiting their streams.
+  uint64_t active_bytes = 0;
+};
+
+/// Reads torch's totals of the device `context` stands for; false when it cannot. Called from
+/// inside the tracker callback, with that device's (recursive) allocator lock held by the
+/// calling thread, so it may take that lock again and must take no other.
+using TotalsProbe = bool (*)(void* context, AllocatorTotals* out) noexcept;
+
+/// The largest request torch serves from its small pool (kSmallSize): its block is always
+/// round_size(request), so small blocks need no reading of torch.
+inline constexpr uint64_t small_request_limit_bytes = uint64_t{1} << 20U;
+
+/// torch's round_size() without roundup_power2_divisions: 512-byte multiples, at least 512.
+constexpr uint64_t small_block_bytes(uint64_t request_bytes) {
+  return request_bytes < 512 ? 512 : (request_bytes + 511) & ~uint64_t{511};
+}
 
 /// Which peak a mark tracks. Each restarts independently.
 enum class PeakMark : uint8_t {
@@ -44,16 +87,19 @@ enum class PeakMark : uint8_t {
   Step = 1,
   /// Since the agent thread last closed its time window.
   Window = 2,
+  /// Since the current (or last) vramscope.profile() started.
+  Profile = 3,
 };
-inline constexpr std::size_t peak_mark_count = 3;
+inline constexpr std::size_t peak_mark_count = 4;
 
 /// Peaks of the event-exact quantities over one mark's interval.
 struct EventPeaks {
   uint64_t reserved_bytes = 0;
   uint64_t requested_bytes = 0;
+  uint64_t allocated_bytes = 0;
 };
 
-/// Atomically maintained reserved/requested/pending-free bytes of one device.
+/// Atomically maintained reserved/requested/allocated/pending-free bytes of one device.
 class DeviceCounters {
  public:
   /// Applies one event. Called with the device's allocator mutex held (see file comment);
@@ -61,13 +107,27 @@ class DeviceCounters {
   /// device_producer.hpp): allocations and frees make no call; segment events do.
   void on_event(Action action, uint64_t size_bytes) noexcept {
     const int64_t size = signed_size(size_bytes);
+    // Reads torch when a large allocation waits for this event to learn its block size, and
+    // for large blocks (file comment); everything else is arithmetic.
+    const bool block_event = action == Action::Alloc || action == Action::FreeRequested;
+    const bool reads = m_large_pending.load(std::memory_order_relaxed) ||
+                       (block_event && (size_bytes > small_request_limit_bytes ||
+                                        m_read_every_block.load(std::memory_order_relaxed)));
     if (action == Action::Alloc) {
       const int64_t raw = add(m_requested_raw, m_requested_base, size);
       raise(m_requested_peaks, raw + m_requested_base.load(std::memory_order_relaxed));
+      if (!reads) [[likely]] {
+        const int64_t allocated = add(m_allocated_raw, m_allocated_base,
+                                      static_cast<int64_t>(small_block_bytes(size_bytes)));
+        raise(m_allocated_peaks, allocated + m_allocated_base.load(std::memory_order_relaxed));
+      }
     } else if (action == Action::FreeRequested) {
       bump(m_pending_raw, size);
       if constexpr (requested_release_action == Action::FreeRequested) {
         add(m_requested_raw, m_requested_base, -size);
+      }
+      if (!reads) [[likely]] {
+        add(m_allocated_raw, m_allocated_base, -static_cast<int64_t>(small_block_bytes(size_bytes)));
       }
     } else if (action == Action::FreeCompleted) {
       const int64_t pending = m_pending_raw.load(std::memory_order_relaxed) - size;
@@ -82,6 +142,7 @@ class DeviceCounters {
     } else {
       on_rare_event(action, size);
     }
+    if (reads) [[unlikely]] on_block_read(action, size_bytes);
     // Release: seed() pairs this with its acquire loads to detect a concurrent event.
     m_total_events.store(m_total_events.load(std::memory_order_relaxed) + 1,
                          std::memory_order_release);
@@ -97,8 +158,18 @@ class DeviceCounters {
   /// Polling mode (no events): takes torch's current and peak values as the truth.
   void set_polled(const CounterSeed& polled);
 
+  /// Lets large allocations and frees read torch's totals (see the file comment). Set before
+  /// events flow; without a probe their allocated bytes are a lower bound (counted as unsettled).
+  void set_totals_probe(TotalsProbe probe, void* context) noexcept;
+  /// Raises every allocated mark to `allocated_bytes`, a value torch reported while the marks'
+  /// intervals ran (a poll): it covers a large allocation no later event has settled yet.
+  void observe_allocated(uint64_t allocated_bytes) noexcept;
+
   uint64_t reserved_bytes() const { return value(m_reserved_raw, m_reserved_base); }
   uint64_t requested_bytes() const { return value(m_requested_raw, m_requested_base); }
+  /// torch's allocated bytes as of the last event (a large allocation counts at its rounded
+  /// request until the device's next event settles its block size).
+  uint64_t allocated_bytes() const { return value(m_allocated_raw, m_allocated_base); }
   /// Freed by the program but waiting for record_stream'ed CUDA work (FREE_REQUESTED without
   /// its FREE_COMPLETED yet), in requested bytes.
   uint64_t pending_free_bytes() const;
@@ -114,6 +185,14 @@ class DeviceCounters {
   /// Decrements that would have gone below zero (events from before attach that seeding could
   /// not account for); each was clamped to 0.
   uint64_t anomaly_count() const { return m_anomalies.load(std::memory_order_relaxed); }
+  /// Times the small-block arithmetic disagreed with torch's totals (each switched the device
+  /// to reading torch at every block), and large allocations no reading could settle.
+  uint64_t allocated_mismatch_count() const {
+    return m_allocated_mismatches.load(std::memory_order_relaxed);
+  }
+  uint64_t unsettled_count() const { return m_unsettled.load(std::memory_order_relaxed); }
+  /// Does every allocation and free of this device read torch (after a mismatch)?
+  bool reads_every_block() const { return m_read_every_block.load(std::memory_order_relaxed); }
 
  private:
   static uint64_t value(const std::atomic<int64_t>& raw, const std::atomic<int64_t>& base) {
@@ -162,17 +241,30 @@ class DeviceCounters {
   /// A free took the absolute value below 0 (its allocation predates what seeding accounted
   /// for): moves the offset so that the value is 0.
   void clamp_to_zero(std::atomic<int64_t>& base, int64_t raw) noexcept;
+  /// Allocated bytes from torch's totals for an event on_event() did not do by arithmetic: settles
+  /// a pending allocation (its block is the growth of allocated, or of active when this event
+  /// is a FREE_REQUESTED), checks the arithmetic, takes torch's value, and leaves a large
+  /// allocation pending until the next event.
+  void on_block_read(Action action, uint64_t size_bytes) noexcept;
 
   // Layout: between two events a training step evicts these from the near caches, so every
-  // line the callback touches is a miss. An alloc or free touches the first line only; segment
-  // and unknown events (rare) also the second. (Per-action counts, a line of their own, went:
-  // only the unknown count was ever read.)
-  alignas(64) std::atomic<int64_t> m_requested_raw{0};
+  // line the callback touches is a miss. A free touches the first line only, an allocation the
+  // first two -- one aligned 128-byte pair, which the L2's adjacent-line prefetcher fetches
+  // together; segment and unknown events (rare) also the third, large blocks the fourth.
+  // (Per-action counts, a line of their own, went: only the unknown count was ever read.)
+  alignas(128) std::atomic<int64_t> m_requested_raw{0};
   std::atomic<int64_t> m_pending_raw{0};
   std::atomic<int64_t> m_requested_base{0};
-  std::array<std::atomic<int64_t>, peak_mark_count> m_requested_peaks{};
+  std::atomic<int64_t> m_allocated_raw{0};
+  std::atomic<int64_t> m_allocated_base{0};
   std::atomic<uint64_t> m_total_events{0};
   std::atomic<bool> m_seeded{false};
+  /// Is an allocation waiting for the next event to learn its block size?
+  std::atomic<bool> m_large_pending{false};
+  /// Does every allocation and free read torch (the arithmetic once disagreed with torch)?
+  std::atomic<bool> m_read_every_block{false};
+  alignas(64) std::array<std::atomic<int64_t>, peak_mark_count> m_requested_peaks{};
+  std::array<std::atomic<int64_t>, peak_mark_count> m_allocated_peaks{};
   alignas(64) std::atomic<int64_t> m_reserved_raw{0};
   std::atomic<int64_t> m_reserved_base{0};
   std::array<std::atomic<int64_t>, peak_mark_count> m_reserved_peaks{};
@@ -180,6 +272,13 @@ class DeviceCounters {
   std::atomic<uint64_t> m_unknown_events{0};
   /// torch's peaks at the previous set_polled() (polling mode; called under the agent's lock).
   std::optional<CounterSeed> m_last_polled;
+  // Large blocks only (producer only, besides the counts).
+  alignas(64) TotalsProbe m_probe = nullptr;
+  void* m_probe_context = nullptr;
+  /// torch's totals just before the pending allocation.
+  AllocatorTotals m_pending_before;
+  std::atomic<uint64_t> m_allocated_mismatches{0};
+  std::atomic<uint64_t> m_unsettled{0};
 };
 
 }  // namespace vramscope::tracking

@@ -9,6 +9,21 @@
 
 namespace vramscope::view {
 
+uint64_t peak_sample_index(RecordingReader& reader) {
+  uint64_t peak_index = 0;
+  uint64_t peak_used_bytes = 0;
+  SystemSample sample;
+  for (uint64_t index = 0; reader.next(sample); ++index) {
+    uint64_t used_bytes = 0;
+    for (const DeviceSample& device : sample.devices) used_bytes += device.used_bytes.value_or(0);
+    if (used_bytes > peak_used_bytes) {
+      peak_used_bytes = used_bytes;
+      peak_index = index;
+    }
+  }
+  return peak_index;
+}
+
 ReplayCursor::ReplayCursor(RecordingOpener opener, std::size_t window)
     : m_opener(std::move(opener)), m_window_capacity(std::max<std::size_t>(window, 2)) {
   m_reader = m_opener();

@@ -34,7 +34,7 @@ def test_real_oom_writes_a_consistent_post_mortem(tmp_path: pathlib.Path):
     assert report["requested_bytes"] >= 10 << 40
     assert report["advice"]
     txt = next(tmp_path.glob("vramscope-oom-*.txt")).read_text()
-    assert "advice, most useful first" in txt
+    assert "\nadvice" in txt and "\n  1. " in txt
     pickle_path = next(tmp_path.glob("vramscope-oom-*.pickle"))
     check = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "stats",
                             str(pickle_path)], env=gpu_env(), capture_output=True, text=True)
@@ -184,7 +184,7 @@ def test_leak_advice_names_the_module_that_keeps_its_outputs(tmp_path: pathlib.P
         "top_modules", "advice")}}, indent=1)
     kept_bytes = result["kept_bytes"]
     assert kept_bytes == 256 << 20, summary
-    assert report["schema_version"] == 3, summary
+    assert report["schema_version"] == 4, summary
     assert result["steps"] >= 5, summary
     # Exact: the growth is the kept tensor, charged to the module that allocated it.
     assert report["growing_modules"], summary

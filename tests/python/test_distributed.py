@@ -107,10 +107,11 @@ def test_monitor_reduce_peaks_records_and_prints_the_job_peak(results):
         for step in (1, 2):
             peaks = [max(STEP_PEAKS[(r, step)][i] for r in (0, 1)) for i in range(3)]
             # Only the peaks are job-wide; the rest stays this rank's own.
-            # The trailing Nones: no per-category breakdown (Monitor(model=...) not used) and
-            # no non-PyTorch bytes (records made here, not by the agent).
+            # The trailing Nones: no per-category breakdown (Monitor(model=...) not used), no
+            # non-PyTorch bytes (records made here, not by the agent) and no batch size (no
+            # model forward ran).
             expected.append((step, rank, rank, 2, rank << 20, rank << 21, *peaks, 0, 0, None,
-                             None))
+                             None, None))
         assert history == expected, (rank, history)
         assert lines[0].startswith(f"[rank {rank}] step 1 | cuda:{rank} ") and "step peak 500.0 MiB" in lines[0], lines
         assert "step peak 800.0 MiB" in lines[1], lines

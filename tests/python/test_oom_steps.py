@@ -30,7 +30,7 @@ def test_the_message_torch_prints_is_parsed():
     assert oom.parse_oom_message(MESSAGE) == {
         "device": 0, "requested_bytes": 256 * MiB, "device_total_bytes": int(139.8 * GiB),
         "device_free_bytes": 120 * MiB, "allocated_bytes": 139 * GiB,
-        "reserved_bytes": 139 * GiB + 20 * MiB}
+        "reserved_bytes": 139 * GiB + 20 * MiB, "process_driver_bytes": int(139.68 * GiB)}
     old = "Tried to allocate 5.96 GiB. GPU 3 has a total capacty of 23.69 GiB of which 0 bytes is free."
     parsed = oom.parse_oom_message(old)
     assert (parsed["device"], parsed["device_free_bytes"]) == (3, 0)
@@ -94,7 +94,7 @@ def test_leak_advice_names_the_growing_module_before_the_op():
                                     "  +     512 B/step  Net.head"], text
     # Through JSON as a file reader sees it: pairs become lists.
     report = json.loads(json.dumps(oom.report_json(e, advice)))
-    assert report["schema_version"] == 3
+    assert report["schema_version"] == 4
     assert report["growing_modules"] == [["Net.encoder.cache", 4 * MiB], ["Net.head", 512]]
     assert report["growing_ops"] == [["aten::cat", 4 * MiB]]
 
@@ -349,3 +349,26 @@ def test_reports_can_be_turned_off(source, tmp_path, monkeypatch):
     monkeypatch.setenv("VRAMSCOPE_OOM_REPORT", "0")
     assert oom.report_exception(RuntimeError(MESSAGE), oom.observer_calls()) is None
     assert reports(tmp_path) == []
+
+
+def test_monitor_reads_the_batch_size_of_a_model_it_was_not_told_about(source, tmp_path):
+    # A plain Monitor() finds `model` among the loop's locals at its first step end, hooks its
+    # forward (one pre-hook, on the top-level module only) and records each step's batch; the
+    # OOM report then has the failing step's batch and the steps' batches for the fit.
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    mon = monitor_module.Monitor(every=0, leak_steps=100)
+    with pytest.raises(RuntimeError):
+        with mon:
+            for batch in (2, 2, 4, 4, 8):
+                model(torch.zeros(batch, 4))
+                mon.step()
+            model(torch.zeros(16, 4))
+            raise RuntimeError(MESSAGE)
+    assert [r.batch_size for r in mon.history] == [None, 2, 4, 4, 8]
+    assert not model._forward_pre_hooks  # removed with the Monitor
+    assert all(not m._forward_pre_hooks for m in model.modules())
+    report = json.loads(reports(tmp_path)[0].read_text())
+    assert report["batch_size"] == 16 and report["batch_source"] == "forward"
+    assert [s["batch_size"] for s in report["steps"]] == [None, 2, 4, 4, 8]
+    assert report["parameter_dtype"] == "float32"

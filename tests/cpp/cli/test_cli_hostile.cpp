@@ -95,9 +95,9 @@ TEST(CliHostile, PathsThatAreNoRecordingFailAlikeInShowTopAndExport) {
     const CliResult show = run_cli(dir, {"show", path}, no_gpu);
     const CliResult top = run_cli(dir, {"top", "--replay", path, "--once"}, no_gpu);
     const CliResult exported = run_cli(dir, {"export", path, "--csv", dir.file("o.csv")}, no_gpu);
-    EXPECT_EQ(show.exit_code, 2) << path << ": " << show.err;
-    EXPECT_EQ(top.exit_code, 2) << path << ": " << top.err;
-    EXPECT_EQ(exported.exit_code, 2) << path << ": " << exported.err;
+    EXPECT_EQ(show.exit_code, 1) << path << ": " << show.err;
+    EXPECT_EQ(top.exit_code, 1) << path << ": " << top.err;
+    EXPECT_EQ(exported.exit_code, 1) << path << ": " << exported.err;
     EXPECT_EQ(show.err.find("empty file"), std::string::npos) << show.err;
   }
   EXPECT_NE(::access(dir.file("o.csv").c_str(), F_OK), 0) << "no output for a failed export";

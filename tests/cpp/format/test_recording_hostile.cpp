@@ -46,7 +46,7 @@ TEST(HostileRecording, AFifoIsRefusedWithoutWaitingForAWriter) {
           RecordingReader::open(fifo);
         } catch (const Error& error) {
           const bool clear = std::string(error.what()).find("a FIFO") != std::string::npos &&
-                             error.exit_code() == ExitUsage;
+                             error.exit_code() == ExitError;
           ::_exit(clear ? 0 : 1);
         }
         ::_exit(2);
@@ -62,7 +62,7 @@ TEST(HostileRecording, PathsThatNameNoRegularFileFailTheSameWay) {
   for (const std::string& path : {dir.file("missing.vsrec"), dir.file("dir.vsrec"), loop,
                                   std::string("/dev/zero"), std::string("/dev/null")}) {
     const Error error = open_error(path);
-    EXPECT_EQ(error.exit_code(), ExitUsage) << path << ": " << error.what();
+    EXPECT_EQ(error.exit_code(), ExitError) << path << ": " << error.what();
     EXPECT_EQ(std::string(error.what()).find("empty file"), std::string::npos)
         << "a device is not an empty recording: " << error.what();
   }

@@ -10,3 +10,12 @@ vramscope_warnings(make_v2_small)
 target_compile_definitions(test_format PRIVATE
                            VRAMSCOPE_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
                            VRAMSCOPE_BUNDLED_DATA_DIR="${PROJECT_SOURCE_DIR}/data")
+
+# Under ThreadSanitizer the seqlock's synchronisation must be visible to it: GCC warns (-Wtsan)
+# at every atomic_thread_fence, which TSan does not model. As an error here, a fence in the
+# seqlock of agent_segment_layout.hpp (which these tests instantiate) fails the TSan build.
+if("thread" IN_LIST VRAMSCOPE_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
+   AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 12)
+  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/format/test_agent_segment.cpp
+                              PROPERTIES COMPILE_OPTIONS -Werror=tsan)
+endif()

@@ -1,2 +1,15 @@
 # tests/cpp/report/tests.cmake -- the formatter tests parse JSON with nlohmann/json.
 target_link_libraries(test_report PRIVATE vramscope_json)
+
+# A long synthetic recording for the HTML report's size and time check and docs/benchmarks.md.
+add_executable(make_big_recording ${CMAKE_CURRENT_LIST_DIR}/make_big_recording.cpp)
+target_link_libraries(make_big_recording PRIVATE vramscope_core)
+vramscope_warnings(make_big_recording)
+
+# `vramscope report` pages in headless Chromium (skipped without chromium); needs the CLI.
+if(TARGET vramscope)
+  add_test(NAME e2e.report_chromium
+           COMMAND ${PROJECT_SOURCE_DIR}/tests/e2e/report_chromium.sh $<TARGET_FILE:vramscope>
+                   $<TARGET_FILE:make_big_recording> ${CMAKE_CURRENT_BINARY_DIR}/report_chromium)
+  set_tests_properties(e2e.report_chromium PROPERTIES LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <thread>
 
 #include "attribution/attributor.hpp"
@@ -62,82 +63,136 @@ AgentConfig config() {
   return c;
 }
 
-TEST(AgentCore, StepRecordsCarryExactPeaksAndArePublished) {
-  TempDir dir;
-  FakeTorch torch(1);
-  torch.set_allocated(0, 100);
-  auto writer = AgentSegmentWriter::create(config().pid, 1, dir.path());
-  AgentCore core({"GPU-test"}, torch.provider(), config(), std::move(writer));
-  ASSERT_TRUE(core.seed(0));
+/// torch's getDeviceStats for a reference allocator.
+StatsProvider provider_of(std::vector<std::unique_ptr<ReferenceAllocator>>& models) {
+  return [&models](std::size_t device) -> std::optional<TorchStats> {
+    ReferenceAllocator& model = *models[device];
+    TorchStats s;
+    model.locked([&] {
+      const CounterSeed truth = model.stats();
+      const AllocatorTotals totals = model.totals();
+      s.allocated_bytes = truth.allocated_bytes;
+      s.peak_allocated_bytes = truth.peak_allocated_bytes;
+      s.reserved_bytes = truth.reserved_bytes;
+      s.peak_reserved_bytes = truth.peak_reserved_bytes;
+      s.requested_bytes = truth.requested_bytes;
+      s.peak_requested_bytes = truth.peak_requested_bytes;
+      s.active_bytes = totals.active_bytes;
+    });
+    return s;
+  };
+}
 
-  core.on_event(0, Action::SegmentAlloc, 2 << 20, 0x1000, 3);
-  core.on_event(0, Action::Alloc, 4096, 0x1000, 0);
-  torch.set_allocated(0, 6000);  // a new all-time high of allocated bytes, between polls
-  torch.set_allocated(0, 300);
-  core.on_event(0, Action::FreeRequested, 4096, 0x1000, 1);
-  core.on_event(0, Action::FreeCompleted, 4096, 0x1000, 2);
-  std::vector<StepRecord> steps = core.step();
+/// A core tracking `models` (one device each) the way the agent wires it: a tracker per device
+/// feeding the producer, a probe reading the model from inside the callback, then seeding.
+std::unique_ptr<AgentCore> tracking_core(std::vector<std::unique_ptr<ReferenceAllocator>>& models,
+                                         std::unique_ptr<AgentSegmentWriter> writer = nullptr) {
+  std::vector<std::string> uuids;
+  for (std::size_t d = 0; d < models.size(); ++d) uuids.push_back("GPU-" + std::to_string(d));
+  auto core = std::make_unique<AgentCore>(uuids, provider_of(models), config(), std::move(writer));
+  for (std::size_t d = 0; d < models.size(); ++d) {
+    core->set_totals_probe(d, &ReferenceAllocator::probe, models[d].get());
+    models[d]->attach([producer = core->producers() + d](Action action, uint64_t size,
+                                                        uint64_t address, uint8_t raw) {
+      producer->on_event(action, size, address, raw, 0, 0);
+    });
+    EXPECT_TRUE(core->seed(d));
+  }
+  return core;
+}
+
+TEST(AgentCore, StepRecordsCarryTorchsBlockPeaksAndArePublished) {
+  TempDir dir;
+  std::vector<std::unique_ptr<ReferenceAllocator>> models;
+  models.push_back(std::make_unique<ReferenceAllocator>(1, false));
+  auto core = tracking_core(models, AgentSegmentWriter::create(config().pid, 1, dir.path()));
+  ReferenceAllocator& torch = *models[0];
+
+  // A 700000-byte request is a 700416-byte block; a (19 MiB - 100) request takes a whole 20 MiB
+  // segment, the 1 MiB left being too little to split off.
+  const uint64_t small = torch.allocate_bytes(700000);
+  const uint64_t large = torch.allocate_bytes((uint64_t{19} << 20U) - 100);
+  torch.free_address(large);
+  torch.free_address(small);
+  std::vector<StepRecord> steps = core->step();
   ASSERT_EQ(steps.size(), 1U);
   EXPECT_EQ(steps[0].step, 1U);
   EXPECT_EQ(steps[0].rank, 1);
-  EXPECT_EQ(steps[0].device_uuid, "GPU-test");
-  EXPECT_EQ(steps[0].peak_reserved_bytes, 2U << 20U);
-  EXPECT_EQ(steps[0].peak_requested_bytes, 4096U);
-  EXPECT_EQ(steps[0].peak_allocated_bytes, 6000U) << "exact through torch's moving peak";
-  EXPECT_EQ(steps[0].allocated_bytes, 300U);
-  EXPECT_EQ(steps[0].reserved_bytes, 2U << 20U);
+  EXPECT_EQ(steps[0].device_uuid, "GPU-0");
+  EXPECT_EQ(steps[0].peak_allocated_bytes, 700416U + (20U << 20U));
+  EXPECT_EQ(steps[0].peak_requested_bytes, 700000U + (19U << 20U) - 100U);
+  EXPECT_EQ(steps[0].peak_reserved_bytes, (2U << 20U) + (20U << 20U));
+  EXPECT_EQ(steps[0].allocated_bytes, 0U);
   EXPECT_GT(steps[0].duration_ns, 0);
 
-  // Second step: no new high, so allocated's step peak is what polls saw.
-  torch.set_allocated(0, 250);
-  core.tick();
-  torch.set_allocated(0, 200);
-  steps = core.step();
+  // The second step's high is below the first's (and below torch's all-time peak).
+  const uint64_t again = torch.allocate_bytes(1000);
+  steps = core->step();
   EXPECT_EQ(steps[0].step, 2U);
-  EXPECT_EQ(steps[0].peak_allocated_bytes, 300U) << "the step started at 300";
-  EXPECT_EQ(steps[0].peak_requested_bytes, 0U);
+  EXPECT_EQ(steps[0].peak_allocated_bytes, 1024U);
+  EXPECT_EQ(steps[0].allocated_bytes, 1024U);
+  torch.free_address(again);
 
-  core.tick();
+  core->tick();
   auto reader = AgentSegmentReader::create(dir.path());
   std::vector<AllocatorSample> allocators;
   std::vector<StepRecord> published;
   std::vector<OomRecord> ooms;
   reader->poll(allocators, published, ooms);
   ASSERT_EQ(published.size(), 2U);
-  EXPECT_EQ(published[0].peak_allocated_bytes, 6000U);
+  EXPECT_EQ(published[0].peak_allocated_bytes, 700416U + (20U << 20U));
   ASSERT_EQ(allocators.size(), 1U);
-  EXPECT_EQ(allocators[0].allocated_bytes, 200U);
-  EXPECT_EQ(allocators[0].reserved_bytes, 2U << 20U);
-  EXPECT_EQ(allocators[0].peak_allocated_bytes, 6000U);
+  EXPECT_EQ(allocators[0].allocated_bytes, 0U);
+  EXPECT_EQ(allocators[0].peak_allocated_bytes, 700416U + (20U << 20U));
   EXPECT_EQ(allocators[0].step, 2U);
-  EXPECT_EQ(allocators[0].step_peak_allocated_bytes, 300U);
-  EXPECT_EQ(allocators[0].event_count, 4U);
+  EXPECT_EQ(allocators[0].step_peak_allocated_bytes, 1024U);
   EXPECT_EQ(allocators[0].rank, 1);
   EXPECT_EQ(allocators[0].world_size, 2);
 }
 
-TEST(AgentCore, AllocatedStepPeakIsNeverBelowTheExactRequestedPeak) {
-  // Step 2's high falls between two polls and under torch's all-time peak (set in step 1), so
-  // no poll sees it; allocated >= requested at every instant, so the exact requested peak
-  // bounds it from below.
-  FakeTorch torch(1);
-  torch.set_allocated(0, 0);
-  AgentCore core({"GPU-test"}, torch.provider(), config(), nullptr);
-  ASSERT_TRUE(core.seed(0));
-  core.on_event(0, Action::Alloc, 1 << 20, 0x1000, 0);
-  torch.set_allocated(0, 1 << 20);
-  core.on_event(0, Action::FreeRequested, 1 << 20, 0x1000, 1);
-  core.on_event(0, Action::FreeCompleted, 1 << 20, 0x1000, 2);
-  torch.set_allocated(0, 0);
-  EXPECT_EQ(core.step()[0].peak_allocated_bytes, 1U << 20U);
-
-  core.on_event(0, Action::Alloc, 700000, 0x2000, 0);  // rounds up to 700416 in torch
-  core.on_event(0, Action::FreeRequested, 700000, 0x2000, 1);
-  core.on_event(0, Action::FreeCompleted, 700000, 0x2000, 2);
-  const StepRecord second = core.step()[0];
-  EXPECT_EQ(second.peak_requested_bytes, 700000U);
-  EXPECT_EQ(second.peak_allocated_bytes, 700000U) << "no poll saw it: the requested peak bounds it";
-  EXPECT_EQ(core.stats(0).last_step_peak.allocated_bytes, 700000U);
+TEST(AgentCore, StepAndGlobalAllocatedPeaksAreTorchsOverTheSameIntervals) {
+  // Two devices, one with expandable segments; the program resets torch's peaks now and then
+  // (a common habit) and the agent ticks at random moments: every step's allocated peak equals
+  // the true peak of its interval, and the global one torch's own (never reset here).
+  std::vector<std::unique_ptr<ReferenceAllocator>> models;
+  models.push_back(std::make_unique<ReferenceAllocator>(11, false));
+  models.push_back(std::make_unique<ReferenceAllocator>(12, true));
+  for (auto& model : models) {
+    for (int op = 0; op < 300; ++op) model->random_operation();  // before attach
+  }
+  auto core = tracking_core(models);
+  core->step();
+  for (auto& model : models) static_cast<void>(model->take_interval_peak_allocated());
+  std::mt19937_64 rng(5);
+  uint64_t global[2] = {models[0]->stats().peak_allocated_bytes, models[1]->stats().peak_allocated_bytes};
+  uint64_t profiled[2] = {0, 0};  // a profile() from step 250 on
+  for (int step = 0; step < 400; ++step) {
+    if (step == 250) {
+      core->restart_profile_peaks();
+      for (std::size_t d = 0; d < 2; ++d) profiled[d] = models[d]->stats().allocated_bytes;
+    }
+    for (int op = 0, n = 1 + static_cast<int>(rng() % 60); op < n; ++op) {
+      const std::size_t d = rng() % 2;
+      models[d]->random_operation();
+      if (rng() % 50 == 0) core->tick();
+    }
+    const std::vector<StepRecord> records = core->step();
+    for (std::size_t d = 0; d < 2; ++d) {
+      const uint64_t truth = models[d]->take_interval_peak_allocated();
+      global[d] = std::max(global[d], truth);
+      if (step >= 250) profiled[d] = std::max(profiled[d], truth);
+      ASSERT_EQ(records[d].peak_allocated_bytes, truth) << "device " << d << " step " << step;
+      ASSERT_EQ(records[d].allocated_bytes, models[d]->stats().allocated_bytes);
+    }
+    if (step % 7 == 0) models[step % 2]->reset_peaks();
+  }
+  for (std::size_t d = 0; d < 2; ++d) {
+    const DeviceStatsView view = core->stats(d);
+    EXPECT_EQ(view.peak.allocated_bytes, global[d]);
+    EXPECT_EQ(core->profile_peaks(d).allocated_bytes, profiled[d]);
+    EXPECT_EQ(view.allocated_mismatch_count, 0U);
+    EXPECT_EQ(view.unsettled_count, 0U);
+  }
 }
 
 TEST(AgentCore, GlobalPeaksStartAtTorchsAndResetOnlyOurs) {
@@ -344,7 +399,7 @@ TEST(AgentCore, ConcurrentProducersOnSeveralDevices) {
   AgentCore core({"GPU-0", "GPU-1", "GPU-2", "GPU-3"}, provider, c, nullptr);
   std::vector<std::atomic<uint64_t>> emitted(devices);
   for (std::size_t d = 0; d < devices; ++d) {
-    models[d]->attach([&core, &emitted, d](Action action, uint64_t size, uint8_t raw) {
+    models[d]->attach([&core, &emitted, d](Action action, uint64_t size, uint64_t, uint8_t raw) {
       core.on_event(d, action, size, 0, raw);
       emitted[d].fetch_add(1, std::memory_order_relaxed);
     });

@@ -1,6 +1,8 @@
 // tests/cpp/tracking/test_device_counters.cpp -- event counters against a reference allocator
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "tracking/device_counters.hpp"
 #include "tracking/reference_allocator.hpp"
 
@@ -8,9 +10,12 @@ namespace vramscope::tracking {
 namespace {
 
 using testing::ReferenceAllocator;
+using testing::ReferenceSettings;
 
 ReferenceAllocator::Sink sink_into(DeviceCounters& counters) {
-  return [&counters](Action action, uint64_t size, uint8_t) { counters.on_event(action, size); };
+  return [&counters](Action action, uint64_t size, uint64_t, uint8_t) {
+    counters.on_event(action, size);
+  };
 }
 
 std::function<std::optional<CounterSeed>()> seed_from(ReferenceAllocator& model) {
@@ -67,6 +72,170 @@ TEST_P(CountersVsModel, ExactAfterLateAttachAndSeed) {
 INSTANTIATE_TEST_SUITE_P(Streams, CountersVsModel,
                          ::testing::Combine(::testing::Values(1U, 2U, 3U, 42U),
                                             ::testing::Bool()));
+
+/// What AgentCore::step() does at a boundary: poll torch (here the model), then close the step.
+uint64_t close_step(DeviceCounters& counters, ReferenceAllocator& model) {
+  counters.observe_allocated(model.totals().allocated_bytes);
+  return counters.restart(PeakMark::Step).allocated_bytes;
+}
+
+class AllocatedVsModel : public ::testing::TestWithParam<std::tuple<uint64_t, ReferenceSettings>> {};
+
+TEST_P(AllocatedVsModel, EveryStepPeakIsTorchsAllocatedPeak) {
+  const auto& [seed, settings] = GetParam();
+  ReferenceAllocator model(seed, settings);
+  for (int op = 0; op < 500; ++op) model.random_operation();  // a program already running
+  DeviceCounters counters;
+  counters.set_totals_probe(&ReferenceAllocator::probe, &model);
+  model.attach(sink_into(counters));
+  ASSERT_TRUE(counters.seed(seed_from(model)));
+  static_cast<void>(close_step(counters, model));
+  static_cast<void>(model.take_interval_peak_allocated());
+  std::mt19937_64 boundaries(seed);
+  int steps = 0;
+  for (int op = 0; op < 20'000; ++op) {
+    model.random_operation();
+    if (boundaries() % 23 != 0) continue;
+    ++steps;
+    ASSERT_EQ(close_step(counters, model), model.take_interval_peak_allocated()) << "step " << steps;
+    ASSERT_EQ(counters.peaks(PeakMark::Global).allocated_bytes, model.stats().peak_allocated_bytes)
+        << "step " << steps;
+  }
+  EXPECT_GT(steps, 500);
+  // The stream did exercise what events cannot show: large blocks that kept a remainder.
+  if (!settings.expandable) {
+    EXPECT_GT(model.unsplit_large_allocations(), 20U);
+  }
+  EXPECT_EQ(counters.allocated_mismatch_count(), 0U);
+  EXPECT_EQ(counters.unsettled_count(), 0U);
+  EXPECT_FALSE(counters.reads_every_block());
+}
+
+ReferenceSettings with(bool expandable, uint64_t max_split_size_bytes) {
+  ReferenceSettings s;
+  s.expandable = expandable;
+  s.max_split_size_bytes = max_split_size_bytes;
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pools, AllocatedVsModel,
+    ::testing::Combine(::testing::Values(1U, 7U, 99U),
+                       ::testing::Values(with(false, UINT64_MAX), with(true, UINT64_MAX),
+                                         with(false, uint64_t{24} << 20U))));
+
+TEST(DeviceCounters, SmallBlocksAreArithmeticAndNeverReadTorch) {
+  ReferenceSettings small_only;
+  small_only.max_request_bytes = 0;  // random_request() then stays at or below 1 MiB + 1
+  ReferenceAllocator model(3, small_only);
+  DeviceCounters counters;
+  static int reads = 0;
+  reads = 0;
+  counters.set_totals_probe(
+      [](void* context, AllocatorTotals* out) noexcept {
+        ++reads;
+        return ReferenceAllocator::probe(context, out);
+      },
+      &model);
+  model.attach(sink_into(counters));
+  ASSERT_TRUE(counters.seed(seed_from(model)));
+  for (int i = 0; i < 200; ++i) {
+    const uint64_t a = model.allocate_bytes(1 + static_cast<uint64_t>(i) * 4099 % (1U << 20U));
+    if (i % 3 == 0) model.free_address(a);
+  }
+  EXPECT_EQ(reads, 0);
+  EXPECT_EQ(counters.allocated_bytes(), model.stats().allocated_bytes);
+  EXPECT_EQ(counters.peaks(PeakMark::Global).allocated_bytes, model.stats().peak_allocated_bytes);
+}
+
+TEST(DeviceCounters, ALargeBlocksRemainderCountsFromItsAllocation) {
+  // A 20 MiB segment, then a request that leaves 1 MiB -- too little to split off in the large
+  // pool: torch hands out the whole 20 MiB and no event says so.
+  ReferenceAllocator model(4, false);
+  DeviceCounters counters;
+  counters.set_totals_probe(&ReferenceAllocator::probe, &model);
+  model.attach(sink_into(counters));
+  ASSERT_TRUE(counters.seed(seed_from(model)));
+  const uint64_t big = model.allocate_bytes((uint64_t{19} << 20U) - 100);
+  ASSERT_EQ(model.unsplit_large_allocations(), 1U);
+  model.free_address(big);  // the next event: a FREE_REQUESTED of that very block
+  EXPECT_EQ(counters.peaks(PeakMark::Global).allocated_bytes, uint64_t{20} << 20U);
+  EXPECT_EQ(counters.allocated_bytes(), 0U);
+  EXPECT_EQ(counters.restart(PeakMark::Step).allocated_bytes, uint64_t{20} << 20U);
+}
+
+TEST(DeviceCounters, SeedingWhileALargeAllocationIsPendingStaysExact) {
+  // The tracker is attached, a large allocation arrives, and the program goes idle: seeding
+  // happens while that allocation's block size is still unknown to the counters.
+  ReferenceAllocator model(10, false);
+  DeviceCounters counters;
+  counters.set_totals_probe(&ReferenceAllocator::probe, &model);
+  model.attach(sink_into(counters));
+  const uint64_t big = model.allocate_bytes((uint64_t{19} << 20U) - 100);
+  ASSERT_TRUE(counters.seed(seed_from(model)));
+  EXPECT_EQ(counters.allocated_bytes(), model.stats().allocated_bytes);
+  static_cast<void>(model.take_interval_peak_allocated());
+  model.free_address(big);
+  for (int op = 0; op < 3'000; ++op) {
+    model.random_operation();
+    if (op % 11 == 0) {
+      ASSERT_EQ(close_step(counters, model), model.take_interval_peak_allocated()) << op;
+    }
+  }
+  EXPECT_EQ(counters.allocated_mismatch_count(), 0U);
+}
+
+TEST(DeviceCounters, ARoundingTorchAppliesButTheArithmeticMissesIsCaughtThenRead) {
+  ReferenceSettings power2;
+  power2.power2_divisions = 4;
+  ReferenceAllocator model(5, power2);
+  DeviceCounters counters;
+  counters.set_totals_probe(&ReferenceAllocator::probe, &model);
+  model.attach(sink_into(counters));
+  ASSERT_TRUE(counters.seed(seed_from(model)));
+  // Small blocks first (rounded to power-of-two divisions by torch), then a large one: its
+  // reading shows the arithmetic was wrong.
+  for (int i = 0; i < 10; ++i) model.allocate_bytes(5000 + static_cast<uint64_t>(i) * 777);
+  model.allocate_bytes(uint64_t{3} << 20U);
+  EXPECT_EQ(counters.allocated_mismatch_count(), 1U);
+  EXPECT_TRUE(counters.reads_every_block());
+  static_cast<void>(close_step(counters, model));
+  static_cast<void>(model.take_interval_peak_allocated());
+  for (int op = 0; op < 5'000; ++op) {
+    model.random_operation();
+    if (op % 17 == 0) {
+      ASSERT_EQ(close_step(counters, model), model.take_interval_peak_allocated()) << op;
+    }
+  }
+  EXPECT_EQ(counters.allocated_mismatch_count(), 1U);
+}
+
+TEST(DeviceCounters, WithoutAReadingLargeBlocksAreALowerBoundAndCounted) {
+  ReferenceAllocator model(6, false);
+  DeviceCounters counters;  // no probe
+  model.attach(sink_into(counters));
+  ASSERT_TRUE(counters.seed(seed_from(model)));
+  const uint64_t big = model.allocate_bytes((uint64_t{19} << 20U) - 100);
+  model.free_address(big);
+  EXPECT_EQ(counters.peaks(PeakMark::Global).allocated_bytes, uint64_t{19} << 20U);
+  EXPECT_EQ(counters.unsettled_count(), 1U);
+}
+
+TEST(DeviceCounters, TheUsersPeakResetsChangeNothing) {
+  ReferenceAllocator model(8, false);
+  DeviceCounters counters;
+  counters.set_totals_probe(&ReferenceAllocator::probe, &model);
+  model.attach(sink_into(counters));
+  ASSERT_TRUE(counters.seed(seed_from(model)));
+  static_cast<void>(model.take_interval_peak_allocated());
+  for (int op = 0; op < 5'000; ++op) {
+    model.random_operation();
+    if (op % 5 == 0) model.reset_peaks();  // torch.cuda.reset_peak_memory_stats() in the loop
+    if (op % 13 == 0) {
+      ASSERT_EQ(close_step(counters, model), model.take_interval_peak_allocated()) << op;
+    }
+  }
+}
 
 TEST(DeviceCounters, SeedRetriesWhileEventsSlipIn) {
   ReferenceAllocator model(9, false);

@@ -74,6 +74,27 @@ int64_t index_of(const ReplayCursor& cursor) {
   return (cursor.current().timestamp_ns - fixtures::base_ns) / (100 * ms);
 }
 
+TEST(ReplayPeak, IsTheFirstSampleWithTheMostUsedMemoryOverAllGpus) {
+  Fixture f{samples(6)};
+  const auto used = [&f](std::size_t i, std::vector<uint64_t> bytes) {
+    f.data[i].devices.resize(bytes.size(), f.data[i].devices.front());
+    for (std::size_t d = 0; d < bytes.size(); ++d) f.data[i].devices[d].used_bytes = bytes[d];
+  };
+  for (std::size_t i = 0; i < f.data.size(); ++i) used(i, {1, 1});
+  used(2, {5, 1});
+  used(3, {1, 7});  // the most in total, on the second GPU
+  used(4, {4, 3});  // the same total later: the first one counts
+  used(5, {0, 0});  // the run ended: an empty GPU
+  auto reader = f.opener()();
+  EXPECT_EQ(peak_sample_index(*reader), 3U);
+  Fixture none{samples(3)};
+  for (SystemSample& s : none.data) {
+    for (DeviceSample& d : s.devices) d.used_bytes.reset();
+  }
+  auto empty = none.opener()();
+  EXPECT_EQ(peak_sample_index(*empty), 0U);
+}
+
 TEST(ReplayCursor, StepsForwardAndBackAndStopsAtBothEnds) {
   Fixture f{samples(5)};
   ReplayCursor cursor(f.opener());
