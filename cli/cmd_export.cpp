@@ -14,6 +14,7 @@
 #include "exporters/chrome_trace.hpp"
 #include "exporters/row_files.hpp"
 #include "exporters/tensorboard.hpp"
+#include "validators.hpp"
 #include "vramscope/recording.hpp"
 #include "vramscope/status.hpp"
 
@@ -46,6 +47,7 @@ Command add_export_command(CLI::App& app) {
   sub->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto JSON trace to this file");
   sub->add_option("--max-events", options->max_events, "Upper bound on trace counter/step events (keeps files well under 500 MB)")
       ->capture_default_str()
+      ->check(count_number())
       ->check(CLI::PositiveNumber);
   sub->add_option("--csv", options->csv_path, "Write one CSV row per device per sample");
   sub->add_option("--csv-processes", options->csv_processes_path, "Write one CSV row per process per sample");

@@ -21,6 +21,7 @@
 #include "pacing.hpp"
 #include "record.hpp"
 #include "stop_signals.hpp"
+#include "validators.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/recording.hpp"
 #include "vramscope/sampler.hpp"
@@ -162,9 +163,11 @@ int run_record(const RecordOptions& options) {
   }
 
   if (!child) return result;
-  // --duration may end the recording first: the command still runs to its end.
+  // --duration may end the recording first: the command still runs to its end. Its exit status
+  // is what `record -- CMD` promises, even when the recording stopped early (a full disk is
+  // said above on stderr; a trainer that succeeded must not look failed to its scheduler).
   while (!child->wait()) relay_stop_signal(*child);
-  return result != ExitOk ? result : child->exit_status().value_or(ExitError);
+  return child->exit_status().value_or(ExitError);
 }
 
 Command add_record_command(CLI::App& app) {
@@ -179,8 +182,10 @@ Command add_record_command(CLI::App& app) {
   record->add_option("-i,--interval", options->interval,
                      "Time between samples: 10ms, 0.5s, 2 (seconds); at least 1ms")
       ->capture_default_str();
+  // Empty means "no limit" inside: given empty on the command line, it would record forever.
   record->add_option("-d,--duration", options->duration,
-                     "Stop recording after this long (30s, 5m); a command keeps running");
+                     "Stop recording after this long (30s, 5m); a command keeps running")
+      ->check(non_empty());
   record->add_flag("--force", options->force, "Overwrite FILE if it exists");
   record->add_flag("--no-agents", options->no_agents,
                    "Driver view only; do not read PyTorch agents' shared memory");

@@ -14,6 +14,7 @@
 #include "file_args.hpp"
 #include "ncurses_screen.hpp"
 #include "top_session.hpp"
+#include "validators.hpp"
 #include "view/render.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/status.hpp"
@@ -195,6 +196,7 @@ Command add_top_command(CLI::App& app) {
       ->check(readable_file());
   top->add_option("--speed", options->speed, "Replay speed, 0.25 to 64")
       ->default_val(1.0)
+      ->check(finite_number())
       ->check(CLI::Range(view::min_replay_speed, view::max_replay_speed));
   top->add_flag("--once", options->once,
                 "Print one frame as text and exit (no terminal needed; width from $COLUMNS, "

@@ -10,7 +10,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "core/crc32c.hpp"
 #include "format/recording_layout.hpp"
@@ -83,6 +85,10 @@ class MemorySource final : public ByteSource {
 /// bounds the memory a crafted file can make the reader allocate per sample.
 constexpr uint64_t max_decoded_sample_bytes = 256U << 20U;
 
+/// Chunks remembered for the duplicate check (about 80 bytes each): past this the memory is
+/// started afresh, so a very long recording is checked in windows of this many chunks.
+constexpr std::size_t max_remembered_chunks = 1U << 16U;
+
 class RecordingReaderImpl final : public RecordingReader {
  public:
   RecordingReaderImpl(std::unique_ptr<ByteSource> source, std::string name)
@@ -149,12 +155,12 @@ class RecordingReaderImpl final : public RecordingReader {
     }
     // Checked after the CRC: with a valid CRC, unknown flags mean a feature, not damage.
     if (fixed.flags != 0) {
-      fail("uses format features this vramscope does not know (flags 0x" +
-           to_hex(fixed.flags) + ")");
+      fail("uses format features this vramscope does not know (flags 0x" + to_hex(fixed.flags) +
+           ")");
     }
     try {
-      m_metadata = format::decode_metadata(std::string_view(header).substr(
-          sizeof fixed, crc_at - sizeof fixed));
+      m_metadata = format::decode_metadata(
+          std::string_view(header).substr(sizeof fixed, crc_at - sizeof fixed));
     } catch (const format::FormatError& error) {
       fail(std::string("corrupt recording metadata: ") + error.what());
     }
@@ -162,6 +168,13 @@ class RecordingReaderImpl final : public RecordingReader {
     // Samples are decoded the way the file's version encoded them.
     m_decoder = format::SampleDecoder(fixed.version);
     m_offset = fixed.header_bytes;
+  }
+
+  /// Identifies a chunk: no writer produces two chunks with the same first and last timestamps
+  /// and the same payload checksum.
+  static std::tuple<int64_t, int64_t, uint32_t, uint32_t> chunk_key(const ChunkHeader& header) {
+    return {header.first_timestamp_ns, header.last_timestamp_ns, header.payload_crc,
+            header.payload_bytes};
   }
 
   static std::string to_hex(uint32_t value) {
@@ -201,6 +214,14 @@ class RecordingReaderImpl final : public RecordingReader {
     if (crc32c_unmask(header.payload_crc) != crc32c(m_payload)) {
       return stop_corrupt("payload checksum mismatch");
     }
+    if (const auto [earlier, fresh] = m_chunk_offsets.emplace(chunk_key(header), m_offset);
+        !fresh) {
+      // Each chunk is checksummed, so appended copies of one pass every other check and would
+      // replay old samples with time going backwards.
+      return stop_corrupt("repeats the chunk at byte " + std::to_string(earlier->second) +
+                          " (copied or appended twice?)");
+    }
+    if (m_chunk_offsets.size() > max_remembered_chunks) m_chunk_offsets.clear();
     m_header = header;
     m_cursor = m_payload;
     m_samples_left = header.sample_count;
@@ -223,8 +244,8 @@ class RecordingReaderImpl final : public RecordingReader {
   }
 
   bool stop_corrupt(const std::string& why) {
-    return stop(TailState::Corrupt, "corrupt chunk at byte " + std::to_string(m_chunk_offset) +
-                                        ": " + why);
+    return stop(TailState::Corrupt,
+                "corrupt chunk at byte " + std::to_string(m_chunk_offset) + ": " + why);
   }
 
   bool stop(TailState state, std::string message) {
@@ -251,6 +272,8 @@ class RecordingReaderImpl final : public RecordingReader {
   std::string_view m_cursor;
   uint32_t m_samples_left = 0;
   int64_t m_previous_timestamp_ns = 0;
+  /// Chunks read so far (chunk_key -> offset), to refuse a chunk that repeats one.
+  std::map<std::tuple<int64_t, int64_t, uint32_t, uint32_t>, uint64_t> m_chunk_offsets;
   bool m_finished = false;
   TailState m_tail_state = TailState::Clean;
   std::string m_tail_message;
@@ -258,9 +281,40 @@ class RecordingReaderImpl final : public RecordingReader {
 
 }  // namespace
 
+namespace {
+
+/// What a file that is not a regular file is, for the message that refuses it.
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
 std::unique_ptr<RecordingReader> RecordingReader::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open recording: " + std::strerror(errno));
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. It has no
+  // effect on the regular files that pass the check below. A path that names no readable
+  // regular file is an error (ExitError, as for any file that cannot be read), the same in
+  // every command.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int error = errno;
+    throw Error(path + ": cannot open recording: " +
+                    (error == ELOOP ? "too many levels of symbolic links" : std::strerror(error)),
+                ExitError);
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    const mode_t mode = info.st_mode;
+    ::close(fd);
+    throw Error(path + ": cannot read recording: " + file_kind(mode) +
+                    ", not a recording file (give the .vsrec file `vramscope record` wrote)",
+                ExitError);
+  }
   return std::make_unique<RecordingReaderImpl>(std::make_unique<FileSource>(path, fd), path);
 }
 

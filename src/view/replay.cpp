@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "vramscope/clock.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::view {
@@ -115,19 +116,26 @@ void ReplayCursor::set_playing(bool playing, int64_t now_ns) {
 }
 
 void ReplayCursor::set_speed(double speed, int64_t now_ns) {
-  m_speed = std::clamp(speed, min_replay_speed, max_replay_speed);
+  // NaN passes every comparison std::clamp makes: playback would never advance.
+  m_speed = std::isnan(speed) ? 1.0 : std::clamp(speed, min_replay_speed, max_replay_speed);
   anchor(now_ns);
 }
 
-void ReplayCursor::faster(int64_t now_ns) { set_speed(m_speed * 2.0, now_ns); }
+void ReplayCursor::faster(int64_t now_ns) {
+  set_speed(m_speed * 2.0, now_ns);
+}
 
-void ReplayCursor::slower(int64_t now_ns) { set_speed(m_speed / 2.0, now_ns); }
+void ReplayCursor::slower(int64_t now_ns) {
+  set_speed(m_speed / 2.0, now_ns);
+}
 
 std::size_t ReplayCursor::advance(int64_t now_ns) {
   if (!m_playing) return 0;
   if (m_anchor_monotonic_ns == 0) anchor(now_ns);
-  const auto elapsed = static_cast<double>(now_ns - m_anchor_monotonic_ns) * m_speed;
-  const int64_t recorded_now = m_anchor_recorded_ns + static_cast<int64_t>(elapsed);
+  const auto elapsed =
+      static_cast<double>(saturating_sub_ns(now_ns, m_anchor_monotonic_ns)) * m_speed;
+  // Saturating: a recording may hold any timestamp, right up to the ends of the int64 range.
+  const int64_t recorded_now = saturating_add_ns(m_anchor_recorded_ns, clamp_to_ns(elapsed));
   std::size_t moved = 0;
   while (true) {
     if (m_position + 1 >= m_window_first + m_window.size() && !read_more()) {
@@ -148,8 +156,9 @@ std::optional<int64_t> ReplayCursor::next_due_ns() {
   if (!m_playing) return std::nullopt;
   if (m_position + 1 >= m_window_first + m_window.size() && !read_more()) return std::nullopt;
   const SystemSample& next = m_window[static_cast<std::size_t>(m_position + 1 - m_window_first)];
-  const auto wait = static_cast<double>(next.timestamp_ns - m_anchor_recorded_ns) / m_speed;
-  return m_anchor_monotonic_ns + static_cast<int64_t>(std::ceil(wait));
+  const auto wait =
+      static_cast<double>(saturating_sub_ns(next.timestamp_ns, m_anchor_recorded_ns)) / m_speed;
+  return saturating_add_ns(m_anchor_monotonic_ns, clamp_to_ns(std::ceil(wait)));
 }
 
 }  // namespace vramscope::view

@@ -144,7 +144,9 @@ TEST(CliNoGpu, UsageErrorsAreOneLineInVramscopesWords) {
             "vramscope: unknown command 'frobnicate'; the commands are watch, record, show, diff, "
             "report, top, run, export, exporter (vramscope --help)\n");
   const CliResult count = run_cli(dir, {"watch", "-n", "abc"});
-  EXPECT_EQ(count.err, "vramscope: watch: --count: cannot read 'abc' (vramscope watch --help)\n");
+  EXPECT_EQ(count.err,
+            "vramscope: watch: --count: expected a whole number from 0 to 18446744073709551615, "
+            "got 'abc' (vramscope watch --help)\n");
   const CliResult option = run_cli(dir, {"watch", "--frob"});
   EXPECT_EQ(option.err, "vramscope: unexpected argument '--frob' (vramscope watch --help)\n");
   EXPECT_EQ(run_cli(dir, {"show"}).err, "vramscope: show: missing file (vramscope show --help)\n");

@@ -209,6 +209,18 @@ constexpr std::string_view categories_line =
     "pid 4242 GPU 0 step 812 peak 8.7G: params 1.5G  grads 1.5G  optim 3.0G  activ 2.5G  "
     "temp 210M  other 12.0M";
 
+TEST_F(Render, StepAndRankTooWideForTheirColumnsAreMarkedNotCut) {
+  SystemSample sample = fixtures::one_gpu();
+  sample.allocators[0].step = 12345678;
+  sample.allocators[0].rank = 1234567;
+  ViewModel model;
+  model.ingest(sample);
+  const std::string text = frame(model, 160, 30);
+  EXPECT_EQ(text.find(" 2345678 "), std::string::npos) << "STEP lost its leading digit:\n" << text;
+  EXPECT_NE(text.find("…345678"), std::string::npos) << text;
+  EXPECT_NE(text.find("…567"), std::string::npos) << "RANK is marked too:\n" << text;
+}
+
 TEST_F(Render, SelectedProcessShowsItsStepCategoriesAboveTheFooter) {
   ViewModel model = trainer_with_categories();
   model.select_first();

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -168,6 +171,33 @@ TEST(ReplayCursor, SpeedIsClampedAndPlaybackStopsAtTheEnd) {
   EXPECT_EQ(cursor.advance(1 + 1'000'000 * ms), 9U);
   EXPECT_TRUE(cursor.at_end());
   EXPECT_FALSE(cursor.playing());
+}
+
+TEST(ReplayCursor, ExtremeTimestampsNeitherWrapNorPlayBackwards) {
+  // From the ends of the int64 range: the differences overflowed before the fix, and a wrapped
+  // due time in the past made playback race through the file.
+  Fixture f{samples(3)};
+  f.data[0].timestamp_ns = INT64_MIN + 1;
+  f.data[1].timestamp_ns = INT64_MAX;
+  f.data[2].timestamp_ns = INT64_MAX;
+  ReplayCursor cursor(f.opener());
+  const int64_t t0 = 1'000 * ms;
+  cursor.set_playing(true, t0);
+  const std::optional<int64_t> due = cursor.next_due_ns();
+  ASSERT_TRUE(due.has_value());
+  EXPECT_GT(*due, t0) << "the next sample is due later, not in the wrapped past";
+  EXPECT_EQ(cursor.advance(t0 + 1'000 * ms), 0U);
+  EXPECT_EQ(cursor.current().timestamp_ns, INT64_MIN + 1);
+}
+
+TEST(ReplayCursor, NanSpeedFallsBackToRealTime) {
+  Fixture f{samples(10)};
+  ReplayCursor cursor(f.opener());
+  const int64_t t0 = 1'000 * ms;
+  cursor.set_speed(std::nan(""), t0);
+  EXPECT_EQ(cursor.speed(), 1.0) << "NaN slips through std::clamp; playback would never advance";
+  cursor.set_playing(true, t0);
+  EXPECT_EQ(cursor.advance(t0 + 100 * ms), 1U);
 }
 
 TEST(ReplayCursor, TornTailIsReportedAndEmptyFilesAreRefused) {
