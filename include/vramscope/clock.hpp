@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 
 namespace vramscope {
 
@@ -12,6 +13,9 @@ int64_t wall_time_ns();
 
 /// CLOCK_MONOTONIC in ns: intervals, deadlines and durations.
 int64_t monotonic_ns();
+
+/// A wall_time_ns() timestamp as local time, "2026-12-01 09:30:00" (whole seconds).
+std::string local_time_text(int64_t timestamp_ns);
 
 // Timestamps read from recordings and agent segments may hold any int64: arithmetic on them
 // saturates instead of overflowing (undefined behaviour, and a duration printed as -2^63).

@@ -6,6 +6,8 @@
 
 #include <time.h>
 
+#include <array>
+
 namespace vramscope {
 namespace {
 
@@ -21,5 +23,14 @@ int64_t read_clock_ns(clockid_t clock) {
 int64_t wall_time_ns() { return read_clock_ns(CLOCK_REALTIME); }
 
 int64_t monotonic_ns() { return read_clock_ns(CLOCK_MONOTONIC); }
+
+std::string local_time_text(int64_t timestamp_ns) {
+  const auto seconds = static_cast<time_t>(timestamp_ns / 1'000'000'000);
+  struct tm parts {};
+  localtime_r(&seconds, &parts);
+  std::array<char, 32> text{};
+  strftime(text.data(), text.size(), "%Y-%m-%d %H:%M:%S", &parts);
+  return text.data();
+}
 
 }  // namespace vramscope

@@ -9,6 +9,7 @@
 
 #include "report/svg_chart.hpp"
 #include "report/table_report.hpp"
+#include "vramscope/clock.hpp"
 #include "vramscope/units.hpp"
 
 namespace vramscope::report {
@@ -32,15 +33,6 @@ std::string bytes_cell(const char* field, const std::optional<uint64_t>& bytes) 
   if (!bytes) return fmt::format("<td data-field=\"{}\" data-bytes=\"\">-</td>", field);
   return fmt::format("<td data-field=\"{}\" data-bytes=\"{}\" title=\"{} bytes\">{}</td>", field,
                      *bytes, *bytes, mib(bytes));
-}
-
-std::string local_time_text(int64_t timestamp_ns) {
-  const time_t seconds = static_cast<time_t>(timestamp_ns / 1'000'000'000);
-  struct tm parts {};
-  localtime_r(&seconds, &parts);
-  std::array<char, 32> text{};
-  strftime(text.data(), text.size(), "%Y-%m-%d %H:%M:%S", &parts);
-  return text.data();
 }
 
 /// "GPU 0 · rank 1 · pid 4021": how the page names a process.

@@ -35,15 +35,6 @@ const DeviceSample* find_device(const SystemSample& sample, const std::string& u
   return nullptr;
 }
 
-std::string local_time_text(int64_t timestamp_ns) {
-  const time_t seconds = static_cast<time_t>(timestamp_ns / 1'000'000'000);
-  struct tm parts {};
-  localtime_r(&seconds, &parts);
-  std::array<char, 32> text{};
-  strftime(text.data(), text.size(), "%Y-%m-%d %H:%M:%S", &parts);
-  return text.data();
-}
-
 std::string mib(const std::optional<uint64_t>& bytes) { return format_amount(bytes, UnitStyle::Mib); }
 
 std::string offset_text(int64_t offset_ns) {

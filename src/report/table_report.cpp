@@ -7,6 +7,7 @@
 
 #include "report/process_type.hpp"
 #include "report/text_cells.hpp"
+#include "vramscope/clock.hpp"
 #include "vramscope/join.hpp"
 #include "vramscope/units.hpp"
 
@@ -44,15 +45,6 @@ class Painter {
  private:
   bool m_enabled;
 };
-
-std::string local_time_text(int64_t timestamp_ns) {
-  const time_t seconds = static_cast<time_t>(timestamp_ns / 1'000'000'000);
-  struct tm parts {};
-  localtime_r(&seconds, &parts);
-  std::array<char, 32> text{};
-  strftime(text.data(), text.size(), "%Y-%m-%d %H:%M:%S", &parts);
-  return text.data();
-}
 
 /// Used as a share of total, coloured by how close the GPU is to full.
 std::string percent_cell(const DeviceSample& d, const Painter& paint) {

@@ -2,22 +2,11 @@
 #include "tracking/agent_core.hpp"
 
 #include <algorithm>
-#include <chrono>
+
+#include "vramscope/clock.hpp"
 
 namespace vramscope::tracking {
 namespace {
-
-int64_t monotonic_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t realtime_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 CounterSeed seed_of(const TorchStats& torch) {
   return CounterSeed{torch.reserved_bytes,  torch.peak_reserved_bytes,  torch.requested_bytes,
@@ -128,7 +117,7 @@ void AgentCore::tick() {
   }
   if (window_over) m_window_started_ns = now;
   if (m_writer) {
-    const int64_t wall = realtime_ns();
+    const int64_t wall = wall_time_ns();
     for (const Device& device : m_devices) {
       m_writer->publish(static_cast<uint32_t>(device.index), sample_of(device, wall));
     }
@@ -138,7 +127,7 @@ void AgentCore::tick() {
 std::vector<StepRecord> AgentCore::step() {
   std::lock_guard lock(m_mutex);
   const int64_t now = monotonic_ns();
-  const int64_t wall = realtime_ns();
+  const int64_t wall = wall_time_ns();
   ++m_step;
   std::vector<StepRecord> records;
   records.reserve(m_devices.size());
@@ -237,7 +226,7 @@ OomRecord AgentCore::record_oom(std::size_t device, uint64_t requested_bytes,
   record.rank = m_config.rank;
   record.cuda_device = static_cast<int32_t>(device);
   record.device_uuid = d.uuid;
-  record.timestamp_ns = realtime_ns();
+  record.timestamp_ns = wall_time_ns();
   record.requested_bytes = requested_bytes;
   record.device_total_bytes = device_total_bytes;
   record.device_free_bytes = device_free_bytes;

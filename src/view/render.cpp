@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "vramscope/clock.hpp"
 
 namespace vramscope::view {
 
@@ -195,7 +196,7 @@ void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas)
     std::snprintf(speed, sizeof speed, "%gx", r.speed);
     left += sep + speed;
     if (r.at_end) left += sep + "END";
-    origins = {r.file + ", recorded on " + r.hostname + " at " + format_local_time(r.recorded_ns),
+    origins = {r.file + ", recorded on " + r.hostname + " at " + local_time_text(r.recorded_ns),
                r.file + " from " + r.hostname, r.file};
   } else {
     const std::size_t gpus = model.gpus().size();
@@ -211,12 +212,12 @@ void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas)
   // Live: the time of day is enough; a replay may span days, so it shows the date too.
   std::string right = "waiting for the first sample";
   if (model.has_sample()) {
-    right = format_local_time(model.timestamp_ns());
+    right = local_time_text(model.timestamp_ns());
     if (!model.replay) right = right.substr(11);
   }
   if (const auto& oom = model.last_oom()) {
     right = "OOM pid " + std::to_string(oom->pid) + " at " +
-            format_local_time(oom->timestamp_ns).substr(11) + "  " + right;
+            local_time_text(oom->timestamp_ns).substr(11) + "  " + right;
   }
   for (const std::string& origin : origins) {
     if (area.x + 1 + text_width(left + sep + origin) + 2 + text_width(right) < area.right()) {
@@ -344,15 +345,6 @@ std::string compact_bytes(uint64_t bytes) {
   } else {
     std::snprintf(out, sizeof out, "%.0f%c", value, units[unit]);
   }
-  return out;
-}
-
-std::string format_local_time(int64_t timestamp_ns) {
-  const std::time_t seconds = static_cast<std::time_t>(timestamp_ns / 1'000'000'000);
-  std::tm local{};
-  localtime_r(&seconds, &local);
-  char out[32];
-  std::strftime(out, sizeof out, "%Y-%m-%d %H:%M:%S", &local);
   return out;
 }
 

@@ -22,8 +22,6 @@ Layout layout_for(const ViewModel& model, int width, int height);
 /// Bytes in at most 5 cells, binary units: "0B", "512B", "9.5K", "12.3G", "140G", "1.2T".
 std::string compact_bytes(uint64_t bytes);
 
-/// Local wall-clock time of `timestamp_ns` as "YYYY-MM-DD HH:MM:SS".
-std::string format_local_time(int64_t timestamp_ns);
 
 /// Short duration: "850ms", "12s", "3m05s", "2h01m".
 std::string compact_duration(int64_t duration_ns);

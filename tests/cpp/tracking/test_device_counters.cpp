@@ -118,11 +118,20 @@ ReferenceSettings with(bool expandable, uint64_t max_split_size_bytes) {
   return s;
 }
 
+/// "seed7_expandable": the test names say which stream and which settings.
+std::string stream_name(const ::testing::TestParamInfo<AllocatedVsModel::ParamType>& info) {
+  const uint64_t seed = std::get<0>(info.param);
+  const ReferenceSettings& settings = std::get<1>(info.param);
+  return "seed" + std::to_string(seed) + (settings.expandable ? "_expandable" : "") +
+         (settings.max_split_size_bytes != UINT64_MAX ? "_max_split_24MiB" : "");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Pools, AllocatedVsModel,
     ::testing::Combine(::testing::Values(1U, 7U, 99U),
                        ::testing::Values(with(false, UINT64_MAX), with(true, UINT64_MAX),
-                                         with(false, uint64_t{24} << 20U))));
+                                         with(false, uint64_t{24} << 20U))),
+    stream_name);
 
 TEST(DeviceCounters, SmallBlocksAreArithmeticAndNeverReadTorch) {
   ReferenceSettings small_only;

@@ -17,6 +17,7 @@
 
 #include "fixtures.hpp"
 #include "view/render.hpp"
+#include "vramscope/clock.hpp"
 
 namespace vramscope::view {
 namespace {
@@ -129,7 +130,7 @@ TEST_F(Render, ReplayStateSurvivesAnEightyColumnTerminal) {
   const std::string header = text.substr(0, text.find('\n'));
   EXPECT_NE(header.find("REPLAY │ sample 812/1500 │ 2x │ END │ PAUSED"), std::string::npos) << header;
   // The state and the clock stay; where the recording comes from shrinks to what fits.
-  EXPECT_NE(header.find(format_local_time(model.timestamp_ns())), std::string::npos) << header;
+  EXPECT_NE(header.find(local_time_text(model.timestamp_ns())), std::string::npos) << header;
   const std::string medium = frame(model, 100, 24);
   EXPECT_NE(medium.substr(0, medium.find('\n')).find("PAUSED │ h200-training.vsrec  "), std::string::npos)
       << medium;
