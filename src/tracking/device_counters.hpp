@@ -26,7 +26,12 @@
 // held): at the ALLOC (allocated and active before it), and at the device's next event, whose
 // reading gives the block's true size (allocated, or active when that next event is itself a
 // FREE_REQUESTED, which moved allocated but not active yet). A large FREE_REQUESTED takes
-// allocated from torch directly. Every value and peak is then torch's own, at every event.
+// allocated from torch directly. Every peak is then torch's own over the same interval; the
+// current value is torch's after every event except between a large allocation and the next
+// event (it counts the rounded request until then; a poll, observe_allocated(), covers a step
+// or window that ends in that gap). Cost: small blocks add an add and a second, adjacent cache
+// line (the allocated marks) to an allocation; a large block costs two getDeviceStats() copies
+// (~35 ns each, notes/pytorch-allocator.md) on its allocation and one on its free.
 // The ALLOC reading is also a check: if the arithmetic disagreed with torch (a rounding policy
 // this file does not model, e.g. roundup_power2_divisions), the device switches to reading
 // torch at every allocation and free, and the disagreement is counted.
