@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/crc32c.hpp"
+#include "format/packed_chunk.hpp"
 #include "format/recording_layout.hpp"
 #include "format/sample_codec.hpp"
 #include "vramscope/recording.hpp"
@@ -97,7 +98,8 @@ class RecordingReaderImpl final : public RecordingReader {
       if (m_finished || !load_chunk()) return false;
     }
     try {
-      m_decoder.decode(m_cursor, m_previous_timestamp_ns, out);
+      m_decoder.decode(m_cursor, m_packed ? m_timestamps.base_ns() : m_previous_timestamp_ns,
+                       out);
       if (m_decoder.take_expanded_bytes() > max_decoded_sample_bytes) {
         throw format::FormatError("sample expands implausibly");
       }
@@ -108,6 +110,7 @@ class RecordingReaderImpl final : public RecordingReader {
                                           ": " + error.what());
     }
     m_previous_timestamp_ns = out.timestamp_ns;
+    m_timestamps.observe(out.timestamp_ns);
     return true;
   }
 
@@ -161,6 +164,7 @@ class RecordingReaderImpl final : public RecordingReader {
     m_metadata.format_version = fixed.version;
     // Samples are decoded the way the file's version encoded them.
     m_decoder = format::SampleDecoder(fixed.version);
+    m_packed = fixed.version >= format::first_packed_version;
     m_offset = fixed.header_bytes;
   }
 
@@ -175,6 +179,7 @@ class RecordingReaderImpl final : public RecordingReader {
     m_chunk_offset = m_offset;
     const uint64_t file_size = m_source->size();
     if (m_offset >= file_size) return stop(TailState::Clean, "");
+    if (m_packed) return load_packed_chunk(file_size);
     ChunkHeader header{};
     const std::size_t got =
         m_source->read_at(m_offset, reinterpret_cast<char*>(&header), sizeof header);
@@ -209,10 +214,48 @@ class RecordingReaderImpl final : public RecordingReader {
     return true;
   }
 
-  /// After a chunk's last sample: the payload must be used up and the timestamps must agree.
+  /// Reads, verifies and expands the packed chunk (version 3) at m_offset, below `file_size`.
+  /// False at the end of the valid data. A key chunk restarts the string table and the
+  /// timestamp base; any other continues them from the chunk before.
+  bool load_packed_chunk(uint64_t file_size) {
+    char head[format::max_packed_header_bytes];
+    const std::size_t want = std::min<uint64_t>(sizeof head, file_size - m_offset);
+    const std::size_t got = m_source->read_at(m_offset, head, want);
+    format::PackedChunkHeader header;
+    std::string why;
+    switch (format::parse_packed_header(std::string_view(head, got), header, why)) {
+      case format::PackedHeaderStatus::Cut: return stop_torn();
+      case format::PackedHeaderStatus::Bad: return stop_corrupt(why);
+      case format::PackedHeaderStatus::Ok: break;
+    }
+    if (m_chunk_count == 0 && !header.key) return stop_corrupt("first chunk is not a key chunk");
+    const uint64_t stored_at = m_offset + header.header_bytes;
+    if (file_size - stored_at < header.stored_bytes) return stop_torn();
+    m_stored.resize(header.stored_bytes);
+    if (m_source->read_at(stored_at, m_stored.data(), m_stored.size()) < m_stored.size()) {
+      return stop_torn();
+    }
+    if (crc32c_unmask(header.payload_crc) != crc32c(m_stored)) {
+      return stop_corrupt("payload checksum mismatch");
+    }
+    if (!m_unpacker) m_unpacker = std::make_unique<format::PackedChunkDecompressor>();
+    if (!m_unpacker->decompress(header, m_stored, m_payload, why)) return stop_corrupt(why);
+    if (header.key) {
+      m_decoder = format::SampleDecoder(m_metadata.format_version);
+      m_timestamps.restart();
+    }
+    ++m_chunk_count;
+    m_cursor = m_payload;
+    m_samples_left = header.sample_count;
+    m_offset = stored_at + header.stored_bytes;
+    return true;
+  }
+
+  /// After a chunk's last sample: the payload must be used up and the timestamps must agree
+  /// (packed chunks carry no timestamps in their header).
   void check_chunk_end(const SystemSample& last) const {
     if (!m_cursor.empty()) throw format::FormatError("bytes left after the last sample");
-    if (last.timestamp_ns != m_header.last_timestamp_ns) {
+    if (!m_packed && last.timestamp_ns != m_header.last_timestamp_ns) {
       throw format::FormatError("last timestamp disagrees with the chunk header");
     }
   }
@@ -234,6 +277,9 @@ class RecordingReaderImpl final : public RecordingReader {
     m_tail_message = std::move(message);
     m_payload.clear();
     m_payload.shrink_to_fit();
+    m_stored.clear();
+    m_stored.shrink_to_fit();
+    m_unpacker.reset();
     m_cursor = {};
     return false;
   }
@@ -252,6 +298,15 @@ class RecordingReaderImpl final : public RecordingReader {
   uint32_t m_samples_left = 0;
   int64_t m_previous_timestamp_ns = 0;
   bool m_finished = false;
+  /// Are the chunks packed (format version 3 on)?
+  bool m_packed = false;
+  /// Packed chunks read so far, the compressed bytes of the current one and its decompressor
+  /// (made at the first packed chunk).
+  uint64_t m_chunk_count = 0;
+  std::string m_stored;
+  std::unique_ptr<format::PackedChunkDecompressor> m_unpacker;
+  /// Bases of packed sample timestamps, mirroring the writer's.
+  format::TimestampPredictor m_timestamps;
   TailState m_tail_state = TailState::Clean;
   std::string m_tail_message;
 };

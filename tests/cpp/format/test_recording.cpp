@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "format/fixtures.hpp"
+#include "format/packed_chunk.hpp"
 #include "format/recording_layout.hpp"
 #include "format/temp_dir.hpp"
 #include "vramscope/recording.hpp"
@@ -154,8 +155,9 @@ TEST(Recording, FlippedByteInAnyChunkRegionIsCorruptAndEarlierChunksSurvive) {
         chunk + 1 < rec.chunk_offsets.size() ? rec.chunk_offsets[chunk + 1] : rec.bytes.size();
     // Every header byte, then a stride through the payload, then its last byte.
     std::vector<uint64_t> positions;
-    for (uint64_t at = begin; at < begin + sizeof(format::ChunkHeader); ++at) positions.push_back(at);
-    for (uint64_t at = begin + sizeof(format::ChunkHeader); at < end; at += 7) positions.push_back(at);
+    const uint64_t header_end = std::min<uint64_t>(end, begin + format::max_packed_header_bytes);
+    for (uint64_t at = begin; at < header_end; ++at) positions.push_back(at);
+    for (uint64_t at = header_end; at < end; at += 7) positions.push_back(at);
     positions.push_back(end - 1);
     for (uint64_t at : positions) {
       std::string damaged = rec.bytes;
