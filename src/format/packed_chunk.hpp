@@ -15,12 +15,10 @@ namespace vramscope::format {
 /// Most bytes a packed chunk header takes (marker, three 5-byte varints, check, CRC).
 inline constexpr std::size_t max_packed_header_bytes = 1 + 3 * 5 + 2 + 4;
 
-/// zstd window of a packed stream (log2 bytes). A key chunk opens a new frame at least every
-/// writer_key_interval_bytes of samples, so a window this large already sees every earlier
-/// sample of the frame; the reader refuses larger windows, which bounds its memory.
+/// zstd window of a packed stream (log2 bytes): 4 MiB, thousands of samples back, far more than
+/// the previous sample that a chunk mostly repeats; the reader refuses larger windows, which
+/// bounds its memory.
 inline constexpr int packed_window_log = 22;
-/// The writer opens a key chunk once this many sample bytes went out since the last one.
-inline constexpr uint64_t writer_key_interval_bytes = 4U << 20U;
 
 /// The decoded fields of a packed chunk header.
 struct PackedChunkHeader {

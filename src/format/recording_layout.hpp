@@ -43,6 +43,23 @@
 //  before takes ~10 bytes of zstd data, where a raw chunk took 40 bytes of header and ~200 of
 //  payload.
 //
+//  Index chunk (version 3; written by src/format/recording_index.cpp):
+//  ┌────────┬────────────┬──────────────┬──────────┬────────────┬─────────────┬──────────┐
+//  │ marker │ body_bytes │ header_check │ body_crc │ body       │ chunk_bytes │ magic[4] │
+//  │ 'I'    │ varint     │ u16          │ u32      │ body_bytes │ u32         │ VSIX     │
+//  └────────┴────────────┴──────────────┴──────────┴────────────┴─────────────┴──────────┘
+//  body, all varints: previous_index_offset (0 for the first), segment_offset (the key chunk the
+//  segment starts at), sample_count, first_ts_ns and last_ts_ns (zigzag), digest_bytes, and when
+//  digest_bytes > 0: the length of a zstd frame (content size declared) and the frame, holding
+//  the writer's SegmentDigest bytes. chunk_bytes counts the whole chunk, trailer included.
+//  A segment is a key chunk and the chunks that continue it; the writer ends each segment with
+//  its index chunk, right before the next key chunk and at close. So the chunk just before a
+//  key chunk (other than the first) is an index chunk, and a cleanly closed file ends with one:
+//  a reader finds the last from the end (the trailer), walks back along previous_index_offset,
+//  and learns every segment's offset, count, times and digest without decoding a sample. A
+//  file that does not end with an index (still being written, killed) has its last index chunk
+//  within one segment of the end. Readers of samples skip index chunks (after checking them).
+//
 // Because chunks are only appended, a torn write (SIGKILL, power loss) can damage only the last
 // chunk: the reader returns every chunk before it and reports the tail as truncated or corrupt.
 #pragma once
@@ -67,6 +84,8 @@ inline constexpr char chunk_magic[4] = {'V', 'S', 'C', 'K'};
 /// Packed chunk markers (version 3 on): the first byte of a key chunk, and of any other.
 inline constexpr char packed_key_marker = 'K';
 inline constexpr char packed_chunk_marker = 'C';
+/// Index chunk marker (version 3 on).
+inline constexpr char index_marker = 'I';
 
 /// Largest header (fixed part + metadata + CRC) a reader accepts.
 inline constexpr uint32_t max_header_bytes = 1U << 20U;

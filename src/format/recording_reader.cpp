@@ -14,6 +14,7 @@
 
 #include "core/crc32c.hpp"
 #include "format/packed_chunk.hpp"
+#include "format/recording_index.hpp"
 #include "format/recording_layout.hpp"
 #include "format/sample_codec.hpp"
 #include "vramscope/recording.hpp"
@@ -114,6 +115,27 @@ class RecordingReaderImpl final : public RecordingReader {
     return true;
   }
 
+  std::vector<RecordingSegment> segments() override {
+    if (!m_packed) return {};
+    return format::read_index(
+        [this](uint64_t offset, char* out, std::size_t size) {
+          return m_source->read_at(offset, out, size);
+        },
+        m_source->size(), m_first_chunk_offset);
+  }
+
+  void seek(uint64_t offset) override {
+    if (!m_packed) fail("seek needs a format-3 recording");
+    // Everything about the stream starts afresh: the next chunk must be a key chunk.
+    m_offset = offset;
+    m_chunk_count = 0;
+    m_samples_left = 0;
+    m_finished = false;
+    m_tail_state = TailState::Clean;
+    m_tail_message.clear();
+    m_unpacker.reset();
+  }
+
   TailState tail_state() const override { return m_tail_state; }
   std::string tail_message() const override { return m_tail_message; }
 
@@ -166,6 +188,7 @@ class RecordingReaderImpl final : public RecordingReader {
     m_decoder = format::SampleDecoder(fixed.version);
     m_packed = fixed.version >= format::first_packed_version;
     m_offset = fixed.header_bytes;
+    m_first_chunk_offset = fixed.header_bytes;
   }
 
   static std::string to_hex(uint32_t value) {
@@ -221,6 +244,7 @@ class RecordingReaderImpl final : public RecordingReader {
     char head[format::max_packed_header_bytes];
     const std::size_t want = std::min<uint64_t>(sizeof head, file_size - m_offset);
     const std::size_t got = m_source->read_at(m_offset, head, want);
+    if (got > 0 && head[0] == format::index_marker) return skip_index_chunk(file_size);
     format::PackedChunkHeader header;
     std::string why;
     switch (format::parse_packed_header(std::string_view(head, got), header, why)) {
@@ -228,7 +252,10 @@ class RecordingReaderImpl final : public RecordingReader {
       case format::PackedHeaderStatus::Bad: return stop_corrupt(why);
       case format::PackedHeaderStatus::Ok: break;
     }
-    if (m_chunk_count == 0 && !header.key) return stop_corrupt("first chunk is not a key chunk");
+    if (m_chunk_count == 0 && !header.key) {
+      return stop_corrupt(m_offset == m_first_chunk_offset ? "first chunk is not a key chunk"
+                                                           : "segment does not start with a key chunk");
+    }
     const uint64_t stored_at = m_offset + header.header_bytes;
     if (file_size - stored_at < header.stored_bytes) return stop_torn();
     m_stored.resize(header.stored_bytes);
@@ -249,6 +276,25 @@ class RecordingReaderImpl final : public RecordingReader {
     m_samples_left = header.sample_count;
     m_offset = stored_at + header.stored_bytes;
     return true;
+  }
+
+  /// Checks the index chunk at m_offset and moves past it (it holds no samples); loads the next
+  /// chunk. An index chunk must end a segment: it may not come first.
+  bool skip_index_chunk(uint64_t file_size) {
+    if (m_chunk_count == 0) return stop_corrupt("index chunk before any key chunk");
+    const uint64_t size = std::min<uint64_t>(file_size - m_offset,
+                                             format::max_index_chunk_bytes + 64);
+    m_stored.resize(static_cast<std::size_t>(size));
+    m_stored.resize(m_source->read_at(m_offset, m_stored.data(), m_stored.size()));
+    std::string why;
+    bool cut = false;
+    const auto chunk = format::parse_index_chunk(m_stored, m_offset, why, &cut);
+    if (!chunk) return cut ? stop_torn() : stop_corrupt(why);
+    m_offset += chunk->chunk_bytes;
+    m_chunk_offset = m_offset;
+    if (m_offset >= file_size) return stop(TailState::Clean, "");
+    m_chunk_count = 0;  // the next chunk opens a segment: a key chunk
+    return load_packed_chunk(file_size);
   }
 
   /// After a chunk's last sample: the payload must be used up and the timestamps must agree
@@ -303,6 +349,8 @@ class RecordingReaderImpl final : public RecordingReader {
   /// Packed chunks read so far, the compressed bytes of the current one and its decompressor
   /// (made at the first packed chunk).
   uint64_t m_chunk_count = 0;
+  /// Offset of the first chunk (the end of the file header).
+  uint64_t m_first_chunk_offset = 0;
   std::string m_stored;
   std::unique_ptr<format::PackedChunkDecompressor> m_unpacker;
   /// Bases of packed sample timestamps, mirroring the writer's.

@@ -17,6 +17,7 @@
 
 #include "core/crc32c.hpp"
 #include "format/packed_chunk.hpp"
+#include "format/recording_index.hpp"
 #include "format/recording_layout.hpp"
 #include "format/sample_codec.hpp"
 #include "vramscope/recording.hpp"
@@ -79,11 +80,12 @@ class FileRecordingWriter final : public RecordingWriter {
     if (m_pending_samples == 0) {
       // A chunk's first sample settles whether it is a key chunk: a key chunk's samples are
       // encoded against an empty string table, and their timestamps against a fresh base.
-      m_pending_key =
-          m_chunks_sealed == 0 || m_bytes_since_key >= format::writer_key_interval_bytes;
+      m_pending_key = m_chunks_sealed == 0 || m_bytes_since_key >= m_options.segment_bytes;
       if (m_pending_key) {
         m_encoder.emplace();
         m_timestamps.restart();
+        // The segment before ends here; its index chunk goes out just before this key chunk.
+        if (m_segment.sample_count > 0) end_segment();
       }
     }
     if (!m_encoder->encode(sample, m_timestamps.base_ns(), m_pending)) {
@@ -93,6 +95,10 @@ class FileRecordingWriter final : public RecordingWriter {
     m_timestamps.observe(sample.timestamp_ns);
     ++m_pending_samples;
     ++m_sample_count;
+    if (m_segment.sample_count == 0) m_segment.first_ns = sample.timestamp_ns;
+    m_segment.last_ns = sample.timestamp_ns;
+    ++m_segment.sample_count;
+    if (m_options.digest) m_options.digest->add(sample);
   }
 
   void flush() override {
@@ -114,6 +120,12 @@ class FileRecordingWriter final : public RecordingWriter {
   void close() override {
     if (m_fd < 0) return;
     flush();
+    // The last segment's index chunk ends the file, so a reader finds it at the very end.
+    if (m_segment.sample_count > 0) {
+      end_segment();
+      seal_index();
+      write_sealed();
+    }
     const int fd = m_fd;
     m_fd = -1;
     const bool synced = m_options.sync_each_chunk || ::fdatasync(fd) == 0;
@@ -126,8 +138,29 @@ class FileRecordingWriter final : public RecordingWriter {
   uint64_t file_bytes() const override { return m_file_bytes; }
 
  private:
-  /// Compresses the pending samples into m_sealed, one packed chunk (packed_chunk.hpp).
+  /// Moves the current segment to m_ended_segment, with its digest, for seal_index().
+  void end_segment() {
+    m_ended_segment = m_segment;
+    if (m_options.digest) m_ended_segment->digest = m_options.digest->take();
+    m_segment = RecordingSegment{};
+  }
+
+  /// Appends the index chunk of m_ended_segment (if any) to m_sealed.
+  void seal_index() {
+    if (!m_ended_segment) return;
+    const uint64_t offset = m_file_bytes + m_sealed.size();
+    format::encode_index_chunk(*m_ended_segment, m_last_index_offset, m_sealed);
+    m_last_index_offset = offset;
+    m_ended_segment.reset();
+  }
+
+  /// Compresses the pending samples into m_sealed, one packed chunk (packed_chunk.hpp); a key
+  /// chunk comes after the index chunk of the segment it follows.
   void seal_chunk() {
+    if (m_pending_key) {
+      seal_index();
+      m_segment.offset = m_file_bytes + m_sealed.size();
+    }
     m_compressor.compress(m_pending, m_pending_samples, m_pending_key, m_sealed);
     m_bytes_since_key = (m_pending_key ? 0 : m_bytes_since_key) + m_pending.size();
     ++m_chunks_sealed;
@@ -163,6 +196,12 @@ class FileRecordingWriter final : public RecordingWriter {
   /// A sealed packed chunk not yet on disk (empty once written).
   std::string m_sealed;
   uint64_t m_chunks_sealed = 0;
+  /// The segment being written (offset, count, times), and one that ended but whose index
+  /// chunk is not sealed yet.
+  RecordingSegment m_segment;
+  std::optional<RecordingSegment> m_ended_segment;
+  /// Offset of the last index chunk sealed (0: none yet).
+  uint64_t m_last_index_offset = 0;
   /// Sample bytes sealed since the last key chunk began, to space key chunks.
   uint64_t m_bytes_since_key = 0;
   /// Bases of the sample timestamps, mirrored by the reader.

@@ -6,7 +6,7 @@
 //   raw_bytes (u16) then pieces, each a u16 length and that many bytes of zstd data
 // The first piece is a key chunk and the rest continue it; every piece is expanded by
 // PackedChunkDecompressor and what it yields is decoded as samples. The input as a whole also goes
-// through parse_packed_header(). Nothing may crash, and nothing may expand past raw_bytes + 1
+// through parse_packed_header() and parse_index_chunk(). Nothing may crash, and nothing may expand past raw_bytes + 1
 // (-rss_limit_mb enforces that a crafted frame cannot make the decoder allocate without bound).
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "format/packed_chunk.hpp"
+#include "format/recording_index.hpp"
 #include "format/sample_codec.hpp"
 
 namespace {
@@ -38,6 +39,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (parse_packed_header(bytes, header, why) == PackedHeaderStatus::Ok &&
         (header.header_bytes > bytes.size() || header.sample_count == 0)) {
       __builtin_trap();  // an accepted header lies inside the bytes and holds a sample
+    }
+    bool cut = false;
+    const auto index = parse_index_chunk(bytes, 1U << 30U, why, &cut);
+    if (index && (index->chunk_bytes > bytes.size() || index->segment.digest.size() > max_digest_bytes)) {
+      __builtin_trap();  // an accepted index chunk lies inside the bytes, its digest bounded
     }
   }
   const uint32_t raw_bytes = take_u16(bytes) + 1U;

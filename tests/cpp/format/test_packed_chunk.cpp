@@ -22,7 +22,13 @@ using testing::make_sample;
 using testing::read_file;
 using testing::TempDir;
 
-RecordingWriterOptions quick() { return {.overwrite = true, .sync_each_chunk = false}; }
+RecordingWriterOptions quick(uint64_t segment_bytes = 64U << 20U) {
+  RecordingWriterOptions options;
+  options.overwrite = true;
+  options.sync_each_chunk = false;
+  options.segment_bytes = segment_bytes;
+  return options;
+}
 
 /// A steady job: one sample every ~100 ms (with jitter), memory moving now and then.
 std::vector<SystemSample> steady_samples(std::size_t count, int gpus, int processes) {
@@ -156,59 +162,164 @@ TEST(PackedChunks, TimestampsOfAnyValueRoundTrip) {
   for (std::size_t i = 0; i < samples.size(); ++i) EXPECT_EQ(back[i].timestamp_ns, samples[i].timestamp_ns);
 }
 
-/// Offsets of every chunk after `header_bytes`, and whether each is a key chunk.
-std::vector<std::pair<uint64_t, bool>> walk_chunks(const std::string& bytes, uint64_t header_bytes) {
-  std::vector<std::pair<uint64_t, bool>> out;
-  for (uint64_t at = header_bytes; at < bytes.size();) {
-    format::PackedChunkHeader header;
-    std::string why;
-    EXPECT_EQ(format::parse_packed_header(std::string_view(bytes).substr(at), header, why),
-              format::PackedHeaderStatus::Ok)
-        << why;
-    out.emplace_back(at, header.key);
-    at += header.header_bytes + header.stored_bytes;
+/// A digest that says how many samples it saw and the first one's timestamp.
+class CountingDigest final : public SegmentDigest {
+ public:
+  void add(const SystemSample& sample) override {
+    if (m_count++ == 0) m_first_ns = sample.timestamp_ns;
   }
+  std::string take() override {
+    std::string out = "n=" + std::to_string(m_count) + " first=" + std::to_string(m_first_ns);
+    m_count = 0;
+    return out;
+  }
+
+ private:
+  uint64_t m_count = 0;
+  int64_t m_first_ns = 0;
+};
+
+/// A recording of several segments (64 KiB of samples each), a chunk per 10 samples.
+struct Segmented {
+  std::string bytes;
+  std::vector<SystemSample> samples;
+  uint64_t header_bytes = 0;
+  /// File size before close() added the last index chunk.
+  uint64_t samples_end = 0;
+};
+
+Segmented write_segmented(const TempDir& dir) {
+  Segmented out;
+  const std::string path = dir.file("segments.vsrec");
+  RecordingWriterOptions options = quick(64U << 10U);
+  options.digest = std::make_shared<CountingDigest>();
+  auto writer = RecordingWriter::create(path, make_metadata(), options);
+  out.header_bytes = writer->file_bytes();
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    out.samples.push_back(make_sample(seed, 2, 8));
+    writer->append(out.samples.back());
+    if (seed % 10 == 9) writer->flush();
+  }
+  writer->flush();
+  out.samples_end = writer->file_bytes();
+  writer->close();
+  out.bytes = read_file(path);
   return out;
+}
+
+/// Checks that `segments` tile the samples of `rec` in order, and returns the index of the
+/// first sample of each.
+std::vector<std::size_t> check_segments(const std::vector<RecordingSegment>& segments,
+                                        const Segmented& rec) {
+  std::vector<std::size_t> firsts;
+  std::size_t next = 0;
+  uint64_t offset = rec.header_bytes;
+  for (const RecordingSegment& segment : segments) {
+    EXPECT_EQ(segment.offset, offset);
+    firsts.push_back(next);
+    EXPECT_EQ(segment.first_ns, rec.samples[next].timestamp_ns);
+    next += segment.sample_count;
+    EXPECT_EQ(segment.last_ns, rec.samples[next - 1].timestamp_ns);
+    EXPECT_EQ(segment.digest, "n=" + std::to_string(segment.sample_count) +
+                                  " first=" + std::to_string(segment.first_ns));
+    offset = segment.end_offset;
+  }
+  return firsts;
+}
+
+TEST(RecordingIndex, DescribesEverySegmentAndSeeksToAny) {
+  TempDir dir;
+  const Segmented rec = write_segmented(dir);
+  auto reader = RecordingReader::open_bytes(rec.bytes);
+  const std::vector<RecordingSegment> segments = reader->segments();
+  ASSERT_GE(segments.size(), 3U);
+  const std::vector<std::size_t> firsts = check_segments(segments, rec);
+  uint64_t total = 0;
+  for (const RecordingSegment& segment : segments) total += segment.sample_count;
+  EXPECT_EQ(total, rec.samples.size()) << "a closed file's index covers every sample";
+  EXPECT_EQ(segments.back().end_offset, rec.bytes.size());
+  // Reading on from any segment gives exactly the samples from its first on.
+  for (std::size_t k : {std::size_t{1}, segments.size() - 1}) {
+    reader->seek(segments[k].offset);
+    std::size_t i = firsts[k];
+    for (SystemSample s; reader->next(s); ++i) ASSERT_EQ(dump(s), dump(rec.samples[i])) << i;
+    EXPECT_EQ(i, rec.samples.size());
+    EXPECT_EQ(reader->tail_state(), TailState::Clean) << reader->tail_message();
+  }
+  // A sequential reader steps over the index chunks.
+  EXPECT_EQ(read_samples(rec.bytes).size(), rec.samples.size());
+}
+
+TEST(RecordingIndex, AKilledRecordingKeepsTheIndexOfItsClosedSegments) {
+  TempDir dir;
+  const Segmented rec = write_segmented(dir);
+  const std::vector<RecordingSegment> all = RecordingReader::open_bytes(rec.bytes)->segments();
+  // As if killed before close(), and again with a torn chunk at the end.
+  for (const std::string& bytes :
+       {rec.bytes.substr(0, rec.samples_end), rec.bytes.substr(0, rec.samples_end - 3)}) {
+    auto reader = RecordingReader::open_bytes(bytes);
+    const std::vector<RecordingSegment> segments = reader->segments();
+    ASSERT_EQ(segments.size(), all.size() - 1) << "all but the last, unclosed segment";
+    const std::vector<std::size_t> firsts = check_segments(segments, rec);
+    reader->seek(segments.back().end_offset);
+    std::size_t i = firsts.back() + segments.back().sample_count;
+    for (SystemSample s; reader->next(s); ++i) ASSERT_EQ(dump(s), dump(rec.samples[i])) << i;
+    EXPECT_GT(i, firsts.back() + segments.back().sample_count);
+  }
+}
+
+TEST(RecordingIndex, TruncationAnywhereInTheLastIndexChunkKeepsEverySample) {
+  TempDir dir;
+  const Segmented rec = write_segmented(dir);
+  for (uint64_t size = rec.samples_end + 1; size < rec.bytes.size(); ++size) {
+    TailState tail{};
+    std::string message;
+    const auto samples = read_samples(rec.bytes.substr(0, size), &tail, &message);
+    ASSERT_EQ(tail, TailState::Truncated) << "cut at " << size << ": " << message;
+    ASSERT_EQ(samples.size(), rec.samples.size());
+  }
+}
+
+TEST(RecordingIndex, ADamagedIndexChunkIsCorruptAndDisablesTheIndex) {
+  TempDir dir;
+  const Segmented rec = write_segmented(dir);
+  const std::vector<RecordingSegment> segments = RecordingReader::open_bytes(rec.bytes)->segments();
+  ASSERT_GE(segments.size(), 3U);
+  // A byte in the body of the first segment's index chunk.
+  std::string damaged = rec.bytes;
+  const uint64_t index_at = segments[1].offset - 20;
+  damaged[index_at] = static_cast<char>(damaged[index_at] ^ 0x40);
+  auto reader = RecordingReader::open_bytes(damaged);
+  EXPECT_TRUE(reader->segments().empty()) << "an index that does not hold together is not used";
+  uint64_t samples = 0;
+  for (SystemSample s; reader->next(s);) ++samples;
+  EXPECT_EQ(samples, segments[0].sample_count);
+  EXPECT_EQ(reader->tail_state(), TailState::Corrupt);
+  EXPECT_NE(reader->tail_message().find("index chunk"), std::string::npos) << reader->tail_message();
 }
 
 TEST(PackedChunks, AKeyChunkReadsWithoutAnythingBeforeIt) {
   TempDir dir;
-  const std::string path = dir.file("keys.vsrec");
-  auto writer = RecordingWriter::create(path, make_metadata(), quick());
-  const uint64_t header_bytes = writer->file_bytes();
-  std::vector<SystemSample> samples;
-  // Past writer_key_interval_bytes of encoded samples, in chunks of 10.
-  for (uint64_t seed = 0; samples.size() < 30 || writer->file_bytes() < (1U << 20U) ||
-                          samples.size() < 2200;
-       ++seed) {
-    samples.push_back(make_sample(seed, 4, 16));
-    writer->append(samples.back());
-    if (seed % 10 == 9) writer->flush();
-  }
-  writer->close();
-  const std::string bytes = read_file(path);
-  const auto chunks = walk_chunks(bytes, header_bytes);
-  std::vector<std::size_t> keys;
-  for (std::size_t i = 0; i < chunks.size(); ++i) {
-    if (chunks[i].second) keys.push_back(i);
-  }
-  ASSERT_GE(keys.size(), 2U) << "expected a second key chunk after 4 MiB of samples";
-  EXPECT_EQ(keys[0], 0U) << "the first chunk is a key chunk";
-  // The file header followed by everything from the second key chunk on: a reader that starts
-  // there (as an index lets it) decodes the same samples.
-  const std::size_t key = keys[1];
-  const std::string tail =
-      bytes.substr(0, header_bytes) + bytes.substr(chunks[key].first);
-  const std::vector<SystemSample> back = read_samples(tail);
-  const std::size_t first = key * 10;
-  ASSERT_EQ(back.size(), samples.size() - first);
-  for (std::size_t i = 0; i < back.size(); ++i) ASSERT_EQ(dump(back[i]), dump(samples[first + i]));
+  const Segmented rec = write_segmented(dir);
+  const std::vector<RecordingSegment> segments = RecordingReader::open_bytes(rec.bytes)->segments();
+  ASSERT_GE(segments.size(), 2U);
+  const std::vector<std::size_t> firsts = check_segments(segments, rec);
+  // The file header followed by the second segment decodes the same samples: nothing in a
+  // segment refers to the one before. (Its index chunk then fails: it holds file offsets.)
+  const std::string header = rec.bytes.substr(0, rec.header_bytes);
+  const std::vector<SystemSample> back = read_samples(header + rec.bytes.substr(segments[1].offset));
+  ASSERT_EQ(back.size(), segments[1].sample_count);
+  for (std::size_t i = 0; i < back.size(); ++i) ASSERT_EQ(dump(back[i]), dump(rec.samples[firsts[1] + i]));
   // A continuation chunk cannot be read that way.
-  const std::string orphan = bytes.substr(0, header_bytes) + bytes.substr(chunks[key + 1].first);
-  TailState tail_state{};
+  format::PackedChunkHeader key;
+  std::string why;
+  ASSERT_EQ(format::parse_packed_header(std::string_view(rec.bytes).substr(segments[1].offset), key, why),
+            format::PackedHeaderStatus::Ok);
+  const uint64_t continuation = segments[1].offset + key.header_bytes + key.stored_bytes;
+  TailState tail{};
   std::string message;
-  EXPECT_TRUE(read_samples(orphan, &tail_state, &message).empty());
-  EXPECT_EQ(tail_state, TailState::Corrupt);
+  EXPECT_TRUE(read_samples(header + rec.bytes.substr(continuation), &tail, &message).empty());
+  EXPECT_EQ(tail, TailState::Corrupt);
   EXPECT_NE(message.find("first chunk is not a key chunk"), std::string::npos) << message;
 }
 
