@@ -18,6 +18,7 @@
 #include "output.hpp"
 #include "pacing.hpp"
 #include "record.hpp"
+#include "report/recording_summary.hpp"
 #include "stop_signals.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/recording.hpp"
@@ -91,8 +92,12 @@ int run_record(const RecordOptions& options) {
   metadata.command = shell_join(options.command);
   metadata.writer_version = version;
   // Created before the command starts, so "file exists" never leaves a command running.
+  RecordingWriterOptions writer_options;
+  writer_options.overwrite = options.force;
+  // Each segment's summary goes into the index, so `show` of a weeks-long file reads no samples.
+  writer_options.digest = std::make_shared<report::SummaryDigest>();
   std::unique_ptr<RecordingWriter> writer =
-      RecordingWriter::create(options.output, metadata, options.force);
+      RecordingWriter::create(options.output, metadata, writer_options);
 
   std::optional<ChildProcess> child;
   if (!options.command.empty()) {

@@ -7,7 +7,8 @@
 // interval: one flush, so one chunk, per sample. With JITTER=1 every process's used bytes and
 // every agent's allocated bytes take a pseudo-random walk in 2 MiB steps, so a static input (an
 // NVML test-double script) does not compress better than a real job would. Prints bytes per
-// sample after the header and the writer's CPU time per sample (append + flush, no fdatasync).
+// sample after the header and the writer's CPU time per sample (append + flush, no fdatasync;
+// with the summary digest of `vramscope record`).
 // For docs/benchmarks.md; not a test by itself.
 #include <time.h>
 
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "report/recording_summary.hpp"
 #include "vramscope/recording.hpp"
 
 namespace {
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
   RecordingWriterOptions options;
   options.overwrite = true;
   options.sync_each_chunk = false;
+  options.digest = std::make_shared<report::SummaryDigest>();  // as `vramscope record` does
   const auto writer = RecordingWriter::create(argv[2], reader->metadata(), options);
   const uint64_t header_bytes = writer->file_bytes();
   constexpr uint64_t step_bytes = 2ULL << 20U;

@@ -14,6 +14,7 @@ target_compile_definitions(test_format PRIVATE
 # Steady-state bytes and writer CPU per sample, for docs/benchmarks.md (`recording_bytes IN OUT N`).
 add_executable(recording_bytes ${CMAKE_CURRENT_SOURCE_DIR}/format/recording_bytes.cpp)
 target_link_libraries(recording_bytes PRIVATE vramscope_core)
+target_include_directories(recording_bytes PRIVATE ${PROJECT_SOURCE_DIR}/src)
 vramscope_warnings(recording_bytes)
 
 # The packed-chunk tests build hostile zstd frames themselves.
