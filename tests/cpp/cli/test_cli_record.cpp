@@ -151,7 +151,22 @@ TEST(CliShow, TruncatedFileWarnsButSucceeds) {
                 .exit_code,
             0);
   const json whole = show_json(dir, file);
-  std::filesystem::resize_file(file, std::filesystem::file_size(file) - 7);
+  // The file ends with an index chunk (format 3), whose trailer holds its size (u32, "VSIX").
+  uint32_t index_bytes = 0;
+  {
+    std::ifstream in(file, std::ios::binary);
+    in.seekg(-8, std::ios::end);
+    in.read(reinterpret_cast<char*>(&index_bytes), sizeof index_bytes);
+  }
+  ASSERT_GT(index_bytes, 8U);
+  const uint64_t size = std::filesystem::file_size(file);
+  // Cutting into it loses no sample...
+  std::filesystem::resize_file(file, size - 7);
+  const json index_cut = show_json(dir, file);
+  EXPECT_EQ(index_cut["tail"]["state"], "truncated");
+  EXPECT_EQ(index_cut["sample_count"], whole["sample_count"]);
+  // ...cutting past it, into the last sample chunk, loses that chunk.
+  std::filesystem::resize_file(file, size - index_bytes - 3);
 
   const CliResult r = run_cli(dir, {"show", file});
   EXPECT_EQ(r.exit_code, 0) << r.err;
