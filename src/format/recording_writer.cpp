@@ -243,13 +243,17 @@ std::unique_ptr<RecordingWriter> RecordingWriter::create(const std::string& path
                                                          const RecordingWriterOptions& options) {
   const std::string header = build_header(metadata);
   // No O_TRUNC: an existing path is checked to be a regular file before anything is changed.
-  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (options.overwrite ? 0 : O_EXCL);
+  // O_NOFOLLOW: a symlink planted at the path (even with overwrite) is refused, not written
+  // through.
+  const int flags =
+      O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (options.overwrite ? 0 : O_EXCL);
   const int fd = ::open(path.c_str(), flags, 0600);
   if (fd < 0) {
     const int error = errno;
     if (error == EEXIST) {
       throw Error(path + ": already exists (choose another name, or overwrite it explicitly)");
     }
+    if (error == ELOOP) throw Error(path + ": is a symbolic link, refusing to record through it");
     throw Error(path + ": cannot create recording: " + errno_text(error));
   }
   struct stat info {};

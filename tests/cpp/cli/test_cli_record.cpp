@@ -142,6 +142,66 @@ TEST(CliRecord, SigtermStopsARecordingWithoutCommandCleanly) {
   EXPECT_GE(summary["sample_count"].get<int>(), 1);
 }
 
+TEST(CliRecord, MaxSizeRotatesAndKeepsTheNewestFiles) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const std::string file = dir.file("long.vsrec");
+  // A symlink planted where a rotated file will go, pointing at a file that must stay intact.
+  const std::string victim = dir.file("victim.txt");
+  std::ofstream(victim) << "precious";
+  ASSERT_EQ(::symlink(victim.c_str(), (file + ".1").c_str()), 0);
+  const CliResult r =
+      run_cli(dir, {"record", "-o", file, "-i", "5ms", "--duration", "1500ms", "--max-size", "1KiB",
+                    "--rotate", "2"},
+              double_env(nvml_script("two_gpus.json")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_text_file(victim), "precious");
+  int samples = 0;
+  for (const std::string& name : {file, file + ".1", file + ".2"}) {
+    struct stat info {};
+    ASSERT_EQ(::lstat(name.c_str(), &info), 0) << name;
+    EXPECT_TRUE(S_ISREG(info.st_mode)) << name << " (the planted link was rotated away)";
+    EXPECT_EQ(info.st_mode & 0777, 0600U) << name;
+    const json summary = show_json(dir, name);
+    EXPECT_EQ(summary["tail"]["state"], "clean") << name;
+    samples += summary["sample_count"].get<int>();
+  }
+  EXPECT_GT(samples, 3);
+  struct stat info {};
+  EXPECT_NE(::lstat((file + ".3").c_str(), &info), 0) << "only --rotate 2 files are kept";
+  // The rotated files are the older ones: FILE.2 ends before FILE.1 starts, FILE.1 before FILE.
+  const auto span = [&](const std::string& name) {
+    const json s = show_json(dir, name);
+    return std::pair{s["start_ns"].get<int64_t>(), s["end_ns"].get<int64_t>()};
+  };
+  EXPECT_LE(span(file + ".2").second, span(file + ".1").first);
+  EXPECT_LE(span(file + ".1").second, span(file).first);
+}
+
+TEST(CliRecord, RefusesToRecordThroughASymlinkEvenWithForce) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const std::string victim = dir.file("victim.txt");
+  std::ofstream(victim) << "precious";
+  const std::string link = dir.file("link.vsrec");
+  ASSERT_EQ(::symlink(victim.c_str(), link.c_str()), 0);
+  const CliResult r = run_cli(dir, {"record", "-o", link, "--force", "--duration", "10ms"},
+                              double_env(nvml_script("two_gpus.json")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("symbolic link"), std::string::npos) << r.err;
+  EXPECT_EQ(read_text_file(victim), "precious");
+}
+
+TEST(CliRecord, RotateNeedsMaxSizeAndASaneSize) {
+  TempDir dir;
+  const auto env = double_env(nvml_script("two_gpus.json"));
+  EXPECT_NE(run_cli(dir, {"record", "-o", dir.file("a.vsrec"), "--rotate", "3"}, env).exit_code, 0);
+  const CliResult tiny =
+      run_cli(dir, {"record", "-o", dir.file("b.vsrec"), "--max-size", "100"}, env);
+  EXPECT_NE(tiny.exit_code, 0);
+  EXPECT_NE(tiny.err.find("--max-size"), std::string::npos) << tiny.err;
+}
+
 TEST(CliShow, TruncatedFileWarnsButSucceeds) {
   VRAMSCOPE_REQUIRE_DOUBLE();
   TempDir dir;
