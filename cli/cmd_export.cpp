@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "file_args.hpp"
 #include "exporters/chrome_trace.hpp"
 #include "exporters/row_files.hpp"
 #include "exporters/tensorboard.hpp"
+#include "validators.hpp"
 #include "vramscope/recording.hpp"
 #include "vramscope/status.hpp"
 
@@ -22,9 +24,9 @@ Command add_export_command(CLI::App& app) {
   auto* sub = app.add_subcommand("export", "Convert a recording to TensorBoard, Chrome/Perfetto trace, CSV or JSON lines.");
   sub->footer(
       "Give one or more outputs; the recording is read once.\n"
-      "  vramscope export run.vrs --tensorboard runs/mem      then: tensorboard --logdir runs\n"
-      "  vramscope export run.vrs --trace mem.json            open in https://ui.perfetto.dev or chrome://tracing\n"
-      "  vramscope export run.vrs --csv gpus.csv --csv-processes procs.csv --csv-steps steps.csv --jsonl samples.jsonl\n"
+      "  vramscope export run.vsrec --tensorboard runs/mem      then: tensorboard --logdir runs\n"
+      "  vramscope export run.vsrec --trace mem.json            open in https://ui.perfetto.dev or chrome://tracing\n"
+      "  vramscope export run.vsrec --csv gpus.csv --csv-processes procs.csv --csv-steps steps.csv --jsonl samples.jsonl\n"
       "TensorBoard tags: driver/gpuN/{used,free,reserved,total}_bytes and\n"
       "memory/{rankR|pidP}/cudaD/{allocated,reserved,...,step_peak_*}_bytes and, for processes that\n"
       "track categories, memory/{rankR|pidP}/cudaD/category/<name>_bytes (docs/tensorboard.md).");
@@ -40,11 +42,12 @@ Command add_export_command(CLI::App& app) {
     bool force = false;
   };
   auto options = std::make_shared<Options>();
-  sub->add_option("FILE", options->input, "Recording made by `vramscope record`")->required();
+  sub->add_option("FILE", options->input, "Recording made by `vramscope record`")->required()->check(readable_file());
   sub->add_option("--tensorboard", options->tensorboard_dir, "Write a TensorBoard event file into this run directory (created 0700)");
   sub->add_option("--trace", options->trace_path, "Write a Chrome/Perfetto JSON trace to this file");
   sub->add_option("--max-events", options->max_events, "Upper bound on trace counter/step events (keeps files well under 500 MB)")
       ->capture_default_str()
+      ->check(count_number())
       ->check(CLI::PositiveNumber);
   sub->add_option("--csv", options->csv_path, "Write one CSV row per device per sample");
   sub->add_option("--csv-processes", options->csv_processes_path, "Write one CSV row per process per sample");

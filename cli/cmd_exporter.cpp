@@ -4,6 +4,8 @@
 // scrapes only copy that string (see exporters/metrics_cache.hpp), so scrape cost is bounded and
 // concurrent scrapers never multiply driver calls. SIGINT/SIGTERM are taken with sigwait() on
 // the main thread (blocked everywhere else), which stops the server cleanly.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 
 #include <csignal>
@@ -65,6 +67,18 @@ ListenAddress parse_listen(const std::string& text) {
                 ExitUsage);
   }
   address.port = port;
+  // A numeric address must be one (999.1.1.1 is not): said now, before the driver is opened,
+  // instead of as a bind failure after it. Names (localhost) are left to the bind.
+  const bool looks_numeric = address.host.find_first_not_of("0123456789.") == std::string::npos ||
+                             address.host.find(':') != std::string::npos;
+  unsigned char parsed[sizeof(struct in6_addr)];
+  const int family = address.host.find(':') != std::string::npos ? AF_INET6 : AF_INET;
+  if (looks_numeric && inet_pton(family, address.host.c_str(), parsed) != 1) {
+    throw Error("--listen: '" + address.host + "' is not an " +
+                    (family == AF_INET ? "IPv4" : "IPv6") +
+                    " address (expected HOST:PORT, e.g. 127.0.0.1:8726)",
+                ExitUsage);
+  }
   return address;
 }
 

@@ -7,7 +7,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +23,7 @@
 #include "rotation.hpp"
 #include "report/recording_summary.hpp"
 #include "stop_signals.hpp"
+#include "validators.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/recording.hpp"
 #include "vramscope/sampler.hpp"
@@ -87,6 +90,16 @@ int run_record(const RecordOptions& options) {
   // Said before anything starts; the writer refuses again (atomically) when it creates the file.
   if (!options.force && access(options.output.c_str(), F_OK) == 0) {
     throw Error(options.output + ": already exists (use --force to overwrite it)");
+  }
+  // Every argument is checked before the driver is: a wrong path is reported as such, also on a
+  // machine without a GPU (where the sampler below would say "no NVIDIA driver" first).
+  const std::size_t slash = options.output.rfind('/');
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : options.output.substr(0, slash);
+  if (access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw Error(options.output + ": cannot create it (" + folder + ": " + std::strerror(errno) +
+                ")");
   }
   install_stop_handlers();
   SamplerOptions sampler_options;
@@ -167,11 +180,18 @@ int run_record(const RecordOptions& options) {
   const int64_t end_ns = monotonic_ns();
   status.update(*writer, end_ns - start_ns, end_ns, true);
   status.finish();
+  // Also off a terminal (where the status line is off), success is said, with what was kept.
+  if (result == ExitOk) {
+    std::fprintf(stderr, "vramscope: wrote %llu samples to %s\n",
+                 static_cast<unsigned long long>(writer->sample_count()), options.output.c_str());
+  }
 
   if (!child) return result;
-  // --duration may end the recording first: the command still runs to its end.
+  // --duration may end the recording first: the command still runs to its end. Its exit status
+  // is what `record -- CMD` promises, even when the recording stopped early (a full disk is
+  // said above on stderr; a trainer that succeeded must not look failed to its scheduler).
   while (!child->wait()) relay_stop_signal(*child);
-  return result != ExitOk ? result : child->exit_status().value_or(ExitError);
+  return child->exit_status().value_or(ExitError);
 }
 
 Command add_record_command(CLI::App& app) {
@@ -186,8 +206,10 @@ Command add_record_command(CLI::App& app) {
   record->add_option("-i,--interval", options->interval,
                      "Time between samples: 10ms, 0.5s, 2 (seconds); at least 1ms")
       ->capture_default_str();
+  // Empty means "no limit" inside: given empty on the command line, it would record forever.
   record->add_option("-d,--duration", options->duration,
-                     "Stop recording after this long (30s, 5m); a command keeps running");
+                     "Stop recording after this long (30s, 5m); a command keeps running")
+      ->check(non_empty());
   record->add_flag("--force", options->force, "Overwrite FILE if it exists");
   CLI::Option* max_size = record->add_option("--max-size", options->max_size,
                      "When FILE reaches this size (1GiB, 500MB), close it, rotate it to FILE.1 "

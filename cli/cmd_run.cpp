@@ -70,14 +70,23 @@ int run_python(const RunOptions& options, const std::vector<std::string>& progra
   return run_record(record);
 }
 
+/// CLI11's usage line of `run` says only "[OPTIONS]": the program comes after them in one of
+/// two forms, which a second usage line in the footer would repeat.
+class RunHelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* /*app*/, std::string name) const override {
+    return "Usage: " + name + " [OPTIONS] script.py [args...]\n       " + name +
+           " [OPTIONS] -m module [args...]\n";
+  }
+};
+
 }  // namespace
 
 Command add_run_command(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "run", "Run a Python program with the allocator agent attached (no code change).");
+  sub->formatter(std::make_shared<RunHelpFormatter>());
   sub->footer(
-      "Usage: vramscope run [--interval 10ms] [--record FILE] [--quiet] script.py [args...]\n"
-      "       vramscope run [--interval 10ms] [--record FILE] [--quiet] -m module [args...]\n"
       "The agent attaches when the program initialises CUDA and publishes exact "
       "allocated/reserved/requested bytes for `vramscope` and `vramscope top`; every optimizer "
       "step closes a step; a summary (peaks, steps, OOMs) is printed to stderr at exit.\n"

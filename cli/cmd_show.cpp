@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "file_args.hpp"
 #include "output.hpp"
 #include "report/recording_summary.hpp"
 #include "vramscope/recording.hpp"
@@ -58,7 +59,7 @@ Command add_show_command(CLI::App& app) {
       "and step peaks when an agent published). Works without a GPU.");
   show->add_option("file", options->path, "Recording made by `vramscope record`")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(readable_file());
   show->add_flag("--json", options->json, "Print the summary as JSON (byte counts as integers)");
   show->add_flag("--scan", options->scan,
                  "Read and check every sample instead of using the summaries in the file's index "

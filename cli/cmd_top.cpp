@@ -11,8 +11,10 @@
 #include <string>
 
 #include "commands.hpp"
+#include "file_args.hpp"
 #include "ncurses_screen.hpp"
 #include "top_session.hpp"
+#include "validators.hpp"
 #include "view/render.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/status.hpp"
@@ -161,13 +163,15 @@ int run_top(const TopOptions& options) {
 
   std::unique_ptr<TopSource> source;
   if (!options.replay.empty()) {
-    source = make_replay_source(options.replay, options.speed, model);
+    source = make_replay_source(options.replay, options.speed, options.once, model);
   } else {
     source = make_live_source(open_sampler(), *interval_ns);
   }
   const bool unicode = !options.no_unicode && NcursesScreen::locale_is_utf8();
   if (options.once) {
+    // One frame printed as text: no key does anything there, so no key hints.
     model.compact_only = true;
+    model.key_hints = false;
     source->update(model, monotonic_ns());
     return run_once(model, unicode);
   }
@@ -189,13 +193,14 @@ Command add_top_command(CLI::App& app) {
   top->add_option("--replay", options->replay,
                   "Show a recording made by `vramscope record` instead of sampling, at its "
                   "recorded pace")
-      ->check(CLI::ExistingFile);
+      ->check(readable_file());
   top->add_option("--speed", options->speed, "Replay speed, 0.25 to 64")
       ->default_val(1.0)
+      ->check(finite_number())
       ->check(CLI::Range(view::min_replay_speed, view::max_replay_speed));
   top->add_flag("--once", options->once,
                 "Print one frame as text and exit (no terminal needed; width from $COLUMNS, "
-                "else 100)");
+                "else 100); with --replay, the frame at the recording's peak");
   top->add_option("--sort", options->sort, "Process order: memory, pid, allocated, gpu, command")
       ->default_val("memory")
       ->check(CLI::IsMember({"memory", "pid", "allocated", "gpu", "command"}));

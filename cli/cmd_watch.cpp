@@ -9,6 +9,7 @@
 #include "report/json_report.hpp"
 #include "report/watch_line.hpp"
 #include "stop_signals.hpp"
+#include "validators.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/sampler.hpp"
 
@@ -76,6 +77,7 @@ Command add_watch_command(CLI::App& app) {
                     "Time between samples: 10ms, 0.5s, 2 (seconds), 1m; at least 1ms")
       ->capture_default_str();
   watch->add_option("-n,--count", options->count, "Stop after N samples (0: until Ctrl-C)")
+      ->check(count_number())
       ->capture_default_str();
   watch->add_option("-f,--format", options->format,
                     "table: one line per GPU per sample; csv: a header, then rows as `vramscope "

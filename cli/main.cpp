@@ -1,11 +1,71 @@
 // cli/main.cpp -- entry point of `vramscope`: parse, dispatch to one command, map errors to exit codes
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "vramscope/status.hpp"
 #include "vramscope/version.hpp"
+
+namespace {
+
+/// The deepest subcommand that was being parsed when CLI11 stopped (the root app if none).
+const CLI::App& parsed_command(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) return parsed_command(*sub);
+  return app;
+}
+
+/// "vramscope show" for a subcommand, "vramscope" for the root: where `--help` helps.
+std::string command_path(const CLI::App& command) {
+  std::string path;
+  for (const CLI::App* a = &command; a != nullptr; a = a->get_parent()) {
+    path = path.empty() ? a->get_name() : a->get_name() + " " + path;
+  }
+  return path;
+}
+
+/// A CLI11 parse error in vramscope's words: one line starting "vramscope: ", naming the
+/// command whose --help explains it; an unknown word where a command is expected lists the
+/// commands. Returns the exit code (2: usage).
+int report_usage_error(const CLI::App& app, const CLI::ParseError& e) {
+  const CLI::App& command = parsed_command(app);
+  const std::string help = command_path(command) + " --help";
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    const std::vector<std::string> extras = command.remaining();
+    const std::string first = extras.empty() ? std::string() : extras.front();
+    if (&command == &app && !first.empty() && first[0] != '-') {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      }
+      std::fprintf(stderr,
+                   "vramscope: unknown command '%s'; the commands are %s (vramscope --help)\n",
+                   first.c_str(), names.c_str());
+    } else {
+      std::fprintf(stderr, "vramscope: unexpected argument '%s' (%s)\n", first.c_str(),
+                   help.c_str());
+    }
+    return vramscope::ExitUsage;
+  }
+  std::string what = e.what();
+  if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && what.size() > 12 &&
+      what.compare(what.size() - 12, 12, " is required") == 0) {
+    what = "missing " + what.substr(0, what.size() - 12);
+  }
+  // CLI11's "Could not convert: --count = abc".
+  const std::string convert = "Could not convert: ";
+  if (what.rfind(convert, 0) == 0 && what.find(" = ") != std::string::npos) {
+    const std::size_t eq = what.find(" = ");
+    what = what.substr(convert.size(), eq - convert.size()) + ": cannot read '" +
+           what.substr(eq + 3) + "'";
+  }
+  const std::string prefix = &command == &app ? "" : command.get_name() + ": ";
+  std::fprintf(stderr, "vramscope: %s%s (%s)\n", prefix.c_str(), what.c_str(), help.c_str());
+  return vramscope::ExitUsage;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace vramscope;
@@ -33,9 +93,18 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? ExitOk : ExitUsage;
+    return report_usage_error(app, e);
+  } catch (const Error& e) {
+    // A check of ours that failed while parsing (file_args.hpp: a missing input file, exit 1).
+    std::fprintf(stderr, "vramscope: %s\n", e.what());
+    return e.exit_code();
   }
 
   try {

@@ -66,11 +66,18 @@ class LiveSource final : public TopSource {
 /// Plays a recording at its own pace, with stepping, seeking and speed keys.
 class ReplaySource final : public TopSource {
  public:
-  ReplaySource(const std::string& path, double speed, view::ViewModel& model)
+  ReplaySource(const std::string& path, double speed, bool at_peak, view::ViewModel& model)
       : m_path(path),
         m_cursor([path] { return RecordingReader::open(path); }) {
     m_cursor.set_speed(speed, monotonic_ns());
-    model.ingest(m_cursor.current());
+    if (at_peak) {
+      // The recording's peak, with the history leading up to it: one frame (a pipe, --once)
+      // then tells the recording's story, where its first sample shows nothing running yet.
+      m_cursor.seek(view::peak_sample_index(*RecordingReader::open(path)));
+      for (const SystemSample* sample : m_cursor.recent(history_points)) model.ingest(*sample);
+    } else {
+      model.ingest(m_cursor.current());
+    }
     publish_status(model);
   }
 
@@ -151,9 +158,9 @@ std::unique_ptr<TopSource> make_live_source(std::unique_ptr<Sampler> sampler, in
   return std::make_unique<LiveSource>(std::move(sampler), interval_ns);
 }
 
-std::unique_ptr<TopSource> make_replay_source(const std::string& path, double speed,
+std::unique_ptr<TopSource> make_replay_source(const std::string& path, double speed, bool at_peak,
                                               view::ViewModel& model) {
-  return std::make_unique<ReplaySource>(path, speed, model);
+  return std::make_unique<ReplaySource>(path, speed, at_peak, model);
 }
 
 }  // namespace vramscope::cli

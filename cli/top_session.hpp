@@ -31,8 +31,9 @@ class TopSource {
 /// Samples the driver and the agents every `interval_ns`.
 std::unique_ptr<TopSource> make_live_source(std::unique_ptr<Sampler> sampler, int64_t interval_ns);
 
-/// Replays the recording at `path` at `speed`, driven by its timestamps.
-std::unique_ptr<TopSource> make_replay_source(const std::string& path, double speed,
+/// Replays the recording at `path` at `speed`, driven by its timestamps, from its first sample
+/// or, `at_peak`, from its peak (view::peak_sample_index).
+std::unique_ptr<TopSource> make_replay_source(const std::string& path, double speed, bool at_peak,
                                               view::ViewModel& model);
 
 }  // namespace vramscope::cli

@@ -1,6 +1,7 @@
 """examples/train_small_gpt.py -- a small GPT training run whose memory has a story to tell.
 
-Used to make the bundled recording (data/h200-training.vsrec) and as a demo:
+Used to make the bundled recording (data/h200-training.vsrec) and as a demo; it needs a CUDA GPU
+(without one it says so in one line and exits 1):
 
     vramscope run --record run.vsrec examples/train_small_gpt.py --seconds 40
 
@@ -9,6 +10,7 @@ more), an evaluation pass under no_grad (activations vanish, the cache stays res
 torch.cuda.empty_cache() hands the cache back to the driver before a last training phase.
 """
 import argparse
+import sys
 import time
 
 import torch
@@ -48,6 +50,11 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=512)
     args = parser.parse_args()
 
+    # Its story is GPU memory (the caching allocator's reserve, empty_cache): on the CPU there is
+    # nothing to show, so say so instead of failing deep inside torch.
+    if not torch.cuda.is_available():
+        sys.exit("train_small_gpt.py needs a CUDA GPU (torch.cuda.is_available() is False here); "
+                 "without one, `tools/main.sh` replays a recording of this run made on an H200")
     device = torch.device("cuda")
     model = SmallGPT(ctx=args.seq).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)

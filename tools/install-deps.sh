@@ -32,8 +32,16 @@ if ((${#missing[@]})); then
   sudo_cmd=()
   [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # apt's chatter ("debconf: delaying package configuration...") goes to a log, shown on failure.
+  apt_log="$(mktemp)"
+  if ! { "${sudo_cmd[@]}" apt-get update -qq &&
+         "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+       >"$apt_log" 2>&1; then
+    cat "$apt_log" >&2
+    log "installing Debian packages failed (above)"
+    exit 1
+  fi
+  rm -f "$apt_log"
 fi
 
 [[ $cli_only -eq 1 ]] && exit 0
@@ -43,7 +51,8 @@ venv="${VRAMSCOPE_VENV:-$HOME/.cache/vramscope/venv}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 requirements="$here/tools/requirements-dev.txt"
 stamp="$venv/.vramscope-requirements.sha256"
-want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+# requirements-dev.txt includes requirements-wheel.txt: a change to either reinstalls.
+want="$(cat "$requirements" "$here/tools/requirements-wheel.txt" | sha256sum | cut -d' ' -f1)"
 if [[ ! -x "$venv/bin/python" ]]; then
   log "creating the Python environment in $venv"
   mkdir -p "$(dirname "$venv")"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/test.sh -- set up everything and run the whole vramscope test suite (CI runs exactly this).
 #
-#   tools/test.sh              C++ tests (dev build + ASan/UBSan + TSan), fuzzing, Python package + pytest
+#   tools/test.sh              C++ tests (dev build + ASan/UBSan + TSan), fuzzing, the wheel + pytest
 #   VRAMSCOPE_FUZZ_SECONDS=N   bound the fuzzing time (default 60)
 #   VRAMSCOPE_SKIP_SANITIZERS=1  skip the sanitizer builds (faster local runs)
 #
@@ -17,7 +17,37 @@ py="$venv/bin/python"
 
 passed=0 failed=0 skipped=0
 status=0
-section() { printf '\n==== %s ====\n' "$*"; }
+suite_start=$SECONDS
+section_name="" section_start=0
+# Starts a section: its header now, and the previous section's duration.
+section() {
+  end_section
+  section_name="$*" section_start=$SECONDS
+  printf '\n==== %s ====\n' "$*"
+}
+end_section() {
+  [[ -z "$section_name" ]] || printf -- '---- %s: %d s\n' "$section_name" $((SECONDS - section_start))
+  section_name=""
+}
+
+# Runs "$@" with its output in the file $1; while it runs, a line every 30 s says how long it
+# took so far and how far it got (ninja's "[412/467]", ctest's "57/120 Test"), so that a long
+# build is not silent.
+with_progress() {
+  local log="$1" pid start progress i
+  shift
+  "$@" >"$log" 2>&1 &
+  pid=$! start=$SECONDS
+  for ((i = 1; ; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 1
+    if ((i % 30 == 0)) && kill -0 "$pid" 2>/dev/null; then
+      progress="$(grep -oE '^\[[0-9]+/[0-9]+\]|^ *[0-9]+/[0-9]+ Test' "$log" 2>/dev/null | tail -n 1 || true)"
+      printf '  ... %d s%s (log: %s)\n' $((SECONDS - start)) "${progress:+, at $progress}" "$log"
+    fi
+  done
+  wait "$pid"
+}
 
 # Adds the counts of a ctest log ("N% tests passed, F tests failed out of T") to the totals.
 count_ctest() {
@@ -54,11 +84,18 @@ run_ctest() {
   section "C++ tests ($name)"
   cmake -S . -B "$dir" -G Ninja -DVRAMSCOPE_TEST=ON -DVRAMSCOPE_AGENT=OFF "$@" >"$dir.configure.log" 2>&1 \
     || { cat "$dir.configure.log"; failed=$((failed + 1)); status=1; return; }
-  if ! cmake --build "$dir" -j "$jobs" >"$dir.build.log" 2>&1; then
-    tail -n 60 "$dir.build.log"; failed=$((failed + 1)); status=1; return
+  echo "building $dir (minutes the first time, seconds after)"
+  if ! with_progress "$dir.build.log" cmake --build "$dir" -j "$jobs"; then
+    grep -E -A 8 'error:|FAILED:' "$dir.build.log" | head -n 60
+    echo "the build failed; the whole log: $dir.build.log"
+    failed=$((failed + 1)); status=1; return
   fi
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 300 2>&1 | tee "$dir.ctest.log" | tail -n 25
+  with_progress "$dir.ctest.log" ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 300
+  local ctest_status=$?
+  tail -n 25 "$dir.ctest.log"
   count_ctest "$dir.ctest.log"
+  # The tail above may cut the assertions off: say where they are.
+  ((ctest_status == 0)) || echo "failures: the failing tests' output is in $dir.ctest.log"
 }
 
 mkdir -p build
@@ -69,30 +106,43 @@ if [[ "${VRAMSCOPE_SKIP_SANITIZERS:-0}" != 1 ]]; then
 fi
 
 if [[ -x tools/fuzz.sh ]]; then
-  section "fuzzing the recording reader (${VRAMSCOPE_FUZZ_SECONDS:-60} s)"
-  if tools/fuzz.sh "${VRAMSCOPE_FUZZ_SECONDS:-60}" >build/fuzz.log 2>&1; then
-    tail -n 3 build/fuzz.log; passed=$((passed + 1))
+  fuzz_seconds="${VRAMSCOPE_FUZZ_SECONDS:-60}"
+  section "fuzzing the recording reader and the sample decoder ($fuzz_seconds s in all, half each)"
+  if with_progress build/fuzz.log tools/fuzz.sh "$fuzz_seconds"; then
+    grep -E '^fuzz_[a-z_]+: ' build/fuzz.log; passed=$((passed + 1))
   else
-    tail -n 40 build/fuzz.log; failed=$((failed + 1)); status=1
+    tail -n 40 build/fuzz.log; echo "the whole log: build/fuzz.log"; failed=$((failed + 1)); status=1
   fi
 fi
 
-section "Python package (agent built against the installed torch)"
-if "$py" -m pip install -q --no-build-isolation -C build-dir=build/wheel . >build/pip.log 2>&1; then
-  tail -n 3 build/pip.log
+section "Python package: the wheel (tools/build-wheel.sh), installed with plain pip"
+# The distributable wheel is what the Python tests use: built once (the agent against the
+# installed torch), installed here, and installed again by tests/wheel into a fresh venv.
+echo "building the wheel: the CLI and the agent (minutes the first time, seconds after)"
+if with_progress build/wheel.log tools/build-wheel.sh && wheel="$(tail -n 1 build/wheel.log)" \
+    && [[ -f "$wheel" ]] \
+    && "$py" -m pip install -q --force-reinstall --no-deps "$wheel" >build/pip.log 2>&1; then
+  tail -n 2 build/wheel.log | head -n 1
   export VRAMSCOPE_CLI="$root/build/dev/cli/vramscope"
   export VRAMSCOPE_BUILD_DIR="$root/build/dev"
+  export VRAMSCOPE_WHEEL="$root/$wheel"
   # Each folder has its own conftest.py: run them as separate sessions so they do not clash.
-  for suite in tests/gpu tests/python; do
+  for suite in tests/gpu tests/python tests/wheel; do
     section "pytest $suite"
     log="build/pytest-${suite##*/}.log"
     "$py" -m pytest "$suite" -p no:cacheprovider -rs 2>&1 | tee "$log" | tail -n 15
+    pytest_status="${PIPESTATUS[0]}"
     count_pytest "$log"
+    [[ "$pytest_status" =~ ^(0|5)$ ]] || echo "failures: the whole output is in $log"
   done
 else
-  tail -n 60 build/pip.log; failed=$((failed + 1)); status=1
+  tail -n 60 build/wheel.log build/pip.log 2>/dev/null
+  echo "the wheel failed; the logs: build/wheel.log, build/pip.log"
+  failed=$((failed + 1)); status=1
 fi
+end_section
 
 echo
+printf 'the whole suite: %d min %d s\n' $(((SECONDS - suite_start) / 60)) $(((SECONDS - suite_start) % 60))
 echo "total: $passed passed, $failed failed, $skipped skipped"
 exit "$status"

@@ -53,7 +53,8 @@ class AgentSegmentReader {
   virtual uint64_t lost_step_count() const { return 0; }
   virtual uint64_t lost_oom_count() const { return 0; }
   /// Messages about segments refused for a reason the user can act on (written by a vramscope
-  /// of another segment format version), each file reported once; clears the list.
+  /// of another segment format version; a segment directory that is not safely ours, which
+  /// keeps every agent from publishing), each reported once; clears the list.
   virtual std::vector<std::string> take_warnings() { return {}; }
 };
 

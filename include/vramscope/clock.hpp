@@ -1,7 +1,9 @@
 // include/vramscope/clock.hpp -- the two clocks vramscope uses, named so call sites say which
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace vramscope {
 
@@ -10,5 +12,32 @@ int64_t wall_time_ns();
 
 /// CLOCK_MONOTONIC in ns: intervals, deadlines and durations.
 int64_t monotonic_ns();
+
+// Timestamps read from recordings and agent segments may hold any int64: arithmetic on them
+// saturates instead of overflowing (undefined behaviour, and a duration printed as -2^63).
+
+/// `a + b`, clamped to the int64 range.
+inline int64_t saturating_add_ns(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+
+/// `a - b`, clamped to the int64 range.
+inline int64_t saturating_sub_ns(int64_t a, int64_t b) {
+  int64_t difference = 0;
+  if (!__builtin_sub_overflow(a, b, &difference)) return difference;
+  return b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+
+/// A double number of ns as int64, clamped (NaN is 0): casting an out-of-range double is
+/// undefined behaviour.
+inline int64_t clamp_to_ns(double ns) {
+  if (std::isnan(ns)) return 0;
+  // 2^63 is exactly representable; anything at or above it does not fit.
+  if (ns >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+  if (ns <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(ns);
+}
 
 }  // namespace vramscope

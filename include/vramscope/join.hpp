@@ -32,6 +32,9 @@ enum JoinIssue : uint8_t {
   JoinIssueAllocatedExceedsReserved = 1U << 2U,
   /// The driver could not say how much this process uses (NVML "not available").
   JoinIssueDriverUsedUnknown = 1U << 3U,
+  /// The agent claims more allocated or reserved bytes than the GPU has: its segment is damaged
+  /// or forged, and its numbers take part in no sum.
+  JoinIssueExceedsDeviceTotal = 1U << 4U,
 };
 
 /// One process on one device, with whatever each view knows about it.

@@ -44,7 +44,8 @@ class SegmentDigest {
 
 /// How a RecordingWriter creates and syncs its file.
 struct RecordingWriterOptions {
-  /// Replace an existing file instead of refusing to.
+  /// Replace an existing file instead of refusing to. A new file is renamed over the old name,
+  /// so a symlink there is replaced, never followed.
   bool overwrite = false;
   /// fdatasync after every chunk, so a power loss loses at most the chunk being written.
   /// Without it only a crash of vramscope itself is survived (the kernel still has the data).
@@ -111,7 +112,9 @@ struct RecordingSegment {
 class RecordingReader {
  public:
   /// Opens and validates the header; throws vramscope::Error for a missing, foreign or
-  /// unsupported-version file (the message says which).
+  /// unsupported-version file (the message says which). A path that names no regular file
+  /// (missing, a directory, a FIFO, a device, a symlink loop) fails with ExitError without
+  /// blocking, as a file that is not a readable recording does.
   static std::unique_ptr<RecordingReader> open(const std::string& path);
   /// Reads a recording held in memory (tests, fuzzing); `name` stands for the path in messages.
   static std::unique_ptr<RecordingReader> open_bytes(std::string bytes,

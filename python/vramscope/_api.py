@@ -28,6 +28,9 @@ _mode = "detached"
 _options: Dict[str, Any] = {"interval_ms": 10.0, "publish": True, "rank": None,
                             "world_size": None}
 _lock = threading.RLock()
+#: Why no reader can ever attach in this process (torch without CUDA, no visible GPU), once a
+#: reader found out: the readers then answer as torch.cuda does on such a machine (0, {}).
+_no_gpu: Optional[str] = None
 
 
 def mode() -> str:
@@ -118,13 +121,26 @@ def _attach_now(torch: ModuleType) -> None:
         _mode = reader.mode()
 
 
+def no_gpu() -> Optional[str]:
+    """Why this process can have no agent (one line: torch without CUDA, no visible GPU), or
+    None. Raises ImportError when torch is missing."""
+    global _no_gpu
+    if _reader is not None:
+        return None
+    if _no_gpu is None:
+        _no_gpu = _torchcheck.cuda_problem(_torchcheck.import_torch())
+    return _no_gpu
+
+
 def _ready() -> bool:
     """True once a reader exists; else attaches (or queues the attach) and says whether it can
-    answer now. Raises the one-line errors (no torch, no CUDA, no GPU)."""
+    answer now. Without a usable GPU it says False, like torch.cuda before CUDA is initialised
+    (torch.cuda.memory_allocated() is 0 on a CPU-only machine); no torch raises ImportError."""
     if _reader is not None:
         return True
+    if no_gpu() is not None:
+        return False
     torch = _torchcheck.import_torch()
-    _torchcheck.check_cuda(torch)
     with _lock:
         if _reader is None:
             _attach_or_queue(torch)
@@ -137,7 +153,8 @@ def _index(device: Device) -> int:
 
 def _slow(name: str, device: Device) -> Any:
     if not _ready():
-        # CUDA is not initialised: validate the argument's shape, then answer like torch.cuda.
+        # CUDA is not initialised (or there is no GPU): validate the argument's shape, then
+        # answer like torch.cuda.
         parse_device(device, lambda: 0)
         return {} if name == "stats" else 0
     return getattr(_reader, name)(_index(device))
@@ -200,7 +217,8 @@ def reset_peak(device: Device = None) -> None:
 
 def memory_stats(device: Device = None) -> Dict[str, Any]:
     """vramscope's counters for ``device`` as a flat dict (keys ending ``_bytes`` are bytes);
-    empty before CUDA is initialised, like ``torch.cuda.memory_stats``."""
+    empty before CUDA is initialised and on a machine without a GPU, like
+    ``torch.cuda.memory_stats``."""
     return dict(_slow("stats", device))
 
 

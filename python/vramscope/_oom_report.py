@@ -1,6 +1,6 @@
 # python/vramscope/_oom_report.py -- the OOM report: text, JSON, memory_viz snapshot, files
 """Renders an ``OomEvidence`` and its ranked advice as the .txt and .json reports and the
-memory_viz snapshot, and writes them owner-only (0600)."""
+memory_viz snapshot, and writes them owner-only (0600), always as new files (see write_report)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import pickle
+import stat
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -187,25 +188,116 @@ def memory_viz_snapshot(segments: Sequence[Dict[str, Any]],
 
 
 def report_paths(pid: int, now: float, directory: Optional[str] = None) -> Dict[str, str]:
-    """Where the report files go: ``<dir>/vramscope-oom-<pid>-<YYYYmmdd-HHMMSS>.{txt,json,pickle}``."""
+    """Where the report files go: ``<dir>/vramscope-oom-<pid>-<YYYYmmdd-HHMMSS>.{txt,json,pickle}``.
+
+    The names are a first choice: :func:`write_report` never reuses a name that exists and
+    updates the dict with the names it used (``-2``, ``-3``... after the time)."""
     directory = directory or os.environ.get("VRAMSCOPE_OOM_DIR") or os.getcwd()
     stem = os.path.join(directory, f"vramscope-oom-{pid}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}")
     return {"txt": stem + ".txt", "json": stem + ".json", "pickle": stem + ".pickle"}
 
 
-def _write_private(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+#: Names tried after the first choice before giving up (several reports in one second, or
+#: names planted by someone who can write the directory).
+_MAX_NAME_ATTEMPTS = 100
+
+# O_EXCL never reuses or follows an existing name (a planted symlink, a 0666 file someone else
+# can read, a FIFO: each is "exists", and the next name is tried); O_NONBLOCK means the open can
+# never wait, which inside the OOM callback would hang the trainer instead of raising its
+# OutOfMemoryError.
+_CREATE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+
+
+def _open_report_dir(directory: str) -> int:
+    """Opens the report directory (created 0700 when missing) and refuses one where anybody
+    could replace our files; returns its fd. Raises OSError with the reason."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        mode = stat.S_IMODE(info.st_mode)
+        if not stat.S_ISDIR(info.st_mode):
+            raise NotADirectoryError(f"{directory}: not a directory")
+        # Without the sticky bit anyone can rename or replace our files there once written
+        # (/tmp has it: new O_EXCL files are safe in it).
+        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+            raise PermissionError(f"{directory}: writable by everyone without the sticky bit; "
+                                  "set VRAMSCOPE_OOM_DIR to a private directory")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _candidate_stems(first: str) -> List[str]:
+    return [first] + [f"{first}-{n}" for n in range(2, _MAX_NAME_ATTEMPTS + 1)]
+
+
+def _create_files(dir_fd: int, stem: str, suffixes: Sequence[str]) -> Optional[Dict[str, int]]:
+    """Creates ``<stem>.<suffix>`` for every suffix, or none of them: None when a name exists."""
+    created: Dict[str, int] = {}
+    try:
+        for suffix in suffixes:
+            created[suffix] = os.open(f"{stem}.{suffix}", _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
+            # The umask may have cleared bits but never adds any; this makes the mode exact.
+            os.fchmod(created[suffix], 0o600)
+    except FileExistsError:
+        _discard(dir_fd, stem, created)
+        return None
+    except BaseException:
+        _discard(dir_fd, stem, created)
+        raise
+    return created
+
+
+def _discard(dir_fd: int, stem: str, created: Dict[str, int]) -> None:
+    for suffix, fd in created.items():
+        os.close(fd)
+        try:
+            os.unlink(f"{stem}.{suffix}", dir_fd=dir_fd)
+        except OSError:
+            pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def write_report(e: OomEvidence, paths: Dict[str, str], snapshot: Optional[Dict[str, Any]] = None,
                  when: str = "") -> List[Advice]:
-    """Writes the .txt, .json (and .pickle when given) files (mode 0600); returns the advice."""
+    """Writes the .txt, .json (and .pickle when given) files (mode 0600); returns the advice.
+
+    Files are always new (O_CREAT | O_EXCL | O_NOFOLLOW, never blocking): when a name exists
+    the next one is tried, and ``paths`` is updated with the names written. A directory that
+    everyone can write without the sticky bit is refused (OSError)."""
     advice = rank_advice(e)
-    os.makedirs(os.path.dirname(paths["txt"]) or ".", mode=0o700, exist_ok=True)
-    _write_private(paths["txt"], format_report(e, advice, when).encode("utf-8"))
-    _write_private(paths["json"], (json.dumps(report_json(e, advice), indent=2) + "\n").encode())
+    contents = {"txt": format_report(e, advice, when).encode("utf-8"),
+                "json": (json.dumps(report_json(e, advice), indent=2) + "\n").encode()}
     if snapshot is not None:
-        _write_private(paths["pickle"], pickle.dumps(snapshot))
-    return advice
+        contents["pickle"] = pickle.dumps(snapshot)
+    directory = os.path.dirname(paths["txt"]) or "."
+    first_stem = os.path.basename(paths["txt"])[:-len(".txt")]
+    dir_fd = _open_report_dir(directory)
+    try:
+        for stem in _candidate_stems(first_stem):
+            created = _create_files(dir_fd, stem, list(contents))
+            if created is None:
+                continue
+            try:
+                for suffix, fd in created.items():
+                    _write_all(fd, contents[suffix])
+            except BaseException:
+                _discard(dir_fd, stem, created)
+                raise
+            for fd in created.values():
+                os.close(fd)
+            for suffix in paths:
+                paths[suffix] = os.path.join(directory, f"{stem}.{suffix}")
+            return advice
+        raise FileExistsError(f"{os.path.join(directory, first_stem)}.txt and "
+                              f"{_MAX_NAME_ATTEMPTS - 1} other names exist")
+    finally:
+        os.close(dir_fd)

@@ -1,13 +1,15 @@
 # python/vramscope/_torchcheck.py -- find torch and the agent, and explain clearly when they do not fit
 """Every way the agent can be unusable, each with one clear line.
 
-torch missing -> ImportError; torch without CUDA or no visible GPU -> RuntimeError; an agent built
+torch missing -> ImportError; torch without CUDA or no visible GPU -> RuntimeError from attach()
+(the readers then answer like torch.cuda: zeros); an agent built
 for another torch minor version (or not built at all) -> a one-time warning and the polling
 fallback, because loading C++ compiled against other allocator struct layouts would be unsafe.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 import warnings
 from types import ModuleType
@@ -30,17 +32,21 @@ def import_torch() -> ModuleType:
     return torch
 
 
+def cuda_problem(torch: ModuleType) -> Optional[str]:
+    """Why this torch cannot use a CUDA GPU (one line, starting "vramscope: "), or None."""
+    if getattr(torch.version, "cuda", None) is None:
+        return (f"vramscope: this PyTorch build ({torch.__version__}) has no CUDA support; "
+                "install a CUDA build of torch")
+    if not torch.cuda.is_available():
+        return "vramscope: no CUDA GPU is visible to PyTorch (torch.cuda.is_available() is False)"
+    return None
+
+
 def check_cuda(torch: ModuleType) -> None:
     """Raises RuntimeError (one line) unless this torch can use a CUDA GPU."""
-    if getattr(torch.version, "cuda", None) is None:
-        raise RuntimeError(
-            f"vramscope: this PyTorch build ({torch.__version__}) has no CUDA support; "
-            "install a CUDA build of torch"
-        )
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            "vramscope: no CUDA GPU is visible to PyTorch (torch.cuda.is_available() is False)"
-        )
+    problem = cuda_problem(torch)
+    if problem is not None:
+        raise RuntimeError(problem)
 
 
 def major_minor(version: str) -> Optional[Tuple[int, int]]:
@@ -56,12 +62,33 @@ def agent_version_problem(torch_version: str, built_for: str) -> Optional[str]:
     if loaded is not None and loaded == built:
         return None
     return (f"the agent was built for torch {built_for} but torch {torch_version} is loaded; "
-            "rebuild it with `pip install --no-build-isolation --force-reinstall vramscope`")
+            "install a vramscope built for it, or build one: `pip install --no-build-isolation "
+            "--no-binary vramscope --force-reinstall vramscope`")
+
+
+def built_for() -> Optional[str]:
+    """The torch version the installed agent was built for, read from ``vramscope._build_info``
+    (written by the build next to the extension) without loading the extension; None when the
+    package has no built agent (a source checkout on PYTHONPATH)."""
+    try:
+        build_info = importlib.import_module("vramscope._build_info")
+    except ImportError:
+        return None
+    return str(build_info.TORCH_VERSION)
 
 
 def load_agent(torch: ModuleType) -> Tuple[Optional[ModuleType], Optional[str]]:
     """Imports ``vramscope._agent`` (torch must already be imported so that the extension binds
-    to the same libc10_cuda). Returns ``(module, None)`` or ``(None, reason)``."""
+    to the same libc10_cuda). Returns ``(module, None)`` or ``(None, reason)``.
+
+    The version the build recorded is compared first, so that an agent compiled against another
+    torch's allocator structs is never loaded (a wheel built for torch 2.11 under torch 2.12);
+    the extension's own answer is checked again after loading it."""
+    recorded = built_for()
+    if recorded is not None:
+        problem = agent_version_problem(torch.__version__, recorded)
+        if problem is not None:
+            return None, problem
     try:
         from vramscope import _agent
     except ImportError as e:

@@ -26,6 +26,19 @@ from ._torchcheck import VramscopeWarning
 __all__ = ["Monitor", "StepSink"]
 
 
+_warned_no_gpu = False
+
+
+def _warn_no_gpu_once(problem: str) -> None:
+    """The one warning of a process whose Monitors can record nothing."""
+    global _warned_no_gpu
+    if _warned_no_gpu:
+        return
+    _warned_no_gpu = True
+    warnings.warn(f"{problem}; Monitor records nothing (the program runs as it is)",
+                  VramscopeWarning, stacklevel=4)
+
+
 class StepSink(Protocol):
     """Where closed steps go besides the history (the TensorBoard writer is one)."""
 
@@ -146,8 +159,16 @@ class Monitor:
             self.close()
 
     def start(self) -> None:
-        """Attaches the agent (lazily if CUDA is not initialised) and installs the hook."""
+        """Attaches the agent (lazily if CUDA is not initialised) and installs the hook. Without
+        a usable GPU (a CPU-only laptop, CI) the Monitor is a quiet no-op: one warning per
+        process, no lines, no table, ``step()`` returns ``[]``, so an instrumented training
+        script runs unchanged where torch runs on the CPU."""
         if self._active:
+            return
+        problem = _api.no_gpu()
+        if problem is not None:
+            _warn_no_gpu_once(problem)
+            self._active = True
             return
         _api.attach()
         if self._tensorboard_dir is not None:

@@ -4,7 +4,9 @@
 The agent attaches right after the program initialises CUDA; every optimizer step closes a
 step; at exit a one-line summary (peaks per device, steps, OOMs) goes to stderr. A CUDA OOM that
 ends the program always leaves its post-mortem report (see oom.py), then propagates. The program
-runs as ``__main__`` with its own ``sys.argv``; its exceptions and exit code are its own.
+runs as ``__main__`` with its own ``sys.argv``; its exceptions and exit code are its own: an
+uncaught exception prints the traceback from the program's first frame and exits 1, as
+``python script.py`` does; a missing script or module is one line and exit 1.
 
 Environment: VRAMSCOPE_RUN_INTERVAL_MS (publish interval of the agent, default 10),
 VRAMSCOPE_RUN_QUIET=1 (no summary and no notes).
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+from types import TracebackType
 from typing import List, Mapping, NamedTuple, Optional, Sequence
 
 from ._steps import format_bytes
@@ -32,7 +35,7 @@ environment:
 
 
 class UsageError(Exception):
-    """Bad command line or environment; exit code 2."""
+    """Bad command line or environment; exit code 2 (a missing script or module: 1)."""
 
 
 class RunOptions(NamedTuple):
@@ -154,9 +157,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except UsageError as e:
         print(f"{USAGE}\n\nvramscope run: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    # Like `python missing.py` / `python -m missing`: one line and exit 1, nothing started.
     if opts.script is not None and not os.path.isfile(opts.script):
         print(f"vramscope run: error: no such file: {opts.script}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(1)
+    if opts.module is not None and not _module_exists(opts.module):
+        print(f"vramscope run: error: no module named {opts.module}", file=sys.stderr)
+        raise SystemExit(1)
     monitor = _start_agent(opts)
     from . import oom
 
@@ -173,6 +180,51 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             _finish(monitor, opts.quiet)
 
 
+def _process_main() -> None:
+    """``python -m vramscope.run``: main(), and an exception that ends the program reported as
+    ``python script.py`` reports it: the traceback from the program's own first frame (through
+    sys.excepthook, so a program's own hook still applies), then exit 1."""
+    try:
+        main()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as failure:
+        tb = _program_traceback(failure.__traceback__)
+        if tb is None and isinstance(failure, ImportError):
+            # Raised by runpy before any line of the program ran: "No module named
+            # pkg.__main__; 'pkg' is a package and cannot be directly executed".
+            print(f"vramscope run: error: {failure}", file=sys.stderr)
+        else:
+            # The default hook prints the exception's own __traceback__: trim that too.
+            sys.excepthook(type(failure), failure.with_traceback(tb), tb)
+        raise SystemExit(1) from None
+
+
+def _module_exists(name: str) -> bool:
+    """Can ``-m name`` be found (its parent packages are imported to tell, as runpy does)?"""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+#: Files whose frames are vramscope's way into the program, not the program's own.
+_RUNNER_FILES = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
+
+
+def _program_traceback(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+    """``tb`` from the first frame that is not run.py's or runpy's (None when there is none,
+    e.g. a SyntaxError in the script, whose message itself names the file and line)."""
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name not in _RUNNER_FILES and os.path.abspath(name) not in _RUNNER_FILES:
+            return tb
+        tb = tb.tb_next
+    return None
+
+
 def _finish(monitor, quiet: bool) -> None:
     # Runs while the program's own exception may be propagating: never replace it with ours.
     try:
@@ -184,4 +236,4 @@ def _finish(monitor, quiet: bool) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _process_main()

@@ -14,9 +14,17 @@ bool device_has_uuid(const DeviceSample& device, const std::string& uuid) {
                      [&](const MigInstanceSample& mig) { return mig.uuid == uuid; });
 }
 
-/// Fills the decomposition of a row that has an agent, and flags what does not add up.
-void decompose(JoinedProcess& row) {
+/// Fills the decomposition of a row that has an agent on `device`, and flags what does not add
+/// up.
+void decompose(const DeviceSample& device, JoinedProcess& row) {
   const AllocatorSample& torch = *row.torch;
+  // An allocator cannot hold more than the GPU has: such numbers come from a damaged or forged
+  // segment, and no arithmetic is done with them.
+  if (device.total_bytes && std::max({torch.allocated_bytes, torch.reserved_bytes,
+                                      torch.peak_reserved_bytes}) > *device.total_bytes) {
+    row.issues |= JoinIssueExceedsDeviceTotal;
+    return;
+  }
   if (torch.allocated_bytes <= torch.reserved_bytes) {
     row.cached_free_bytes = torch.reserved_bytes - torch.allocated_bytes;
   } else {
@@ -62,7 +70,7 @@ JoinResult join_processes(const SystemSample& sample) {
         if (!allocator_used[a] && sample.allocators[a].pid == process.pid) {
           allocator_used[a] = true;
           row.torch = sample.allocators[a];
-          decompose(row);
+          decompose(device, row);
           break;
         }
       }
@@ -80,7 +88,7 @@ JoinResult join_processes(const SystemSample& sample) {
       JoinedProcess row;
       row.torch = sample.allocators[a];
       row.pid = row.torch->pid;
-      decompose(row);
+      decompose(device, row);
       joined.processes.push_back(std::move(row));
     }
     result.any_torch = result.any_torch || !agents.empty();
@@ -104,6 +112,7 @@ std::string describe_join_issues(uint8_t issues) {
   add(JoinIssueReservedExceedsDriverUsed, "torch reserved > driver used");
   add(JoinIssueAllocatedExceedsReserved, "torch allocated > reserved");
   add(JoinIssueDriverUsedUnknown, "driver used N/A");
+  add(JoinIssueExceedsDeviceTotal, "torch numbers > GPU total (damaged agent segment?)");
   return text;
 }
 

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.hpp"
+#include "vramscope/clock.hpp"
 #include "vramscope/version.hpp"
 
 namespace vramscope::exporters {
@@ -10,6 +12,8 @@ namespace vramscope::exporters {
 namespace {
 
 using nlohmann::json;
+// Every event goes through json_text(): names and commands come from other processes, and bad
+// UTF-8 must become U+FFFD, not an exception that ends the trace.
 
 double to_trace_us(int64_t timestamp_ns) { return static_cast<double>(timestamp_ns) / 1000.0; }
 
@@ -31,6 +35,8 @@ ChromeTraceWriter::ChromeTraceWriter(const std::string& path, const ChromeTraceO
 }
 
 ChromeTraceWriter::~ChromeTraceWriter() {
+  // Unwinding: the trace is incomplete and BufferedFile removes it; closing would commit it.
+  if (!m_closed && m_file->abandoned()) return;
   try {
     close();
   } catch (const std::exception&) {
@@ -61,7 +67,7 @@ void ChromeTraceWriter::counter(int64_t pid, const std::string& name, uint64_t v
   m_last_value[track] = {value, timestamp_ns};
   const json event = {{"name", name}, {"ph", "C"}, {"ts", to_trace_us(timestamp_ns)}, {"pid", pid}, {"tid", 0},
                       {"args", {{"bytes", value}}}};
-  emit(event.dump(), true);
+  emit(json_text(event), true);
 }
 
 void ChromeTraceWriter::note_process(int64_t pid, const std::string& name, int64_t sort_index) {
@@ -122,7 +128,11 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
     const std::string gpu = gpu_label(sample, step.device_uuid, step.cuda_device);
     const int64_t tid = 1 + step.cuda_device;
     if (m_named_threads.emplace(pid, tid).second) {
-      emit(json{{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", gpu + " steps"}}}}.dump(),
+      emit(json_text(json{{"name", "thread_name"},
+                          {"ph", "M"},
+                          {"pid", pid},
+                          {"tid", tid},
+                          {"args", {{"name", gpu + " steps"}}}}),
            false);
     }
     json args = {{"step", step.step},
@@ -133,7 +143,7 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
                  {"reserved_bytes", step.reserved_bytes},
                  {"device_uuid", step.device_uuid}};
     if (step.rank >= 0) args["rank"] = step.rank;
-    const int64_t start_ns = step.end_ns - step.duration_ns;
+    const int64_t start_ns = saturating_sub_ns(step.end_ns, step.duration_ns);
     if (step.category_bytes) {
       json categories = json::object();
       for (std::size_t c = 0; c < memory_category_count; ++c) {
@@ -141,10 +151,14 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
       }
       args["category_bytes"] = categories;
     }
-    emit(json{{"name", "step " + std::to_string(step.step)}, {"cat", "step"}, {"ph", "X"},
-              {"ts", to_trace_us(start_ns)}, {"dur", to_trace_us(step.duration_ns)},
-              {"pid", pid}, {"tid", tid}, {"args", args}}
-             .dump(),
+    emit(json_text(json{{"name", "step " + std::to_string(step.step)},
+                        {"cat", "step"},
+                        {"ph", "X"},
+                        {"ts", to_trace_us(start_ns)},
+                        {"dur", to_trace_us(step.duration_ns)},
+                        {"pid", pid},
+                        {"tid", tid},
+                        {"args", args}}),
          true);
     if (step.category_bytes) {
       // One counter per category, set at the step's start: the value then spans the step whose
@@ -163,9 +177,14 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
                  {"cuda_device", oom.cuda_device}};
     if (oom.rank >= 0) args["rank"] = oom.rank;
     // Global scope: an OOM is the moment everyone looking at the trace wants to find.
-    emit(json{{"name", "OOM pid " + std::to_string(oom.pid)}, {"cat", "oom"}, {"ph", "i"}, {"s", "g"},
-              {"ts", to_trace_us(oom.timestamp_ns)}, {"pid", static_cast<int64_t>(oom.pid)}, {"tid", 0}, {"args", args}}
-             .dump(),
+    emit(json_text(json{{"name", "OOM pid " + std::to_string(oom.pid)},
+                        {"cat", "oom"},
+                        {"ph", "i"},
+                        {"s", "g"},
+                        {"ts", to_trace_us(oom.timestamp_ns)},
+                        {"pid", static_cast<int64_t>(oom.pid)},
+                        {"tid", 0},
+                        {"args", args}}),
          false);
   }
 }
@@ -183,11 +202,20 @@ void ChromeTraceWriter::close() {
     if (written_ns >= m_last_ns) continue;
     const json event = {{"name", track.name}, {"ph", "C"}, {"ts", to_trace_us(m_last_ns)}, {"pid", track.pid},
                         {"tid", 0}, {"args", {{"bytes", value}}}};
-    emit(event.dump(), false);
+    emit(json_text(event), false);
   }
   for (const auto& [pid, info] : m_processes) {
-    emit(json{{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", info.name}}}}.dump(), false);
-    emit(json{{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", info.sort_index}}}}.dump(),
+    emit(json_text(json{{"name", "process_name"},
+                        {"ph", "M"},
+                        {"pid", pid},
+                        {"tid", 0},
+                        {"args", {{"name", info.name}}}}),
+         false);
+    emit(json_text(json{{"name", "process_sort_index"},
+                        {"ph", "M"},
+                        {"pid", pid},
+                        {"tid", 0},
+                        {"args", {{"sort_index", info.sort_index}}}}),
          false);
   }
   const json other = {{"generator", std::string("vramscope ") + version},
@@ -198,7 +226,7 @@ void ChromeTraceWriter::close() {
                       {"events", m_events_written},
                       {"dropped_events", m_events_dropped},
                       {"max_events", m_options.max_events}};
-  m_file->append_record("\n],\"otherData\":" + other.dump() + "}\n");
+  m_file->append_record("\n],\"otherData\":" + json_text(other) + "}\n");
   m_file->close();
 }
 

@@ -10,9 +10,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/utf8.hpp"
+
 namespace vramscope::exporters {
 
-std::string escape_label_value(std::string_view value) {
+std::string escape_label_value(std::string_view raw) {
+  // The exposition format is UTF-8; a scraper may drop the whole scrape over one bad byte of a
+  // command line, so ill-formed sequences become U+FFFD first.
+  const std::string value = to_valid_utf8(raw);
   std::string out;
   out.reserve(value.size());
   for (const char c : value) {
@@ -29,7 +34,8 @@ std::string escape_label_value(std::string_view value) {
   return out;
 }
 
-std::string escape_help_text(std::string_view text) {
+std::string escape_help_text(std::string_view raw) {
+  const std::string text = to_valid_utf8(raw);
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {

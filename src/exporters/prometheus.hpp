@@ -38,10 +38,11 @@ struct PrometheusStatus {
 std::string render_prometheus(const SystemSample& sample, const PrometheusOptions& options,
                               const PrometheusStatus& status);
 
-/// Escapes a label value: backslash, double quote and newline (0.0.4 rules).
+/// Escapes a label value: backslash, double quote and newline (0.0.4 rules); ill-formed UTF-8
+/// becomes U+FFFD.
 std::string escape_label_value(std::string_view value);
 
-/// Escapes HELP text: backslash and newline.
+/// Escapes HELP text: backslash and newline; ill-formed UTF-8 becomes U+FFFD.
 std::string escape_help_text(std::string_view text);
 
 }  // namespace vramscope::exporters

@@ -27,10 +27,16 @@ class Sink {
 /// append() copies bytes into the buffer, and only flush() (or a full buffer at a record boundary)
 /// hands them to the kernel, so a reader never sees half a record unless the process dies inside
 /// write(2) itself. Files are created 0600; a missing parent directory is created 0700.
+///
+/// No name is ever followed: a new file is created O_EXCL | O_NOFOLLOW, and an overwrite writes
+/// a temporary file in the same directory that close() renames over `path` (so a symlink there
+/// is replaced, not written through, and the old file stays whole until the new one is). Output
+/// that is not completed -- close() failed, or the object is destroyed while an exception
+/// propagates -- is removed: a failed export leaves no partial file.
 class BufferedFile {
  public:
-  /// Creates `path` (O_CREAT|O_EXCL unless `overwrite`), O_CLOEXEC, mode 0600. Throws
-  /// vramscope::Error naming the path and the reason on failure.
+  /// Creates `path` (O_CREAT|O_EXCL unless `overwrite`, then a temporary file beside it),
+  /// O_CLOEXEC, mode 0600. Throws vramscope::Error naming the path and the reason on failure.
   BufferedFile(const std::string& path, bool overwrite, std::size_t buffer_bytes = 1U << 16U);
   ~BufferedFile();
   BufferedFile(const BufferedFile&) = delete;
@@ -41,8 +47,16 @@ class BufferedFile {
   void append_record(std::string_view bytes);
   /// Writes the buffer to the file (loops over short writes, retries EINTR). Throws on I/O errors.
   void flush();
-  /// Flushes and closes; later calls are no-ops. Also done by the destructor (errors swallowed there).
+  /// Flushes, closes and (when overwriting) renames into place; later calls are no-ops. Also
+  /// done by the destructor (errors swallowed there), unless the destructor runs because of an
+  /// exception: then the incomplete output is discarded.
   void close();
+  /// Closes and removes what this object created, without writing the buffer; no-op once
+  /// closed.
+  void discard();
+  /// Is an exception propagating that was not when this file was opened? Owners whose close()
+  /// would write more (a closing bracket) check this in their destructors.
+  bool abandoned() const;
   /// Bytes handed to append_record() so far (buffered or written).
   std::size_t total_bytes() const { return m_total_bytes; }
   /// The file's path as given.
@@ -54,6 +68,10 @@ class BufferedFile {
   std::size_t m_buffer_bytes;
   std::size_t m_total_bytes = 0;
   int m_fd = -1;
+  /// The file written when overwriting (renamed to m_path by close()); empty otherwise.
+  std::string m_temp_path;
+  /// std::uncaught_exceptions() at construction (see abandoned()).
+  int m_exceptions_at_open;
 };
 
 /// Creates `dir` and its missing parents with mode 0700 (existing ones are left as they are).

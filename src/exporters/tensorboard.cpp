@@ -130,6 +130,8 @@ TensorBoardWriter::TensorBoardWriter(const std::string& log_dir, const TensorBoa
 }
 
 TensorBoardWriter::~TensorBoardWriter() {
+  // Unwinding: BufferedFile removes the incomplete event file instead of keeping it.
+  if (m_file && m_file->abandoned()) return;
   try {
     close();
   } catch (const Error&) {

@@ -10,8 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <utility>
@@ -27,8 +29,16 @@ namespace {
 using namespace format;
 
 /// A writer in another pid namespace cannot be checked by pid; without a heartbeat for this
-/// long its segment is no longer reported (but left in place: it may still be alive).
+/// long its segment is no longer reported (but left in place: it may still be alive). A
+/// heartbeat this far in the future is no heartbeat either: it would never age.
 constexpr int64_t foreign_writer_stale_ns = 60'000'000'000;
+
+/// Bytes no allocator holds on one device (1 PiB, several hundred times today's largest GPU).
+/// A slot, step or OOM claiming more is damaged or forged and is skipped; the bound also keeps
+/// every sum over 256 slots far from overflowing.
+constexpr uint64_t max_plausible_bytes = uint64_t{1} << 50U;
+/// Ranks and world sizes above this are not a job anyone runs (-1 means "not distributed").
+constexpr int32_t max_plausible_rank = 1 << 20;
 
 int64_t realtime_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -40,6 +50,8 @@ int64_t realtime_ns() {
 struct MappedSegment {
   std::string name;
   const std::byte* map = nullptr;
+  /// Bytes mapped: the file's size when it was validated. A file that no longer has this size
+  /// is never read through the old mapping (pages past a shrunk end raise SIGBUS).
   uint64_t size_bytes = 0;
   SegmentHeader header{};
   SegmentGeometry geometry;
@@ -109,12 +121,18 @@ class SegmentReader final : public AgentSegmentReader {
   void poll(std::vector<AllocatorSample>& allocators, std::vector<StepRecord>& new_steps,
             std::vector<OomRecord>& new_ooms) override {
     std::string error;
-    // A missing or unsafe directory means "no agents": never an error for the monitor.
-    const int dir_fd = open_segment_dir(m_dir, /*create=*/false, error);
+    bool missing = false;
+    // A missing or unsafe directory means "no agents": never an error for the monitor. An
+    // unsafe one is said once, though: it keeps every agent from publishing, and only the
+    // user can choose another directory.
+    const int dir_fd = open_segment_dir(m_dir, /*create=*/false, error, &missing);
     if (dir_fd < 0) {
       m_segments.clear();
+      if (!missing && error != m_dir_warning) m_warnings.push_back("agent segments: " + error);
+      m_dir_warning = missing ? std::string() : error;
       return;
     }
+    m_dir_warning.clear();
     std::map<std::pair<dev_t, ino_t>, std::unique_ptr<MappedSegment>> seen;
     std::set<std::pair<dev_t, ino_t>> refused;
     // fdopendir takes ownership of dir_fd; dirfd() keeps it usable for *at() calls.
@@ -136,11 +154,16 @@ class SegmentReader final : public AgentSegmentReader {
       if (auto it = m_segments.find(key); it != m_segments.end()) {
         segment = std::move(it->second);
         m_segments.erase(it);
-      } else if (m_refused.count(key) != 0) {
+        // Someone truncated or grew the file since it was mapped: drop the mapping before
+        // touching it, and validate the file afresh below.
+        if (static_cast<uint64_t>(info.st_size) != segment->size_bytes) segment.reset();
+      }
+      if (!segment && m_refused.count(key) != 0) {
         // Another format version, already reported: not read again while the file stays.
         refused.insert(key);
         continue;
-      } else {
+      }
+      if (!segment) {
         bool other_version = false;
         segment = map_segment(dir_fd, entry->d_name, *pid, other_version);
         if (other_version) refused.insert(key);
@@ -188,10 +211,9 @@ class SegmentReader final : public AgentSegmentReader {
       ok = check == HeaderCheck::Valid;
       if (check == HeaderCheck::OtherVersion) {
         other_version = true;
-        m_warnings.push_back("agent segment " + std::string(name) + " (pid " +
-                             std::to_string(pid) + ") has format v" +
-                             std::to_string(segment->header.version) + "; this vramscope reads v" +
-                             std::to_string(segment_version) +
+        m_warnings.push_back("agent segment " + std::string(name) + " (pid " + std::to_string(pid) +
+                             ") has format v" + std::to_string(segment->header.version) +
+                             "; this vramscope reads v" + std::to_string(segment_version) +
                              ": that process runs another vramscope version, its memory is not "
                              "shown (use the vramscope CLI of the same version)");
       }
@@ -212,8 +234,10 @@ class SegmentReader final : public AgentSegmentReader {
     const auto* live = reinterpret_cast<const SegmentHeader*>(segment->map);
     const uint64_t steps = load_word(&live->steps_written);
     const uint64_t ooms = load_word(&live->ooms_written);
-    segment->steps_returned = steps > segment->header.step_capacity ? steps - segment->header.step_capacity : 0;
-    segment->ooms_returned = ooms > segment->header.oom_capacity ? ooms - segment->header.oom_capacity : 0;
+    segment->steps_returned =
+        steps > segment->header.step_capacity ? steps - segment->header.step_capacity : 0;
+    segment->ooms_returned =
+        ooms > segment->header.oom_capacity ? ooms - segment->header.oom_capacity : 0;
     return segment;
   }
 
@@ -233,7 +257,16 @@ class SegmentReader final : public AgentSegmentReader {
     const auto* header = reinterpret_cast<const SegmentHeader*>(segment.map);
     const auto heartbeat_ns =
         static_cast<int64_t>(load_word(reinterpret_cast<const uint64_t*>(&header->heartbeat_ns)));
-    return realtime_ns() - heartbeat_ns > foreign_writer_stale_ns;
+    return heartbeat_is_stale(heartbeat_ns, realtime_ns());
+  }
+
+  /// Is a heartbeat more than the stale window away from `now_ns`, in either direction? The
+  /// distance is taken in unsigned arithmetic: any int64 pair is a valid input.
+  static bool heartbeat_is_stale(int64_t heartbeat_ns, int64_t now_ns) {
+    const auto now = static_cast<uint64_t>(now_ns);
+    const auto beat = static_cast<uint64_t>(heartbeat_ns);
+    const uint64_t distance = heartbeat_ns <= now_ns ? now - beat : beat - now;
+    return distance > static_cast<uint64_t>(foreign_writer_stale_ns);
   }
 
   /// Unlinks a dead writer's file unless its name now points at a different file.
@@ -249,23 +282,69 @@ class SegmentReader final : public AgentSegmentReader {
   void read_segment(MappedSegment& segment, std::vector<AllocatorSample>& allocators,
                     std::vector<StepRecord>& new_steps, std::vector<OomRecord>& new_ooms) {
     const SegmentHeader& header = segment.header;
-    const auto* slots = reinterpret_cast<const SlotBlock*>(segment.map + segment.geometry.slots_offset);
+    const auto* slots =
+        reinterpret_cast<const SlotBlock*>(segment.map + segment.geometry.slots_offset);
     for (uint32_t slot = 0; slot < header.device_slots; ++slot) {
       SlotStats stats{};
-      if (!seqlock_read(slots + slot, stats)) continue;
+      if (!seqlock_read(slots + slot, stats) || !slot_is_plausible(stats)) continue;
       allocators.push_back(to_sample(header.writer_pid, stats));
     }
     const auto* live = reinterpret_cast<const SegmentHeader*>(segment.map);
-    const auto* steps = reinterpret_cast<const StepEntry*>(segment.map + segment.geometry.steps_offset);
+    const auto* steps =
+        reinterpret_cast<const StepEntry*>(segment.map + segment.geometry.steps_offset);
     read_ring(steps, header.step_capacity, load_word(&live->steps_written), segment.steps_returned,
               m_lost_steps, [&](const StepPayload& entry) {
-                new_steps.push_back(to_step(header.writer_pid, entry));
+                if (step_is_plausible(entry))
+                  new_steps.push_back(to_step(header.writer_pid, entry));
               });
-    const auto* ooms = reinterpret_cast<const OomEntry*>(segment.map + segment.geometry.ooms_offset);
+    const auto* ooms =
+        reinterpret_cast<const OomEntry*>(segment.map + segment.geometry.ooms_offset);
     read_ring(ooms, header.oom_capacity, load_word(&live->ooms_written), segment.ooms_returned,
               m_lost_ooms, [&](const OomPayload& entry) {
-                new_ooms.push_back(to_oom(header.writer_pid, entry));
+                if (oom_is_plausible(entry)) new_ooms.push_back(to_oom(header.writer_pid, entry));
               });
+  }
+
+  // The checks below keep a damaged or forged record out of every view: numbers no allocator
+  // can hold would otherwise be printed as they are and summed into device totals.
+
+  static bool bytes_are_plausible(std::initializer_list<uint64_t> values) {
+    return std::all_of(values.begin(), values.end(),
+                       [](uint64_t bytes) { return bytes <= max_plausible_bytes; });
+  }
+
+  static bool placement_is_plausible(int32_t rank, int32_t cuda_device) {
+    return rank >= -1 && rank <= max_plausible_rank && cuda_device >= 0 &&
+           cuda_device < static_cast<int32_t>(segment_max_device_slots);
+  }
+
+  static bool slot_is_plausible(const SlotStats& s) {
+    return placement_is_plausible(s.rank, s.cuda_device) && s.world_size >= -1 &&
+           s.world_size <= max_plausible_rank &&
+           bytes_are_plausible({s.allocated_bytes, s.reserved_bytes, s.requested_bytes,
+                                s.active_bytes, s.inactive_split_bytes, s.peak_allocated_bytes,
+                                s.peak_reserved_bytes, s.step_peak_allocated_bytes,
+                                s.step_peak_reserved_bytes});
+  }
+
+  static bool step_is_plausible(const StepPayload& e) {
+    if (!placement_is_plausible(e.rank, e.cuda_device) || e.duration_ns < 0 ||
+        !bytes_are_plausible({e.peak_allocated_bytes, e.peak_reserved_bytes, e.peak_requested_bytes,
+                              e.allocated_bytes, e.reserved_bytes})) {
+      return false;
+    }
+    if (e.flags != step_flag_categories) return true;
+    // Categories split one peak: none may exceed what any device holds.
+    return std::all_of(std::begin(e.category_bytes), std::end(e.category_bytes),
+                       [](uint64_t bytes) { return bytes <= max_plausible_bytes; });
+  }
+
+  static bool oom_is_plausible(const OomPayload& e) {
+    // The failed request itself may be absurd (that is why it failed); the device and the
+    // allocator state may not.
+    return placement_is_plausible(e.rank, e.cuda_device) &&
+           bytes_are_plausible(
+               {e.device_total_bytes, e.device_free_bytes, e.allocated_bytes, e.reserved_bytes});
   }
 
   /// Returns entries `returned+1 .. written` still present in the ring, oldest first.
@@ -276,20 +355,26 @@ class SegmentReader final : public AgentSegmentReader {
     const uint64_t oldest_kept = written > capacity ? written - capacity + 1 : 1;
     uint64_t sequence = returned + 1;
     if (sequence < oldest_kept) {
-      lost += oldest_kept - sequence;
+      lost = saturating_add(lost, oldest_kept - sequence);
       sequence = oldest_kept;
     }
-    for (; sequence <= written; ++sequence) {
+    // At most `capacity` entries, counted down rather than compared with `written`: a counter
+    // at 2^64-1 would make `sequence <= written` true forever once `sequence` wraps.
+    for (uint64_t left = written - sequence + 1; left > 0; --left, ++sequence) {
       Payload payload{};
       // A failed read or a newer sequence number means the writer lapped us mid-read.
       if (seqlock_read(entries + (sequence - 1) % capacity, payload) &&
           payload.sequence == sequence) {
         emit(payload);
       } else {
-        ++lost;
+        lost = saturating_add(lost, 1);
       }
     }
     returned = written;
+  }
+
+  static uint64_t saturating_add(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
   }
 
   static AllocatorSample to_sample(uint32_t pid, const SlotStats& stats) {
@@ -363,6 +448,8 @@ class SegmentReader final : public AgentSegmentReader {
   /// Files of another format version seen in the last poll (each reported once).
   std::set<std::pair<dev_t, ino_t>> m_refused;
   std::vector<std::string> m_warnings;
+  /// The unsafe-directory message last queued, so that it is said once, not on every poll.
+  std::string m_dir_warning;
 };
 
 }  // namespace

@@ -55,8 +55,26 @@ uint64_t pid_namespace_inode() {
   return static_cast<uint64_t>(info.st_ino);
 }
 
+uint32_t max_pid() {
+  // PID_MAX_LIMIT on 64-bit Linux: no kernel hands out a larger pid, whatever pid_max says.
+  constexpr uint32_t pid_max_limit = 4'194'304;
+  const int fd = ::open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return pid_max_limit;
+  std::array<char, 32> buffer{};
+  const ssize_t length = ::read(fd, buffer.data(), buffer.size() - 1);
+  ::close(fd);
+  uint32_t value = 0;
+  const char* end = buffer.data() + (length > 0 ? length : 0);
+  const auto [ptr, ec] = std::from_chars(buffer.data(), end, value);
+  if (ec != std::errc() || value == 0 || value > pid_max_limit) return pid_max_limit;
+  return value;
+}
+
 bool process_is_alive(uint32_t pid, uint64_t start_ticks) {
-  if (pid == 0) return false;
+  // pid_max is the first pid never handed out. The bound matters beyond plausibility: a pid of
+  // 2^32-1 is -1 as a pid_t, and kill(-1, 0) asks about every process we may signal.
+  static const uint32_t pid_limit = max_pid();
+  if (pid == 0 || pid >= pid_limit) return false;
   // EPERM means the pid exists but belongs to another user: it may have been reused, which the
   // start time below decides.
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;

@@ -10,7 +10,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "core/crc32c.hpp"
 #include "format/packed_chunk.hpp"
@@ -85,6 +87,10 @@ class MemorySource final : public ByteSource {
 /// bounds the memory a crafted file can make the reader allocate per sample.
 constexpr uint64_t max_decoded_sample_bytes = 256U << 20U;
 
+/// Chunks remembered for the duplicate check (about 80 bytes each): past this the memory is
+/// started afresh, so a very long recording is checked in windows of this many chunks.
+constexpr std::size_t max_remembered_chunks = 1U << 16U;
+
 class RecordingReaderImpl final : public RecordingReader {
  public:
   RecordingReaderImpl(std::unique_ptr<ByteSource> source, std::string name)
@@ -134,6 +140,9 @@ class RecordingReaderImpl final : public RecordingReader {
     m_tail_state = TailState::Clean;
     m_tail_message.clear();
     m_unpacker.reset();
+    m_chunk_offsets.clear();
+    // The index chunk before `offset` is not read: the next one's back pointer is not checked.
+    m_last_index_offset = unknown_index_offset;
   }
 
   TailState tail_state() const override { return m_tail_state; }
@@ -174,12 +183,12 @@ class RecordingReaderImpl final : public RecordingReader {
     }
     // Checked after the CRC: with a valid CRC, unknown flags mean a feature, not damage.
     if (fixed.flags != 0) {
-      fail("uses format features this vramscope does not know (flags 0x" +
-           to_hex(fixed.flags) + ")");
+      fail("uses format features this vramscope does not know (flags 0x" + to_hex(fixed.flags) +
+           ")");
     }
     try {
-      m_metadata = format::decode_metadata(std::string_view(header).substr(
-          sizeof fixed, crc_at - sizeof fixed));
+      m_metadata = format::decode_metadata(
+          std::string_view(header).substr(sizeof fixed, crc_at - sizeof fixed));
     } catch (const format::FormatError& error) {
       fail(std::string("corrupt recording metadata: ") + error.what());
     }
@@ -189,6 +198,13 @@ class RecordingReaderImpl final : public RecordingReader {
     m_packed = fixed.version >= format::first_packed_version;
     m_offset = fixed.header_bytes;
     m_first_chunk_offset = fixed.header_bytes;
+  }
+
+  /// Identifies a chunk: no writer produces two chunks with the same first and last timestamps
+  /// and the same payload checksum.
+  static std::tuple<int64_t, int64_t, uint32_t, uint32_t> chunk_key(const ChunkHeader& header) {
+    return {header.first_timestamp_ns, header.last_timestamp_ns, header.payload_crc,
+            header.payload_bytes};
   }
 
   static std::string to_hex(uint32_t value) {
@@ -229,6 +245,14 @@ class RecordingReaderImpl final : public RecordingReader {
     if (crc32c_unmask(header.payload_crc) != crc32c(m_payload)) {
       return stop_corrupt("payload checksum mismatch");
     }
+    if (const auto [earlier, fresh] = m_chunk_offsets.emplace(chunk_key(header), m_offset);
+        !fresh) {
+      // Each chunk is checksummed, so appended copies of one pass every other check and would
+      // replay old samples with time going backwards.
+      return stop_corrupt("repeats the chunk at byte " + std::to_string(earlier->second) +
+                          " (copied or appended twice?)");
+    }
+    if (m_chunk_offsets.size() > max_remembered_chunks) m_chunk_offsets.clear();
     m_header = header;
     m_cursor = m_payload;
     m_samples_left = header.sample_count;
@@ -265,6 +289,20 @@ class RecordingReaderImpl final : public RecordingReader {
     if (crc32c_unmask(header.payload_crc) != crc32c(m_stored)) {
       return stop_corrupt("payload checksum mismatch");
     }
+    if (header.key) {
+      // A key chunk is self-contained, so an appended copy would decode and replay old samples;
+      // two honest key chunks never match (continuation chunks may: a steady stream repeats).
+      const auto key = std::make_tuple(int64_t{header.payload_crc}, int64_t{header.stored_bytes},
+                                       header.raw_bytes, header.sample_count);
+      if (const auto [earlier, fresh] = m_chunk_offsets.emplace(key, m_offset); !fresh) {
+        return stop_corrupt("repeats the chunk at byte " + std::to_string(earlier->second) +
+                            " (copied or appended twice?)");
+      }
+      if (m_chunk_offsets.size() > max_remembered_chunks) m_chunk_offsets.clear();
+      m_segment_offset = m_offset;
+      m_segment_samples = 0;
+    }
+    m_segment_samples += header.sample_count;
     if (!m_unpacker) m_unpacker = std::make_unique<format::PackedChunkDecompressor>();
     if (!m_unpacker->decompress(header, m_stored, m_payload, why)) return stop_corrupt(why);
     if (header.key) {
@@ -290,6 +328,14 @@ class RecordingReaderImpl final : public RecordingReader {
     bool cut = false;
     const auto chunk = format::parse_index_chunk(m_stored, m_offset, why, &cut);
     if (!chunk) return cut ? stop_torn() : stop_corrupt(why);
+    // Bound to its place: it describes the segment just read and points at the index before.
+    if (chunk->segment.offset != m_segment_offset ||
+        chunk->segment.sample_count != m_segment_samples ||
+        (m_last_index_offset != unknown_index_offset &&
+         chunk->previous_offset != m_last_index_offset)) {
+      return stop_corrupt("index chunk does not describe the segment before it");
+    }
+    m_last_index_offset = m_offset;
     m_offset += chunk->chunk_bytes;
     m_chunk_offset = m_offset;
     if (m_offset >= file_size) return stop(TailState::Clean, "");
@@ -312,8 +358,8 @@ class RecordingReaderImpl final : public RecordingReader {
   }
 
   bool stop_corrupt(const std::string& why) {
-    return stop(TailState::Corrupt, "corrupt chunk at byte " + std::to_string(m_chunk_offset) +
-                                        ": " + why);
+    return stop(TailState::Corrupt,
+                "corrupt chunk at byte " + std::to_string(m_chunk_offset) + ": " + why);
   }
 
   bool stop(TailState state, std::string message) {
@@ -343,6 +389,8 @@ class RecordingReaderImpl final : public RecordingReader {
   std::string_view m_cursor;
   uint32_t m_samples_left = 0;
   int64_t m_previous_timestamp_ns = 0;
+  /// Chunks read so far (chunk_key -> offset), to refuse a chunk that repeats one.
+  std::map<std::tuple<int64_t, int64_t, uint32_t, uint32_t>, uint64_t> m_chunk_offsets;
   bool m_finished = false;
   /// Are the chunks packed (format version 3 on)?
   bool m_packed = false;
@@ -351,6 +399,12 @@ class RecordingReaderImpl final : public RecordingReader {
   uint64_t m_chunk_count = 0;
   /// Offset of the first chunk (the end of the file header).
   uint64_t m_first_chunk_offset = 0;
+  /// The current segment's key chunk and samples so far, and the last index chunk read (0:
+  /// none; unknown_index_offset after a seek), which the next index chunk must match.
+  static constexpr uint64_t unknown_index_offset = UINT64_MAX;
+  uint64_t m_segment_offset = 0;
+  uint64_t m_segment_samples = 0;
+  uint64_t m_last_index_offset = 0;
   std::string m_stored;
   std::unique_ptr<format::PackedChunkDecompressor> m_unpacker;
   /// Bases of packed sample timestamps, mirroring the writer's.
@@ -361,9 +415,40 @@ class RecordingReaderImpl final : public RecordingReader {
 
 }  // namespace
 
+namespace {
+
+/// What a file that is not a regular file is, for the message that refuses it.
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
 std::unique_ptr<RecordingReader> RecordingReader::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open recording: " + std::strerror(errno));
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. It has no
+  // effect on the regular files that pass the check below. A path that names no readable
+  // regular file is an error (ExitError, as for any file that cannot be read), the same in
+  // every command.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int error = errno;
+    throw Error(path + ": cannot open recording: " +
+                    (error == ELOOP ? "too many levels of symbolic links" : std::strerror(error)),
+                ExitError);
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    const mode_t mode = info.st_mode;
+    ::close(fd);
+    throw Error(path + ": cannot read recording: " + file_kind(mode) +
+                    ", not a recording file (give the .vsrec file `vramscope record` wrote)",
+                ExitError);
+  }
   return std::make_unique<RecordingReaderImpl>(std::make_unique<FileSource>(path, fd), path);
 }
 

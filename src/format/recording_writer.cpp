@@ -31,7 +31,9 @@ using format::FileHeader;
 /// Samples in one chunk at most (the header stores the count in 32 bits).
 constexpr uint32_t max_chunk_samples = 1U << 20U;
 
-std::string errno_text(int error) { return std::strerror(error); }
+std::string errno_text(int error) {
+  return std::strerror(error);
+}
 
 /// Writes all of `bytes`, resuming after partial writes and EINTR. Returns 0 or an errno value.
 int write_all(int fd, const char* bytes, std::size_t size) {
@@ -242,34 +244,40 @@ std::unique_ptr<RecordingWriter> RecordingWriter::create(const std::string& path
                                                          const RecordingMetadata& metadata,
                                                          const RecordingWriterOptions& options) {
   const std::string header = build_header(metadata);
-  // No O_TRUNC: an existing path is checked to be a regular file before anything is changed.
-  // O_NOFOLLOW: a symlink planted at the path (even with overwrite) is refused, not written
-  // through.
-  const int flags =
-      O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (options.overwrite ? 0 : O_EXCL);
-  const int fd = ::open(path.c_str(), flags, 0600);
+  // The name is never opened for writing when it exists. A new recording is created O_EXCL
+  // (which never follows a symlink); an overwrite writes its header into a fresh temporary file
+  // beside `path` and renames it over whatever is there, so a planted symlink is replaced, not
+  // written through, and the file always starts 0600 with a complete header.
+  std::string created = path;
+  int fd = -1;
+  if (options.overwrite) {
+    struct stat info {};
+    if (::lstat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode) && !S_ISLNK(info.st_mode)) {
+      throw Error(path + ": not a regular file, cannot record into it");
+    }
+    const std::size_t slash = path.rfind('/');
+    created = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + "." +
+              path.substr(slash == std::string::npos ? 0 : slash + 1) + ".vramscope-XXXXXX";
+    fd = ::mkostemp(created.data(), O_CLOEXEC);
+  } else {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  }
   if (fd < 0) {
     const int error = errno;
     if (error == EEXIST) {
       throw Error(path + ": already exists (choose another name, or overwrite it explicitly)");
     }
-    if (error == ELOOP) throw Error(path + ": is a symbolic link, refusing to record through it");
     throw Error(path + ": cannot create recording: " + errno_text(error));
   }
-  struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    throw Error(path + ": not a regular file, cannot record into it");
-  }
-  // An overwritten file keeps its old mode; recordings name processes and commands, so tighten it.
-  int error = 0;
-  if (options.overwrite && (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, 0) != 0)) error = errno;
-  if (error == 0) error = write_all(fd, header.data(), header.size());
+  int error = write_all(fd, header.data(), header.size());
   if (error == 0 && ::fdatasync(fd) != 0) error = errno;
+  if (error == 0 && options.overwrite && ::rename(created.c_str(), path.c_str()) != 0) {
+    error = errno;
+  }
   if (error != 0) {
     ::close(fd);
-    // Only a file this call created is removed; an existing one we failed to rewrite stays.
-    if (!options.overwrite) ::unlink(path.c_str());
+    // Only the file this call created is removed; an existing one is left as it was.
+    ::unlink(created.c_str());
     throw Error(path + ": cannot write recording header: " + errno_text(error));
   }
   sync_parent_directory(path);

@@ -29,7 +29,19 @@ std::string agent_segment_dir() {
 
 namespace vramscope::format {
 
-int open_segment_dir(const std::string& dir, bool create, std::string& error) {
+namespace {
+
+/// The way out, appended to every "unsafe directory" message: on a shared host another user can
+/// create /dev/shm/vramscope-<uid> first and so keep every agent of ours from publishing.
+constexpr const char* unsafe_dir_hint =
+    "; agents cannot publish there (another user may have created it): set VRAMSCOPE_SHM_DIR to "
+    "a directory of your own, e.g. $XDG_RUNTIME_DIR/vramscope, for the trained program and the "
+    "vramscope CLI alike";
+
+}  // namespace
+
+int open_segment_dir(const std::string& dir, bool create, std::string& error, bool* missing) {
+  if (missing != nullptr) *missing = false;
   if (dir.empty()) {
     error = "empty segment directory name";
     return -1;
@@ -42,24 +54,31 @@ int open_segment_dir(const std::string& dir, bool create, std::string& error) {
   // the opened fd, so nothing can be swapped in between.
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    error = dir + ": " + (errno == ELOOP ? "is a symbolic link" : std::strerror(errno));
+    if (missing != nullptr) *missing = errno == ENOENT;
+    error = dir + ": " + (errno == ELOOP ? "is a symbolic link" : std::strerror(errno)) +
+            (errno == ENOENT ? "" : unsafe_dir_hint);
     return -1;
   }
   struct stat info {};
   if (::fstat(fd, &info) != 0 || !S_ISDIR(info.st_mode)) {
-    error = dir + ": not a directory";
+    error = dir + ": not a directory" + unsafe_dir_hint;
   } else if (info.st_uid != ::geteuid()) {
-    error = dir + ": owned by uid " + std::to_string(info.st_uid) + ", not by us";
+    error = dir + ": owned by uid " + std::to_string(info.st_uid) + ", not by us" + unsafe_dir_hint;
   } else if ((info.st_mode & 022) != 0) {
-    error = dir + ": writable by group or others (expected mode 0700)";
+    error = dir + ": writable by group or others (expected mode 0700)" + unsafe_dir_hint;
   } else {
+    // Ours and nobody else can write it, but others may still list it (the pids of every
+    // monitored process): a writer makes it owner-only.
+    if (create && (info.st_mode & 077) != 0) ::fchmod(fd, 0700);
     return fd;
   }
   ::close(fd);
   return -1;
 }
 
-std::string segment_file_name(uint32_t pid) { return "agent-" + std::to_string(pid) + ".seg"; }
+std::string segment_file_name(uint32_t pid) {
+  return "agent-" + std::to_string(pid) + ".seg";
+}
 
 std::optional<uint32_t> parse_segment_file_name(std::string_view name) {
   constexpr std::string_view prefix = "agent-";

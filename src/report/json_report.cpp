@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "core/utf8.hpp"
 #include "report/process_type.hpp"
 #include "vramscope/join.hpp"
 
@@ -189,7 +190,9 @@ std::string format_sample_json(const SystemSample& sample, bool pretty) {
   doc["allocators"] = allocators;
   doc["steps"] = steps;
   doc["ooms"] = ooms;
-  return pretty ? doc.dump(2) : doc.dump();
+  // Commands and user names come from other processes: bad UTF-8 becomes U+FFFD instead of an
+  // exception that would lose the whole document.
+  return json_text(doc, pretty ? 2 : -1);
 }
 
 }  // namespace vramscope::report

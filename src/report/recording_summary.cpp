@@ -7,8 +7,10 @@
 #include <array>
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.hpp"
 #include "report/table_report.hpp"
 #include "report/text_cells.hpp"
+#include "vramscope/clock.hpp"
 #include "vramscope/join.hpp"
 #include "vramscope/units.hpp"
 
@@ -69,10 +71,16 @@ ProcessPeak& RecordingSummary::process(uint32_t pid, const std::string& uuid,
 }
 
 void RecordingSummary::add(const SystemSample& sample) {
-  if (m_sample_count == 0) m_start_ns = sample.timestamp_ns;
+  // The span runs from the earliest to the latest timestamp: a clock stepped back (or a forged
+  // chunk) may put a later sample before the first one.
+  if (m_sample_count == 0) {
+    m_start_ns = sample.timestamp_ns;
+    m_end_ns = sample.timestamp_ns;
+  }
   ++m_sample_count;
+  m_start_ns = std::min(m_start_ns, sample.timestamp_ns);
   m_end_ns = std::max(m_end_ns, sample.timestamp_ns);
-  const int64_t offset_ns = sample.timestamp_ns - m_start_ns;
+  const int64_t offset_ns = saturating_sub_ns(sample.timestamp_ns, m_start_ns);
   m_oom_count += sample.ooms.size();
 
   for (const DeviceSample& d : sample.devices) {
@@ -145,7 +153,7 @@ std::string format_summary_text(const std::string& path, const RecordingMetadata
   } else {
     out += "Span      " + local_time_text(summary.start_ns()) + " .. " +
            local_time_text(summary.end_ns()) + " (" +
-           format_duration_ns(summary.end_ns() - summary.start_ns()) + ")\n";
+           format_duration_ns(saturating_sub_ns(summary.end_ns(), summary.start_ns())) + ")\n";
   }
   out += "Samples   " + std::to_string(summary.sample_count()) + ", every " +
          format_duration_ns(metadata.interval_ns) + "\n";
@@ -243,14 +251,16 @@ std::string format_summary_json(const std::string& path, const RecordingMetadata
   doc["sample_count"] = summary.sample_count();
   doc["start_ns"] = empty ? json(nullptr) : json(summary.start_ns());
   doc["end_ns"] = empty ? json(nullptr) : json(summary.end_ns());
-  doc["duration_ns"] = empty ? json(nullptr) : json(summary.end_ns() - summary.start_ns());
+  doc["duration_ns"] =
+      empty ? json(nullptr) : json(saturating_sub_ns(summary.end_ns(), summary.start_ns()));
   doc["tail"] = json{{"state", tail_state_name(tail.state)},
                      {"message", tail.state == TailState::Clean ? json(nullptr)
                                                                 : text_or_null(tail.message)}};
   doc["oom_count"] = summary.oom_count();
   doc["devices"] = devices;
   doc["processes"] = processes;
-  return doc.dump(2);
+  // A recording holds other processes' commands: bad UTF-8 becomes U+FFFD (see json_report).
+  return json_text(doc, 2);
 }
 
 }  // namespace vramscope::report

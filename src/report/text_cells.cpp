@@ -1,6 +1,8 @@
 // src/report/text_cells.cpp -- width-aware, control-character-safe text cells
 #include "report/text_cells.hpp"
 
+#include "core/utf8.hpp"
+
 namespace vramscope::report {
 namespace {
 
@@ -20,9 +22,16 @@ std::size_t prefix_bytes(std::string_view text, std::size_t columns) {
 }
 
 std::string sanitize(std::string_view text) {
-  std::string clean(text);
-  for (char& c : clean) {
-    if (is_control(static_cast<unsigned char>(c))) c = '?';
+  // Ill-formed UTF-8 first becomes U+FFFD: a stray lead byte would otherwise swallow the next
+  // cell's bytes on the terminal and throw every width count off.
+  std::string clean = to_valid_utf8(text);
+  for (std::size_t i = 0; i < clean.size(); ++i) {
+    auto& c = reinterpret_cast<unsigned char&>(clean[i]);
+    if (is_control(c)) c = '?';
+    // C1 controls (U+0080..U+009F, encoded C2 80..C2 9F): U+009B is CSI to many terminals.
+    if (c == 0xC2U && i + 1 < clean.size() && static_cast<unsigned char>(clean[i + 1]) <= 0x9FU) {
+      clean.replace(i, 2, "?");
+    }
   }
   return clean;
 }

@@ -108,14 +108,13 @@ bool DeviceCounters::seed(const std::function<std::optional<CounterSeed>()>& rea
     const uint64_t before = m_total_events.load(std::memory_order_acquire);
     const int64_t reserved_raw = m_reserved_raw.load(std::memory_order_relaxed);
     const int64_t requested_raw = m_requested_raw.load(std::memory_order_relaxed);
+    // A pending large allocation counts at its rounded request here while torch has the whole
+    // block: the offset then absorbs the difference, which is harmless, because the next event's
+    // reading sets allocated to torch's absolute value (and raises the marks with it).
     const int64_t allocated_raw = m_allocated_raw.load(std::memory_order_relaxed);
-    const bool pending = m_large_pending.load(std::memory_order_relaxed);
     const std::optional<CounterSeed> torch = read_torch();
     if (!torch) return false;
     if (m_total_events.load(std::memory_order_acquire) != before) continue;
-    // A pending allocation counts at its rounded request until the next event: torch's value
-    // already has the whole block, so the offset would absorb the difference. Retry instead.
-    if (pending) continue;
     m_reserved_base.store(signed_size(torch->reserved_bytes) - reserved_raw,
                           std::memory_order_relaxed);
     m_requested_base.store(signed_size(torch->requested_bytes) - requested_raw,

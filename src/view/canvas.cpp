@@ -120,7 +120,12 @@ int Canvas::text(const Rect& clip, int x, int y, std::string_view text, Style st
 }
 
 void Canvas::text_right(const Rect& area, std::string_view text, Style style) {
-  this->text(area, area.right() - text_width(text), area.y, text, style);
+  const int width = text_width(text);
+  this->text(area, area.right() - width, area.y, text, style);
+  // Cut on the left, a number reads as a smaller one (step 12345678 as "2345678"): the first
+  // cell says that something is missing.
+  if (width > area.width && area.width > 0)
+    put(area, area.x, area.y, m_unicode ? U'…' : U'<', style);
 }
 
 void Canvas::fill(const Rect& area, char32_t glyph, Style style) {

@@ -90,7 +90,8 @@ class Canvas {
   /// Writes UTF-8 `text` from (x, y), clipped to `clip`. Control characters and, in ASCII
   /// mode, every non-ASCII code point become '?'. Returns the column after the last cell written.
   int text(const Rect& clip, int x, int y, std::string_view text, Style style);
-  /// Writes `text` right-aligned to the right edge of `area`'s first row.
+  /// Writes `text` right-aligned to the right edge of `area`'s first row. Text wider than the
+  /// area keeps its right end and starts with an overflow marker ('…', or '<' in ASCII mode).
   void text_right(const Rect& area, std::string_view text, Style style);
   /// Fills `area` with `glyph`.
   void fill(const Rect& area, char32_t glyph, Style style);

@@ -141,7 +141,9 @@ void ViewModel::ingest(const SystemSample& sample) {
         row.driver_used_bytes = process.driver->used_bytes;
         row.in_driver_list = true;
       }
-      if (const auto& torch = process.torch) {
+      // An agent claiming more than the GPU has would poison the GPU's bars and totals.
+      const bool implausible = (process.issues & JoinIssueExceedsDeviceTotal) != 0;
+      if (const auto& torch = process.torch; torch && !implausible) {
         row.has_agent = true;
         row.torch_allocated_bytes = torch->allocated_bytes;
         row.torch_reserved_bytes = torch->reserved_bytes;

@@ -160,6 +160,9 @@ class ViewModel {
   bool filter_editing = false;
   /// Draw one or two lines per GPU even when graphs would fit (`top --once`).
   bool compact_only = false;
+  /// Show the key hints in the footer? Not in a frame printed as text (`top --once`, a pipe),
+  /// where no key does anything.
+  bool key_hints = true;
   /// Sampling interval shown in the header.
   int64_t interval_ns = 0;
   /// Present while replaying.

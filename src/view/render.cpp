@@ -183,15 +183,20 @@ void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas)
   canvas.fill(area, U' ', header_style);
   const std::string sep = canvas.unicode() ? " │ " : " | ";
   std::string left;
+  // Where a replay comes from, longest first: the first that fits beside the state and the
+  // clock is shown. The state (sample, speed, END, PAUSED) comes first so that an 80-column
+  // terminal never loses it to a long file name.
+  std::vector<std::string> origins;
   if (model.replay) {
     const auto& r = *model.replay;
-    left = "REPLAY of " + r.file + " (recorded on " + r.hostname + " at " +
-           format_local_time(r.recorded_ns) + ")" + sep + "sample " + std::to_string(r.position);
+    left = "REPLAY" + sep + "sample " + std::to_string(r.position);
     if (r.count) left += "/" + std::to_string(*r.count);
     char speed[32];
     std::snprintf(speed, sizeof speed, "%gx", r.speed);
     left += sep + speed;
     if (r.at_end) left += sep + "END";
+    origins = {r.file + ", recorded on " + r.hostname + " at " + format_local_time(r.recorded_ns),
+               r.file + " from " + r.hostname, r.file};
   } else {
     const std::size_t gpus = model.gpus().size();
     left = "vramscope" + sep + model.hostname() + sep + "driver " +
@@ -203,7 +208,6 @@ void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas)
   if (layout.hidden_gpu_count > 0) {
     left += sep + "+" + std::to_string(layout.hidden_gpu_count) + " GPUs hidden (enlarge)";
   }
-  const int end = canvas.text(area, area.x + 1, area.y, left, header_style);
   // Live: the time of day is enough; a replay may span days, so it shows the date too.
   std::string right = "waiting for the first sample";
   if (model.has_sample()) {
@@ -214,6 +218,13 @@ void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas)
     right = "OOM pid " + std::to_string(oom->pid) + " at " +
             format_local_time(oom->timestamp_ns).substr(11) + "  " + right;
   }
+  for (const std::string& origin : origins) {
+    if (area.x + 1 + text_width(left + sep + origin) + 2 + text_width(right) < area.right()) {
+      left += sep + origin;
+      break;
+    }
+  }
+  const int end = canvas.text(area, area.x + 1, area.y, left, header_style);
   if (end + 2 + text_width(right) < area.right()) {
     canvas.text_right(area, right + " ", model.last_oom() ? error_style : header_style);
   }
@@ -224,6 +235,7 @@ void render_footer(const ViewModel& model, const Rect& area, Canvas& canvas) {
     canvas.text(area, area.x, area.y, model.notice, error_style);
     return;
   }
+  if (!model.key_hints) return;
   if (model.filter_editing) {
     const std::string prompt = "/" + model.filter() + (canvas.unicode() ? "█" : "_") +
                                "   Enter keep, Esc clear";

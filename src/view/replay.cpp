@@ -4,9 +4,25 @@
 #include <algorithm>
 #include <cmath>
 
+#include "vramscope/clock.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::view {
+
+uint64_t peak_sample_index(RecordingReader& reader) {
+  uint64_t peak_index = 0;
+  uint64_t peak_used_bytes = 0;
+  SystemSample sample;
+  for (uint64_t index = 0; reader.next(sample); ++index) {
+    uint64_t used_bytes = 0;
+    for (const DeviceSample& device : sample.devices) used_bytes += device.used_bytes.value_or(0);
+    if (used_bytes > peak_used_bytes) {
+      peak_used_bytes = used_bytes;
+      peak_index = index;
+    }
+  }
+  return peak_index;
+}
 
 ReplayCursor::ReplayCursor(RecordingOpener opener, std::size_t window)
     : m_opener(std::move(opener)), m_window_capacity(std::max<std::size_t>(window, 2)) {
@@ -142,19 +158,26 @@ void ReplayCursor::set_playing(bool playing, int64_t now_ns) {
 }
 
 void ReplayCursor::set_speed(double speed, int64_t now_ns) {
-  m_speed = std::clamp(speed, min_replay_speed, max_replay_speed);
+  // NaN passes every comparison std::clamp makes: playback would never advance.
+  m_speed = std::isnan(speed) ? 1.0 : std::clamp(speed, min_replay_speed, max_replay_speed);
   anchor(now_ns);
 }
 
-void ReplayCursor::faster(int64_t now_ns) { set_speed(m_speed * 2.0, now_ns); }
+void ReplayCursor::faster(int64_t now_ns) {
+  set_speed(m_speed * 2.0, now_ns);
+}
 
-void ReplayCursor::slower(int64_t now_ns) { set_speed(m_speed / 2.0, now_ns); }
+void ReplayCursor::slower(int64_t now_ns) {
+  set_speed(m_speed / 2.0, now_ns);
+}
 
 std::size_t ReplayCursor::advance(int64_t now_ns) {
   if (!m_playing) return 0;
   if (m_anchor_monotonic_ns == 0) anchor(now_ns);
-  const auto elapsed = static_cast<double>(now_ns - m_anchor_monotonic_ns) * m_speed;
-  const int64_t recorded_now = m_anchor_recorded_ns + static_cast<int64_t>(elapsed);
+  const auto elapsed =
+      static_cast<double>(saturating_sub_ns(now_ns, m_anchor_monotonic_ns)) * m_speed;
+  // Saturating: a recording may hold any timestamp, right up to the ends of the int64 range.
+  const int64_t recorded_now = saturating_add_ns(m_anchor_recorded_ns, clamp_to_ns(elapsed));
   std::size_t moved = 0;
   while (true) {
     if (m_position + 1 >= m_window_first + m_window.size() && !read_more()) {
@@ -175,8 +198,9 @@ std::optional<int64_t> ReplayCursor::next_due_ns() {
   if (!m_playing) return std::nullopt;
   if (m_position + 1 >= m_window_first + m_window.size() && !read_more()) return std::nullopt;
   const SystemSample& next = m_window[static_cast<std::size_t>(m_position + 1 - m_window_first)];
-  const auto wait = static_cast<double>(next.timestamp_ns - m_anchor_recorded_ns) / m_speed;
-  return m_anchor_monotonic_ns + static_cast<int64_t>(std::ceil(wait));
+  const auto wait =
+      static_cast<double>(saturating_sub_ns(next.timestamp_ns, m_anchor_recorded_ns)) / m_speed;
+  return saturating_add_ns(m_anchor_monotonic_ns, clamp_to_ns(std::ceil(wait)));
 }
 
 }  // namespace vramscope::view

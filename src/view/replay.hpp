@@ -23,6 +23,11 @@ using RecordingOpener = std::function<std::unique_ptr<RecordingReader>()>;
 inline constexpr double min_replay_speed = 0.25;
 inline constexpr double max_replay_speed = 64.0;
 
+/// 0-based index of the recording's peak: the first sample with the most driver-used memory
+/// summed over its GPUs (what one frame of a recording should show: `top --replay --once`).
+/// 0 for a recording without any used-memory reading. Reads `reader` to its end.
+uint64_t peak_sample_index(RecordingReader& reader);
+
 /// Position, window and playback clock of a replay.
 class ReplayCursor {
  public:

@@ -130,8 +130,9 @@ echo "ok: --once"
 # --- 3. --replay of a real recording --------------------------------------------------------
 "$vramscope" record -o "$work/run.vrec" --interval 50ms --duration 500ms >/dev/null
 replay=$(COLUMNS=120 "$vramscope" top --replay "$work/run.vrec" --once </dev/null)
-grep -q "REPLAY of run.vrec (recorded on $(hostname)" <<<"$replay" || fail "replay banner" "$replay"
-grep -q "sample 1" <<<"$replay" || fail "replay position" "$replay"
+grep -Eq "REPLAY (│|\|) sample [0-9]+" <<<"$replay" || fail "replay banner" "$replay"
+grep -q "run.vrec, recorded on $(hostname)" <<<"$replay" || fail "replay origin" "$replay"
+grep -q "quit" <<<"$replay" && fail "--once prints no key hints" "$replay"
 grep -Eq "^ *$agent_pid .*8\.0G" <<<"$replay" || fail "replay shows the recorded agent" "$replay"
 echo "ok: --replay"
 

@@ -1,15 +1,23 @@
 // tests/fuzz/make_seeds.cpp -- writes seed recordings for the fuzzer into a corpus folder
 //
-// Usage: make_seeds RECORDING_SEED_DIR PAYLOAD_SEED_DIR PACKED_SEED_DIR. Seeds are small valid
-// recordings (so the fuzzer starts from the real structure) plus a truncated and a header-only
-// one, a bare chunk payload, and a bare packed stream (fuzz_packed_chunk.cpp).
+// Usage: make_seeds RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR [PACKED_SEED_DIR]].
+// Seeds are small valid recordings (so the fuzzer starts from the real structure) plus a truncated
+// and a header-only one, a bare packed stream (fuzz_packed_chunk.cpp), and agent segments written by the real writer with every machine-specific field (pid, uid, start
+// time, namespace, clocks) fixed, so that the seeds are the same on every machine.
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
+#include "format/agent_segment_layout.hpp"
 #include "format/packed_chunk.hpp"
 #include "format/sample_codec.hpp"
+#include "vramscope/agent_segment.hpp"
 #include "vramscope/recording.hpp"
 #include "vramscope/status.hpp"
 
@@ -91,6 +99,53 @@ void write_payload_seed(const std::string& path) {
       .write(payload.data(), static_cast<std::streamsize>(payload.size()));
 }
 
+/// Segment seeds for fuzz_agent_segment: two bytes of cut position, then the file.
+void write_segment_seeds(const std::string& out_dir) {
+  std::string pattern = std::filesystem::temp_directory_path().string() + "/vramscope-seeds-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) throw vramscope::Error("mkdtemp failed");
+  const auto pid = static_cast<uint32_t>(::getpid());
+  for (const int steps : {0, 3, 300}) {
+    std::string bytes;
+    {
+      auto writer = vramscope::AgentSegmentWriter::create(pid, 2, pattern);
+      vramscope::AllocatorSample a;
+      a.rank = 0;
+      a.world_size = 2;
+      a.device_uuid = "GPU-1";
+      a.allocated_bytes = 1000;
+      a.reserved_bytes = 4096;
+      a.updated_ns = 1'700'000'000'000'000'000;
+      writer->publish(0, a);
+      for (int s = 1; s <= steps; ++s) {
+        vramscope::StepRecord step;
+        step.step = static_cast<uint64_t>(s);
+        step.end_ns = a.updated_ns + s;
+        step.category_bytes = vramscope::CategoryBytes{1, 2, 3, 4, 5, 6};
+        writer->push_step(step);
+      }
+      vramscope::OomRecord oom;
+      oom.requested_bytes = 1ULL << 40U;
+      writer->push_oom(oom);
+      std::ifstream in(writer->path(), std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    vramscope::format::SegmentHeader header{};
+    std::memcpy(&header, bytes.data(), sizeof header);
+    header.writer_pid = 1;
+    header.writer_uid = 0;
+    header.writer_start_ticks = 0;
+    header.pid_namespace_inode = 0;
+    header.created_ns = 1'700'000'000'000'000'000;
+    header.heartbeat_ns = header.created_ns;
+    std::memcpy(bytes.data(), &header, sizeof header);
+    const std::string cut(1, static_cast<char>(0x80));
+    std::ofstream(out_dir + "/steps_" + std::to_string(steps) + ".seg",
+                  std::ios::binary | std::ios::trunc)
+        << cut << std::string(1, '\x00') << bytes;
+  }
+  std::filesystem::remove_all(pattern);
+}
+
 /// A packed stream as fuzz_packed_chunk takes it: raw_bytes - 1 (u16), then a key chunk's zstd
 /// data and a continuation's, each behind a u16 length, both expanding to raw_bytes.
 void write_packed_seed(const std::string& path) {
@@ -121,8 +176,9 @@ void write_packed_seed(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s RECORDING_SEED_DIR PAYLOAD_SEED_DIR PACKED_SEED_DIR\n",
+  if (argc < 3 || argc > 5) {
+    std::fprintf(stderr,
+                 "usage: %s RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR [PACKED_SEED_DIR]]\n",
                  argv[0]);
     return vramscope::ExitUsage;
   }
@@ -137,7 +193,8 @@ int main(int argc, char** argv) {
     std::ofstream(dir + "/truncated.vsrec", std::ios::binary | std::ios::trunc)
         .write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 5));
     write_payload_seed(std::string(argv[2]) + "/five_samples.bin");
-    write_packed_seed(std::string(argv[3]) + "/two_chunks.bin");
+    if (argc >= 4) write_segment_seeds(argv[3]);
+    if (argc == 5) write_packed_seed(std::string(argv[4]) + "/two_chunks.bin");
   } catch (const vramscope::Error& error) {
     std::fprintf(stderr, "make_seeds: %s\n", error.what());
     return vramscope::ExitError;

@@ -44,7 +44,6 @@ MODELS = {
     "resnet50": {},
     "lightning": {},
     "gpt2_expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
-    "resnet18_graphs": {},
 }
 
 
@@ -70,6 +69,21 @@ def test_every_step_peak_equals_torchs(model: str):
     # In the run that resets torch's peaks itself, vramscope's step peaks are torch's too.
     rows = truth["rows"][1:]
     assert [r["vramscope_peak"] for r in rows] == [r["torch_peak"] for r in rows]
+
+
+def test_cuda_graphs_step_peaks_equal_torchs():
+    # torch.compile(mode="reduce-overhead"): CUDA graphs in private pools. Two processes make the
+    # same requests here but not always the same blocks (measured on the H200: 293 allocations
+    # in step 1 in both, 195 KiB apart in block bytes), so the truth is in-process: the run that
+    # resets torch's peaks at each step, where vramscope's step peaks must equal torch's.
+    truth = run("resnet18_graphs", "both")
+    plain = run("resnet18_graphs", "truth")
+    same(plain, truth, "requested_total")
+    rows = truth["rows"][1:]
+    assert [r["vramscope_peak"] for r in rows] == [r["torch_peak"] for r in rows]
+    assert [r["vramscope_reserved_peak"] for r in rows] == [r["reserved_peak"] for r in rows]
+    assert all(r["allocated"] == r["torch_allocated"] for r in truth["rows"])
+    assert truth["mismatches"] == 0 and truth["unsettled"] == 0, truth
 
 
 @pytest.mark.parametrize("model", ["gpt2", "resnet50"])

@@ -1,9 +1,11 @@
 # tests/python/test_run.py -- `python -m vramscope.run`: argv, __main__, exit codes, exceptions
+import os
+import pathlib
 import textwrap
 
 import pytest
 
-from conftest import run_python
+from conftest import child_env, run_python
 from vramscope.run import DevicePeak, RunOptions, UsageError, format_summary, parse_args
 
 GiB = 1 << 30
@@ -83,7 +85,6 @@ def test_not_quiet_explains_and_summarises(script, has_gpu):
     ([], {}, "missing the program"),
     (["-m"], {}, "-m needs a module name"),
     (["--nope", "x.py"], {}, "unknown option '--nope'"),
-    (["missing_script.py"], {}, "no such file: missing_script.py"),
     (["x.py"], {"VRAMSCOPE_RUN_INTERVAL_MS": "fast"}, "VRAMSCOPE_RUN_INTERVAL_MS"),
     (["x.py"], {"VRAMSCOPE_RUN_INTERVAL_MS": "0"}, "VRAMSCOPE_RUN_INTERVAL_MS"),
 ])
@@ -92,6 +93,62 @@ def test_usage_errors_exit_2(args, env, text, tmp_path):
     out = run_python(["-m", "vramscope.run", *args], cwd=tmp_path, **env)
     assert out.returncode == 2
     assert text in out.stderr
+
+
+@pytest.mark.parametrize("args, line", [
+    (["missing_script.py"], "vramscope run: error: no such file: missing_script.py"),
+    (["-m", "nonexistent_mod"], "vramscope run: error: no module named nonexistent_mod"),
+    (["-m", "nonexistent_pkg.mod"], "vramscope run: error: no module named nonexistent_pkg.mod"),
+])
+def test_a_missing_program_is_one_line_and_exit_1(args, line, tmp_path):
+    out = run_python(["-m", "vramscope.run", *args], cwd=tmp_path)
+    assert out.returncode == 1
+    assert out.stderr == line + "\n"
+
+
+def test_a_package_without_main_is_one_line(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    out = run_python(["-m", "vramscope.run", "-m", "pkg"], cwd=tmp_path,
+                     PYTHONPATH=str(tmp_path) + os.pathsep + child_env()["PYTHONPATH"],
+                     VRAMSCOPE_RUN_QUIET="1")
+    assert out.returncode == 1
+    assert out.stderr.startswith("vramscope run: error: No module named pkg.__main__")
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+
+
+def test_the_programs_traceback_starts_at_its_own_frames(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("def train():\n    raise ValueError('bad batch')\n\ntrain()\n")
+    out = run_python(["-m", "vramscope.run", str(script)], cwd=tmp_path, VRAMSCOPE_RUN_QUIET="1")
+    assert out.returncode == 1
+    assert out.stderr.splitlines() == [
+        "Traceback (most recent call last):",
+        f'  File "{script}", line 4, in <module>',
+        "    train()",
+        f'  File "{script}", line 2, in train',
+        "    raise ValueError('bad batch')",
+        "ValueError: bad batch",
+    ]
+
+
+def test_a_syntax_error_names_the_file_and_no_vramscope_frame(tmp_path):
+    script = tmp_path / "broken.py"
+    script.write_text("x = (\n")
+    out = run_python(["-m", "vramscope.run", str(script)], cwd=tmp_path, VRAMSCOPE_RUN_QUIET="1")
+    assert out.returncode == 1
+    assert "SyntaxError" in out.stderr and str(script) in out.stderr
+    assert "vramscope" not in out.stderr.replace(str(tmp_path), "") and "runpy" not in out.stderr
+
+
+def test_the_example_says_it_needs_a_gpu(tmp_path, has_gpu):
+    if has_gpu:
+        pytest.skip("needs a machine without a GPU")
+    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "train_small_gpt.py"
+    out = run_python(["-m", "vramscope.run", str(example), "--seconds", "1"], cwd=tmp_path)
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1].startswith("train_small_gpt.py needs a CUDA GPU")
+    assert "Traceback" not in out.stderr
 
 
 def test_help_exits_0():

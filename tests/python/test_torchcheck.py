@@ -27,7 +27,7 @@ def test_same_minor_is_accepted(loaded, built):
 def test_other_minor_is_refused_with_the_fix(loaded, built):
     problem = agent_version_problem(loaded, built)
     assert f"built for torch {built} but torch {loaded} is loaded" in problem
-    assert "pip install --no-build-isolation --force-reinstall vramscope" in problem
+    assert "pip install --no-build-isolation --no-binary vramscope --force-reinstall" in problem
 
 
 def test_load_agent_reports_a_reason_or_a_matching_module():
@@ -37,6 +37,20 @@ def test_load_agent_reports_a_reason_or_a_matching_module():
     else:
         assert reason is None
         assert major_minor(module.torch_version()) == major_minor(torch.__version__)
+
+
+def test_the_recorded_version_is_checked_before_the_extension_loads(monkeypatch):
+    # A wheel built for another torch minor: the extension must not even be loaded.
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "vramscope._build_info",
+                        types.SimpleNamespace(TORCH_VERSION="1.0.0", TORCH_CXX11_ABI=1))
+    monkeypatch.delitem(sys.modules, "vramscope._agent", raising=False)
+    module, reason = _torchcheck.load_agent(torch)
+    assert module is None
+    assert f"built for torch 1.0.0 but torch {torch.__version__} is loaded" in reason
+    assert "vramscope._agent" not in sys.modules
 
 
 def test_polling_warning_is_issued_once():

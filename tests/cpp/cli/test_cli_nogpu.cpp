@@ -32,6 +32,23 @@ TEST(CliNoGpu, MissingLibraryExitsThreeWithOneLine) {
   EXPECT_FALSE(std::ifstream(dir.file("r.vsrec")).good());
 }
 
+TEST(CliNoGpu, ArgumentsAreCheckedBeforeTheDriver) {
+  VRAMSCOPE_REQUIRE_CLI();
+  TempDir dir;
+  const std::map<std::string, std::optional<std::string>> env = {
+      {"VRAMSCOPE_NVML_LIBRARY", dir.file("libnvidia-ml-absent.so.1")}};
+  const CliResult record = run_cli(dir, {"record", "-o", "/nonexistent/dir/x", "--duration", "1s"}, env);
+  EXPECT_EQ(record.exit_code, 1) << record.err;
+  EXPECT_EQ(record.err.rfind("vramscope: /nonexistent/dir/x: cannot create it (/nonexistent/dir: ", 0), 0U)
+      << record.err;
+  for (const char* listen : {"999.1.1.1:80", "1.2.3:80", "[::zz]:80"}) {
+    const CliResult exporter = run_cli(dir, {"exporter", "--listen", listen}, env);
+    EXPECT_EQ(exporter.exit_code, 2) << listen << ": " << exporter.err;
+    EXPECT_TRUE(one_line(exporter.err)) << exporter.err;
+    EXPECT_NE(exporter.err.find("is not an IPv"), std::string::npos) << exporter.err;
+  }
+}
+
 TEST(CliNoGpu, BadIntervalsAreUsageErrors) {
   VRAMSCOPE_REQUIRE_CLI();
   TempDir dir;
@@ -67,6 +84,16 @@ TEST(CliNoGpu, HelpTeachesAndSucceeds) {
   const CliResult record = run_cli(dir, {"record", "--help"});
   EXPECT_EQ(record.exit_code, 0);
   EXPECT_NE(record.out.find("--duration"), std::string::npos);
+  // One usage, with both forms of the program; the examples use the recording suffix.
+  const CliResult run = run_cli(dir, {"run", "--help"});
+  EXPECT_EQ(run.out.find("Usage:"), run.out.rfind("Usage:")) << run.out;
+  EXPECT_NE(run.out.find("Usage: vramscope run [OPTIONS] script.py [args...]\n"
+                         "       vramscope run [OPTIONS] -m module [args...]\n"),
+            std::string::npos)
+      << run.out;
+  const CliResult export_help = run_cli(dir, {"export", "--help"});
+  EXPECT_NE(export_help.out.find("vramscope export run.vsrec --trace"), std::string::npos) << export_help.out;
+  EXPECT_EQ(export_help.out.find(".vrs "), std::string::npos) << export_help.out;
 }
 
 TEST(CliNoGpu, ShowNeedsNoGpuAndRejectsForeignFiles) {
@@ -84,7 +111,54 @@ TEST(CliNoGpu, ShowNeedsNoGpuAndRejectsForeignFiles) {
     EXPECT_EQ(r.out, "");
   }
   const CliResult missing = run_cli(dir, {"show", dir.file("absent.vsrec")}, no_nvml);
-  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_EQ(missing.exit_code, 1) << missing.err;
+}
+
+TEST(CliNoGpu, AMissingOrUnreadableInputFileIsExitOneEverywhere) {
+  VRAMSCOPE_REQUIRE_CLI();
+  TempDir dir;
+  const std::string absent = dir.file("absent.vsrec");
+  const std::string folder = dir.file("");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"show", absent}, {"top", "--replay", absent, "--once"},
+        {"export", absent, "--csv", dir.file("out.csv")}}) {
+    const CliResult r = run_cli(dir, args);
+    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.err, "vramscope: " + absent + ": no such file\n");
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"show", folder}, {"top", "--replay", folder, "--once"},
+        {"export", folder, "--csv", dir.file("out.csv")}}) {
+    const CliResult r = run_cli(dir, args);
+    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.err, "vramscope: " + folder + ": is a directory, not a file\n");
+  }
+}
+
+TEST(CliNoGpu, UsageErrorsAreOneLineInVramscopesWords) {
+  VRAMSCOPE_REQUIRE_CLI();
+  TempDir dir;
+  const CliResult unknown = run_cli(dir, {"frobnicate"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(unknown.err,
+            "vramscope: unknown command 'frobnicate'; the commands are watch, record, show, diff, "
+            "report, top, run, export, exporter (vramscope --help)\n");
+  const CliResult count = run_cli(dir, {"watch", "-n", "abc"});
+  EXPECT_EQ(count.err,
+            "vramscope: watch: --count: expected a whole number from 0 to 18446744073709551615, "
+            "got 'abc' (vramscope watch --help)\n");
+  const CliResult option = run_cli(dir, {"watch", "--frob"});
+  EXPECT_EQ(option.err, "vramscope: unexpected argument '--frob' (vramscope watch --help)\n");
+  EXPECT_EQ(run_cli(dir, {"show"}).err, "vramscope: show: missing file (vramscope show --help)\n");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--json", "--csv"}, {"--units", "furlongs"}, {"watch", "--format", "xml"},
+        {"record"}, {"top", "--speed", "1000"}, {"export"}, {"run"}, {"--frob"}}) {
+    const CliResult r = run_cli(dir, args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
+    EXPECT_TRUE(one_line(r.err)) << r.err;
+    EXPECT_EQ(r.err.rfind("vramscope: ", 0), 0U) << r.err;
+    EXPECT_EQ(r.err.find("Run with --help"), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace

@@ -74,6 +74,22 @@ TEST(Join, AllocatedAboveReservedLeavesCacheUnknown) {
   EXPECT_EQ(row.issues, JoinIssueAllocatedExceedsReserved);
 }
 
+TEST(Join, AgentClaimingMoreThanTheGpuHasTakesPartInNoArithmetic) {
+  // A forged segment: 16 PiB reserved on a 140 GiB GPU.
+  SystemSample s;
+  s.devices.push_back(make_device(0));
+  s.devices[0].processes.push_back(make_process(100, 9000));
+  s.allocators.push_back(make_allocator(100, s.devices[0], 1000, 16ULL << 30U));
+
+  const JoinResult r = join_processes(s);
+  const JoinedProcess& row = r.devices[0].processes[0];
+  ASSERT_TRUE(row.torch);
+  EXPECT_FALSE(row.cached_free_bytes);
+  EXPECT_FALSE(row.non_pytorch_bytes);
+  EXPECT_EQ(row.issues, JoinIssueExceedsDeviceTotal);
+  EXPECT_EQ(describe_join_issues(row.issues), "torch numbers > GPU total (damaged agent segment?)");
+}
+
 TEST(Join, AgentPidMissingFromDriverListIsShownApartNotGuessed) {
   // Inside a container the agent knows pid 7 while NVML lists host pid 31337: exactly one
   // unmatched process, and still no guess.

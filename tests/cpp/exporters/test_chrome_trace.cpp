@@ -128,6 +128,24 @@ TEST(ChromeTrace, MaxEventsBoundsTheFileAndStaysValid) {
   EXPECT_EQ(writer.events_dropped(), trace["otherData"]["dropped_events"].get<uint64_t>());
 }
 
+TEST(ChromeTrace, InvalidUtf8InNamesStillGivesValidJson) {
+  test::TempDir dir;
+  SystemSample sample = test::make_rich_sample();
+  for (auto& device : sample.devices) {
+    for (auto& process : device.processes) process.command = "python \xFF\xFE train.py";
+  }
+  sample.allocators[0].device_uuid = "GPU-\xC3";
+  sample.hostname = "host\x80";
+  {
+    ChromeTraceWriter writer(dir.file("trace.json"), {});
+    ASSERT_NO_THROW(writer.write(sample));
+    ASSERT_NO_THROW(writer.close());
+  }
+  const std::string text = test::read_file(dir.file("trace.json"));
+  ASSERT_TRUE(json::accept(text)) << text.substr(0, 200);
+  EXPECT_EQ(json::parse(text)["otherData"]["hostname"], "host\xEF\xBF\xBD");
+}
+
 TEST(ChromeTrace, FileIsPrivateAndNotOverwritten) {
   test::TempDir dir;
   { ChromeTraceWriter writer(dir.file("t.json"), {}); }

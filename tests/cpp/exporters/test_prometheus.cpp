@@ -21,6 +21,9 @@ TEST(Prometheus, RichSampleMatchesGolden) {
 TEST(Prometheus, EscapesLabelValuesAndHelp) {
   EXPECT_EQ(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
   EXPECT_EQ(escape_help_text("x\\y\nz\"q"), "x\\\\y\\nz\"q");
+  // The exposition format is UTF-8: a forged device uuid must not carry raw bytes to the scraper.
+  EXPECT_EQ(escape_label_value("GPU-\xFF\"\xC3"), "GPU-\xEF\xBF\xBD\\\"\xEF\xBF\xBD");
+  EXPECT_EQ(escape_help_text("h\x80"), "h\xEF\xBF\xBD");
 }
 
 TEST(Prometheus, UnsupportedValuesAreOmittedNeverZero) {

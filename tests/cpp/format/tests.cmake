@@ -19,3 +19,12 @@ vramscope_warnings(recording_bytes)
 
 # The packed-chunk tests build hostile zstd frames themselves.
 target_link_libraries(test_format PRIVATE vramscope_zstd)
+
+# Under ThreadSanitizer the seqlock's synchronisation must be visible to it: GCC warns (-Wtsan)
+# at every atomic_thread_fence, which TSan does not model. As an error here, a fence in the
+# seqlock of agent_segment_layout.hpp (which these tests instantiate) fails the TSan build.
+if("thread" IN_LIST VRAMSCOPE_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
+   AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 12)
+  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/format/test_agent_segment.cpp
+                              PROPERTIES COMPILE_OPTIONS -Werror=tsan)
+endif()

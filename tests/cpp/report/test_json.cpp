@@ -32,6 +32,22 @@ TEST(Json, PrettyDocumentMatchesGolden) {
   testing::expect_golden("report/two_gpus.json", format_sample_json(make_two_gpu_sample(), true) + "\n");
 }
 
+TEST(Json, InvalidUtf8FromOtherProcessesIsReplacedNotFatal) {
+  // Any local user can start a GPU process whose argv holds any byte.
+  SystemSample s = make_two_gpu_sample();
+  s.devices[0].processes[0].command = "python train.py --tag \xFF\xC3(";
+  s.devices[0].processes[0].user = std::string("\x80") + "bob";
+  s.allocators[0].device_uuid += "\xE2\x82";
+  for (const bool pretty : {false, true}) {
+    std::string text;
+    ASSERT_NO_THROW(text = format_sample_json(s, pretty));
+    const json doc = json::parse(text);  // throws on invalid UTF-8
+    const json& row = doc["devices"][0]["processes"][0];
+    EXPECT_EQ(row["command"], "python train.py --tag \xEF\xBF\xBD\xEF\xBF\xBD(");
+    EXPECT_EQ(row["user"], std::string("\xEF\xBF\xBD") + "bob");
+  }
+}
+
 TEST(Json, CompactFormIsOneLineAndSameDocument) {
   const SystemSample s = make_two_gpu_sample();
   const std::string line = format_sample_json(s, false);

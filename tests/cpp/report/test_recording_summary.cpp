@@ -1,6 +1,7 @@
 // tests/cpp/report/test_recording_summary.cpp -- peaks, their times, steps and the show outputs
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -91,6 +92,43 @@ TEST(RecordingSummary, JsonUsesNullsAndIntegers) {
     }
   }
   EXPECT_TRUE(saw_plain_process);
+}
+
+TEST(RecordingSummary, JsonReplacesInvalidUtf8InRecordedText) {
+  RecordingMetadata metadata;
+  metadata.hostname = "node\xFF";
+  metadata.command = "vramscope record -- python t\xC3.py";
+  RecordingSummary summary;
+  SystemSample s = make_two_gpu_sample();
+  s.devices[0].processes[0].command = "python \x80";
+  summary.add(s);
+  std::string text;
+  ASSERT_NO_THROW(text = format_summary_json("r.vsrec", metadata, summary, {}));
+  const nlohmann::json doc = nlohmann::json::parse(text);
+  EXPECT_EQ(doc["hostname"], "node\xEF\xBF\xBD");
+  EXPECT_EQ(doc["command"], "vramscope record -- python t\xEF\xBF\xBD.py");
+}
+
+TEST(RecordingSummary, ExtremeTimestampsSaturateInsteadOfOverflowing) {
+  // A forged recording may stamp samples anywhere in the int64 range; show --json once printed
+  // a duration of -2^63 (and UBSan flagged the subtraction).
+  RecordingSummary summary;
+  SystemSample s = make_two_gpu_sample();
+  s.timestamp_ns = INT64_MAX;
+  summary.add(s);
+  s.timestamp_ns = INT64_MIN;
+  summary.add(s);
+  EXPECT_EQ(summary.start_ns(), INT64_MIN);
+  EXPECT_EQ(summary.end_ns(), INT64_MAX);
+  const nlohmann::json doc =
+      nlohmann::json::parse(format_summary_json("r.vsrec", {}, summary, {TailState::Clean, ""}));
+  EXPECT_EQ(doc["duration_ns"].get<int64_t>(), INT64_MAX);
+  EXPECT_NO_THROW(format_summary_text("r.vsrec", {}, summary, {}));
+
+  RecordingSummary negative;
+  s.timestamp_ns = -5'000'000'000;
+  negative.add(s);
+  EXPECT_EQ(negative.end_ns(), -5'000'000'000) << "the end is a sample's time, not 0";
 }
 
 TEST(RecordingSummary, ShowsWhatTheLargestCategorisedStepPeakWasMadeOf) {

@@ -29,6 +29,14 @@ TEST(TextCells, ControlCharactersBecomeQuestionMarks) {
   EXPECT_EQ(fit_text("a\x1b[31mb\tc\x7f", 20), "a?[31mb?c?");
 }
 
+TEST(TextCells, InvalidUtf8AndC1ControlsNeverReachTheTerminal) {
+  // A lone lead byte would swallow the next cell; U+009B is CSI to many terminals.
+  EXPECT_EQ(fit_text("a\xC3", 10), "a\xEF\xBF\xBD");
+  EXPECT_EQ(display_width(pad_right("\xFF\xFE", 4)), 4U);
+  EXPECT_EQ(fit_text(std::string("x\xC2\x9B") + "31m", 10), "x?31m");
+  EXPECT_EQ(fit_text("caf\xC3\xA9", 10), "caf\xC3\xA9") << "valid text is untouched";
+}
+
 TEST(TextCells, WrapBreaksAtSpacesAndCutsLongWords) {
   EXPECT_EQ(wrap_text("one two three four", 9),
             (std::vector<std::string>{"one two", "three", "four"}));

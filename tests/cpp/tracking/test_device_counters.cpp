@@ -164,6 +164,27 @@ TEST(DeviceCounters, ALargeBlocksRemainderCountsFromItsAllocation) {
   EXPECT_EQ(counters.restart(PeakMark::Step).allocated_bytes, uint64_t{20} << 20U);
 }
 
+TEST(DeviceCounters, SeedingWhileALargeAllocationIsPendingStaysExact) {
+  // The tracker is attached, a large allocation arrives, and the program goes idle: seeding
+  // happens while that allocation's block size is still unknown to the counters.
+  ReferenceAllocator model(10, false);
+  DeviceCounters counters;
+  counters.set_totals_probe(&ReferenceAllocator::probe, &model);
+  model.attach(sink_into(counters));
+  const uint64_t big = model.allocate_bytes((uint64_t{19} << 20U) - 100);
+  ASSERT_TRUE(counters.seed(seed_from(model)));
+  EXPECT_EQ(counters.allocated_bytes(), model.stats().allocated_bytes);
+  static_cast<void>(model.take_interval_peak_allocated());
+  model.free_address(big);
+  for (int op = 0; op < 3'000; ++op) {
+    model.random_operation();
+    if (op % 11 == 0) {
+      ASSERT_EQ(close_step(counters, model), model.take_interval_peak_allocated()) << op;
+    }
+  }
+  EXPECT_EQ(counters.allocated_mismatch_count(), 0U);
+}
+
 TEST(DeviceCounters, ARoundingTorchAppliesButTheArithmeticMissesIsCaughtThenRead) {
   ReferenceSettings power2;
   power2.power2_divisions = 4;

@@ -41,6 +41,18 @@ TEST(Canvas, TextRightAlignsToTheEdge) {
   EXPECT_EQ(canvas.to_text(), "     42%\n");
 }
 
+TEST(Canvas, TextRightTooWideKeepsItsRightEndBehindAMarker) {
+  // A number cut on the left reads as a smaller number: 12345678 must not show as "2345678".
+  Canvas canvas(9, 2);
+  canvas.text_right({0, 0, 7, 1}, "12345678", Style{});
+  EXPECT_EQ(row_text(canvas, 0), "…345678  ");
+  canvas.text_right({0, 1, 8, 1}, "12345678", Style{});
+  EXPECT_EQ(row_text(canvas, 1), "12345678 ") << "text that fits is not marked";
+  Canvas ascii(4, 1, false);
+  ascii.text_right(ascii.bounds(), "123456", Style{});
+  EXPECT_EQ(ascii.to_text(), "<456\n");
+}
+
 TEST(Canvas, BarEndsWithAnEighthBlock) {
   Canvas canvas(4, 1);
   // 3 of 8 units over 4 cells = 1.5 cells: one full cell and a half block.

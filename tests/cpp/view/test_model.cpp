@@ -8,6 +8,7 @@
 
 #include "fixtures.hpp"
 #include "view/model.hpp"
+#include "vramscope/join.hpp"
 
 namespace vramscope::view {
 namespace {
@@ -35,6 +36,23 @@ TEST(ViewModel, SplitsDriverUsedIntoNonPytorchCachedAllocatedAndOther) {
                 split.other_bytes + split.driver_reserved_bytes + split.free_bytes,
             split.total_bytes);
   EXPECT_EQ(model.gpus()[0].torch_reserved_bytes, 10 * gib);
+}
+
+TEST(ViewModel, AgentClaimingMoreThanTheGpuHasIsLeftOutOfTheSplit) {
+  // A forged segment must not turn a 140 GB GPU into "cached 16384P".
+  SystemSample sample = fixtures::one_gpu();
+  sample.allocators[0].reserved_bytes = uint64_t{1} << 50U;
+  ViewModel model;
+  model.ingest(sample);
+  const MemorySplit& split = model.gpus()[0].split;
+  EXPECT_FALSE(split.has_agents);
+  EXPECT_EQ(split.cached_free_bytes, 0U);
+  EXPECT_LE(split.allocated_bytes + split.cached_free_bytes + split.non_pytorch_bytes +
+                split.other_bytes + split.driver_reserved_bytes + split.free_bytes,
+            split.total_bytes);
+  ASSERT_FALSE(model.rows().empty());
+  EXPECT_FALSE(model.rows()[0].has_agent);
+  EXPECT_NE(model.rows()[0].join_issues & vramscope::JoinIssueExceedsDeviceTotal, 0);
 }
 
 TEST(ViewModel, RowsJoinTheAgentOnPidAndGpu) {

@@ -120,6 +120,30 @@ TEST_F(Render, ReplayBanner) {
   expect_golden("replay_100x24", frame(model, 100, 24));
 }
 
+TEST_F(Render, ReplayStateSurvivesAnEightyColumnTerminal) {
+  ViewModel model = one_gpu_with_history();
+  model.replay = ReplayStatus{"h200-training.vsrec", "gpu-node-17", fixtures::base_ns, 812, 1500, 2.0,
+                              true, ""};
+  model.paused = true;
+  const std::string text = frame(model, 80, 24);
+  const std::string header = text.substr(0, text.find('\n'));
+  EXPECT_NE(header.find("REPLAY │ sample 812/1500 │ 2x │ END │ PAUSED"), std::string::npos) << header;
+  // The state and the clock stay; where the recording comes from shrinks to what fits.
+  EXPECT_NE(header.find(format_local_time(model.timestamp_ns())), std::string::npos) << header;
+  const std::string medium = frame(model, 100, 24);
+  EXPECT_NE(medium.substr(0, medium.find('\n')).find("PAUSED │ h200-training.vsrec  "), std::string::npos)
+      << medium;
+  const std::string wide = frame(model, 160, 24);
+  EXPECT_NE(wide.find("h200-training.vsrec, recorded on gpu-node-17 at "), std::string::npos) << wide;
+}
+
+TEST_F(Render, NoKeyHintsInAFramePrintedAsText) {
+  ViewModel model = one_gpu_with_history();
+  EXPECT_NE(frame(model, 100, 20).find("q quit"), std::string::npos);
+  model.key_hints = false;
+  EXPECT_EQ(frame(model, 100, 20).find("quit"), std::string::npos);
+}
+
 TEST_F(Render, TooSmallTerminalSaysSo) {
   EXPECT_EQ(frame(one_gpu_with_history(), 39, 9),
             "terminal too small (need 40x10)\n" + std::string(8, '\n'));
@@ -184,6 +208,18 @@ ViewModel trainer_with_categories() {
 constexpr std::string_view categories_line =
     "pid 4242 GPU 0 step 812 peak 8.7G: params 1.5G  grads 1.5G  optim 3.0G  activ 2.5G  "
     "temp 210M  other 12.0M";
+
+TEST_F(Render, StepAndRankTooWideForTheirColumnsAreMarkedNotCut) {
+  SystemSample sample = fixtures::one_gpu();
+  sample.allocators[0].step = 12345678;
+  sample.allocators[0].rank = 1234567;
+  ViewModel model;
+  model.ingest(sample);
+  const std::string text = frame(model, 160, 30);
+  EXPECT_EQ(text.find(" 2345678 "), std::string::npos) << "STEP lost its leading digit:\n" << text;
+  EXPECT_NE(text.find("…345678"), std::string::npos) << text;
+  EXPECT_NE(text.find("…567"), std::string::npos) << "RANK is marked too:\n" << text;
+}
 
 TEST_F(Render, SelectedProcessShowsItsStepCategoriesAboveTheFooter) {
   ViewModel model = trainer_with_categories();

@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -74,6 +77,27 @@ struct Fixture {
 
 int64_t index_of(const ReplayCursor& cursor) {
   return (cursor.current().timestamp_ns - fixtures::base_ns) / (100 * ms);
+}
+
+TEST(ReplayPeak, IsTheFirstSampleWithTheMostUsedMemoryOverAllGpus) {
+  Fixture f{samples(6)};
+  const auto used = [&f](std::size_t i, std::vector<uint64_t> bytes) {
+    f.data[i].devices.resize(bytes.size(), f.data[i].devices.front());
+    for (std::size_t d = 0; d < bytes.size(); ++d) f.data[i].devices[d].used_bytes = bytes[d];
+  };
+  for (std::size_t i = 0; i < f.data.size(); ++i) used(i, {1, 1});
+  used(2, {5, 1});
+  used(3, {1, 7});  // the most in total, on the second GPU
+  used(4, {4, 3});  // the same total later: the first one counts
+  used(5, {0, 0});  // the run ended: an empty GPU
+  auto reader = f.opener()();
+  EXPECT_EQ(peak_sample_index(*reader), 3U);
+  Fixture none{samples(3)};
+  for (SystemSample& s : none.data) {
+    for (DeviceSample& d : s.devices) d.used_bytes.reset();
+  }
+  auto empty = none.opener()();
+  EXPECT_EQ(peak_sample_index(*empty), 0U);
 }
 
 TEST(ReplayCursor, StepsForwardAndBackAndStopsAtBothEnds) {
@@ -152,6 +176,33 @@ TEST(ReplayCursor, SpeedIsClampedAndPlaybackStopsAtTheEnd) {
   EXPECT_EQ(cursor.advance(1 + 1'000'000 * ms), 9U);
   EXPECT_TRUE(cursor.at_end());
   EXPECT_FALSE(cursor.playing());
+}
+
+TEST(ReplayCursor, ExtremeTimestampsNeitherWrapNorPlayBackwards) {
+  // From the ends of the int64 range: the differences overflowed before the fix, and a wrapped
+  // due time in the past made playback race through the file.
+  Fixture f{samples(3)};
+  f.data[0].timestamp_ns = INT64_MIN + 1;
+  f.data[1].timestamp_ns = INT64_MAX;
+  f.data[2].timestamp_ns = INT64_MAX;
+  ReplayCursor cursor(f.opener());
+  const int64_t t0 = 1'000 * ms;
+  cursor.set_playing(true, t0);
+  const std::optional<int64_t> due = cursor.next_due_ns();
+  ASSERT_TRUE(due.has_value());
+  EXPECT_GT(*due, t0) << "the next sample is due later, not in the wrapped past";
+  EXPECT_EQ(cursor.advance(t0 + 1'000 * ms), 0U);
+  EXPECT_EQ(cursor.current().timestamp_ns, INT64_MIN + 1);
+}
+
+TEST(ReplayCursor, NanSpeedFallsBackToRealTime) {
+  Fixture f{samples(10)};
+  ReplayCursor cursor(f.opener());
+  const int64_t t0 = 1'000 * ms;
+  cursor.set_speed(std::nan(""), t0);
+  EXPECT_EQ(cursor.speed(), 1.0) << "NaN slips through std::clamp; playback would never advance";
+  cursor.set_playing(true, t0);
+  EXPECT_EQ(cursor.advance(t0 + 100 * ms), 1U);
 }
 
 TEST(ReplayCursor, TornTailIsReportedAndEmptyFilesAreRefused) {
