@@ -20,6 +20,8 @@
 #include "output.hpp"
 #include "pacing.hpp"
 #include "record.hpp"
+#include "rotation.hpp"
+#include "report/recording_summary.hpp"
 #include "stop_signals.hpp"
 #include "validators.hpp"
 #include "vramscope/clock.hpp"
@@ -76,6 +78,15 @@ int run_record(const RecordOptions& options) {
   if (!options.duration.empty()) {
     duration_ns = parse_positive_duration_ns("--duration", options.duration);
   }
+  std::optional<uint64_t> max_size_bytes;
+  if (!options.max_size.empty()) {
+    max_size_bytes = parse_size_bytes(options.max_size);
+    // Below 1 KiB every flush would start a new file (tests use the smallest).
+    if (!max_size_bytes || *max_size_bytes < 1024U) {
+      throw Error("--max-size: expected a size of at least 1KiB (1GiB, 500MB), got '" +
+                  options.max_size + "'");
+    }
+  }
   // Said before anything starts; the writer refuses again (atomically) when it creates the file.
   if (!options.force && access(options.output.c_str(), F_OK) == 0) {
     throw Error(options.output + ": already exists (use --force to overwrite it)");
@@ -104,8 +115,12 @@ int run_record(const RecordOptions& options) {
   metadata.command = shell_join(options.command);
   metadata.writer_version = version;
   // Created before the command starts, so "file exists" never leaves a command running.
+  RecordingWriterOptions writer_options;
+  writer_options.overwrite = options.force;
+  // Each segment's summary goes into the index, so `show` of a weeks-long file reads no samples.
+  writer_options.digest = std::make_shared<report::SummaryDigest>();
   std::unique_ptr<RecordingWriter> writer =
-      RecordingWriter::create(options.output, metadata, options.force);
+      RecordingWriter::create(options.output, metadata, writer_options);
 
   std::optional<ChildProcess> child;
   if (!options.command.empty()) {
@@ -142,6 +157,15 @@ int run_record(const RecordOptions& options) {
       if (now_ns - last_flush_ns >= flush_period_ns) {
         writer->flush();
         last_flush_ns = now_ns;
+        if (max_size_bytes && writer->file_bytes() >= *max_size_bytes) {
+          // Closed (with its index) before it is renamed: every rotated file is complete.
+          writer->close();
+          rotate_recordings(options.output, options.rotate);
+          metadata.created_ns = wall_time_ns();
+          writer_options.overwrite = false;
+          writer_options.digest = std::make_shared<report::SummaryDigest>();
+          writer = RecordingWriter::create(options.output, metadata, writer_options);
+        }
       }
       status.update(*writer, now_ns - start_ns, now_ns, false);
       if (child_done) break;
@@ -187,6 +211,16 @@ Command add_record_command(CLI::App& app) {
                      "Stop recording after this long (30s, 5m); a command keeps running")
       ->check(non_empty());
   record->add_flag("--force", options->force, "Overwrite FILE if it exists");
+  CLI::Option* max_size = record->add_option("--max-size", options->max_size,
+                     "When FILE reaches this size (1GiB, 500MB), close it, rotate it to FILE.1 "
+                     "(FILE.1 to FILE.2, ...) and record on into a new FILE; for jobs that run "
+                     "for weeks");
+  record->add_option("--rotate", options->rotate,
+                     "With --max-size: rotated files to keep (FILE.1 ... FILE.N); older ones are "
+                     "removed")
+      ->capture_default_str()
+      ->check(CLI::Range(0U, 1000U))
+      ->needs(max_size);
   record->add_flag("--no-agents", options->no_agents,
                    "Driver view only; do not read PyTorch agents' shared memory");
   record->add_option("command", options->command,

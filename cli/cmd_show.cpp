@@ -17,6 +17,8 @@ namespace {
 struct ShowOptions {
   std::string path;
   bool json = false;
+  /// Read every sample even where the file's index summarises them?
+  bool scan = false;
 };
 
 int run_show(const ShowOptions& options) {
@@ -26,10 +28,8 @@ int run_show(const ShowOptions& options) {
   try {
     const std::unique_ptr<RecordingReader> reader = RecordingReader::open(options.path);
     metadata = reader->metadata();
-    SystemSample sample;
-    while (reader->next(sample)) summary.add(sample);
-    tail.state = reader->tail_state();
-    tail.message = reader->tail_message();
+    // Segments the index summarises are merged, not read: a 1 GB recording in well under 1 s.
+    summary = report::summarise_recording(*reader, !options.scan, tail);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -61,6 +61,9 @@ Command add_show_command(CLI::App& app) {
       ->required()
       ->check(readable_file());
   show->add_flag("--json", options->json, "Print the summary as JSON (byte counts as integers)");
+  show->add_flag("--scan", options->scan,
+                 "Read and check every sample instead of using the summaries in the file's index "
+                 "(slower on long recordings; the result is the same)");
   return Command{show, [options] { return run_show(*options); }};
 }
 

@@ -18,6 +18,10 @@ struct RecordOptions {
   bool force = false;
   /// Driver view only, without the agents' shared memory?
   bool no_agents = false;
+  /// Start a new file once the current one reaches this size ("1GiB", "500MB"); empty: never.
+  std::string max_size;
+  /// With max_size: rotated files to keep (FILE.1 newest ... FILE.N oldest, older ones removed).
+  unsigned rotate = 5;
   /// Command to run and record; empty records until stopped.
   std::vector<std::string> command;
 };

@@ -1,7 +1,8 @@
-# cmake/VramscopeThirdParty.cmake -- header-only libraries as INTERFACE targets, and ncursesw.
+# cmake/VramscopeThirdParty.cmake -- header-only libraries as INTERFACE targets, ncursesw, zstd.
 #
-# Everything here is used header-only so that the CLI binary needs no shared library beyond
-# libc, libstdc++ and ncurses. Headers are searched in VRAMSCOPE_THIRD_PARTY_INCLUDE (an extra
+# Everything here but zstd is used header-only so that the CLI binary needs no shared library
+# beyond libc, libstdc++, ncurses and libzstd (which compresses recordings: a format must not
+# depend on a copy of a compressor kept here). Headers are searched in VRAMSCOPE_THIRD_PARTY_INCLUDE (an extra
 # folder, e.g. on a machine with no registry), the system, and for nlohmann/json also the
 # `nlohmann-json` package of the Python that builds (a PyPI build requirement, so that a source
 # build needs no Debian package for it). What is still missing stops the configure with ONE line
@@ -33,6 +34,7 @@ set(_vramscope_pkg_fmt "libfmt-dev|fmt-devel|fmt")
 set(_vramscope_pkg_cli11 "libcli11-dev|cli11-devel|cli11")
 set(_vramscope_pkg_httplib "libcpp-httplib-dev|cpp-httplib-devel|cpp-httplib")
 set(_vramscope_pkg_curses "libncurses-dev|ncurses-devel|ncurses")
+set(_vramscope_pkg_zstd "libzstd-dev|libzstd-devel|zstd")
 set(_vramscope_missing "")
 
 # Defines the INTERFACE target `target` for `header`, or adds `pkg` to the missing list.
@@ -52,6 +54,22 @@ if(VRAMSCOPE_CORE)
   _vramscope_header_lib(vramscope_fmt fmt/format.h ${_vramscope_pkg_fmt})
   if(TARGET vramscope_fmt)
     target_compile_definitions(vramscope_fmt INTERFACE FMT_HEADER_ONLY=1)
+  endif()
+  # zstd packs recording chunks (src/format/packed_chunk.cpp). The wheel's static build links
+  # libzstd.a too, for the reason given for ncursesw below.
+  find_path(VRAMSCOPE_ZSTD_INCLUDE_DIR zstd.h HINTS ${VRAMSCOPE_THIRD_PARTY_INCLUDE})
+  if(VRAMSCOPE_STATIC_CURSES)
+    find_library(VRAMSCOPE_ZSTD_LIBRARY NAMES libzstd.a zstd)
+  else()
+    find_library(VRAMSCOPE_ZSTD_LIBRARY NAMES zstd)
+  endif()
+  if(NOT VRAMSCOPE_ZSTD_INCLUDE_DIR OR NOT VRAMSCOPE_ZSTD_LIBRARY)
+    list(APPEND _vramscope_missing ${_vramscope_pkg_zstd})
+  else()
+    add_library(vramscope_zstd UNKNOWN IMPORTED GLOBAL)
+    set_target_properties(vramscope_zstd PROPERTIES
+                          IMPORTED_LOCATION ${VRAMSCOPE_ZSTD_LIBRARY}
+                          INTERFACE_INCLUDE_DIRECTORIES ${VRAMSCOPE_ZSTD_INCLUDE_DIR})
   endif()
 endif()
 
@@ -96,10 +114,10 @@ if(_vramscope_missing)
   endforeach()
   # NOTICE prints the line as it is; FATAL_ERROR would wrap it (and the commands in it).
   message(NOTICE
-    "vramscope: missing C++ headers; install them with: Debian/Ubuntu `apt install${_debian}`, "
+    "vramscope: missing C++ headers or libraries; install them with: Debian/Ubuntu `apt install${_debian}`, "
     "Fedora `dnf install${_fedora}`, conda `conda install -c conda-forge${_conda}` "
     "(or build only the PyTorch agent: VRAMSCOPE_CLI=OFF pip install --no-build-isolation .)")
-  message(FATAL_ERROR "vramscope: missing C++ headers (the line above names the packages)")
+  message(FATAL_ERROR "vramscope: missing C++ headers or libraries (the line above names the packages)")
 endif()
 
 if(VRAMSCOPE_TEST)

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # tools/fuzz.sh -- build the libFuzzer targets with clang and fuzz the recording reader, the
-# sample decoder and the agent-segment reader.
+# sample decoder, the agent-segment reader and the packed-chunk decompressor.
 #
-# Usage: tools/fuzz.sh [SECONDS]   (default 60 in all, a third for each target; CI uses about 60)
-# Builds in build/fuzz, writes the seeds into tests/fuzz/corpus/{recording,payload,segment}, then
-# fuzzes with ASan+UBSan on working corpora in build/fuzz/corpus-*. A crash leaves its input as
+# Usage: tools/fuzz.sh [SECONDS]   (default 60 in all, a quarter for each target; CI uses about 60)
+# Builds in build/fuzz, writes the seeds into tests/fuzz/corpus/{recording,payload,segment,packed},
+# then fuzzes with ASan+UBSan on working corpora in build/fuzz/corpus-*. A crash leaves its input as
 # build/fuzz/crash-* and the script exits non-zero; reproduce with
 #   build/fuzz/tests/fuzz/fuzz_recording_reader build/fuzz/crash-<hash>   (or the target that found it)
 set -euo pipefail
 
 seconds="${1:-60}"
-if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 3 ]; then
-  echo "usage: $0 [SECONDS>=3]" >&2
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 4 ]; then
+  echo "usage: $0 [SECONDS>=4]" >&2
   exit 2
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,13 +23,15 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DVRAMSCOPE_FUZZ=ON -DVRAMSCOPE_TEST=OFF -DVRAMSCOPE_BENCH=OFF -DVRAMSCOPE_CLI=OFF >/dev/null
 echo "building the fuzz targets with clang (log: build/fuzz/build.log)"
 cmake --build "$build" -j "$jobs" \
-  --target fuzz_recording_reader fuzz_sample_decoder fuzz_agent_segment fuzz_make_seeds \
+  --target fuzz_recording_reader fuzz_sample_decoder fuzz_agent_segment fuzz_packed_chunk \
+  fuzz_make_seeds \
   >"$build/build.log" 2>&1 || { tail -n 40 "$build/build.log"; exit 1; }
 
 seeds="$root/tests/fuzz/corpus"
-mkdir -p "$seeds/recording" "$seeds/payload" "$seeds/segment" \
-  "$build/corpus-recording" "$build/corpus-payload" "$build/corpus-segment"
-"$build/tests/fuzz/fuzz_make_seeds" "$seeds/recording" "$seeds/payload" "$seeds/segment"
+mkdir -p "$seeds/recording" "$seeds/payload" "$seeds/segment" "$seeds/packed" \
+  "$build/corpus-recording" "$build/corpus-payload" "$build/corpus-segment" "$build/corpus-packed"
+"$build/tests/fuzz/fuzz_make_seeds" "$seeds/recording" "$seeds/payload" "$seeds/segment" \
+  "$seeds/packed"
 
 cd "$build"
 # -rss_limit_mb bounds what a crafted file may make the reader allocate; -max_len lets an input
@@ -52,9 +54,10 @@ fuzz() {
   read -r _ runs _ _ took _ <<<"$summary"
   echo "$name: $runs runs in $took s, no crash"
 }
-third=$((seconds / 3))
-fuzz fuzz_recording_reader "$third" "$build/corpus-recording" "$seeds/recording"
-fuzz fuzz_sample_decoder "$third" "$build/corpus-payload" "$seeds/payload"
+quarter=$((seconds / 4))
+fuzz fuzz_recording_reader "$quarter" "$build/corpus-recording" "$seeds/recording"
+fuzz fuzz_sample_decoder "$quarter" "$build/corpus-payload" "$seeds/payload"
+fuzz fuzz_packed_chunk "$quarter" "$build/corpus-packed" "$seeds/packed"
 # A segment of two slots and full rings is about 68 KiB: let inputs be that long.
-fuzz fuzz_agent_segment "$((seconds - 2 * third))" "$build/corpus-segment" "$seeds/segment" \
+fuzz fuzz_agent_segment "$((seconds - 3 * quarter))" "$build/corpus-segment" "$seeds/segment" \
   -max_len=70000

@@ -15,6 +15,8 @@
 #include <tuple>
 
 #include "core/crc32c.hpp"
+#include "format/packed_chunk.hpp"
+#include "format/recording_index.hpp"
 #include "format/recording_layout.hpp"
 #include "format/sample_codec.hpp"
 #include "vramscope/recording.hpp"
@@ -103,7 +105,8 @@ class RecordingReaderImpl final : public RecordingReader {
       if (m_finished || !load_chunk()) return false;
     }
     try {
-      m_decoder.decode(m_cursor, m_previous_timestamp_ns, out);
+      m_decoder.decode(m_cursor, m_packed ? m_timestamps.base_ns() : m_previous_timestamp_ns,
+                       out);
       if (m_decoder.take_expanded_bytes() > max_decoded_sample_bytes) {
         throw format::FormatError("sample expands implausibly");
       }
@@ -114,7 +117,32 @@ class RecordingReaderImpl final : public RecordingReader {
                                           ": " + error.what());
     }
     m_previous_timestamp_ns = out.timestamp_ns;
+    m_timestamps.observe(out.timestamp_ns);
     return true;
+  }
+
+  std::vector<RecordingSegment> segments() override {
+    if (!m_packed) return {};
+    return format::read_index(
+        [this](uint64_t offset, char* out, std::size_t size) {
+          return m_source->read_at(offset, out, size);
+        },
+        m_source->size(), m_first_chunk_offset);
+  }
+
+  void seek(uint64_t offset) override {
+    if (!m_packed) fail("seek needs a format-3 recording");
+    // Everything about the stream starts afresh: the next chunk must be a key chunk.
+    m_offset = offset;
+    m_chunk_count = 0;
+    m_samples_left = 0;
+    m_finished = false;
+    m_tail_state = TailState::Clean;
+    m_tail_message.clear();
+    m_unpacker.reset();
+    m_chunk_offsets.clear();
+    // The index chunk before `offset` is not read: the next one's back pointer is not checked.
+    m_last_index_offset = unknown_index_offset;
   }
 
   TailState tail_state() const override { return m_tail_state; }
@@ -167,7 +195,9 @@ class RecordingReaderImpl final : public RecordingReader {
     m_metadata.format_version = fixed.version;
     // Samples are decoded the way the file's version encoded them.
     m_decoder = format::SampleDecoder(fixed.version);
+    m_packed = fixed.version >= format::first_packed_version;
     m_offset = fixed.header_bytes;
+    m_first_chunk_offset = fixed.header_bytes;
   }
 
   /// Identifies a chunk: no writer produces two chunks with the same first and last timestamps
@@ -188,6 +218,7 @@ class RecordingReaderImpl final : public RecordingReader {
     m_chunk_offset = m_offset;
     const uint64_t file_size = m_source->size();
     if (m_offset >= file_size) return stop(TailState::Clean, "");
+    if (m_packed) return load_packed_chunk(file_size);
     ChunkHeader header{};
     const std::size_t got =
         m_source->read_at(m_offset, reinterpret_cast<char*>(&header), sizeof header);
@@ -230,10 +261,93 @@ class RecordingReaderImpl final : public RecordingReader {
     return true;
   }
 
-  /// After a chunk's last sample: the payload must be used up and the timestamps must agree.
+  /// Reads, verifies and expands the packed chunk (version 3) at m_offset, below `file_size`.
+  /// False at the end of the valid data. A key chunk restarts the string table and the
+  /// timestamp base; any other continues them from the chunk before.
+  bool load_packed_chunk(uint64_t file_size) {
+    char head[format::max_packed_header_bytes];
+    const std::size_t want = std::min<uint64_t>(sizeof head, file_size - m_offset);
+    const std::size_t got = m_source->read_at(m_offset, head, want);
+    if (got > 0 && head[0] == format::index_marker) return skip_index_chunk(file_size);
+    format::PackedChunkHeader header;
+    std::string why;
+    switch (format::parse_packed_header(std::string_view(head, got), header, why)) {
+      case format::PackedHeaderStatus::Cut: return stop_torn();
+      case format::PackedHeaderStatus::Bad: return stop_corrupt(why);
+      case format::PackedHeaderStatus::Ok: break;
+    }
+    if (m_chunk_count == 0 && !header.key) {
+      return stop_corrupt(m_offset == m_first_chunk_offset ? "first chunk is not a key chunk"
+                                                           : "segment does not start with a key chunk");
+    }
+    const uint64_t stored_at = m_offset + header.header_bytes;
+    if (file_size - stored_at < header.stored_bytes) return stop_torn();
+    m_stored.resize(header.stored_bytes);
+    if (m_source->read_at(stored_at, m_stored.data(), m_stored.size()) < m_stored.size()) {
+      return stop_torn();
+    }
+    if (crc32c_unmask(header.payload_crc) != crc32c(m_stored)) {
+      return stop_corrupt("payload checksum mismatch");
+    }
+    if (header.key) {
+      // A key chunk is self-contained, so an appended copy would decode and replay old samples;
+      // two honest key chunks never match (continuation chunks may: a steady stream repeats).
+      const auto key = std::make_tuple(int64_t{header.payload_crc}, int64_t{header.stored_bytes},
+                                       header.raw_bytes, header.sample_count);
+      if (const auto [earlier, fresh] = m_chunk_offsets.emplace(key, m_offset); !fresh) {
+        return stop_corrupt("repeats the chunk at byte " + std::to_string(earlier->second) +
+                            " (copied or appended twice?)");
+      }
+      if (m_chunk_offsets.size() > max_remembered_chunks) m_chunk_offsets.clear();
+      m_segment_offset = m_offset;
+      m_segment_samples = 0;
+    }
+    m_segment_samples += header.sample_count;
+    if (!m_unpacker) m_unpacker = std::make_unique<format::PackedChunkDecompressor>();
+    if (!m_unpacker->decompress(header, m_stored, m_payload, why)) return stop_corrupt(why);
+    if (header.key) {
+      m_decoder = format::SampleDecoder(m_metadata.format_version);
+      m_timestamps.restart();
+    }
+    ++m_chunk_count;
+    m_cursor = m_payload;
+    m_samples_left = header.sample_count;
+    m_offset = stored_at + header.stored_bytes;
+    return true;
+  }
+
+  /// Checks the index chunk at m_offset and moves past it (it holds no samples); loads the next
+  /// chunk. An index chunk must end a segment: it may not come first.
+  bool skip_index_chunk(uint64_t file_size) {
+    if (m_chunk_count == 0) return stop_corrupt("index chunk before any key chunk");
+    const uint64_t size = std::min<uint64_t>(file_size - m_offset,
+                                             format::max_index_chunk_bytes + 64);
+    m_stored.resize(static_cast<std::size_t>(size));
+    m_stored.resize(m_source->read_at(m_offset, m_stored.data(), m_stored.size()));
+    std::string why;
+    bool cut = false;
+    const auto chunk = format::parse_index_chunk(m_stored, m_offset, why, &cut);
+    if (!chunk) return cut ? stop_torn() : stop_corrupt(why);
+    // Bound to its place: it describes the segment just read and points at the index before.
+    if (chunk->segment.offset != m_segment_offset ||
+        chunk->segment.sample_count != m_segment_samples ||
+        (m_last_index_offset != unknown_index_offset &&
+         chunk->previous_offset != m_last_index_offset)) {
+      return stop_corrupt("index chunk does not describe the segment before it");
+    }
+    m_last_index_offset = m_offset;
+    m_offset += chunk->chunk_bytes;
+    m_chunk_offset = m_offset;
+    if (m_offset >= file_size) return stop(TailState::Clean, "");
+    m_chunk_count = 0;  // the next chunk opens a segment: a key chunk
+    return load_packed_chunk(file_size);
+  }
+
+  /// After a chunk's last sample: the payload must be used up and the timestamps must agree
+  /// (packed chunks carry no timestamps in their header).
   void check_chunk_end(const SystemSample& last) const {
     if (!m_cursor.empty()) throw format::FormatError("bytes left after the last sample");
-    if (last.timestamp_ns != m_header.last_timestamp_ns) {
+    if (!m_packed && last.timestamp_ns != m_header.last_timestamp_ns) {
       throw format::FormatError("last timestamp disagrees with the chunk header");
     }
   }
@@ -255,6 +369,9 @@ class RecordingReaderImpl final : public RecordingReader {
     m_tail_message = std::move(message);
     m_payload.clear();
     m_payload.shrink_to_fit();
+    m_stored.clear();
+    m_stored.shrink_to_fit();
+    m_unpacker.reset();
     m_cursor = {};
     return false;
   }
@@ -275,6 +392,23 @@ class RecordingReaderImpl final : public RecordingReader {
   /// Chunks read so far (chunk_key -> offset), to refuse a chunk that repeats one.
   std::map<std::tuple<int64_t, int64_t, uint32_t, uint32_t>, uint64_t> m_chunk_offsets;
   bool m_finished = false;
+  /// Are the chunks packed (format version 3 on)?
+  bool m_packed = false;
+  /// Packed chunks read so far, the compressed bytes of the current one and its decompressor
+  /// (made at the first packed chunk).
+  uint64_t m_chunk_count = 0;
+  /// Offset of the first chunk (the end of the file header).
+  uint64_t m_first_chunk_offset = 0;
+  /// The current segment's key chunk and samples so far, and the last index chunk read (0:
+  /// none; unknown_index_offset after a seek), which the next index chunk must match.
+  static constexpr uint64_t unknown_index_offset = UINT64_MAX;
+  uint64_t m_segment_offset = 0;
+  uint64_t m_segment_samples = 0;
+  uint64_t m_last_index_offset = 0;
+  std::string m_stored;
+  std::unique_ptr<format::PackedChunkDecompressor> m_unpacker;
+  /// Bases of packed sample timestamps, mirroring the writer's.
+  format::TimestampPredictor m_timestamps;
   TailState m_tail_state = TailState::Clean;
   std::string m_tail_message;
 };

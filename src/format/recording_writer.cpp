@@ -3,16 +3,21 @@
 // Crash safety rests on three habits: the header is on disk (fdatasync, plus the directory entry)
 // before the first sample; each chunk goes out in one write() so a torn write can only damage
 // the last chunk; and a failed write is cut back off the file (ftruncate) so the next chunk never
-// lands after garbage.
+// lands after garbage. Chunks are packed (zstd, format version 3; see packed_chunk.hpp): a chunk
+// that failed to write is kept and written again first, because the chunks after it continue
+// its compressed stream.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "core/crc32c.hpp"
+#include "format/packed_chunk.hpp"
+#include "format/recording_index.hpp"
 #include "format/recording_layout.hpp"
 #include "format/sample_codec.hpp"
 #include "vramscope/recording.hpp"
@@ -21,7 +26,6 @@
 namespace vramscope {
 namespace {
 
-using format::ChunkHeader;
 using format::FileHeader;
 
 /// Samples in one chunk at most (the header stores the count in 32 bits).
@@ -59,9 +63,7 @@ class FileRecordingWriter final : public RecordingWriter {
  public:
   FileRecordingWriter(std::string path, int fd, const RecordingWriterOptions& options,
                       uint64_t header_bytes)
-      : m_path(std::move(path)), m_fd(fd), m_options(options), m_file_bytes(header_bytes) {
-    start_chunk();
-  }
+      : m_path(std::move(path)), m_fd(fd), m_options(options), m_file_bytes(header_bytes) {}
 
   ~FileRecordingWriter() override {
     try {
@@ -73,36 +75,45 @@ class FileRecordingWriter final : public RecordingWriter {
 
   void append(const SystemSample& sample) override {
     if (m_fd < 0) throw Error(m_path + ": recording is already closed");
-    if (pending_payload_bytes() >= format::writer_chunk_payload_bytes ||
+    if (m_pending.size() >= format::writer_chunk_payload_bytes ||
         m_pending_samples >= max_chunk_samples) {
       flush();
     }
-    const int64_t base_ns = m_pending_samples == 0 ? sample.timestamp_ns : m_last_timestamp_ns;
-    if (!m_encoder.encode(sample, base_ns, m_pending)) {
+    if (m_pending_samples == 0) {
+      // A chunk's first sample settles whether it is a key chunk: a key chunk's samples are
+      // encoded against an empty string table, and their timestamps against a fresh base.
+      m_pending_key = m_chunks_sealed == 0 || m_bytes_since_key >= m_options.segment_bytes;
+      if (m_pending_key) {
+        m_encoder.emplace();
+        m_timestamps.restart();
+        // The segment before ends here; its index chunk goes out just before this key chunk.
+        if (m_segment.sample_count > 0) end_segment();
+      }
+    }
+    if (!m_encoder->encode(sample, m_timestamps.base_ns(), m_pending)) {
       throw Error(m_path + ": sample too large to record (over " +
                   std::to_string(format::SampleEncoder::max_sample_bytes >> 20U) + " MiB encoded)");
     }
-    if (m_pending_samples == 0) m_first_timestamp_ns = sample.timestamp_ns;
-    m_last_timestamp_ns = sample.timestamp_ns;
+    m_timestamps.observe(sample.timestamp_ns);
     ++m_pending_samples;
     ++m_sample_count;
+    if (m_segment.sample_count == 0) m_segment.first_ns = sample.timestamp_ns;
+    m_segment.last_ns = sample.timestamp_ns;
+    ++m_segment.sample_count;
+    if (m_options.digest) m_options.digest->add(sample);
   }
 
   void flush() override {
-    if (m_pending_samples == 0) return;
+    if (m_pending_samples == 0 && m_sealed.empty()) return;
     if (m_fd < 0) throw Error(m_path + ": recording is already closed");
     if (m_broken) throw Error(m_path + ": recording stopped after an earlier write error");
-    seal_chunk();
-    if (const int error = write_all(m_fd, m_pending.data(), m_pending.size()); error != 0) {
-      // Cut the partial chunk off so a retry (or the reader) sees a clean end of file.
-      if (::ftruncate(m_fd, static_cast<off_t>(m_file_bytes)) != 0 ||
-          ::lseek(m_fd, static_cast<off_t>(m_file_bytes), SEEK_SET) < 0) {
-        m_broken = true;
-      }
-      throw Error(m_path + ": cannot write recording: " + errno_text(error));
+    // A chunk that an earlier write could not place goes first: later chunks continue its
+    // compressed stream and string table.
+    if (!m_sealed.empty()) write_sealed();
+    if (m_pending_samples > 0) {
+      seal_chunk();
+      write_sealed();
     }
-    m_file_bytes += m_pending.size();
-    start_chunk();
     if (m_options.sync_each_chunk && ::fdatasync(m_fd) != 0) {
       throw Error(m_path + ": cannot sync recording to disk: " + errno_text(errno));
     }
@@ -111,6 +122,12 @@ class FileRecordingWriter final : public RecordingWriter {
   void close() override {
     if (m_fd < 0) return;
     flush();
+    // The last segment's index chunk ends the file, so a reader finds it at the very end.
+    if (m_segment.sample_count > 0) {
+      end_segment();
+      seal_index();
+      write_sealed();
+    }
     const int fd = m_fd;
     m_fd = -1;
     const bool synced = m_options.sync_each_chunk || ::fdatasync(fd) == 0;
@@ -123,38 +140,74 @@ class FileRecordingWriter final : public RecordingWriter {
   uint64_t file_bytes() const override { return m_file_bytes; }
 
  private:
-  std::size_t pending_payload_bytes() const { return m_pending.size() - sizeof(ChunkHeader); }
+  /// Moves the current segment to m_ended_segment, with its digest, for seal_index().
+  void end_segment() {
+    m_ended_segment = m_segment;
+    if (m_options.digest) m_ended_segment->digest = m_options.digest->take();
+    m_segment = RecordingSegment{};
+  }
 
-  /// Starts the next chunk's buffer with room for its header, so the chunk is one buffer.
-  void start_chunk() {
-    m_pending.assign(sizeof(ChunkHeader), '\0');
+  /// Appends the index chunk of m_ended_segment (if any) to m_sealed.
+  void seal_index() {
+    if (!m_ended_segment) return;
+    const uint64_t offset = m_file_bytes + m_sealed.size();
+    format::encode_index_chunk(*m_ended_segment, m_last_index_offset, m_sealed);
+    m_last_index_offset = offset;
+    m_ended_segment.reset();
+  }
+
+  /// Compresses the pending samples into m_sealed, one packed chunk (packed_chunk.hpp); a key
+  /// chunk comes after the index chunk of the segment it follows.
+  void seal_chunk() {
+    if (m_pending_key) {
+      seal_index();
+      m_segment.offset = m_file_bytes + m_sealed.size();
+    }
+    m_compressor.compress(m_pending, m_pending_samples, m_pending_key, m_sealed);
+    m_bytes_since_key = (m_pending_key ? 0 : m_bytes_since_key) + m_pending.size();
+    ++m_chunks_sealed;
+    m_pending.clear();
     m_pending_samples = 0;
   }
 
-  /// Fills in the header of the pending chunk, now that its payload is complete.
-  void seal_chunk() {
-    ChunkHeader header{};
-    std::memcpy(header.magic, format::chunk_magic, sizeof header.magic);
-    header.payload_bytes = static_cast<uint32_t>(pending_payload_bytes());
-    header.sample_count = m_pending_samples;
-    header.payload_crc =
-        crc32c_mask(crc32c(m_pending.data() + sizeof(ChunkHeader), pending_payload_bytes()));
-    header.first_timestamp_ns = m_first_timestamp_ns;
-    header.last_timestamp_ns = m_last_timestamp_ns;
-    header.flags = 0;
-    header.header_crc = crc32c_mask(crc32c(&header, offsetof(ChunkHeader, header_crc)));
-    std::memcpy(m_pending.data(), &header, sizeof header);
+  /// Writes m_sealed with one write(); on failure cuts it off the file again and keeps it.
+  void write_sealed() {
+    if (const int error = write_all(m_fd, m_sealed.data(), m_sealed.size()); error != 0) {
+      // Cut the partial chunk off so a retry (or the reader) sees a clean end of file.
+      if (::ftruncate(m_fd, static_cast<off_t>(m_file_bytes)) != 0 ||
+          ::lseek(m_fd, static_cast<off_t>(m_file_bytes), SEEK_SET) < 0) {
+        m_broken = true;
+      }
+      throw Error(m_path + ": cannot write recording: " + errno_text(error));
+    }
+    m_file_bytes += m_sealed.size();
+    m_sealed.clear();
   }
 
   std::string m_path;
   int m_fd;
   RecordingWriterOptions m_options;
-  format::SampleEncoder m_encoder;
-  /// The chunk being built: header placeholder followed by encoded samples.
+  /// Restarted (emplaced) at every key chunk, so that its string table starts empty there.
+  std::optional<format::SampleEncoder> m_encoder;
+  format::PackedChunkCompressor m_compressor;
+  /// Encoded samples of the chunk being built, not yet compressed.
   std::string m_pending;
   uint32_t m_pending_samples = 0;
-  int64_t m_first_timestamp_ns = 0;
-  int64_t m_last_timestamp_ns = 0;
+  /// Is the chunk being built a key chunk?
+  bool m_pending_key = true;
+  /// A sealed packed chunk not yet on disk (empty once written).
+  std::string m_sealed;
+  uint64_t m_chunks_sealed = 0;
+  /// The segment being written (offset, count, times), and one that ended but whose index
+  /// chunk is not sealed yet.
+  RecordingSegment m_segment;
+  std::optional<RecordingSegment> m_ended_segment;
+  /// Offset of the last index chunk sealed (0: none yet).
+  uint64_t m_last_index_offset = 0;
+  /// Sample bytes sealed since the last key chunk began, to space key chunks.
+  uint64_t m_bytes_since_key = 0;
+  /// Bases of the sample timestamps, mirrored by the reader.
+  format::TimestampPredictor m_timestamps;
   uint64_t m_sample_count = 0;
   uint64_t m_file_bytes;
   /// Did a failed write leave bytes we could not cut off? Then nothing more may be appended.

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "vramscope/recording.hpp"
@@ -53,6 +54,12 @@ class RecordingSummary {
  public:
   /// Folds one sample in (samples must come in recording order).
   void add(const SystemSample& sample);
+  /// Folds in the summary of the samples that follow this one's (a later segment), with the
+  /// same result as add()ing them (summary_digest.cpp).
+  void merge(const RecordingSummary& later);
+  /// Compact bytes of this summary, and back (nullopt for bytes that are not one).
+  std::string serialize() const;
+  static std::optional<RecordingSummary> parse(std::string_view bytes);
 
   uint64_t sample_count() const { return m_sample_count; }
   /// First and last sample timestamps (CLOCK_REALTIME ns); 0 when empty.
@@ -77,11 +84,29 @@ class RecordingSummary {
   std::map<std::pair<uint32_t, std::string>, ProcessPeak> m_processes;
 };
 
+/// The SegmentDigest of `vramscope record`: each segment's RecordingSummary, serialized, so that
+/// `show` merges the digests of the index instead of reading every sample.
+class SummaryDigest final : public SegmentDigest {
+ public:
+  void add(const SystemSample& sample) override { m_summary.add(sample); }
+  std::string take() override;
+
+ private:
+  RecordingSummary m_summary;
+};
+
 /// How the file ended, as `show` reports it.
 struct RecordingTail {
   TailState state = TailState::Clean;
   std::string message;
 };
+
+/// Summarises what `reader` has left to read. With `use_index`, segments that the file's index
+/// describes with a SummaryDigest are merged from their digests instead of being read (their
+/// chunks are then not checked); the rest is read sample by sample. `tail` gets how the samples
+/// read ended; `indexed_segments` (when not null) how many segments came from the index.
+RecordingSummary summarise_recording(RecordingReader& reader, bool use_index, RecordingTail& tail,
+                                     std::size_t* indexed_segments = nullptr);
 
 /// "clean", "truncated" or "corrupt".
 const char* tail_state_name(TailState state);

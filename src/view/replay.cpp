@@ -29,6 +29,12 @@ ReplayCursor::ReplayCursor(RecordingOpener opener, std::size_t window)
   m_reader = m_opener();
   if (!m_reader) throw Error("cannot open the recording");
   m_metadata = m_reader->metadata();
+  m_segments = m_reader->segments();
+  uint64_t first = 0;
+  for (const RecordingSegment& segment : m_segments) {
+    m_segment_first.push_back(first);
+    first += segment.sample_count;
+  }
   if (!read_more()) {
     std::string why = "the recording holds no sample";
     if (!m_tail_message.empty()) why += " (" + m_tail_message + ")";
@@ -79,8 +85,43 @@ bool ReplayCursor::step_back() {
   return true;
 }
 
+bool ReplayCursor::jump_near(uint64_t index) {
+  // Land some samples before the target when possible, so that steps back stay in memory.
+  const uint64_t lead = std::min<uint64_t>(index, m_window_capacity / 2);
+  std::size_t found = m_segments.size();
+  for (std::size_t i = 0; i < m_segments.size() && m_segment_first[i] <= index - lead; ++i) found = i;
+  if (found == m_segments.size()) return false;
+  const uint64_t first = m_segment_first[found];
+  const bool before_window = index < m_window_first;
+  const bool past_window = first > m_window_first + m_window.size();
+  if (!before_window && !past_window) return false;
+  m_reader = m_opener();
+  if (!m_reader) throw Error("cannot reopen the recording");
+  m_reader->seek(m_segments[found].offset);
+  m_window.clear();
+  m_window_first = first;
+  m_position = first;
+  m_count.reset();
+  m_tail_message.clear();
+  if (!read_more()) {
+    // The segment did not read after all: forget the index and read from the start.
+    m_segments.clear();
+    m_segment_first.clear();
+    m_reader = m_opener();
+    if (!m_reader) throw Error("cannot reopen the recording");
+    m_window_first = 0;
+    m_position = 0;
+    m_count.reset();
+    m_tail_message.clear();
+    read_more();
+  }
+  return true;
+}
+
 void ReplayCursor::seek(uint64_t index) {
-  if (index < m_window_first) {
+  if (jump_near(index)) {
+    // Read on from the segment's first sample below.
+  } else if (index < m_window_first) {
     // Before the window: read the file again from its start, keeping the samples just
     // before the target so that further steps back stay in memory.
     m_reader = m_opener();
@@ -100,6 +141,7 @@ void ReplayCursor::seek(uint64_t index) {
 }
 
 void ReplayCursor::seek_end() {
+  if (!m_segments.empty()) jump_near(m_segment_first.back());
   while (step_forward()) {
   }
   m_anchor_recorded_ns = current().timestamp_ns;

@@ -77,7 +77,16 @@ class ReplayCursor {
   bool read_more();
   /// Restarts the playback clock at the current sample.
   void anchor(int64_t now_ns);
+  /// When the file's index has a segment starting after the window but at or before `index`
+  /// (or the target lies before the window), reopens the file at the latest such segment, so
+  /// that a seek reads one segment at most instead of everything before it. False when there is
+  /// no index to use.
+  bool jump_near(uint64_t index);
 
+  /// The file's segments (RecordingReader::segments()) and the index of each one's first
+  /// sample; empty for files without an index.
+  std::vector<RecordingSegment> m_segments;
+  std::vector<uint64_t> m_segment_first;
   RecordingOpener m_opener;
   std::unique_ptr<RecordingReader> m_reader;
   RecordingMetadata m_metadata;

@@ -1,8 +1,8 @@
 // tests/fuzz/make_seeds.cpp -- writes seed recordings for the fuzzer into a corpus folder
 //
-// Usage: make_seeds RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR]. Seeds are small valid
-// recordings (so the fuzzer starts from the real structure) plus a truncated and a header-only one,
-// and agent segments written by the real writer with every machine-specific field (pid, uid, start
+// Usage: make_seeds RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR [PACKED_SEED_DIR]].
+// Seeds are small valid recordings (so the fuzzer starts from the real structure) plus a truncated
+// and a header-only one, a bare packed stream (fuzz_packed_chunk.cpp), and agent segments written by the real writer with every machine-specific field (pid, uid, start
 // time, namespace, clocks) fixed, so that the seeds are the same on every machine.
 #include <stdlib.h>
 #include <unistd.h>
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "format/agent_segment_layout.hpp"
+#include "format/packed_chunk.hpp"
 #include "format/sample_codec.hpp"
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/recording.hpp"
@@ -145,11 +146,39 @@ void write_segment_seeds(const std::string& out_dir) {
   std::filesystem::remove_all(pattern);
 }
 
+/// A packed stream as fuzz_packed_chunk takes it: raw_bytes - 1 (u16), then a key chunk's zstd
+/// data and a continuation's, each behind a u16 length, both expanding to raw_bytes.
+void write_packed_seed(const std::string& path) {
+  // The same encoded sample twice (the target gives every piece one raw size); the second piece
+  // is then a few bytes that refer back into the first.
+  vramscope::format::SampleEncoder encoder;
+  std::string first;
+  encoder.encode(seed_sample(0), 0, first);
+  const std::string second = first;
+  vramscope::format::PackedChunkCompressor compressor;
+  std::string out;
+  const auto raw_minus_one = static_cast<uint16_t>(first.size() - 1);
+  out.append(reinterpret_cast<const char*>(&raw_minus_one), sizeof raw_minus_one);
+  for (const std::string* raw : {static_cast<const std::string*>(&first), &second}) {
+    std::string chunk;
+    compressor.compress(*raw, 1, raw == &first, chunk);
+    vramscope::format::PackedChunkHeader header;
+    std::string why;
+    vramscope::format::parse_packed_header(chunk, header, why);
+    const auto length = static_cast<uint16_t>(header.stored_bytes);
+    out.append(reinterpret_cast<const char*>(&length), sizeof length);
+    out.append(chunk.substr(header.header_bytes));
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(out.data(), static_cast<std::streamsize>(out.size()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: %s RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR]\n",
+  if (argc < 3 || argc > 5) {
+    std::fprintf(stderr,
+                 "usage: %s RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR [PACKED_SEED_DIR]]\n",
                  argv[0]);
     return vramscope::ExitUsage;
   }
@@ -164,7 +193,8 @@ int main(int argc, char** argv) {
     std::ofstream(dir + "/truncated.vsrec", std::ios::binary | std::ios::trunc)
         .write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 5));
     write_payload_seed(std::string(argv[2]) + "/five_samples.bin");
-    if (argc == 4) write_segment_seeds(argv[3]);
+    if (argc >= 4) write_segment_seeds(argv[3]);
+    if (argc == 5) write_packed_seed(std::string(argv[4]) + "/two_chunks.bin");
   } catch (const vramscope::Error& error) {
     std::fprintf(stderr, "make_seeds: %s\n", error.what());
     return vramscope::ExitError;

@@ -146,6 +146,52 @@ TEST(CliRecord, SigtermStopsARecordingWithoutCommandCleanly) {
   EXPECT_GE(summary["sample_count"].get<int>(), 1);
 }
 
+TEST(CliRecord, MaxSizeRotatesAndKeepsTheNewestFiles) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const std::string file = dir.file("long.vsrec");
+  // A symlink planted where a rotated file will go, pointing at a file that must stay intact.
+  const std::string victim = dir.file("victim.txt");
+  std::ofstream(victim) << "precious";
+  ASSERT_EQ(::symlink(victim.c_str(), (file + ".1").c_str()), 0);
+  const CliResult r =
+      run_cli(dir, {"record", "-o", file, "-i", "5ms", "--duration", "1500ms", "--max-size", "1KiB",
+                    "--rotate", "2"},
+              double_env(nvml_script("two_gpus.json")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_text_file(victim), "precious");
+  int samples = 0;
+  for (const std::string& name : {file, file + ".1", file + ".2"}) {
+    struct stat info {};
+    ASSERT_EQ(::lstat(name.c_str(), &info), 0) << name;
+    EXPECT_TRUE(S_ISREG(info.st_mode)) << name << " (the planted link was rotated away)";
+    EXPECT_EQ(info.st_mode & 0777, 0600U) << name;
+    const json summary = show_json(dir, name);
+    EXPECT_EQ(summary["tail"]["state"], "clean") << name;
+    samples += summary["sample_count"].get<int>();
+  }
+  EXPECT_GT(samples, 3);
+  struct stat info {};
+  EXPECT_NE(::lstat((file + ".3").c_str(), &info), 0) << "only --rotate 2 files are kept";
+  // The rotated files are the older ones: FILE.2 ends before FILE.1 starts, FILE.1 before FILE.
+  const auto span = [&](const std::string& name) {
+    const json s = show_json(dir, name);
+    return std::pair{s["start_ns"].get<int64_t>(), s["end_ns"].get<int64_t>()};
+  };
+  EXPECT_LE(span(file + ".2").second, span(file + ".1").first);
+  EXPECT_LE(span(file + ".1").second, span(file).first);
+}
+
+TEST(CliRecord, RotateNeedsMaxSizeAndASaneSize) {
+  TempDir dir;
+  const auto env = double_env(nvml_script("two_gpus.json"));
+  EXPECT_NE(run_cli(dir, {"record", "-o", dir.file("a.vsrec"), "--rotate", "3"}, env).exit_code, 0);
+  const CliResult tiny =
+      run_cli(dir, {"record", "-o", dir.file("b.vsrec"), "--max-size", "100"}, env);
+  EXPECT_NE(tiny.exit_code, 0);
+  EXPECT_NE(tiny.err.find("--max-size"), std::string::npos) << tiny.err;
+}
+
 TEST(CliShow, TruncatedFileWarnsButSucceeds) {
   VRAMSCOPE_REQUIRE_DOUBLE();
   TempDir dir;
@@ -155,7 +201,22 @@ TEST(CliShow, TruncatedFileWarnsButSucceeds) {
                 .exit_code,
             0);
   const json whole = show_json(dir, file);
-  std::filesystem::resize_file(file, std::filesystem::file_size(file) - 7);
+  // The file ends with an index chunk (format 3), whose trailer holds its size (u32, "VSIX").
+  uint32_t index_bytes = 0;
+  {
+    std::ifstream in(file, std::ios::binary);
+    in.seekg(-8, std::ios::end);
+    in.read(reinterpret_cast<char*>(&index_bytes), sizeof index_bytes);
+  }
+  ASSERT_GT(index_bytes, 8U);
+  const uint64_t size = std::filesystem::file_size(file);
+  // Cutting into it loses no sample...
+  std::filesystem::resize_file(file, size - 7);
+  const json index_cut = show_json(dir, file);
+  EXPECT_EQ(index_cut["tail"]["state"], "truncated");
+  EXPECT_EQ(index_cut["sample_count"], whole["sample_count"]);
+  // ...cutting past it, into the last sample chunk, loses that chunk.
+  std::filesystem::resize_file(file, size - index_bytes - 3);
 
   const CliResult r = run_cli(dir, {"show", file});
   EXPECT_EQ(r.exit_code, 0) << r.err;

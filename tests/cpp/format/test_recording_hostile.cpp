@@ -78,30 +78,37 @@ TEST(HostileRecording, PathsThatNameNoRegularFileFailTheSameWay) {
 TEST(HostileRecording, AChunkAppendedAgainIsCorruptNotOldSamplesReplayed) {
   TempDir dir;
   const std::string path = dir.file("rec.vsrec");
-  uint64_t chunk_start = 0;
+  uint64_t first_chunk = 0;
+  uint64_t last_chunk = 0;
   {
-    auto writer = RecordingWriter::create(path, make_metadata(),
-                                          RecordingWriterOptions{.sync_each_chunk = false});
+    RecordingWriterOptions options;
+    options.sync_each_chunk = false;
+    auto writer = RecordingWriter::create(path, make_metadata(), options);
+    first_chunk = writer->file_bytes();
     for (uint64_t c = 0; c < 3; ++c) {
-      chunk_start = writer->file_bytes();
+      last_chunk = writer->file_bytes();
       writer->append(make_sample(c));
       writer->flush();
     }
   }
   const std::string bytes = read_file(path);
-  const std::string last_chunk = bytes.substr(chunk_start);
-  // Every copy carries valid checksums: only the repetition gives it away.
-  std::string doctored = bytes;
-  for (int i = 0; i < 50; ++i) doctored += last_chunk;
-  auto reader = RecordingReader::open_bytes(doctored);
-  SystemSample sample;
-  uint64_t count = 0;
-  while (reader->next(sample)) ++count;
-  EXPECT_EQ(count, 3U) << "each recorded sample once";
-  EXPECT_EQ(reader->tail_state(), TailState::Corrupt);
-  EXPECT_NE(reader->tail_message().find("repeats the chunk at byte " + std::to_string(chunk_start)),
-            std::string::npos)
-      << reader->tail_message();
+  // Every copy carries valid checksums: only the repetition gives it away. Format 3: the whole
+  // body copied starts with a second copy of the self-contained key chunk; a copy of the last
+  // chunk (and the index chunk after it) follows an index chunk where a key chunk must come.
+  for (const auto& [copied, message] :
+       {std::pair{bytes.substr(first_chunk),
+                  "repeats the chunk at byte " + std::to_string(first_chunk)},
+        std::pair{bytes.substr(last_chunk), std::string("segment does not start with a key chunk")}}) {
+    std::string doctored = bytes;
+    for (int i = 0; i < 50; ++i) doctored += copied;
+    auto reader = RecordingReader::open_bytes(doctored);
+    SystemSample sample;
+    uint64_t count = 0;
+    while (reader->next(sample)) ++count;
+    EXPECT_EQ(count, 3U) << "each recorded sample once";
+    EXPECT_EQ(reader->tail_state(), TailState::Corrupt);
+    EXPECT_NE(reader->tail_message().find(message), std::string::npos) << reader->tail_message();
+  }
 }
 
 TEST(HostileRecording, OverwriteReplacesAPlantedSymlinkInsteadOfFollowingIt) {

@@ -1,15 +1,24 @@
 # tests/cpp/format/tests.cmake -- the generator of the checked-in compatibility recording.
-# `make_v2_small OUT` writes tests/data/recordings/v2_small.vsrec (docs/recording-format.md).
-add_executable(make_v2_small ${CMAKE_CURRENT_SOURCE_DIR}/format/make_v2_small.cpp)
-target_link_libraries(make_v2_small PRIVATE vramscope_core)
-target_include_directories(make_v2_small PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
-vramscope_warnings(make_v2_small)
+# `make_v3_small OUT` writes tests/data/recordings/v3_small.vsrec (docs/recording-format.md).
+add_executable(make_v3_small ${CMAKE_CURRENT_SOURCE_DIR}/format/make_v3_small.cpp)
+target_link_libraries(make_v3_small PRIVATE vramscope_core)
+target_include_directories(make_v3_small PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+vramscope_warnings(make_v3_small)
 
 # The data folder is compiled in as well: gtest_discover_tests' ENVIRONMENT property does not reach
 # the tests while LABELS holds a list (the POST_BUILD discovery flattens it).
 target_compile_definitions(test_format PRIVATE
                            VRAMSCOPE_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
                            VRAMSCOPE_BUNDLED_DATA_DIR="${PROJECT_SOURCE_DIR}/data")
+
+# Steady-state bytes and writer CPU per sample, for docs/benchmarks.md (`recording_bytes IN OUT N`).
+add_executable(recording_bytes ${CMAKE_CURRENT_SOURCE_DIR}/format/recording_bytes.cpp)
+target_link_libraries(recording_bytes PRIVATE vramscope_core)
+target_include_directories(recording_bytes PRIVATE ${PROJECT_SOURCE_DIR}/src)
+vramscope_warnings(recording_bytes)
+
+# The packed-chunk tests build hostile zstd frames themselves.
+target_link_libraries(test_format PRIVATE vramscope_zstd)
 
 # Under ThreadSanitizer the seqlock's synchronisation must be visible to it: GCC warns (-Wtsan)
 # at every atomic_thread_fence, which TSan does not model. As an error here, a fence in the

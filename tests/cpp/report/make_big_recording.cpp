@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "report/recording_summary.hpp"
 #include "vramscope/recording.hpp"
 
 int main(int argc, char** argv) {
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   RecordingWriterOptions options;
   options.overwrite = true;
   options.sync_each_chunk = false;
+  options.digest = std::make_shared<report::SummaryDigest>();  // as `vramscope record` does
   const auto writer = RecordingWriter::create(path, metadata, options);
 
   SystemSample s;

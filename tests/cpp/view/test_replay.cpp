@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -42,6 +44,9 @@ class MemoryRecording final : public RecordingReader {
   std::string tail_message() const override {
     return m_tail == TailState::Clean ? "" : "torn chunk at byte 4096";
   }
+  /// No index: the cursor reads from the start, as for a format-2 file.
+  std::vector<RecordingSegment> segments() override { return {}; }
+  void seek(uint64_t /*offset*/) override { throw Error("a memory recording has no index"); }
 
  private:
   const std::vector<SystemSample>* m_samples;
@@ -242,6 +247,57 @@ TEST(ReplayCursor, StepsThroughARealRecordingFile) {
   EXPECT_EQ(cursor.count(), 30U);
   EXPECT_TRUE(cursor.tail_message().empty());
   std::filesystem::remove(path);
+}
+
+TEST(ReplayCursor, SeeksThroughTheIndexWithoutReadingEarlierSegments) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("vramscope_replay_index_" + std::to_string(getpid()) + ".vrec");
+  RecordingMetadata metadata;
+  metadata.created_ns = fixtures::base_ns;
+  metadata.interval_ns = 100 * ms;
+  const std::vector<SystemSample> data = samples(600);
+  RecordingWriterOptions options;
+  options.overwrite = true;
+  options.sync_each_chunk = false;
+  options.segment_bytes = 8U << 10U;  // many segments
+  {
+    auto writer = RecordingWriter::create(path.string(), metadata, options);
+    for (const auto& sample : data) {
+      writer->append(sample);
+      writer->flush();
+    }
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::filesystem::remove(path);
+  const std::vector<RecordingSegment> segments = RecordingReader::open_bytes(bytes)->segments();
+  ASSERT_GE(segments.size(), 4U);
+  // Damage a sample chunk of the first segment (its index stays valid): only a cursor that
+  // seeks through the index can reach the samples after it.
+  std::string damaged = bytes;
+  const uint64_t at = (segments[0].offset + segments[0].end_offset) / 2;
+  damaged[at] = static_cast<char>(damaged[at] ^ 0x40);
+  int opens = 0;
+  ReplayCursor cursor([&] {
+    ++opens;
+    return RecordingReader::open_bytes(damaged);
+  }, 8);
+  const uint64_t target = 500;
+  cursor.seek(target);
+  EXPECT_EQ(index_of(cursor), target);
+  EXPECT_EQ(cursor.current().timestamp_ns, data[target].timestamp_ns);
+  cursor.seek(target - 300);  // before the window: reopened at a segment, not the start
+  EXPECT_EQ(index_of(cursor), target - 300);
+  EXPECT_EQ(cursor.current().timestamp_ns, data[target - 300].timestamp_ns);
+  EXPECT_TRUE(cursor.step_back());
+  EXPECT_EQ(cursor.current().timestamp_ns, data[target - 301].timestamp_ns);
+  cursor.seek_end();
+  EXPECT_EQ(cursor.count(), 600U);
+  EXPECT_EQ(cursor.current().timestamp_ns, data.back().timestamp_ns);
+  EXPECT_LE(opens, 4);
 }
 
 TEST(ReplayCursor, RecordedStepCategoriesReachTheViewModel) {

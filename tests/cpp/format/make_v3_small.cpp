@@ -1,8 +1,9 @@
-// tests/cpp/format/make_v2_small.cpp -- writes tests/data/recordings/v2_small.vsrec
+// tests/cpp/format/make_v3_small.cpp -- writes tests/data/recordings/v3_small.vsrec
 //
-// Usage: make_v2_small OUTPUT.vsrec   (see docs/recording-format.md, "Compatibility files").
+// Usage: make_v3_small OUTPUT.vsrec   (see docs/recording-format.md, "Compatibility files").
 // The writer always writes the current format, so this generator serves the current version
-// only; v1_small.vsrec came from its version-1 predecessor and is never regenerated.
+// only; v1_small.vsrec and v2_small.vsrec came from its predecessors and are never regenerated.
+// Version 3 packs the same samples as v2_small (v2_small_fixture.hpp) one chunk per flush.
 // Run only when a new format version is introduced, to add that version's file; never to
 // regenerate an existing one.
 #include <cstdio>
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
     }
     writer->close();
   } catch (const vramscope::Error& error) {
-    std::fprintf(stderr, "make_v2_small: %s\n", error.what());
+    std::fprintf(stderr, "make_v3_small: %s\n", error.what());
     return vramscope::ExitError;
   }
   return vramscope::ExitOk;
