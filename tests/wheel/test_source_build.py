@@ -30,13 +30,14 @@ def test_missing_headers_stop_with_one_line_naming_the_packages(tmp_path):
     out = configure(ROOT, tmp_path, "-DVRAMSCOPE_AGENT=OFF", f"-DCMAKE_IGNORE_PATH={HIDDEN}")
     assert out.returncode != 0
     lines = [l for l in (out.stdout + out.stderr).splitlines()
-             if l.startswith("vramscope: missing C++ headers;")]
+             if l.startswith("vramscope: missing C++ headers or libraries;")]
     assert len(lines) == 1, out.stderr
     line = lines[0]
-    assert ("Debian/Ubuntu `apt install libfmt-dev libcli11-dev libcpp-httplib-dev "
+    assert ("Debian/Ubuntu `apt install libfmt-dev libzstd-dev libcli11-dev libcpp-httplib-dev "
             "libncurses-dev`") in line
-    assert "Fedora `dnf install fmt-devel cli11-devel cpp-httplib-devel ncurses-devel`" in line
-    assert "conda `conda install -c conda-forge fmt cli11 cpp-httplib ncurses`" in line
+    assert ("Fedora `dnf install fmt-devel libzstd-devel cli11-devel cpp-httplib-devel "
+            "ncurses-devel`") in line
+    assert "conda `conda install -c conda-forge fmt zstd cli11 cpp-httplib ncurses`" in line
     if importlib.util.find_spec("nlohmann_json") is not None:
         # The JSON headers came from the nlohmann-json build requirement instead.
         assert "json" not in line
