@@ -107,7 +107,7 @@ fi
 
 if [[ -x tools/fuzz.sh ]]; then
   fuzz_seconds="${VRAMSCOPE_FUZZ_SECONDS:-60}"
-  section "fuzzing the recording reader, the sample decoder and the agent-segment reader ($fuzz_seconds s in all, a third each)"
+  section "fuzzing the recording reader, the sample decoder, packed chunks and the agent-segment reader ($fuzz_seconds s in all, a quarter each)"
   if with_progress build/fuzz.log tools/fuzz.sh "$fuzz_seconds"; then
     grep -E '^fuzz_[a-z_]+: ' build/fuzz.log; passed=$((passed + 1))
   else
