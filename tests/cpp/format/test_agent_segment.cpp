@@ -15,6 +15,7 @@
 #include "format/agent_segment_layout.hpp"
 #include "format/process_identity.hpp"
 #include "format/segment_dir.hpp"
+#include "format/test_data.hpp"
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/status.hpp"
 
@@ -39,17 +40,8 @@ class TempDir {
   std::string m_path;
 };
 
-struct Polled {
-  std::vector<AllocatorSample> allocators;
-  std::vector<StepRecord> steps;
-  std::vector<OomRecord> ooms;
-};
-
-Polled poll(AgentSegmentReader& reader) {
-  Polled out;
-  reader.poll(out.allocators, out.steps, out.ooms);
-  return out;
-}
+using testing::Polled;
+using testing::poll;
 
 uint32_t self_pid() { return static_cast<uint32_t>(::getpid()); }
 

@@ -10,16 +10,13 @@
 #include "format/recording_layout.hpp"
 #include "format/temp_dir.hpp"
 #include "format/v1_small_fixture.hpp"
+#include "format/test_data.hpp"
 #include "vramscope/recording.hpp"
 
 namespace vramscope {
 namespace {
 
-std::string v1_small_path() {
-  const char* data = std::getenv("VRAMSCOPE_TEST_DATA");
-  return std::string(data != nullptr ? data : VRAMSCOPE_TEST_DATA_DIR) +
-         "/recordings/v1_small.vsrec";
-}
+std::string v1_small_path() { return testing::test_data_path("recordings/v1_small.vsrec"); }
 
 TEST(RecordingV1, ReadsTheCheckedInFile) {
   auto reader = RecordingReader::open(v1_small_path());

@@ -12,16 +12,13 @@
 #include "format/recording_layout.hpp"
 #include "format/temp_dir.hpp"
 #include "format/v2_small_fixture.hpp"
+#include "format/test_data.hpp"
 #include "vramscope/recording.hpp"
 
 namespace vramscope {
 namespace {
 
-std::string v2_small_path() {
-  const char* data = std::getenv("VRAMSCOPE_TEST_DATA");
-  return std::string(data != nullptr ? data : VRAMSCOPE_TEST_DATA_DIR) +
-         "/recordings/v2_small.vsrec";
-}
+std::string v2_small_path() { return testing::test_data_path("recordings/v2_small.vsrec"); }
 
 TEST(RecordingV2, ReadsTheCheckedInFile) {
   auto reader = RecordingReader::open(v2_small_path());

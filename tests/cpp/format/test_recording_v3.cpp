@@ -11,16 +11,13 @@
 #include "format/recording_layout.hpp"
 #include "format/temp_dir.hpp"
 #include "format/v2_small_fixture.hpp"
+#include "format/test_data.hpp"
 #include "vramscope/recording.hpp"
 
 namespace vramscope {
 namespace {
 
-std::string v3_small_path() {
-  const char* data = std::getenv("VRAMSCOPE_TEST_DATA");
-  return std::string(data != nullptr ? data : VRAMSCOPE_TEST_DATA_DIR) +
-         "/recordings/v3_small.vsrec";
-}
+std::string v3_small_path() { return testing::test_data_path("recordings/v3_small.vsrec"); }
 
 TEST(RecordingV3, ReadsTheCheckedInFile) {
   auto reader = RecordingReader::open(v3_small_path());
