@@ -22,10 +22,14 @@ if ! python3 -m venv --system-site-packages "$venv" 2>/dev/null; then
   python3 -m venv --clear --without-pip --system-site-packages "$venv"
   pip=(python3 -m pip --python "$venv/bin/python")
 fi
+# When python3 is itself a venv (a CUDA image's /opt/.../.venv), --system-site-packages sees the
+# base interpreter, not the venv that holds torch: point the new venv at python3's own packages.
+purelib="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+"$venv/bin/python" -c 'import sysconfig, sys; open(sysconfig.get_paths()["purelib"] + "/_system_packages.pth", "w").write(sys.argv[1] + "\n")' "$purelib"
 step() { printf '\n== %s\n' "$*"; }
 
 step "pip install --no-index $(basename "$wheel")"
-"${pip[@]}" install --no-index "$wheel" 2>&1 | tail -n 2
+"${pip[@]}" install --no-index --ignore-installed "$wheel" 2>&1 | tail -n 2
 step "vramscope --version"
 "$venv/bin/vramscope" --version
 step "vramscope"
@@ -37,7 +41,7 @@ step "vramscope run examples/train_small_gpt.py --seconds 10"
 step "the agent's mode"
 "$venv/bin/python" -c "import torch, vramscope, vramscope._build_info as b
 torch.ones(1, device='cuda')
-print('built for torch', b.TORCH_VERSION, '| running torch', torch.__version__, '| mode', vramscope.mode())"
+print('built for torch', b.TORCH_VERSION, '| running torch', torch.__version__, '| mode', vramscope.attach())"
 step "tests/wheel/test_wheel.py"
 VRAMSCOPE_WHEEL="$wheel" python3 -m pytest tests/wheel/test_wheel.py -v -rs -p no:cacheprovider 2>&1 \
   | tee "$out/test_wheel.log" | tail -n 20
