@@ -17,6 +17,7 @@
 #include "attribution_glue.hpp"
 #include "driver_binding.hpp"
 #include "oom_capture.hpp"
+#include "py_records.hpp"
 #include "tensorboard_binding.hpp"
 #include "torch_hooks.hpp"
 #include "tracking/agent_core.hpp"
@@ -32,81 +33,13 @@ using namespace nb::literals;
 namespace vramscope::agent {
 namespace {
 
-nb::dict stats_dict(const tracking::DeviceStatsView& v) {
-  nb::dict d;
-  d["allocated_bytes"] = v.allocated_bytes;
-  d["reserved_bytes"] = v.reserved_bytes;
-  d["requested_bytes"] = v.requested_bytes;
-  d["active_bytes"] = v.active_bytes;
-  d["inactive_split_bytes"] = v.inactive_split_bytes;
-  d["pending_free_bytes"] = v.pending_free_bytes;
-  d["peak_allocated_bytes"] = v.peak.allocated_bytes;
-  d["peak_reserved_bytes"] = v.peak.reserved_bytes;
-  d["peak_requested_bytes"] = v.peak.requested_bytes;
-  d["step"] = v.step;
-  d["step_peak_allocated_bytes"] = v.last_step_peak.allocated_bytes;
-  d["step_peak_reserved_bytes"] = v.last_step_peak.reserved_bytes;
-  d["step_peak_requested_bytes"] = v.last_step_peak.requested_bytes;
-  d["current_step_peak_allocated_bytes"] = v.current_step_peak.allocated_bytes;
-  d["current_step_peak_reserved_bytes"] = v.current_step_peak.reserved_bytes;
-  d["current_step_peak_requested_bytes"] = v.current_step_peak.requested_bytes;
-  d["window_peak_allocated_bytes"] = v.window_peak.allocated_bytes;
-  d["window_peak_reserved_bytes"] = v.window_peak.reserved_bytes;
-  d["window_peak_requested_bytes"] = v.window_peak.requested_bytes;
-  d["event_count"] = v.event_count;
-  d["dropped_event_count"] = v.dropped_event_count;
-  d["unknown_event_count"] = v.unknown_event_count;
-  d["anomaly_count"] = v.anomaly_count;
-  d["allocated_mismatch_count"] = v.allocated_mismatch_count;
-  d["unsettled_count"] = v.unsettled_count;
-  d["oom_count"] = v.oom_count;
-  d["polling_only"] = v.polling_only;
-  return d;
-}
-
-nb::dict step_dict(const StepRecord& r) {
-  nb::dict d;
-  d["device"] = r.cuda_device;
-  d["step"] = r.step;
-  d["peak_allocated_bytes"] = r.peak_allocated_bytes;
-  d["peak_reserved_bytes"] = r.peak_reserved_bytes;
-  d["peak_requested_bytes"] = r.peak_requested_bytes;
-  d["allocated_bytes"] = r.allocated_bytes;
-  d["reserved_bytes"] = r.reserved_bytes;
-  d["duration_ns"] = r.duration_ns;
-  d["end_ns"] = r.end_ns;
-  if (r.category_bytes) {
-    nb::dict categories;
-    for (std::size_t c = 0; c < memory_category_count; ++c) {
-      categories[std::string(memory_category_names[c]).c_str()] = (*r.category_bytes)[c];
-    }
-    d["categories"] = categories;
-  } else {
-    d["categories"] = nb::none();
-  }
-  return d;
-}
-
-nb::dict oom_dict(const OomRecord& r) {
-  nb::dict d;
-  d["device"] = r.cuda_device;
-  d["device_uuid"] = r.device_uuid;
-  d["timestamp_ns"] = r.timestamp_ns;
-  d["requested_bytes"] = r.requested_bytes;
-  d["device_total_bytes"] = r.device_total_bytes;
-  d["device_free_bytes"] = r.device_free_bytes;
-  d["allocated_bytes"] = r.allocated_bytes;
-  d["reserved_bytes"] = r.reserved_bytes;
-  return d;
-}
-
 /// Reserved/requested: exact event counters, or a fresh poll when there are no events.
-uint64_t reserved_now(AgentState& state, std::size_t device) {
+uint64_t reserved_now(Attachment& state, std::size_t device) {
   if (state.core->polling_only(device)) return state.core->stats(device).reserved_bytes;
   return state.core->counters(device).reserved_bytes();
 }
 
-uint64_t requested_now(AgentState& state, std::size_t device) {
+uint64_t requested_now(Attachment& state, std::size_t device) {
   if (state.core->polling_only(device)) return state.core->stats(device).requested_bytes;
   return state.core->counters(device).requested_bytes();
 }
@@ -119,69 +52,75 @@ NB_MODULE(_agent, m) {
   using namespace vramscope::agent;
   m.doc() = "vramscope's in-process PyTorch allocator agent (see docs/agent-api.md).";
 
-  m.def("attach", &attach, "interval_ms"_a = 10.0, "publish"_a = true, "rank"_a = -1,
+  m.def(
+      "attach",
+      [](double interval_ms, bool publish, int rank, int world_size,
+         const std::vector<std::string>& device_uuids) {
+        return AgentState::instance().attach(interval_ms, publish, rank, world_size, device_uuids);
+      },
+      "interval_ms"_a = 10.0, "publish"_a = true, "rank"_a = -1,
         "world_size"_a = -1, "device_uuids"_a = std::vector<std::string>{},
         "Attach the allocator trace tracker and OOM observer to every CUDA device, seed the "
         "counters from torch and start the agent thread. Idempotent. Returns the mode: "
         "'events' or 'polling: <reason>'. Raises RuntimeError without CUDA or before CUDA is "
         "initialised.");
   m.def("is_attached", [] { return attached_or_null() != nullptr; }, "Has attach() succeeded?");
-  m.def("mode", [] { return attached().mode; }, "'events' or 'polling: <reason>'.");
+  m.def("mode", [] { return attached().mode_text(); }, "'events' or 'polling: <reason>'.");
   m.def("device_count", [] { return attached().core->device_count(); },
         "Number of CUDA devices tracked.");
   m.def(
       "memory_allocated",
       [](int device) {
-        AgentState& state = attached();
+        Attachment& state = attached();
         return allocated_bytes_now(checked_device(state, device));
       },
       "device"_a, "Bytes in allocated blocks now (torch's counter, exact).");
   m.def(
       "memory_reserved",
       [](int device) {
-        AgentState& state = attached();
+        Attachment& state = attached();
         return reserved_now(state, checked_device(state, device));
       },
       "device"_a, "Bytes reserved by the caching allocator now (exact, from events).");
   m.def(
       "memory_requested",
       [](int device) {
-        AgentState& state = attached();
+        Attachment& state = attached();
         return requested_now(state, checked_device(state, device));
       },
       "device"_a, "Bytes the program asked for, before rounding (exact, from events).");
   m.def(
       "max_memory_allocated",
       [](int device) {
-        AgentState& state = attached();
+        Attachment& state = attached();
         return state.core->stats(checked_device(state, device)).peak.allocated_bytes;
       },
       "device"_a, "vramscope's allocated peak since attach or reset_peak().");
   m.def(
       "max_memory_reserved",
       [](int device) {
-        AgentState& state = attached();
+        Attachment& state = attached();
         return state.core->stats(checked_device(state, device)).peak.reserved_bytes;
       },
       "device"_a, "vramscope's reserved peak since attach or reset_peak() (exact).");
   m.def(
       "max_memory_requested",
       [](int device) {
-        AgentState& state = attached();
+        Attachment& state = attached();
         return state.core->stats(checked_device(state, device)).peak.requested_bytes;
       },
       "device"_a, "vramscope's requested peak since attach or reset_peak() (exact).");
   m.def(
       "reset_peak",
       [](int device) {
-        AgentState& state = attached();
+        Attachment& state = attached();
         state.core->reset_peak(checked_device(state, device));
       },
       "device"_a, "Restart vramscope's peaks at the current values; torch's are never reset.");
   m.def(
       "stats",
       [](int device) {
-        AgentState& state = attached();
+        Attachment& state = attached();
         return stats_dict(state.core->stats(checked_device(state, device)));
       },
       "device"_a, "Every counter of one device as a dict.");
@@ -199,7 +138,7 @@ NB_MODULE(_agent, m) {
   m.def(
       "empty_cache",
       [] {
-        AgentState& state = attached();
+        Attachment& state = attached();
         uint64_t before = 0;
         for (std::size_t d = 0; d < state.core->device_count(); ++d) before += reserved_now(state, d);
         empty_cache();
@@ -220,7 +159,7 @@ NB_MODULE(_agent, m) {
       "note_oom",
       [](int device, uint64_t requested_bytes, uint64_t device_total_bytes,
          uint64_t device_free_bytes) {
-        AgentState& state = attached();
+        Attachment& state = attached();
         state.core->record_oom(checked_device(state, device), requested_bytes,
                                device_total_bytes, device_free_bytes);
       },
@@ -229,24 +168,14 @@ NB_MODULE(_agent, m) {
   m.def(
       "recent_events",
       [](int device) {
-        AgentState& state = attached();
-        nb::list out;
-        for (const tracking::Event& e : state.core->recent_events(checked_device(state, device))) {
-          nb::dict d;
-          d["action"] = std::string(tracking::action_name(e.action));
-          d["raw_action"] = e.raw_action;
-          d["size_bytes"] = e.size_bytes;
-          d["address"] = e.address;
-          d["monotonic_ns"] = e.timestamp_ns;
-          out.append(d);
-        }
-        return out;
+        Attachment& state = attached();
+        return events_list(state.core->recent_events(checked_device(state, device)));
       },
       "device"_a, "Recent allocator events of one device, oldest first (OOM post-mortem).");
   m.def(
       "segment_path",
       [] {
-        AgentState* state = attached_or_null();
+        Attachment* state = attached_or_null();
         return state == nullptr ? std::string() : state->core->segment_path();
       },
       "The shared-memory segment file ('' when not publishing or not attached).");
@@ -254,24 +183,22 @@ NB_MODULE(_agent, m) {
         "The torch version this module was built against.");
   m.def("allocator_backend", &allocator_backend,
         "torch's CUDA allocator backend: 'native', 'cudaMallocAsync' or 'pluggable'.");
-  const auto core_of = []() -> tracking::AgentCore& { return *attached().core; };
-  bind_attribution(m, core_of);
-  bind_attribution_tables(m, core_of);
+  bind_attribution(m);
+  bind_attribution_tables(m);
   bind_oom_capture(m);
   bind_tensorboard(m);
   bind_driver(m);
+#if VRAMSCOPE_BENCH_HOOKS
   m.def("_bench_attach_noop_tracker", &attach_noop_trace_tracker,
         "Benchmark support: attach a trace tracker that does nothing (cannot be undone).");
   m.def("_bench_alloc_pairs", &time_alloc_pairs, "pairs"_a, "size_bytes"_a,
         nb::call_guard<nb::gil_scoped_release>(),
         "Benchmark support: ns per raw_alloc+raw_delete pair, timed in C++ on the current device.");
-  m.def(
-      "_bench_pause_tracking",
-      &pause_tracking,
-      "paused"_a,
-      "Benchmark support: skip (True) or resume (False) the tracker callback's work. While "
-      "paused no event is counted: the agent's numbers stop being exact for good.");
-  m.def("_shutdown", &shutdown, "Stop the agent thread and remove the segment (run at exit).");
+  m.def("_bench_pause_tracking", &pause_tracking, "paused"_a,
+        "Benchmark support: skip (True) or resume (False) the tracker callback's work. While "
+        "paused no event is counted: the agent's numbers stop being exact for good.");
+#endif
+  m.def("_shutdown", [] { AgentState::instance().shutdown(); }, "Stop the agent thread and remove the segment (run at exit).");
 
   nb::module_::import_("atexit").attr("register")(m.attr("_shutdown"));
 }

@@ -1,4 +1,4 @@
-// agent/agent_state.cpp -- attach(), the tracker and OOM observer entry points, shutdown
+// agent/agent_state.cpp -- attach(), the OOM observer's entry, shutdown: the lifetime of the agent's one owner
 //
 // Lifetime: torch has no way to detach a trace tracker, so the state the tracker points at is
 // created once and deliberately never destroyed. At interpreter exit an atexit hook stops the
@@ -13,47 +13,49 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "attribution_glue.hpp"
-#include "oom_capture.hpp"
-#include "torch_hooks.hpp"
 #include "vramscope/agent_segment.hpp"
 
 namespace nb = nanobind;
 
 namespace vramscope::agent {
-namespace {
 
-std::mutex g_attach_mutex;
-/// Read by the OOM observer without a lock: set once, after the core is complete.
-std::atomic<AgentState*> g_state{nullptr};
-
-void forward_oom(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
-                 uint64_t device_free_bytes) noexcept {
-  AgentState* state = g_state.load(std::memory_order_acquire);
-  if (state == nullptr) return;
-  try {
-    state->core->record_oom(device, requested_bytes, device_total_bytes, device_free_bytes);
-  } catch (...) {
-    // An OOM observer must not throw into torch's allocator; the OOM itself still propagates.
-  }
-  attribution_on_oom(device);
+std::string Attachment::mode_text() const {
+  if (mode == TrackingMode::Events) return mode_reason.empty() ? "events" : "events (" + mode_reason + ")";
+  return "polling: " + mode_reason;
 }
 
-}  // namespace
-
-AgentState* attached_or_null() noexcept {
-  return g_state.load(std::memory_order_acquire);
-}
-
-AgentState& attached() {
-  AgentState* state = g_state.load(std::memory_order_acquire);
-  if (state == nullptr) {
-    throw std::runtime_error("vramscope agent is not attached (call vramscope.attach())");
-  }
+AgentState& AgentState::instance() {
+  // Leaked on purpose: torch may call the tracker, the observer and the op callbacks until the
+  // very end of the process, after static destructors would have run.
+  static AgentState* const state = new AgentState();
   return *state;
 }
 
-std::size_t checked_device(const AgentState& state, int device) {
+void AgentState::on_oom(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
+                        uint64_t device_free_bytes) noexcept {
+  AgentState& self = instance();
+  Attachment* attachment = self.attached_or_null();
+  if (attachment == nullptr) return;
+  try {
+    attachment->core->record_oom(device, requested_bytes, device_total_bytes, device_free_bytes);
+  } catch (...) {
+    // An OOM observer must not throw into torch's allocator; the OOM itself still propagates.
+  }
+  self.m_oom.on_oom(*attachment, device);
+}
+
+Attachment& AgentState::attached() {
+  Attachment* attachment = attached_or_null();
+  if (attachment == nullptr) {
+    throw std::runtime_error("vramscope agent is not attached (call vramscope.attach())");
+  }
+  return *attachment;
+}
+
+Attachment& attached() { return AgentState::instance().attached(); }
+Attachment* attached_or_null() noexcept { return AgentState::instance().attached_or_null(); }
+
+std::size_t checked_device(const Attachment& state, int device) {
   if (device < 0 || static_cast<std::size_t>(device) >= state.core->device_count()) {
     throw nb::index_error(("CUDA device " + std::to_string(device) + " out of range: " +
                            std::to_string(state.core->device_count()) + " tracked")
@@ -62,12 +64,12 @@ std::size_t checked_device(const AgentState& state, int device) {
   return static_cast<std::size_t>(device);
 }
 
-std::string attach(double interval_ms, bool publish, int rank, int world_size,
-                   const std::vector<std::string>& device_uuids) {
-  std::lock_guard lock(g_attach_mutex);
-  if (AgentState* state = g_state.load(std::memory_order_acquire)) {
-    if (rank >= 0) state->core->set_rank(rank, world_size);
-    return state->mode;
+std::string AgentState::attach(double interval_ms, bool publish, int rank, int world_size,
+                               const std::vector<std::string>& device_uuids) {
+  std::lock_guard lock(m_attach_mutex);
+  if (Attachment* existing = attached_or_null()) {
+    if (rank >= 0) existing->core->set_rank(rank, world_size);
+    return existing->mode_text();
   }
   if (!(interval_ms > 0.0) || interval_ms > 3'600'000.0) {
     throw nb::value_error("interval_ms must be in (0, 3600000]");
@@ -101,7 +103,7 @@ std::string attach(double interval_ms, bool publish, int rank, int world_size,
   } else {
     provider = [](std::size_t device) { return read_device_stats(device); };
   }
-  auto state = std::make_unique<AgentState>();
+  auto state = std::make_unique<Attachment>();
   state->core = std::make_unique<tracking::AgentCore>(std::move(uuids), std::move(provider), config,
                                                       std::move(writer));
   state->creator_pid = ::getpid();
@@ -111,13 +113,14 @@ std::string attach(double interval_ms, bool publish, int rank, int world_size,
                                     reinterpret_cast<void*>(static_cast<std::uintptr_t>(device)));
     }
   }
-  attribution_attach(*state->core);
+  state->ops = std::make_unique<RecordFunctionSwitch>();
+  state->attribution = std::make_unique<attribution::AttributionSession>(*state->core, *state->ops);
 
   // Once torch holds the tracker, the core it feeds must never be freed, even if a later step
   // of attach() fails.
   bool tracker_attached = false;
   struct LeakOnFailure {
-    std::unique_ptr<AgentState>& state;
+    std::unique_ptr<Attachment>& state;
     bool& tracker_attached;
     ~LeakOnFailure() {
       if (tracker_attached) static_cast<void>(state.release());
@@ -138,37 +141,38 @@ std::string attach(double interval_ms, bool publish, int rank, int world_size,
     }
   }
   if (polling_reason.empty()) {
-    state->mode = "events";
+    state->mode = TrackingMode::Events;
     for (int device = 0; device < device_count; ++device) {
       if (!state->core->seed(static_cast<std::size_t>(device))) {
-        state->mode = "events (device " + std::to_string(device) +
-                      " not seeded: allocations never paused; values are relative to attach)";
+        state->mode_reason = "device " + std::to_string(device) +
+                             " not seeded: allocations never paused; values are relative to attach";
       }
     }
   } else {
     for (int device = 0; device < device_count; ++device) {
       state->core->set_polling_only(static_cast<std::size_t>(device));
     }
-    state->mode = "polling: " + polling_reason +
-                  (pluggable ? " (and no device stats: nothing to report)" : "");
+    state->mode = TrackingMode::Polling;
+    state->mode_reason =
+        polling_reason + (pluggable ? " (and no device stats: nothing to report)" : "");
   }
   if (!pluggable) {
     try {
-      attach_oom_observer(&forward_oom, static_cast<std::size_t>(device_count));
+      attach_oom_observer(&AgentState::on_oom, static_cast<std::size_t>(device_count));
     } catch (const std::exception&) {
       // Without an observer OOMs are still visible as oom events and torch's num_ooms.
     }
   }
   state->thread =
       std::make_unique<AgentThread>(*state->core, static_cast<int64_t>(interval_ms * 1'000'000.0));
-  std::string mode = state->mode;
-  g_state.store(state.release(), std::memory_order_release);
+  std::string mode = state->mode_text();
+  m_attachment.store(state.release(), std::memory_order_release);
   tracker_attached = false;
   return mode;
 }
 
-void shutdown() {
-  AgentState* state = g_state.load(std::memory_order_acquire);
+void AgentState::shutdown() {
+  Attachment* state = attached_or_null();
   // A fork()ed child inherits the state but not the thread, and must not remove the parent's
   // segment.
   if (state == nullptr || state->creator_pid != ::getpid()) return;
@@ -179,10 +183,11 @@ void shutdown() {
   state->core->close_segment();
 }
 
+#if VRAMSCOPE_BENCH_HOOKS
 void pause_tracking(bool paused) {
-  AgentState& state = attached();
-  if (state.mode.rfind("events", 0) != 0) {
-    throw std::runtime_error("the agent is not tracking events (mode: " + state.mode + ")");
+  Attachment& state = attached();
+  if (state.mode != TrackingMode::Events) {
+    throw std::runtime_error("the agent is not tracking events (mode: " + state.mode_text() + ")");
   }
   // The tracker stays attached (torch still builds its TraceEntry); only our callback's
   // work is skipped, so a benchmark can compare vramscope's share in one process.
@@ -190,5 +195,6 @@ void pause_tracking(bool paused) {
     state.core->producers()[device].paused.store(paused, std::memory_order_relaxed);
   }
 }
+#endif
 
 }  // namespace vramscope::agent

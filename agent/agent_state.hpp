@@ -1,42 +1,99 @@
-// agent/agent_state.hpp -- the attached agent: attach(), the tracker's entry points, shutdown
+// agent/agent_state.hpp -- the agent's one owner: attach(), the attached core and its parts, the OOM capture, the driver probe
 #pragma once
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "agent_thread.hpp"
+#include "attribution/session.hpp"
+#include "driver_binding.hpp"
+#include "oom_capture.hpp"
+#include "torch_hooks.hpp"
 #include "tracking/agent_core.hpp"
 
 namespace vramscope::agent {
 
-/// Everything attach() creates. Leaked on purpose: torch has no way to detach a trace tracker,
-/// so the state it points at is never destroyed (see agent_state.cpp).
-struct AgentState {
-  std::unique_ptr<tracking::AgentCore> core;
-  std::unique_ptr<AgentThread> thread;
-  std::string mode;
-  pid_t creator_pid = 0;
+/// How the attached core learns about allocations.
+enum class TrackingMode : uint8_t {
+  /// From torch's trace-tracker events: exact at every event.
+  Events,
+  /// From getDeviceStats() polls (no tracker could be attached): sampled.
+  Polling,
 };
 
-/// _agent.attach() (docs/agent-api.md): attaches the trace tracker and OOM observer to every
-/// CUDA device, seeds the counters and starts the agent thread. Idempotent; returns the mode.
-std::string attach(double interval_ms, bool publish, int rank, int world_size,
-                   const std::vector<std::string>& device_uuids);
-/// The attached state, or nullptr before attach().
-AgentState* attached_or_null() noexcept;
-/// The attached state; throws std::runtime_error before attach().
-AgentState& attached();
+/// What attach() creates. Never destroyed: torch has no way to detach a trace tracker, so the
+/// producers it points at must outlive every callback (see agent_state.cpp).
+struct Attachment {
+  std::unique_ptr<tracking::AgentCore> core;
+  /// torch's RecordFunction behind the attribution session's op switch.
+  std::unique_ptr<RecordFunctionSwitch> ops;
+  /// The ledgers and the policy over them (profiles, holds, step categories).
+  std::unique_ptr<attribution::AttributionSession> attribution;
+  std::unique_ptr<AgentThread> thread;
+  TrackingMode mode = TrackingMode::Polling;
+  /// Why the mode is what it is: a device that could not be seeded (events), or why no
+  /// tracker could be attached (polling). Empty for plain events mode.
+  std::string mode_reason;
+  /// The process that attached: a fork()ed child inherits the state but not the thread.
+  pid_t creator_pid = 0;
+
+  /// "events", "events (<reason>)" or "polling: <reason>" (docs/agent-api.md).
+  std::string mode_text() const;
+};
+
+/// Everything the extension keeps between calls, in one object created on first use and never
+/// destroyed (RecordFunction callbacks and the OOM observer are plain functions that torch may
+/// call until the process ends, so they reach their state through instance()).
+class AgentState {
+ public:
+  static AgentState& instance();
+
+  /// _agent.attach() (docs/agent-api.md): attaches the trace tracker and OOM observer to every
+  /// CUDA device, seeds the counters and starts the agent thread. Idempotent; returns the mode.
+  std::string attach(double interval_ms, bool publish, int rank, int world_size,
+                     const std::vector<std::string>& device_uuids);
+  /// The attachment, or nullptr before attach().
+  Attachment* attached_or_null() noexcept { return m_attachment.load(std::memory_order_acquire); }
+  /// The attachment; throws std::runtime_error before attach().
+  Attachment& attached();
+  /// Stops the agent thread and removes the segment (registered with atexit). Does nothing in a
+  /// fork()ed child, which must not remove its parent's segment.
+  void shutdown();
+
+  /// The allocator's state at the last OOM and the Python post-mortem hook.
+  OomCapture& oom() { return m_oom; }
+  /// NVML's bytes per process, opened on first use (usable before attach()).
+  DriverProbe& driver() { return m_driver; }
+
+ private:
+  AgentState() = default;
+  /// The OOM observer's entry (a plain function: torch passes no context).
+  static void on_oom(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
+                     uint64_t device_free_bytes) noexcept;
+
+  std::mutex m_attach_mutex;
+  /// Read by the observer and the op callbacks without a lock: set once, when complete.
+  std::atomic<Attachment*> m_attachment{nullptr};
+  OomCapture m_oom;
+  DriverProbe m_driver;
+};
+
+/// AgentState::instance().attached() and attached_or_null(), for the bindings.
+Attachment& attached();
+Attachment* attached_or_null() noexcept;
 /// `device` checked against the tracked devices (IndexError when out of range).
-std::size_t checked_device(const AgentState& state, int device);
-/// Stops the agent thread and removes the segment (registered with atexit). Does nothing in a
-/// fork()ed child, which must not remove its parent's segment.
-void shutdown();
-/// Benchmark support: skip (true) or resume (false) the tracker callback's work; torch still
+std::size_t checked_device(const Attachment& state, int device);
+
+#if VRAMSCOPE_BENCH_HOOKS
+/// Benchmark builds only: skip (true) or resume (false) the tracker callback's work; torch still
 /// builds its TraceEntry. While paused no event is counted.
 void pause_tracking(bool paused);
+#endif
 
 }  // namespace vramscope::agent

@@ -11,10 +11,11 @@
 #include <tuple>
 #include <vector>
 
+#include "agent_state.hpp"
 #include "attribution/attributor.hpp"
 #include "attribution/op_registry.hpp"
 #include "attribution_glue.hpp"
-#include "attribution_state.hpp"
+#include "py_records.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -23,9 +24,8 @@ namespace vramscope::agent {
 namespace {
 using attribution::Category;
 using attribution::PeakMark;
-using glue::g_attributor;
-using glue::g_calls_at_start;
-using glue::g_registry;
+
+attribution::AttributionSession& session() { return *attached().attribution; }
 
 Category parse_category(const std::string& name) {
   for (std::size_t c = 0; c < attribution::category_count; ++c) {
@@ -44,42 +44,24 @@ PeakMark parse_mark(const std::string& name) {
 
 }  // namespace
 
-void bind_attribution_tables(nb::module_& m, tracking::AgentCore& (*core_of)()) {
+void bind_attribution_tables(nb::module_& m) {
   m.def(
       "op_table",
-      [core_of](int device, const std::string& mark) {
-        tracking::AgentCore& core = core_of();
+      [](int device, const std::string& mark) {
         const PeakMark peak_mark = parse_mark(mark);
+        attribution::AttributionSession& s = session();
         std::vector<attribution::OpTotals> rows;
-        core.flush([&] {
-          g_attributor->with_ledger(static_cast<std::size_t>(device),
-                                    [&](attribution::Ledger& l) { rows = l.ops(peak_mark); });
-        });
-        const std::vector<uint64_t> calls = g_registry->call_counts();
-        nb::list out;
-        for (const attribution::OpTotals& r : rows) {
-          const uint64_t before = r.op_id < g_calls_at_start.size() ? g_calls_at_start[r.op_id] : 0;
-          nb::dict d;
-          d["name"] = g_registry->name(r.op_id);
-          d["calls"] = r.op_id < calls.size() ? calls[r.op_id] - before : 0;
-          d["alloc_count"] = r.alloc_count;
-          d["allocated_bytes"] = r.allocated_bytes;
-          d["self_freed_bytes"] = r.self_freed_bytes;
-          d["live_bytes"] = r.live_bytes;
-          d["live_at_peak_bytes"] = r.live_at_peak_bytes;
-          out.append(d);
-        }
-        return out;
+        s.with_ledger(static_cast<std::size_t>(device),
+                      [&](attribution::Ledger& l) { rows = l.ops(peak_mark); });
+        return op_rows_list(rows, s.registry(), s.calls_since_profile_start());
       },
       "device"_a, "mark"_a = "profile", "Per-op rows of one device ([] before any profile).");
   m.def(
       "module_table",
-      [core_of](int device) {
+      [](int device) {
         std::vector<attribution::ModuleTotals> rows;
-        core_of().flush([&] {
-          g_attributor->with_ledger(static_cast<std::size_t>(device),
-                                    [&](attribution::Ledger& l) { rows = l.modules().rows(); });
-        });
+        session().with_ledger(static_cast<std::size_t>(device),
+                              [&](attribution::Ledger& l) { rows = l.modules().rows(); });
         nb::list out;
         for (const attribution::ModuleTotals& r : rows) {
           nb::dict d;
@@ -97,21 +79,20 @@ void bind_attribution_tables(nb::module_& m, tracking::AgentCore& (*core_of)()) 
       "device"_a, "Per-module rows of one device ([] before any profile).");
   m.def(
       "live_by_owner",
-      [core_of](int device) {
+      [](int device) {
         // What the OOM leak evidence keeps at every step end: only owners holding bytes, and no
         // per-row dicts -- op_table() and module_table() cost ~10x more per step on big models.
         std::vector<attribution::OpTotals> ops;
         std::vector<attribution::ModuleTotals> modules;
-        core_of().flush([&] {
-          g_attributor->with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
-            ops = l.ops(PeakMark::Profile);
-            modules = l.modules().rows();
-          });
+        attribution::AttributionSession& s = session();
+        s.with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
+          ops = l.ops(PeakMark::Profile);
+          modules = l.modules().rows();
         });
         nb::dict by_op;
         for (const attribution::OpTotals& r : ops) {
           if (r.live_bytes > 0 && r.op_id != attribution::before_op_id) {
-            by_op[nb::str(g_registry->name(r.op_id).c_str())] = r.live_bytes;
+            by_op[nb::str(s.registry().name(r.op_id).c_str())] = r.live_bytes;
           }
         }
         nb::dict by_module;
@@ -124,40 +105,32 @@ void bind_attribution_tables(nb::module_& m, tracking::AgentCore& (*core_of)()) 
       "({op name: live bytes}, {module id: live bytes}) of one device, owners holding bytes only.");
   m.def(
       "attribution_summary",
-      [core_of](int device) {
-        tracking::AgentCore& core = core_of();
+      [](int device) {
+        attribution::AttributionSession& s = session();
         nb::dict d;
-        core.flush([&] {
-          g_attributor->with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
-            d["live_bytes"] = l.live_bytes();
-            d["peak_bytes"] = l.peak_bytes(PeakMark::Profile);
-            d["step_peak_bytes"] = l.peak_bytes(PeakMark::Step);
-            d["tracked_allocations"] = l.tracked_allocations();
-            d["untracked_free_count"] = l.untracked_free_count();
-          });
+        s.with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
+          d["live_bytes"] = l.live_bytes();
+          d["peak_bytes"] = l.peak_bytes(PeakMark::Profile);
+          d["step_peak_bytes"] = l.peak_bytes(PeakMark::Step);
+          d["tracked_allocations"] = l.tracked_allocations();
+          d["untracked_free_count"] = l.untracked_free_count();
         });
         // torch's allocated bytes (blocks), exact from events like every vramscope peak; the
         // ledger's own peak above is of requested (live) bytes.
         if (d.size() > 0) {
           d["peak_allocated_bytes"] =
-              core.profile_peaks(static_cast<std::size_t>(device)).allocated_bytes;
+              s.core().profile_peaks(static_cast<std::size_t>(device)).allocated_bytes;
         }
         return d;
       },
       "device"_a, "Ledger totals of one device ({} before any attribution).");
   m.def(
       "categories",
-      [core_of](int device, const std::string& mark) {
-        tracking::AgentCore& core = core_of();
+      [](int device, const std::string& mark) {
         const PeakMark peak_mark = parse_mark(mark);
         nb::dict d;
-        core.flush([&] {
-          g_attributor->with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
-            for (const attribution::CategoryTotals& c : l.categories(peak_mark)) {
-              d[std::string(attribution::category_name(c.category)).c_str()] =
-                  nb::make_tuple(c.live_bytes, c.live_at_peak_bytes);
-            }
-          });
+        session().with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
+          d = categories_dict(l.categories(peak_mark));
         });
         return d;
       },
@@ -165,15 +138,12 @@ void bind_attribution_tables(nb::module_& m, tracking::AgentCore& (*core_of)()) 
       "{category: (live_bytes, live_at_peak_bytes)} of one device ({} without attribution).");
   m.def(
       "tag",
-      [core_of](int device, const std::string& category,
-                const std::vector<std::tuple<uint64_t, uint64_t>>& blocks) {
-        tracking::AgentCore& core = core_of();
+      [](int device, const std::string& category,
+         const std::vector<std::tuple<uint64_t, uint64_t>>& blocks) {
         const Category c = parse_category(category);
         std::size_t tagged = 0;
-        core.flush([&] {
-          g_attributor->with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
-            for (const auto& [address, size] : blocks) tagged += l.tag(address, size, c) ? 1 : 0;
-          });
+        session().with_ledger(static_cast<std::size_t>(device), [&](attribution::Ledger& l) {
+          for (const auto& [address, size] : blocks) tagged += l.tag(address, size, c) ? 1 : 0;
         });
         return tagged;
       },
@@ -181,12 +151,10 @@ void bind_attribution_tables(nb::module_& m, tracking::AgentCore& (*core_of)()) 
       "Tag live blocks [(data_ptr, nbytes)] with a category; returns how many were tagged.");
   m.def(
       "restart_attribution_peak",
-      [core_of](int device, const std::string& mark) {
+      [](int device, const std::string& mark) {
         const PeakMark peak_mark = parse_mark(mark);
-        core_of().flush([&] {
-          g_attributor->with_ledger(static_cast<std::size_t>(device),
-                                    [&](attribution::Ledger& l) { l.restart_peak(peak_mark); });
-        });
+        session().with_ledger(static_cast<std::size_t>(device),
+                              [&](attribution::Ledger& l) { l.restart_peak(peak_mark); });
       },
       "device"_a, "mark"_a, "Restart the ledger's 'profile' or 'step' peak of one device.");
 }

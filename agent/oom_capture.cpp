@@ -1,93 +1,61 @@
-// agent/oom_capture.cpp -- the allocator's segments at an OOM, and the Python post-mortem hook
+// agent/oom_capture.cpp -- the OOM snapshot and the Python post-mortem hook (see oom_capture.hpp)
 #include "oom_capture.hpp"
 
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <nanobind/stl/string.h>
 
-#include <mutex>
-#include <string>
+#include <utility>
+
+#include "agent_state.hpp"
+#include "py_records.hpp"
+#include "torch_hooks.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace vramscope::agent {
 namespace {
-namespace alloc = c10::cuda::CUDACachingAllocator;
 
-/// Blocks captured by the last OOM observer call (host memory, bounded).
-std::mutex g_oom_mutex;
-std::vector<attribution::SegmentView> g_oom_segments;
-nb::object* g_oom_callback = nullptr;
+/// Bounded host memory: a million blocks is ~24 MB, far more than real caches hold.
+constexpr std::size_t max_captured_blocks = 1'000'000;
 
-attribution::BlockState state_of(const alloc::BlockInfo& block) {
-  if (block.allocated) return attribution::BlockState::ActiveAllocated;
-  if (block.active) return attribution::BlockState::ActivePendingFree;
-  return attribution::BlockState::Inactive;
-}
-
-nb::list segments_list(const std::vector<attribution::SegmentView>& segments) {
-  nb::list out;
-  for (const attribution::SegmentView& s : segments) {
-    nb::list blocks;
-    for (const attribution::BlockView& b : s.blocks) {
-      blocks.append(nb::make_tuple(b.size_bytes, b.requested_bytes,
-                                   std::string(attribution::block_state_name(b.state))));
-    }
-    nb::dict d;
-    d["device"] = s.device;
-    d["address"] = s.address;
-    d["total_size"] = s.total_bytes;
-    d["requested_size"] = s.requested_bytes;
-    d["allocated_size"] = s.allocated_bytes;
-    d["active_size"] = s.active_bytes;
-    d["stream"] = s.stream;
-    d["is_large"] = s.is_large;
-    d["is_expandable"] = s.is_expandable;
-    d["blocks"] = blocks;
-    out.append(d);
+OomSnapshot take_snapshot(Attachment& attachment, std::size_t device) {
+  tracking::AgentCore& core = *attachment.core;
+  OomSnapshot snapshot;
+  snapshot.device = device;
+  if (const std::optional<OomRecord> oom = core.last_oom()) snapshot.record = *oom;
+  snapshot.stats = core.stats(device);
+  try {
+    snapshot.segments = capture_segments(max_captured_blocks);
+  } catch (...) {
+    // Without segments the report still has the counters; fragmentation reads as unknown.
   }
-  return out;
+  for (std::size_t d = 0; d < core.device_count(); ++d) {
+    snapshot.recent_events.push_back(core.recent_events(d));
+  }
+  attribution::AttributionSession& session = *attachment.attribution;
+  snapshot.attributed = session.with_ledger(device, [&](attribution::Ledger& ledger) {
+    snapshot.ops = ledger.ops(attribution::PeakMark::Profile);
+    snapshot.categories = ledger.categories(attribution::PeakMark::Step);
+  });
+  for (const attribution::OpTotals& row : snapshot.ops) {
+    snapshot.op_names.push_back(session.registry().name(row.op_id));
+  }
+  return snapshot;
 }
 
 }  // namespace
 
-std::vector<attribution::SegmentView> capture_segments(std::size_t max_blocks) {
-  std::vector<attribution::SegmentView> out;
-  const auto info = alloc::snapshot(c10::MempoolId_t{0, 0}, false);
-  std::size_t blocks = 0;
-  out.reserve(info.segments.size());
-  for (const auto& segment : info.segments) {
-    attribution::SegmentView s;
-    s.device = static_cast<int32_t>(segment.device);
-    s.address = segment.address;
-    s.total_bytes = segment.total_size;
-    s.requested_bytes = segment.requested_size;
-    s.allocated_bytes = segment.allocated_size;
-    s.active_bytes = segment.active_size;
-    s.stream = reinterpret_cast<uint64_t>(segment.stream);
-    s.is_large = segment.is_large;
-    s.is_expandable = segment.is_expandable;
-    for (const auto& block : segment.blocks) {
-      if (blocks++ >= max_blocks) break;
-      s.blocks.push_back({block.size, block.requested_size, state_of(block)});
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-void attribution_on_oom(std::size_t device) noexcept {
+void OomCapture::on_oom(Attachment& attachment, std::size_t device) noexcept {
   try {
-    // Bounded host memory: a million blocks is ~24 MB, far more than real caches hold.
-    std::vector<attribution::SegmentView> segments = capture_segments(1'000'000);
+    OomSnapshot snapshot = take_snapshot(attachment, device);
     {
-      std::lock_guard lock(g_oom_mutex);
-      g_oom_segments = std::move(segments);
+      std::lock_guard lock(m_mutex);
+      m_last = std::move(snapshot);
     }
-    if (g_oom_callback == nullptr || !Py_IsInitialized()) return;
+    if (m_callback == nullptr || !Py_IsInitialized()) return;
     nb::gil_scoped_acquire gil;
     try {
-      (*g_oom_callback)(device);
+      (*m_callback)(device);
     } catch (const nb::python_error& error) {
       // The post-mortem must never replace the OutOfMemoryError the program is about to see.
       PyErr_Clear();
@@ -97,32 +65,76 @@ void attribution_on_oom(std::size_t device) noexcept {
   }
 }
 
+void OomCapture::set_callback(nb::object callback) {
+  nb::object* previous = m_callback;
+  m_callback = callback.is_none() ? nullptr : new nb::object(std::move(callback));
+  // The previous callback object is leaked: the observer may be running it right now on
+  // another thread, and an OOM handler is set once or twice per process.
+  static_cast<void>(previous);
+}
+
+nb::list OomCapture::segments_at_oom() {
+  std::lock_guard lock(m_mutex);
+  return m_last ? segments_list(m_last->segments) : nb::list();
+}
+
+nb::object OomCapture::snapshot_object() {
+  std::lock_guard lock(m_mutex);
+  if (!m_last) return nb::none();
+  const OomSnapshot& s = *m_last;
+  nb::dict d;
+  d["device"] = s.device;
+  d["oom"] = oom_dict(s.record);
+  d["stats"] = stats_dict(s.stats);
+  d["segments"] = segments_list(s.segments);
+  nb::list events;
+  for (const std::vector<tracking::Event>& device_events : s.recent_events) {
+    events.append(events_list(device_events));
+  }
+  d["recent_events"] = events;
+  if (s.attributed) {
+    nb::list ops;
+    for (std::size_t i = 0; i < s.ops.size(); ++i) {
+      nb::dict row;
+      row["name"] = s.op_names[i];
+      row["live_bytes"] = s.ops[i].live_bytes;
+      row["live_at_peak_bytes"] = s.ops[i].live_at_peak_bytes;
+      row["allocated_bytes"] = s.ops[i].allocated_bytes;
+      ops.append(row);
+    }
+    d["ops"] = ops;
+    d["categories"] = categories_dict(s.categories);
+  } else {
+    d["ops"] = nb::none();
+    d["categories"] = nb::none();
+  }
+  return d;
+}
+
 void bind_oom_capture(nb::module_& m) {
   m.def(
       "segments",
       [](bool at_oom) {
-        if (at_oom) {
-          std::lock_guard lock(g_oom_mutex);
-          return segments_list(g_oom_segments);
-        }
+        if (at_oom) return AgentState::instance().oom().segments_at_oom();
         std::vector<attribution::SegmentView> now;
         {
           nb::gil_scoped_release release;
-          now = capture_segments(1'000'000);
+          now = capture_segments(max_captured_blocks);
         }
         return segments_list(now);
       },
       "at_oom"_a = false,
       "Allocator segments (snapshot without traces): now, or as captured at the last OOM.");
   m.def(
+      "oom_snapshot", [] { return AgentState::instance().oom().snapshot_object(); },
+      "What the OOM observer captured at the last OOM, or None: {'device', 'oom' (last_oom()), "
+      "'stats' (stats() of that device), 'segments' (segments(True)), 'recent_events' (per "
+      "device), 'ops' ([{name, live_bytes, live_at_peak_bytes, allocated_bytes}] of the profile "
+      "mark, or None without attribution), 'categories' ({category: (live, live_at_peak)} at the "
+      "step mark, or None)}.");
+  m.def(
       "set_oom_callback",
-      [](nb::object callback) {
-        nb::object* previous = g_oom_callback;
-        g_oom_callback = callback.is_none() ? nullptr : new nb::object(std::move(callback));
-        // The previous callback object is leaked: the observer may be running it right now on
-        // another thread, and an OOM handler is set once or twice per process.
-        static_cast<void>(previous);
-      },
+      [](nb::object callback) { AgentState::instance().oom().set_callback(std::move(callback)); },
       "callback"_a, "Call callback(device) with the GIL from the OOM observer (None: stop).");
 }
 

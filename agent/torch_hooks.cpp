@@ -5,12 +5,15 @@
 // to c10/core/CachingDeviceAllocator.h and re-exports them there).
 #include "torch_hooks.hpp"
 
+#include <ATen/record_function.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
+#include <type_traits>
 
 #include "attribution/op_registry.hpp"
 
@@ -114,9 +117,10 @@ void attach_trace_tracker(tracking::DeviceProducer* producers, std::size_t devic
     const auto device = static_cast<int64_t>(entry.device_);
     if (device < 0 || static_cast<std::size_t>(device) >= device_count) [[unlikely]] return;
     const auto raw = static_cast<int64_t>(entry.action_);
-    producers[device].on_event(tracking::action_from_raw(raw), static_cast<uint64_t>(entry.size_),
-                               static_cast<uint64_t>(entry.addr_), static_cast<uint8_t>(raw),
-                               attribution::current_phase(), attribution::op_for_event());
+    producers[device].on_tracker_event(tracking::action_from_raw(raw),
+                                       static_cast<uint64_t>(entry.size_),
+                                       static_cast<uint64_t>(entry.addr_), static_cast<uint8_t>(raw),
+                                       [] { return attribution::current_op(); });
   };
   try {
     alloc::attachAllocatorTraceTracker(std::move(tracker));
@@ -148,6 +152,78 @@ void empty_cache() {
   }
 }
 
+namespace {
+
+attribution::BlockState state_of(const alloc::BlockInfo& block) {
+  if (block.allocated) return attribution::BlockState::ActiveAllocated;
+  if (block.active) return attribution::BlockState::ActivePendingFree;
+  return attribution::BlockState::Inactive;
+}
+
+std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
+  op_started(fn.name(), &fn);
+  return nullptr;
+}
+
+void on_op_end(const at::RecordFunction& fn, at::ObserverContext* /*context*/) {
+  op_ended(&fn);
+}
+
+}  // namespace
+
+std::vector<attribution::SegmentView> capture_segments(std::size_t max_blocks) {
+  std::vector<attribution::SegmentView> out;
+  try {
+    const auto info = alloc::snapshot(c10::MempoolId_t{0, 0}, false);
+    std::size_t blocks = 0;
+    out.reserve(info.segments.size());
+    for (const auto& segment : info.segments) {
+      attribution::SegmentView s;
+      s.device = static_cast<int32_t>(segment.device);
+      s.address = segment.address;
+      s.total_bytes = segment.total_size;
+      s.requested_bytes = segment.requested_size;
+      s.allocated_bytes = segment.allocated_size;
+      s.active_bytes = segment.active_size;
+      s.stream = reinterpret_cast<uint64_t>(segment.stream);
+      s.is_large = segment.is_large;
+      s.is_expandable = segment.is_expandable;
+      for (const auto& block : segment.blocks) {
+        if (blocks++ >= max_blocks) break;
+        s.blocks.push_back({block.size, block.requested_size, state_of(block)});
+      }
+      out.push_back(std::move(s));
+    }
+  } catch (const std::exception& error) {
+    throw std::runtime_error(first_line(error.what()));
+  }
+  return out;
+}
+
+static_assert(std::is_same_v<at::CallbackHandle, uint64_t>, "RecordFunctionSwitch keeps handles as uint64_t");
+
+void RecordFunctionSwitch::enable(double sampling) {
+  auto found = m_callbacks.find(sampling);
+  if (found == m_callbacks.end()) {
+    const at::CallbackHandle handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(&on_op_start, &on_op_end)
+            .samplingProb(sampling)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                     at::RecordScope::USER_SCOPE}));
+    found = m_callbacks.emplace(sampling, handle).first;
+  } else {
+    at::reenableCallback(found->second);
+  }
+  m_enabled = found->second;
+}
+
+void RecordFunctionSwitch::disable() {
+  if (m_enabled == 0) return;
+  at::disableCallback(m_enabled);
+  m_enabled = 0;
+}
+
+#if VRAMSCOPE_BENCH_HOOKS
 void attach_noop_trace_tracker() {
   try {
     alloc::attachAllocatorTraceTracker([](const alloc::TraceEntry&) {});
@@ -169,5 +245,7 @@ double time_alloc_pairs(std::size_t pairs, std::size_t size_bytes) {
     throw std::runtime_error(first_line(error.what()));
   }
 }
+
+#endif  // VRAMSCOPE_BENCH_HOOKS
 
 }  // namespace vramscope::agent

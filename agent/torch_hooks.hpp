@@ -11,6 +11,12 @@
 #include <optional>
 #include <string>
 
+#include <map>
+#include <string_view>
+#include <vector>
+
+#include "attribution/fragmentation.hpp"
+#include "attribution/session.hpp"
 #include "tracking/agent_core.hpp"
 #include "tracking/device_producer.hpp"
 #include "tracking/events.hpp"
@@ -55,6 +61,32 @@ void attach_oom_observer(OomSink sink, std::size_t device_count);
 /// torch.cuda.empty_cache() for the default pool.
 void empty_cache();
 
+/// The allocator's segments now (c10 snapshot without traces), at most `max_blocks` blocks.
+/// Allowed in the OOM observer (it allocates host memory only). Throws std::runtime_error.
+std::vector<attribution::SegmentView> capture_segments(std::size_t max_blocks);
+
+/// torch's RecordFunction as the attribution session's op switch: one global callback per
+/// sampling probability, added on its first use and afterwards only disabled and re-enabled
+/// (removeCallback is unsafe while other threads run ops). The callback's start and end call
+/// op_started() and op_ended() below.
+class RecordFunctionSwitch final : public attribution::OpSwitch {
+ public:
+  void enable(double sampling) override;
+  void disable() override;
+
+ private:
+  /// at::CallbackHandle per sampling probability, and the enabled one (0: none).
+  std::map<double, uint64_t> m_callbacks;
+  uint64_t m_enabled = 0;
+};
+
+/// What the RecordFunction callbacks call for each op scope on any thread (defined in
+/// attribution_glue.cpp, which finds the attached session): `scope` identifies the
+/// RecordFunction so that the end matches its start. Never throw.
+void op_started(std::string_view name, const void* scope) noexcept;
+void op_ended(const void* scope) noexcept;
+
+#if VRAMSCOPE_BENCH_HOOKS
 /// Benchmark support: attaches a trace tracker that does nothing, the floor against which the
 /// agent's own per-event cost is measured (torch builds a TraceEntry for any tracker).
 void attach_noop_trace_tracker();
@@ -62,5 +94,6 @@ void attach_noop_trace_tracker();
 /// Benchmark support: `pairs` raw_alloc + raw_delete pairs of `size_bytes` on the current device
 /// through the caching allocator, timed in C++; returns nanoseconds per pair.
 double time_alloc_pairs(std::size_t pairs, std::size_t size_bytes);
+#endif
 
 }  // namespace vramscope::agent

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 
 
@@ -76,11 +77,22 @@ def small_ops_step(torch):
     return step
 
 
+def require_bench_hooks():
+    """Exits with the way out when the agent was built without its benchmark hooks (the
+    default: they are compiled only with VRAMSCOPE_BENCH_HOOKS=ON)."""
+    from vramscope import _agent
+    if not hasattr(_agent, "_bench_pause_tracking"):
+        sys.exit("bench: this mode needs the agent's benchmark hooks; reinstall vramscope with "
+                 "pip install --no-build-isolation -C cmake.define.VRAMSCOPE_BENCH_HOOKS=ON .")
+
+
 def attach_mode(what, interval_ms=10.0):
     """Attaches what a mode measures: "agent", "agent_paused" (attached, its callback's work
     paused), "agent_1s" (ticking once a second), "agent_ledgers" (with attribution's ledgers
     held, as a Monitor with categories does: every event also goes through the ring to the
     agent thread), "noop" (an empty trace tracker), or ""."""
+    if what in ("agent_paused", "noop"):
+        require_bench_hooks()
     if what.startswith("agent"):
         import vramscope
         vramscope.attach(init_cuda=True,
@@ -216,6 +228,7 @@ def worker_alloc(mode, phases, parts):
     pair_loop()
     pair_ns = statistics.median(timeit.repeat(pair_loop, number=1, repeat=5)) / pairs * 1e9
     # The same pairs timed in C++: no Python loop around them, so tens of ns are visible.
+    require_bench_hooks()
     native = [_agent._bench_alloc_pairs(1_000_000, 4096) for _ in range(5)]
     result.update(alloc_pair_ns=pair_ns, alloc_pair_native_ns=statistics.median(native))
 
@@ -287,6 +300,7 @@ def toggled_steps(step, synchronize, rounds=16, steps=3):
     of steps alternate between the callback doing its work and returning at once (the order
     flips every round). Immune to the process-to-process spread; torch's cost of having a
     tracker at all is the no-op-tracker mode's."""
+    require_bench_hooks()
     from vramscope import _agent
 
     on, off, ratios = [], [], []

@@ -178,8 +178,9 @@ void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
       [producers = core.producers(), devices = std::size_t{1}](std::size_t device, Action action,
                                                                 uint64_t size) {
         if (device >= devices) return;
-        producers[device].on_event(action, size, 0x7f0000000000, static_cast<uint8_t>(action),
-                                   attribution::current_phase(), attribution::op_for_event());
+        producers[device].on_tracker_event(action, size, 0x7f0000000000,
+                                           static_cast<uint8_t>(action),
+                                           [] { return attribution::current_op(); });
       };
   CacheHeavyWork work;
   uint64_t i = 0;

@@ -142,6 +142,13 @@ def restart_attribution_peak(device: int, mark: str) -> None:
 def segments(at_oom: bool = False) -> list:
     """Allocator segments (snapshot without traces): now, or as captured at the last OOM."""
 
+def oom_snapshot() -> Any:
+    """What the OOM observer captured at the last OOM, or None: {'device', 'oom' (last_oom()),
+    'stats' (stats() of that device), 'segments' (segments(True)), 'recent_events' (per device),
+    'ops' ([{name, live_bytes, live_at_peak_bytes, allocated_bytes}] of the profile mark, or None
+    without attribution), 'categories' ({category: (live, live_at_peak)} at the step mark, or
+    None)}."""
+
 def set_oom_callback(callback: object) -> None:
     """Call callback(device) with the GIL from the OOM observer (None: stop)."""
 

@@ -1,6 +1,6 @@
 // src/attribution/op_registry.hpp -- operator names as small ids, call counts, the per-thread op stack
 //
-// RecordFunction start/end callbacks (agent/attribution_ops.cpp) run on every thread that runs
+// RecordFunction start/end callbacks (agent/torch_hooks.cpp) run on every thread that runs
 // an operator: the Python thread, autograd threads, at::launch workers. The allocator tracker
 // reads the innermost op of the thread it runs on, so the stack is thread_local and lock-free.
 // Names are interned once per thread through a thread-local cache; only a name never seen by
@@ -57,34 +57,9 @@ void push_op(const void* key, uint32_t op_id) noexcept;
 /// Pops the scope `key` if it is the innermost one (or a few levels down, dropping the ones
 /// above whose end never came); an end without a start is ignored.
 void pop_op(const void* key) noexcept;
-/// This thread's innermost op, or 0 (no_op_id).
+/// This thread's innermost op, or 0 (no_op_id). The tracker asks only while a profile tracks ops
+/// (DeviceProducer::op_tracking): outside one the stack is not maintained (it may hold scopes
+/// whose end came after the callback was disabled).
 uint32_t current_op() noexcept;
-
-/// What the tracker stamps on every allocator event besides the producer's own data. Read on
-/// every event and written a few times per step, so both flags share one cache line of their
-/// own, and the reads are inline: the tracker's hot path makes no call for them.
-struct alignas(64) EventContext {
-  /// Set while a profile() tracks ops (its RecordFunction callback is enabled). The tracker
-  /// reads the thread's op stack only then: outside a profile the stack is not maintained (it
-  /// may hold scopes whose end came after the callback was disabled), and skipping it saves a
-  /// TLS lookup per allocator event.
-  std::atomic<bool> op_tracking{false};
-  /// The process-wide training phase (attribution::Phase value).
-  std::atomic<uint8_t> phase{0};
-};
-inline EventContext event_context;
-
-/// The op to stamp on an allocator event now: current_op() while op_tracking, else no_op_id.
-inline uint32_t op_for_event() noexcept {
-  return event_context.op_tracking.load(std::memory_order_relaxed) ? current_op() : 0;
-}
-
-/// Sets the training phase the tracker stamps on events from now on.
-inline void set_phase(uint8_t phase) noexcept {
-  event_context.phase.store(phase, std::memory_order_relaxed);
-}
-inline uint8_t current_phase() noexcept {
-  return event_context.phase.load(std::memory_order_relaxed);
-}
 
 }  // namespace vramscope::attribution

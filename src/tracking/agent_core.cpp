@@ -50,6 +50,18 @@ void AgentCore::set_streaming(bool on) {
   }
 }
 
+void AgentCore::set_op_tracking(bool on) {
+  for (std::size_t d = 0; d < m_devices.size(); ++d) {
+    m_producers[d].op_tracking.store(on, std::memory_order_relaxed);
+  }
+}
+
+void AgentCore::set_phase(uint8_t phase) {
+  for (std::size_t d = 0; d < m_devices.size(); ++d) {
+    m_producers[d].phase.store(phase, std::memory_order_relaxed);
+  }
+}
+
 void AgentCore::set_step_annotator(StepAnnotator annotator) {
   std::lock_guard lock(m_mutex);
   m_annotator = std::move(annotator);

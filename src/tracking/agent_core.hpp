@@ -130,6 +130,11 @@ class AgentCore {
   /// Sends every later event of every device through the ring to the consumer (true), or only
   /// to the counters and the recorder (false, the default: no cross-core traffic per event).
   void set_streaming(bool on);
+  /// Stamps every later event with its thread's innermost op (true: a profile tracks ops), or
+  /// with no op (false, the default). Every device at once.
+  void set_op_tracking(bool on);
+  /// Stamps every later event of every device with `phase` (an attribution::Phase value).
+  void set_phase(uint8_t phase);
   /// Drains every ring now, then runs `then` (may be empty) under the same lock, so that it sees
   /// a consumer that is up to date.
   void flush(const std::function<void()>& then = {});

@@ -14,6 +14,12 @@
 #include <cstdint>
 #include <new>
 
+#ifndef VRAMSCOPE_BENCH_HOOKS
+// Set by the build for every target (CMakeLists.txt: VRAMSCOPE_BENCH_HOOKS), so that every
+// translation unit agrees on this struct's layout.
+#error "VRAMSCOPE_BENCH_HOOKS must be defined (0 or 1) by the build"
+#endif
+
 #include "tracking/device_counters.hpp"
 #include "tracking/event_recorder.hpp"
 #include "tracking/event_ring.hpp"
@@ -25,35 +31,57 @@ struct DeviceProducer {
   DeviceProducer(std::size_t ring_capacity, std::size_t recorder_capacity)
       : recorder(recorder_capacity), ring(ring_capacity) {}
 
-  /// The callback's work: counters, the recorder, and the ring while streaming (see
-  /// AgentCore::on_event).
-  void on_event(Action action, uint64_t size_bytes, uint64_t address, uint8_t raw_action,
-                uint8_t phase, uint32_t op_id) noexcept {
+  /// The tracker's entry (agent/torch_hooks.cpp): stamps this device's attribution context --
+  /// the phase, and while a profile tracks ops the calling thread's innermost op from
+  /// `current_op()` -- then does on_event()'s work. The context sits on the stamp's line, so
+  /// an event reads no line outside its device's producer for it.
+  template <typename CurrentOp>
+  void on_tracker_event(Action action, uint64_t size_bytes, uint64_t address, uint8_t raw_action,
+                        CurrentOp&& current_op) noexcept {
+#if VRAMSCOPE_BENCH_HOOKS
     if (paused.load(std::memory_order_relaxed)) [[unlikely]]
       return;
+#endif
+    const uint8_t phase_now = phase.load(std::memory_order_relaxed);
+    const uint32_t op_id = op_tracking.load(std::memory_order_relaxed) ? current_op() : 0;
+    on_event(action, size_bytes, address, raw_action, phase_now, op_id);
+  }
+
+  /// The callback's work: counters, the recorder, and the ring while streaming (see
+  /// AgentCore::on_event). `phase_stamp` and `op_id` are the event's attribution stamp.
+  void on_event(Action action, uint64_t size_bytes, uint64_t address, uint8_t raw_action,
+                uint8_t phase_stamp, uint32_t op_id) noexcept {
     counters.on_event(action, size_bytes);
     // No clock read here: in a launch-bound step the vDSO clock costs ~10 of the callback's
     // ~35 ns per event (its data page is a miss). The stamp is the agent thread's last tick,
     // kept in tick_ns on the recorder's cache line.
     const int64_t stamp_ns = tick_ns.load(std::memory_order_relaxed);
-    const Event event{size_bytes, address, stamp_ns, action, raw_action, phase, op_id};
+    const Event event{size_bytes, address, stamp_ns, action, raw_action, phase_stamp, op_id};
     recorder.record(event);
     if (streaming.load(std::memory_order_relaxed)) ring.push(event);
   }
 
   DeviceCounters counters;
-  // One cache line for what every event reads besides the counters: the stamp, the flags and
-  // the recorder's head, mask and storage pointer.
+  // One cache line for what every event reads besides the counters: the stamp, the flags, the
+  // attribution context and the recorder's head, mask and storage pointer.
   /// coarse_monotonic_ns() at the agent thread's last tick: the stamp of events until the next
   /// one (at most one agent interval before the event, never after it).
   alignas(64) std::atomic<int64_t> tick_ns{0};
   /// Set while a consumer (attribution) wants every event through the ring; otherwise only
   /// the counters and the recorder see them.
   std::atomic<bool> streaming{false};
-  /// Benchmark support (vramscope._agent._bench_pause_tracking): while set, events are ignored,
-  /// so that one process can time its steps with and without vramscope's share of the callback
-  /// (torch's own share, building the TraceEntry and calling the tracker, stays).
+  /// Is a profile() tracking ops (its RecordFunction callback enabled)? Only then is the
+  /// thread's op stack read (a TLS lookup) and stamped. Set for every device at once
+  /// (AgentCore::set_op_tracking).
+  std::atomic<bool> op_tracking{false};
+  /// The training phase (attribution::Phase) stamped on events (AgentCore::set_phase).
+  std::atomic<uint8_t> phase{0};
+#if VRAMSCOPE_BENCH_HOOKS
+  /// Benchmark builds only (vramscope._agent._bench_pause_tracking): while set, events are
+  /// ignored, so that one process can time its steps with and without vramscope's share of the
+  /// callback (torch's own share, building the TraceEntry and calling the tracker, stays).
   std::atomic<bool> paused{false};
+#endif
   EventRecorder recorder;
   EventRing ring;
 };

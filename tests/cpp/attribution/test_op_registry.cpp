@@ -8,6 +8,7 @@
 
 #include "attribution/attributor.hpp"
 #include "attribution/op_registry.hpp"
+#include "tracking/device_producer.hpp"
 
 namespace vramscope::attribution {
 namespace {
@@ -56,19 +57,31 @@ TEST(OpStack, NestsPerThreadAndToleratesUnmatchedEnds) {
 
 TEST(OpStack, EventsCarryTheOpOnlyWhileOpsAreTracked) {
   // Outside a profile() the stack is not maintained: a scope open when the callback was
-  // disabled stays on it, and must not be stamped on later allocations.
+  // disabled stays on it, and must not be stamped on later allocations. The tracker stamps
+  // through the device's producer, as agent/torch_hooks.cpp does.
   int scope = 0;
   push_op(&scope, 9);
   ASSERT_EQ(current_op(), 9U);
-  event_context.op_tracking.store(false);
-  EXPECT_EQ(op_for_event(), no_op_id) << "stale scope stamped outside a profile";
-  event_context.op_tracking.store(true);
-  EXPECT_EQ(op_for_event(), 9U);
-  std::thread other([] { EXPECT_EQ(op_for_event(), no_op_id); });  // its own, empty stack
+  tracking::DeviceProducer producer(64, 64);
+  const auto innermost = [] { return current_op(); };
+  producer.on_tracker_event(tracking::Action::Alloc, 512, 0x1000, 1, innermost);
+  producer.op_tracking.store(true);
+  producer.phase.store(2);
+  producer.on_tracker_event(tracking::Action::Alloc, 512, 0x2000, 1, innermost);
+  std::thread other([&] {  // its own, empty stack
+    producer.on_tracker_event(tracking::Action::Alloc, 512, 0x3000, 1, innermost);
+  });
   other.join();
-  event_context.op_tracking.store(false);
+  producer.op_tracking.store(false);
   pop_op(&scope);
   EXPECT_EQ(current_op(), no_op_id);
+  const std::vector<tracking::Event> events = producer.recorder.snapshot();
+  ASSERT_EQ(events.size(), 3U);
+  EXPECT_EQ(events[0].op_id, no_op_id) << "stale scope stamped outside a profile";
+  EXPECT_EQ(events[0].phase, 0U);
+  EXPECT_EQ(events[1].op_id, 9U);
+  EXPECT_EQ(events[1].phase, 2U);
+  EXPECT_EQ(events[2].op_id, no_op_id);
 }
 
 TEST(OpStack, SurvivesNestingDeeperThanItsCapacity) {

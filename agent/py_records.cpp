@@ -1,0 +1,145 @@
+// agent/py_records.cpp -- the agent's records as Python dicts and lists (see py_records.hpp)
+#include "py_records.hpp"
+
+#include <nanobind/stl/string.h>
+
+#include <string>
+
+namespace nb = nanobind;
+
+namespace vramscope::agent {
+
+nb::dict stats_dict(const tracking::DeviceStatsView& v) {
+  nb::dict d;
+  d["allocated_bytes"] = v.allocated_bytes;
+  d["reserved_bytes"] = v.reserved_bytes;
+  d["requested_bytes"] = v.requested_bytes;
+  d["active_bytes"] = v.active_bytes;
+  d["inactive_split_bytes"] = v.inactive_split_bytes;
+  d["pending_free_bytes"] = v.pending_free_bytes;
+  d["peak_allocated_bytes"] = v.peak.allocated_bytes;
+  d["peak_reserved_bytes"] = v.peak.reserved_bytes;
+  d["peak_requested_bytes"] = v.peak.requested_bytes;
+  d["step"] = v.step;
+  d["step_peak_allocated_bytes"] = v.last_step_peak.allocated_bytes;
+  d["step_peak_reserved_bytes"] = v.last_step_peak.reserved_bytes;
+  d["step_peak_requested_bytes"] = v.last_step_peak.requested_bytes;
+  d["current_step_peak_allocated_bytes"] = v.current_step_peak.allocated_bytes;
+  d["current_step_peak_reserved_bytes"] = v.current_step_peak.reserved_bytes;
+  d["current_step_peak_requested_bytes"] = v.current_step_peak.requested_bytes;
+  d["window_peak_allocated_bytes"] = v.window_peak.allocated_bytes;
+  d["window_peak_reserved_bytes"] = v.window_peak.reserved_bytes;
+  d["window_peak_requested_bytes"] = v.window_peak.requested_bytes;
+  d["event_count"] = v.event_count;
+  d["dropped_event_count"] = v.dropped_event_count;
+  d["unknown_event_count"] = v.unknown_event_count;
+  d["anomaly_count"] = v.anomaly_count;
+  d["allocated_mismatch_count"] = v.allocated_mismatch_count;
+  d["unsettled_count"] = v.unsettled_count;
+  d["oom_count"] = v.oom_count;
+  d["polling_only"] = v.polling_only;
+  return d;
+}
+
+nb::dict step_dict(const StepRecord& r) {
+  nb::dict d;
+  d["device"] = r.cuda_device;
+  d["step"] = r.step;
+  d["peak_allocated_bytes"] = r.peak_allocated_bytes;
+  d["peak_reserved_bytes"] = r.peak_reserved_bytes;
+  d["peak_requested_bytes"] = r.peak_requested_bytes;
+  d["allocated_bytes"] = r.allocated_bytes;
+  d["reserved_bytes"] = r.reserved_bytes;
+  d["duration_ns"] = r.duration_ns;
+  d["end_ns"] = r.end_ns;
+  if (r.category_bytes) {
+    nb::dict categories;
+    for (std::size_t c = 0; c < memory_category_count; ++c) {
+      categories[std::string(memory_category_names[c]).c_str()] = (*r.category_bytes)[c];
+    }
+    d["categories"] = categories;
+  } else {
+    d["categories"] = nb::none();
+  }
+  return d;
+}
+
+nb::dict oom_dict(const OomRecord& r) {
+  nb::dict d;
+  d["device"] = r.cuda_device;
+  d["device_uuid"] = r.device_uuid;
+  d["timestamp_ns"] = r.timestamp_ns;
+  d["requested_bytes"] = r.requested_bytes;
+  d["device_total_bytes"] = r.device_total_bytes;
+  d["device_free_bytes"] = r.device_free_bytes;
+  d["allocated_bytes"] = r.allocated_bytes;
+  d["reserved_bytes"] = r.reserved_bytes;
+  return d;
+}
+
+nb::list events_list(const std::vector<tracking::Event>& events) {
+  nb::list out;
+  for (const tracking::Event& e : events) {
+    nb::dict d;
+    d["action"] = std::string(tracking::action_name(e.action));
+    d["raw_action"] = e.raw_action;
+    d["size_bytes"] = e.size_bytes;
+    d["address"] = e.address;
+    d["monotonic_ns"] = e.timestamp_ns;
+    out.append(d);
+  }
+  return out;
+}
+
+nb::list segments_list(const std::vector<attribution::SegmentView>& segments) {
+  nb::list out;
+  for (const attribution::SegmentView& s : segments) {
+    nb::list blocks;
+    for (const attribution::BlockView& b : s.blocks) {
+      blocks.append(nb::make_tuple(b.size_bytes, b.requested_bytes,
+                                   std::string(attribution::block_state_name(b.state))));
+    }
+    nb::dict d;
+    d["device"] = s.device;
+    d["address"] = s.address;
+    d["total_size"] = s.total_bytes;
+    d["requested_size"] = s.requested_bytes;
+    d["allocated_size"] = s.allocated_bytes;
+    d["active_size"] = s.active_bytes;
+    d["stream"] = s.stream;
+    d["is_large"] = s.is_large;
+    d["is_expandable"] = s.is_expandable;
+    d["blocks"] = blocks;
+    out.append(d);
+  }
+  return out;
+}
+
+nb::list op_rows_list(const std::vector<attribution::OpTotals>& rows,
+                      const attribution::OpRegistry& registry, const std::vector<uint64_t>& calls) {
+  nb::list out;
+  for (const attribution::OpTotals& r : rows) {
+    nb::dict d;
+    d["name"] = registry.name(r.op_id);
+    d["calls"] = r.op_id < calls.size() ? calls[r.op_id] : 0;
+    d["alloc_count"] = r.alloc_count;
+    d["allocated_bytes"] = r.allocated_bytes;
+    d["self_freed_bytes"] = r.self_freed_bytes;
+    d["live_bytes"] = r.live_bytes;
+    d["live_at_peak_bytes"] = r.live_at_peak_bytes;
+    out.append(d);
+  }
+  return out;
+}
+
+nb::dict categories_dict(
+    const std::array<attribution::CategoryTotals, attribution::category_count>& totals) {
+  nb::dict d;
+  for (const attribution::CategoryTotals& c : totals) {
+    d[std::string(attribution::category_name(c.category)).c_str()] =
+        nb::make_tuple(c.live_bytes, c.live_at_peak_bytes);
+  }
+  return d;
+}
+
+}  // namespace vramscope::agent

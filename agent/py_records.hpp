@@ -1,0 +1,36 @@
+// agent/py_records.hpp -- the agent's records as Python dicts and lists (the shapes docs/agent-api.md specifies)
+//
+// One converter per record, shared by the plain readers (stats(), step(), last_oom(), ...) and
+// the OOM snapshot, so that a reader and the snapshot never disagree on a key.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <array>
+#include <vector>
+
+#include "attribution/fragmentation.hpp"
+#include "attribution/ledger.hpp"
+#include "attribution/op_registry.hpp"
+#include "tracking/agent_core.hpp"
+#include "tracking/events.hpp"
+#include "vramscope/agent_segment.hpp"
+
+namespace vramscope::agent {
+
+nanobind::dict stats_dict(const tracking::DeviceStatsView& view);
+nanobind::dict step_dict(const StepRecord& record);
+nanobind::dict oom_dict(const OomRecord& record);
+/// [{"action", "raw_action", "size_bytes", "address", "monotonic_ns"}], oldest first.
+nanobind::list events_list(const std::vector<tracking::Event>& events);
+/// [{"device", "address", "total_size", ..., "blocks": [(size, requested, state)]}].
+nanobind::list segments_list(const std::vector<attribution::SegmentView>& segments);
+/// op_table()'s rows: names from `registry`, calls since the profile started from `calls`.
+nanobind::list op_rows_list(const std::vector<attribution::OpTotals>& rows,
+                            const attribution::OpRegistry& registry,
+                            const std::vector<uint64_t>& calls);
+/// {category: (live_bytes, live_at_peak_bytes)}.
+nanobind::dict categories_dict(
+    const std::array<attribution::CategoryTotals, attribution::category_count>& totals);
+
+}  // namespace vramscope::agent
