@@ -23,7 +23,8 @@ import sys
 from typing import Any, Callable, Dict, List, Optional
 
 from . import _api
-from ._steps import format_bytes, format_delta
+from ._session import SESSION
+from ._units import format_bytes, format_delta, non_pytorch_bytes
 
 __all__ = ["show", "load_ipython_extension", "MemoryView", "DeviceView", "held_hints"]
 
@@ -47,9 +48,7 @@ class DeviceView:
 
     @property
     def non_pytorch_bytes(self) -> Optional[int]:
-        if self.driver_bytes is None:
-            return None
-        return self.driver_bytes - self.reserved_bytes
+        return non_pytorch_bytes(self.driver_bytes, self.reserved_bytes)
 
     @property
     def other_processes_bytes(self) -> Optional[int]:
@@ -114,20 +113,18 @@ def _problem() -> Optional[str]:
 
 def snapshot(hints: Optional[List[str]] = None) -> MemoryView:
     """The view of every device of this process now (attaches the agent if needed)."""
-    from .integrations._common import attach_if_needed, driver_lookup
+    from .integrations._common import attach_if_needed
 
     problem = _problem()
     if problem is not None:
         return MemoryView([], problem=problem)
     attach_if_needed(init_cuda=True)
-    driver = driver_lookup()
     torch = sys.modules.get("torch")
     views = []
     for d in range(_api.device_count()):
         view = DeviceView(d, _api.memory_allocated(d), _api.memory_reserved(d),
                           _api.max_memory_allocated(d))
-        if driver is not None and d < len(driver[0]):
-            view.driver_bytes = driver[2](driver[0][d], driver[1])
+        view.driver_bytes = SESSION.driver_process_bytes(d)
         if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
             view.free_bytes, view.total_bytes = (int(v) for v in torch.cuda.mem_get_info(d))
         views.append(view)

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ._steps import format_bytes, format_delta
+from ._units import format_bytes, format_delta, unit_bytes
 
 __all__ = ["KINDS", "TestMeasure", "LimitSpec", "LeakSpec", "parse_size", "limit_spec",
            "leak_spec", "check_limit", "check_leak", "check_increase", "format_report"]
@@ -27,7 +27,6 @@ KINDS = ("allocated", "reserved", "driver")
 
 _SIZE = re.compile(r"^\s*(?P<number>\+?(?:\d+\.?\d*|\.\d+))\s*(?P<unit>[KMGTP]i?B|B)\s*$",
                    re.IGNORECASE)
-_POWERS = {"B": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
 
 
 def parse_size(value: Any) -> int:
@@ -46,8 +45,7 @@ def parse_size(value: Any) -> int:
     if match is None:
         raise ValueError(f"invalid size {value!r}: expected a number and a unit "
                          "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. '24 MB' or '1.5 GiB'")
-    unit = match.group("unit").upper()
-    return int(float(match.group("number")) * 1024 ** _POWERS[unit[0]])
+    return int(float(match.group("number")) * unit_bytes(match.group("unit")))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ import warnings
 import weakref
 from typing import Any, Dict, List, Sequence, Tuple
 
-from ._steps import format_bytes
+from ._units import format_bytes
 
 __all__ = ["ModuleRow", "module_rows_from_agent", "format_module_table", "repeated_modules"]
 

@@ -10,7 +10,7 @@ import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ._steps import format_bytes
+from ._units import format_bytes, unit_bytes
 
 
 @dataclasses.dataclass
@@ -243,15 +243,13 @@ def growing_text(modules: Sequence[Tuple[str, int]], ops: Sequence[Tuple[str, in
     return "; ".join(g for g in groups if g)
 
 
-_SIZE_UNITS = {"b": 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30,
-               "tib": 1 << 40, "pib": 1 << 50}
 _SIZE = r"([0-9]+(?:\.[0-9]+)?) ?(bytes|B|KiB|MiB|GiB|TiB|PiB)"
 
 
 def _size(match: Optional["re.Match[str]"], group: int = 1) -> Optional[int]:
     if match is None:
         return None
-    return int(float(match.group(group)) * _SIZE_UNITS[match.group(group + 1).lower()])
+    return int(float(match.group(group)) * unit_bytes(match.group(group + 1)))
 
 
 def parse_oom_message(text: str) -> Dict[str, int]:

@@ -19,7 +19,7 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ._oom_advice import Advice, OomEvidence, StepPoint, growing_text, leak_rate
-from ._steps import format_bytes
+from ._units import format_bytes
 
 #: Share of the budget a suggested batch size or memory fraction keeps free: the allocator's
 #: rounding and the next step's temporaries are not in a linear fit.

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._oom_advice import Advice, OomEvidence, leak_rate
 from ._oom_remedies import Assessment, assess, rank_advice
-from ._steps import format_bytes
+from ._units import format_bytes
 
 #: Schema version of the .json report (2: leak_rate_bytes, growing_ops, from_exception;
 #: 3: growing_modules; 4: the budget and need numbers, advice kinds and parameters,

@@ -11,32 +11,13 @@ import collections
 import dataclasses
 from typing import Deque, Dict, Iterable, List, Optional, Sequence
 
-_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+from ._units import format_bytes, format_delta
 
 #: The memory categories in the order every output lists them (torch's memory-timeline ones).
 CATEGORY_NAMES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries",
                   "other")
 #: Their compact forms for the step line and the table columns.
 _CATEGORY_SHORT = ("params", "grads", "optim", "activ", "temp", "other")
-
-
-def format_bytes(n_bytes: int) -> str:
-    """Human binary units: ``512 B``, ``1.5 KiB``, ``12.0 MiB``, ``1.2 GiB``."""
-    sign = "-" if n_bytes < 0 else ""
-    value = float(abs(n_bytes))
-    if value < 1024:
-        return f"{sign}{int(value)} B"
-    unit = _UNITS[0]
-    for unit in _UNITS:
-        value /= 1024.0
-        if value < 1024 or unit == _UNITS[-1]:
-            break
-    return f"{sign}{value:.1f} {unit}"
-
-
-def format_delta(n_bytes: int) -> str:
-    """A signed size: ``+12.0 MiB``, ``-3.0 KiB``, ``+0 B``."""
-    return ("+" if n_bytes >= 0 else "") + format_bytes(n_bytes)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,11 @@
-# python/vramscope/distributed.py -- job-wide step peaks: the max over ranks, opt-in
-"""``Monitor(reduce_peaks=True)`` calls :func:`reduce_step_peaks` at every step so each rank's
+# python/vramscope/distributed.py -- this process's rank, and job-wide step peaks (opt-in)
+"""Which rank this process is, and the job-wide step peaks.
+
+The rank and world size (:func:`resolve_rank`): torch.distributed when it is initialised (the
+truth under DDP/FSDP), else the RANK/WORLD_SIZE variables torchrun exports, else a single
+process. The session publishes them with the agent's stats and Monitor prints them.
+
+``Monitor(reduce_peaks=True)`` calls :func:`reduce_step_peaks` at every step so each rank's
 records carry the job-wide maximum of the step peaks (the number that decides whether the job
 OOMs: the worst rank). It costs two small all-reduces per step, which is why it is opt-in; every
 rank must call it at the same step with records for the same number of devices.
@@ -8,12 +14,51 @@ rank must call it at the same step with records for the same number of devices.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Optional, Sequence
+import os
+import sys
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["reduce_step_peaks", "PEAK_FIELDS"]
 
 #: Fields replaced by their maximum over all ranks.
 PEAK_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_requested_bytes")
+
+
+def rank_from_env(env: Mapping[str, str]) -> Optional[Tuple[int, int]]:
+    """``(rank, world_size)`` from torchrun's variables; None when absent or malformed."""
+    try:
+        rank, world_size = int(env["RANK"]), int(env["WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return None
+    if world_size < 1 or not 0 <= rank < world_size:
+        return None
+    return rank, world_size
+
+
+def rank_from_torch() -> Optional[Tuple[int, int]]:
+    """``(rank, world_size)`` from an initialised default process group, else None. Never imports
+    torch itself: a program that did not import it is not distributed through it."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    dist = torch.distributed
+    if not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist.get_rank(), dist.get_world_size()
+
+
+def resolve_rank(explicit: Optional[int] = None) -> Tuple[Tuple[int, int], bool]:
+    """Returns ``((rank, world_size), final)``; ``final`` is False when the answer came from the
+    environment or a default and a later call may learn better from torch.distributed."""
+    from_torch = rank_from_torch()
+    if from_torch is not None:
+        rank, world = from_torch
+        return ((explicit if explicit is not None else rank), world), True
+    from_env = rank_from_env(os.environ)
+    if from_env is not None:
+        rank, world = from_env
+        return ((explicit if explicit is not None else rank), world), False
+    return ((explicit if explicit is not None else 0), 1), False
 
 
 def _collective_device(dist: Any, group: Any) -> Any:

@@ -9,19 +9,22 @@ only bookkeeps and formats them (the formatting and leak logic live in ``_steps`
 
 from __future__ import annotations
 
-import os
 import sys
 import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
 
-from . import _api, _dist, oom
-from .distributed import reduce_step_peaks
+from . import _api, oom
 from ._device import Device, parse_device
 from ._model_probe import ModelProbe
+from ._oom_advice import StepPoint
+from ._session import SESSION
+from ._step_history import STEP_HISTORY
 from ._steps import (CATEGORY_NAMES, LeakDetector, StepRecord, format_leak_warning,
                      format_step_line, format_step_table, history_limit_deque)
 from ._torchcheck import VramscopeWarning
+from ._units import non_pytorch_bytes
+from .distributed import reduce_step_peaks, resolve_rank
 
 __all__ = ["Monitor", "StepSink"]
 
@@ -121,7 +124,7 @@ class Monitor:
         self._device_args = list(devices) if devices is not None else None
         self._devices: Optional[List[int]] = None
         self._explicit_rank = rank
-        (self.rank, self.world_size), self._rank_final = _dist.resolve_rank(rank)
+        (self.rank, self.world_size), self._rank_final = resolve_rank(rank)
         self._history = history_limit_deque(history_limit)
         self._leaks = LeakDetector(leak_steps, leak_threshold_bytes)
         self._last_allocated: Dict[int, int] = {}
@@ -134,8 +137,6 @@ class Monitor:
         self._model = model
         self._optimizer = optimizer
         self._driver = bool(driver)
-        #: (device -> UUID, pid, the agent's NVML lookup) once known; None: not looked up.
-        self._driver_probe: Any = None
         #: The CategoryTracker while categories are on (Monitor(model=...)), else None.
         self._categories: Any = None
         self._active = False
@@ -165,7 +166,7 @@ class Monitor:
         script runs unchanged where torch runs on the CPU."""
         if self._active:
             return
-        problem = _api.no_gpu()
+        problem = SESSION.no_gpu()
         if problem is not None:
             _warn_no_gpu_once(problem)
             self._active = True
@@ -212,13 +213,13 @@ class Monitor:
     def _oom_evidence(self, device: int) -> Dict[str, Any]:
         """The OOM report's step history (this Monitor's last steps on ``device``, with their
         batch sizes) and what the probe knows of the model, the optimizer and the stack."""
-        points = [oom.StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes, r.batch_size,
+        points = [StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes, r.batch_size,
                                 r.peak_reserved_bytes)
                   for r in self._history if r.device == device]
         stack = oom.oom_stack()
         out = self._probe.evidence(*stack) if stack is not None else self._probe.evidence()
         if points:
-            out["steps"] = points[-oom.STEP_HISTORY:]
+            out["steps"] = points[-STEP_HISTORY:]
         return out
 
     def _start_categories(self) -> None:
@@ -255,17 +256,17 @@ class Monitor:
             if self._device_args is None:
                 self._devices = list(range(count))
             else:
-                self._devices = sorted({parse_device(d, _api._current, count)
+                self._devices = sorted({parse_device(d, SESSION.current, count)
                                         for d in self._device_args})
         return self._devices
 
     def _refresh_rank(self) -> None:
         if self._rank_final:
             return
-        (rank, world), self._rank_final = _dist.resolve_rank(self._explicit_rank)
+        (rank, world), self._rank_final = resolve_rank(self._explicit_rank)
         if (rank, world) != (self.rank, self.world_size) or self._rank_final:
             self.rank, self.world_size = rank, world
-            _api.set_rank(rank, world)
+            SESSION.set_rank(rank, world)
 
     def step(self) -> List[StepRecord]:
         """Closes the current step; returns its records (one per followed device)."""
@@ -273,7 +274,7 @@ class Monitor:
         if self._categories is not None:
             # Tags must be in the ledger before the agent closes the step and reads its peak.
             self._categories.tag()
-        raw = _api.step_all()
+        raw = SESSION.step_all()
         if not raw:
             return []
         if not self._probe.attached:
@@ -308,19 +309,7 @@ class Monitor:
         # this pid minus the allocator's reserved bytes = CUDA context, library workspaces.
         if not self._driver:
             return None
-        if self._driver_probe is None:
-            lookup = getattr(_api._reader, "driver_process_bytes", None)
-            if lookup is None:  # polling mode: no agent
-                self._driver = False
-                return None
-            import torch
-            self._driver_probe = (_api._device_uuids(torch, _api.device_count()), os.getpid(),
-                                  lookup)
-        uuids, pid, lookup = self._driver_probe
-        used = lookup(uuids[device], pid) if device < len(uuids) else None
-        if used is None:
-            return None
-        return used - reserved_bytes if used >= reserved_bytes else None
+        return non_pytorch_bytes(SESSION.driver_process_bytes(device), reserved_bytes)
 
     def _record_step(self, records: List[StepRecord]) -> List[StepRecord]:
         # Everything after the agent's numbers became records: the job-wide reduction (a

@@ -35,10 +35,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _api, oom
+from . import oom
 from ._categories import StorageWalker
 from ._module_hooks import ModuleRow, _ModuleHooks, format_module_table, repeated_modules
-from ._steps import format_bytes
+from ._session import SESSION
+from ._units import format_bytes
 
 __all__ = ["profile", "Profile", "CategoryTracker", "format_op_table", "OpRow"]
 
@@ -104,12 +105,11 @@ def format_op_table(rows: Sequence[OpRow], peak_bytes: int, sort_by: str = "peak
 
 
 def _agent_or_raise() -> Any:
-    _api.attach(init_cuda=True)
-    reader = _api._reader
-    if reader is None or not hasattr(reader, "profile_start"):
+    SESSION.attach(init_cuda=True)
+    if SESSION.agent is None:
         raise RuntimeError("vramscope: profile() needs the C++ agent in events mode "
-                           f"(mode: {_api.mode()})")
-    return reader
+                           f"(mode: {SESSION.mode()})")
+    return SESSION.agent
 
 
 class Profile:
@@ -133,12 +133,12 @@ class Profile:
 
     def __enter__(self) -> "Profile":
         self._agent = _agent_or_raise()
-        device = self._device if self._device is not None else _api._current()
+        device = self._device if self._device is not None else SESSION.current()
         self._agent.profile_start(self.sampling)
         if self.modules:
             self._hooks = _ModuleHooks(self._agent, device, frames=True, backward=self.backward)
             self._hooks.install()
-            oom.add_module_paths(self._hooks.paths)
+            SESSION.history.add_module_paths(self._hooks.paths)
         oom.add_provider(self._oom_evidence)
         self._active = True
         return self
@@ -147,7 +147,7 @@ class Profile:
         self._active = False
         if self._hooks is not None:
             self._hooks.remove()
-            oom.remove_module_paths(self._hooks.paths)
+            SESSION.history.remove_module_paths(self._hooks.paths)
         self._agent.profile_stop()
         oom.remove_provider(self._oom_evidence)
         self._snapshot()
@@ -230,7 +230,7 @@ class CategoryTracker:
         self._agent = _agent_or_raise()
         self._walker = StorageWalker(model, optimizer)
         self._agent.attribution_acquire()
-        self._hooks = _ModuleHooks(self._agent, _api._current())  # phases only
+        self._hooks = _ModuleHooks(self._agent, SESSION.current())  # phases only
         self._hooks.install()
         self._in_step_records = in_step_records
         if in_step_records:

@@ -30,8 +30,9 @@ import pytest
 
 from . import _api, _limits
 from ._limits import DeviceMeasure, TestMeasure
+from ._session import SESSION
+from ._units import non_pytorch_bytes
 from .integrations._common import attach_if_needed as _attach
-from .integrations._common import driver_lookup as _driver_lookup
 from .integrations._common import gpu_problem
 
 #: The key of a test report's user_properties that carries its TestMeasure (as a dict).
@@ -92,7 +93,7 @@ class _Window:
         self.profile: Any = None
 
     def start(self) -> None:
-        if _api._reader is None:
+        if SESSION.reader is None:
             return  # CUDA not initialised yet: the attach made at its init starts fresh peaks
         self.devices = list(range(_api.device_count()))
         _synchronize()
@@ -118,14 +119,13 @@ class _Window:
             rows = sorted(self.profile.ops(), key=lambda r: -r.live_at_peak_bytes)
             top_ops = [(r.name, r.live_at_peak_bytes) for r in rows[:10] if r.live_at_peak_bytes]
             self.profile = None
-        if _api._reader is None:
+        if SESSION.reader is None:
             return None  # the test never initialised CUDA
         gc.collect()
         _synchronize()
         if not self.devices:
             self.devices = list(range(_api.device_count()))
         polling = _api.mode().startswith("polling")
-        driver = _driver_lookup()
         out = []
         for d in self.devices:
             m = DeviceMeasure(device=d, peak_allocated_bytes=_api.max_memory_allocated(d),
@@ -136,13 +136,12 @@ class _Window:
                 torch_peak = int(sys.modules["torch"].cuda.max_memory_allocated(d))
                 if torch_peak > self.torch_peaks[d]:
                     m.peak_allocated_bytes = max(m.peak_allocated_bytes, torch_peak)
-            if driver is not None and d < len(driver[0]):
-                used = driver[2](driver[0][d], driver[1])
-                if used is not None:
-                    # NVML has no peak: the reserved peak (exact) plus what the driver charges
-                    # beyond reserved at the end (context, cuBLAS workspaces: they rarely shrink).
-                    extra = max(0, int(used) - _api.memory_reserved(d))
-                    m.peak_driver_bytes = max(int(used), m.peak_reserved_bytes + extra)
+            used = SESSION.driver_process_bytes(d)
+            if used is not None:
+                # NVML has no peak: the reserved peak (exact) plus what the driver charges
+                # beyond reserved at the end (context, cuBLAS workspaces: they rarely shrink).
+                extra = non_pytorch_bytes(used, _api.memory_reserved(d)) or 0
+                m.peak_driver_bytes = max(used, m.peak_reserved_bytes + extra)
             out.append(m)
         return TestMeasure(nodeid=nodeid, devices=out, top_ops=top_ops,
                            worker=os.environ.get("PYTEST_XDIST_WORKER", ""))

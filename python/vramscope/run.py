@@ -20,7 +20,8 @@ import sys
 from types import TracebackType
 from typing import List, Mapping, NamedTuple, Optional, Sequence
 
-from ._steps import format_bytes
+from . import _api, oom
+from ._units import format_bytes
 
 USAGE = """\
 usage: python -m vramscope.run [-m module | script.py] [args...]
@@ -123,8 +124,6 @@ def _start_agent(opts: RunOptions):
 
 
 def _summary(monitor) -> str:
-    from . import _api
-
     peaks = []
     for device in range(_api.device_count()):
         stats = _api.memory_stats(device)
@@ -165,8 +164,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         print(f"vramscope run: error: no module named {opts.module}", file=sys.stderr)
         raise SystemExit(1)
     monitor = _start_agent(opts)
-    from . import oom
-
     observer_calls = oom.observer_calls()
     try:
         _run_program(opts)

@@ -1,19 +1,19 @@
 # tests/python/_vram_double.py -- a scripted stand-in for the C++ agent, so GPU-less tests run
 """``FakeAgent`` answers the agent's reading calls (docs/agent-api.md) from counters the test
 moves itself (``alloc``/``free``), with peaks kept like the agent's: a global peak restarted by
-``reset_peak`` and a step peak restarted by ``step``. ``install()`` makes it the reader of
-``vramscope._api``, as an attached agent would be, so the code above the agent (the pytest
-plugin, the framework callbacks) runs unchanged without a GPU. It stands in for the GPU and the
-extension only: nothing of vramscope's Python is replaced.
+``reset_peak`` and a step peak restarted by ``step``. ``installed()`` makes it the reader of
+the session (``vramscope._session``), as an attached agent would be, so the code above the
+agent (the pytest plugin, the framework callbacks) runs unchanged without a GPU. It stands in
+for the GPU and the extension only: nothing of vramscope's Python is replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
-from vramscope import _api
+from vramscope._session import SESSION
 
 
 class FakeAgent:
@@ -29,6 +29,8 @@ class FakeAgent:
         self.step_peak_reserved = [0] * devices
         self.steps = 0
         self.rank = (0, 1)
+        #: What vramscope's OOM post-mortem hands the agent at attach.
+        self.oom_callback: Optional[Callable[[int], None]] = None
 
     # ----- what tests do
     def alloc(self, n_bytes: int, device: int = 0) -> None:
@@ -109,19 +111,41 @@ class FakeAgent:
     def last_oom(self) -> Optional[dict]:
         return None
 
+    # ----- no attribution running, no NVML, no OOM seen: what an idle agent answers
+    def attribution_active(self) -> bool:
+        return False
+
+    def attribution_summary(self, device: int) -> Dict[str, int]:
+        return {}
+
+    def driver_process_bytes(self, uuid: str, pid: int) -> Optional[int]:
+        return None
+
+    def segments(self, at_oom: bool = False) -> List[Dict[str, Any]]:
+        return []
+
+    def recent_events(self, device: int) -> List[Dict[str, Any]]:
+        return []
+
+    def note_oom(self, device: int, requested_bytes: int, device_total_bytes: int,
+                 device_free_bytes: int) -> None:
+        pass
+
+    def set_oom_callback(self, fn: Callable[[int], None]) -> None:
+        self.oom_callback = fn
+
 
 @contextlib.contextmanager
-def installed(agent: FakeAgent) -> Iterator[FakeAgent]:
-    """Makes ``agent`` vramscope's reader (as after a successful attach), then detaches."""
-    saved = (_api._reader, _api._count, _api._current, _api._mode)
-    _api._count = agent.device_count()
-    _api._current = lambda: 0
-    _api._reader = agent
-    _api._mode = agent.mode()
+def installed(reader: Any, is_agent: bool = True, uuids: Sequence[str] = ()) -> Iterator[Any]:
+    """Makes ``reader`` the session's (as after a successful attach: the agent when
+    ``is_agent``, else a polling reader), then puts the session back as it was."""
+    saved = dict(vars(SESSION))
+    SESSION.adopt(reader, lambda: 0, is_agent=is_agent, uuids=uuids)
     try:
-        yield agent
+        yield reader
     finally:
-        _api._reader, _api._count, _api._current, _api._mode = saved
+        vars(SESSION).clear()
+        vars(SESSION).update(saved)
 
 
 #: The double the pytester runs of tests/python/test_pytest_plugin.py share with their tests.
