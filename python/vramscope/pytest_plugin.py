@@ -221,7 +221,7 @@ class VramscopePlugin:
             return  # skipped by the marker added at collection
         _attach(init_cuda=True)
         if any(isinstance(s, _limits.LimitSpec) and s.kind == "driver" for s in specs) and \
-                _driver_lookup() is None:
+                SESSION.agent is None:
             pytest.skip("vramscope: kind='driver' needs the agent and NVML "
                         f"(mode: {_api.mode()})")
 
