@@ -9,7 +9,7 @@ the program initialises CUDA) is the session's (vramscope._session).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any
 
 from ._device import Device, parse_device
 from ._session import SESSION
@@ -23,8 +23,8 @@ def mode() -> str:
     return _S.mode()
 
 
-def attach(interval_ms: float = 10.0, publish: bool = True, rank: Optional[int] = None,
-           world_size: Optional[int] = None, init_cuda: bool = False) -> str:
+def attach(interval_ms: float = 10.0, publish: bool = True, rank: int | None = None,
+           world_size: int | None = None, init_cuda: bool = False) -> str:
     """Attaches the agent to every CUDA device of this process and returns the mode.
 
     If CUDA is not initialised yet (and ``init_cuda`` is False) the attach is queued and runs as
@@ -99,7 +99,7 @@ def reset_peak(device: Device = None) -> None:
     _slow("reset_peak", device)
 
 
-def memory_stats(device: Device = None) -> Dict[str, Any]:
+def memory_stats(device: Device = None) -> dict[str, Any]:
     """vramscope's counters for ``device`` as a flat dict (keys ending ``_bytes`` are bytes);
     empty before CUDA is initialised and on a machine without a GPU, like
     ``torch.cuda.memory_stats``."""
@@ -114,7 +114,7 @@ def empty_cache() -> int:
     return int(_S.reader.empty_cache())
 
 
-def last_oom() -> Optional[Dict[str, Any]]:
+def last_oom() -> dict[str, Any] | None:
     """The most recent out-of-memory error seen by the agent, or None."""
     if not _S.ready():
         return None

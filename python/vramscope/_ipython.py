@@ -20,7 +20,7 @@ import dataclasses
 import gc
 import html
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable
 
 from . import _api
 from ._session import SESSION
@@ -38,30 +38,30 @@ class DeviceView:
     reserved_bytes: int
     peak_allocated_bytes: int
     #: What NVML charges this process on the device.
-    driver_bytes: Optional[int] = None
-    total_bytes: Optional[int] = None
-    free_bytes: Optional[int] = None
+    driver_bytes: int | None = None
+    total_bytes: int | None = None
+    free_bytes: int | None = None
 
     @property
     def cached_free_bytes(self) -> int:
         return self.reserved_bytes - self.allocated_bytes
 
     @property
-    def non_pytorch_bytes(self) -> Optional[int]:
+    def non_pytorch_bytes(self) -> int | None:
         return non_pytorch_bytes(self.driver_bytes, self.reserved_bytes)
 
     @property
-    def other_processes_bytes(self) -> Optional[int]:
+    def other_processes_bytes(self) -> int | None:
         if self.driver_bytes is None or self.total_bytes is None or self.free_bytes is None:
             return None
         return max(0, self.total_bytes - self.free_bytes - self.driver_bytes)
 
 
-def _size(n: Optional[int]) -> str:
+def _size(n: int | None) -> str:
     return "?" if n is None else format_bytes(n)
 
 
-def _rows(d: DeviceView) -> List[tuple]:
+def _rows(d: DeviceView) -> list[tuple]:
     return [("allocated (tensors)", _size(d.allocated_bytes)),
             ("+ cached free (reserved - allocated)", _size(d.cached_free_bytes)),
             ("+ non-PyTorch (context, workspaces)", _size(d.non_pytorch_bytes)),
@@ -75,11 +75,11 @@ def _rows(d: DeviceView) -> List[tuple]:
 class MemoryView:
     """What ``%vramscope`` and ``vramscope.show()`` display (HTML in a notebook)."""
 
-    devices: List[DeviceView]
+    devices: list[DeviceView]
     mode: str = ""
     #: Why nothing could be read (no GPU, no torch).
-    problem: Optional[str] = None
-    hints: List[str] = dataclasses.field(default_factory=list)
+    problem: str | None = None
+    hints: list[str] = dataclasses.field(default_factory=list)
 
     def __repr__(self) -> str:
         if self.problem is not None:
@@ -105,13 +105,13 @@ class MemoryView:
         return "".join(parts)
 
 
-def _problem() -> Optional[str]:
+def _problem() -> str | None:
     from .integrations._common import gpu_problem
 
     return gpu_problem()
 
 
-def snapshot(hints: Optional[List[str]] = None) -> MemoryView:
+def snapshot(hints: list[str] | None = None) -> MemoryView:
     """The view of every device of this process now (attaches the agent if needed)."""
     from .integrations._common import attach_if_needed
 
@@ -152,8 +152,8 @@ def _tensor_bytes(values: Any, is_device_tensor: Callable[[Any], bool]) -> int:
     return total
 
 
-def held_hints(user_ns: Optional[Dict[str, Any]], traceback: Any = None,
-               is_device_tensor: Optional[Callable[[Any], bool]] = None) -> List[str]:
+def held_hints(user_ns: dict[str, Any] | None, traceback: Any = None,
+               is_device_tensor: Callable[[Any], bool] | None = None) -> list[str]:
     """What a notebook keeps alive that holds GPU tensors: the frames of the last exception's
     traceback (``sys.last_traceback`` unless ``traceback`` is given) and the output history.
     One line per finding, with the bytes and how to release them. ``is_device_tensor``
@@ -185,7 +185,7 @@ def held_hints(user_ns: Optional[Dict[str, Any]], traceback: Any = None,
     return hints
 
 
-def _user_ns() -> Optional[Dict[str, Any]]:
+def _user_ns() -> dict[str, Any] | None:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     return shell.user_ns if shell is not None else None
@@ -199,7 +199,7 @@ class CellReport:
     peak_reserved_bytes: int
     #: Allocated after the cell (after gc.collect()) minus before it, summed over devices.
     left_bytes: int
-    hints: List[str]
+    hints: list[str]
 
     def __repr__(self) -> str:
         lines = [f"vramscope: cell peak {format_bytes(self.peak_allocated_bytes)} allocated, "

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from types import ModuleType
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable
 
 from . import _torchcheck
 from ._polling import PollingReader
@@ -29,7 +30,7 @@ from .distributed import resolve_rank
 __all__ = ["Session", "SESSION"]
 
 
-def _device_uuids(torch: ModuleType, count: int) -> List[str]:
+def _device_uuids(torch: ModuleType, count: int) -> list[str]:
     """NVML's names of the first ``count`` CUDA devices (torch prints a bare UUID)."""
     uuids = []
     for i in range(count):
@@ -55,14 +56,14 @@ class Session:
         #: Every step this session closed, for the OOM post-mortem.
         self.history = StepHistory()
         self._mode = "detached"
-        self._options: Dict[str, Any] = {"interval_ms": 10.0, "publish": True, "rank": None,
+        self._options: dict[str, Any] = {"interval_ms": 10.0, "publish": True, "rank": None,
                                          "world_size": None}
-        self._uuids: List[str] = []
-        self._on_agent: List[Callable[[Any], None]] = []
+        self._uuids: list[str] = []
+        self._on_agent: list[Callable[[Any], None]] = []
         self._lock = threading.RLock()
         #: Why no reader can ever attach in this process (torch without CUDA, no visible GPU),
         #: once found out: the readers then answer as torch.cuda does on such a machine (0, {}).
-        self._no_gpu: Optional[str] = None
+        self._no_gpu: str | None = None
 
     # ----- state
     def mode(self) -> str:
@@ -74,7 +75,7 @@ class Session:
         """Devices the reader tracks (0 before attach)."""
         return self.count if self.reader is not None else 0
 
-    def no_gpu(self) -> Optional[str]:
+    def no_gpu(self) -> str | None:
         """Why this process can have no reader (one line: torch without CUDA, no visible GPU),
         or None. Raises ImportError when torch is missing."""
         if self.reader is not None:
@@ -99,7 +100,7 @@ class Session:
 
     # ----- attach
     def attach(self, interval_ms: float = 10.0, publish: bool = True,
-               rank: Optional[int] = None, world_size: Optional[int] = None,
+               rank: int | None = None, world_size: int | None = None,
                init_cuda: bool = False) -> str:
         """``vramscope.attach`` (its docstring says what the arguments do); returns the mode."""
         if interval_ms <= 0:
@@ -140,7 +141,7 @@ class Session:
             if self.reader is not None:
                 return
             agent, problem = _torchcheck.load_agent(torch)
-            uuids: List[str] = []
+            uuids: list[str] = []
             if agent is not None:
                 uuids = _device_uuids(torch, torch.cuda.device_count())
                 (rank, world), _ = resolve_rank(self._options["rank"])
@@ -183,7 +184,7 @@ class Session:
             fn(agent)
 
     # ----- what the attached reader does for everyone
-    def step_all(self) -> List[Dict[str, Any]]:
+    def step_all(self) -> list[dict[str, Any]]:
         """Closes the current step on every device; the records the reader returns (one per
         device), or an empty list before CUDA is initialised. Every step lands in the step
         history."""
@@ -198,7 +199,7 @@ class Session:
         if self.reader is not None:
             self.reader.set_rank(rank, world_size)
 
-    def driver_process_bytes(self, device: int) -> Optional[int]:
+    def driver_process_bytes(self, device: int) -> int | None:
         """What the driver (NVML) charges this process on ``device``: one NVML process-list
         call (9-16 us per GPU on an H200). None when NVML cannot tell (no driver, a MIG
         instance, another pid namespace) and in polling mode (NVML is reached through the

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Deque, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ._oom_advice import StepPoint
 
@@ -23,9 +24,9 @@ __all__ = ["STEP_HISTORY", "StepHistory"]
 STEP_HISTORY = 64
 
 
-def _paths_of(by_id: Dict[int, int], paths: Dict[int, str]) -> Dict[str, int]:
+def _paths_of(by_id: dict[int, int], paths: dict[int, str]) -> dict[str, int]:
     """{module id: bytes} -> {module path: bytes} (ids the hooks did not name are left out)."""
-    out: Dict[str, int] = {}
+    out: dict[str, int] = {}
     for module_id, size in by_id.items():
         path = paths.get(int(module_id))
         if path is not None:
@@ -39,20 +40,21 @@ class StepHistory:
 
     def __init__(self, limit: int = STEP_HISTORY) -> None:
         self.limit = limit
-        self._steps: Dict[int, Deque[StepPoint]] = {}
+        self._steps: dict[int, collections.deque[StepPoint]] = {}
         #: {op: live bytes} at the last step ends, per device, taken while a profile() runs.
-        self._op_snapshots: Dict[int, Deque[Dict[str, int]]] = {}
+        self._op_snapshots: dict[int, collections.deque[dict[str, int]]] = {}
         #: {module path: live bytes} at the last step ends, per device, taken while module hooks
         #: run (those of the current hooks only: new hooks start them afresh).
-        self._module_snapshots: Dict[int, Deque[Dict[str, int]]] = {}
+        self._module_snapshots: dict[int, collections.deque[dict[str, int]]] = {}
         #: {module id: path} of the running profile()'s module hooks (None when none runs).
-        self._module_paths: Optional[Dict[int, str]] = None
+        self._module_paths: dict[int, str] | None = None
         self._lock = threading.Lock()
 
-    def _ring(self, by_device: Dict[int, Deque[Any]], device: int) -> Deque[Any]:
+    def _ring(self, by_device: dict[int, collections.deque[Any]],
+              device: int) -> collections.deque[Any]:
         return by_device.setdefault(device, collections.deque(maxlen=self.limit))
 
-    def add_module_paths(self, paths: Dict[int, str]) -> None:
+    def add_module_paths(self, paths: dict[int, str]) -> None:
         """Says that module hooks are installed (profile()): ``paths`` maps the module ids they
         give the agent to module paths (the hooks keep adding to it). Step ends then also keep
         {module path: live bytes}, for ``OomEvidence.growing_modules``; earlier module
@@ -61,7 +63,7 @@ class StepHistory:
             self._module_paths = paths
             self._module_snapshots.clear()
 
-    def remove_module_paths(self, paths: Dict[int, str]) -> None:
+    def remove_module_paths(self, paths: dict[int, str]) -> None:
         """Undoes ``add_module_paths(paths)`` (no-op when another map replaced it); the
         snapshots taken stay for a later report."""
         with self._lock:
@@ -69,11 +71,11 @@ class StepHistory:
                 self._module_paths = None
 
     @property
-    def module_paths(self) -> Optional[Dict[int, str]]:
+    def module_paths(self) -> dict[int, str] | None:
         """The module map of the running hooks, None when none run."""
         return self._module_paths
 
-    def record(self, records: Sequence[Dict[str, Any]], agent: Any) -> None:
+    def record(self, records: Sequence[dict[str, Any]], agent: Any) -> None:
         """Keeps the step ends the reader returned and, when ``agent`` (the C++ agent, None in
         polling mode) has attribution running, the per-op (and, with module hooks, per-module)
         live bytes at that moment."""
@@ -95,17 +97,17 @@ class StepHistory:
                 if modules is not None:
                     self._ring(self._module_snapshots, device).append(modules)
 
-    def steps(self, device: int) -> List[StepPoint]:
+    def steps(self, device: int) -> list[StepPoint]:
         """The step ends recorded for ``device``, oldest first."""
         with self._lock:
             return list(self._steps.get(device, ()))
 
-    def op_snapshots(self, device: int) -> List[Dict[str, int]]:
+    def op_snapshots(self, device: int) -> list[dict[str, int]]:
         """{op: live bytes} at the kept step ends of ``device`` (profiling only), oldest first."""
         with self._lock:
             return list(self._op_snapshots.get(device, ()))
 
-    def module_snapshots(self, device: int) -> List[Dict[str, int]]:
+    def module_snapshots(self, device: int) -> list[dict[str, int]]:
         """{module path: live bytes} at the kept step ends of ``device``, oldest first."""
         with self._lock:
             return list(self._module_snapshots.get(device, ()))

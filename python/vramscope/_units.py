@@ -8,8 +8,6 @@ that a report, a step line and a test failure always print the same number the s
 
 from __future__ import annotations
 
-from typing import Optional
-
 __all__ = ["format_bytes", "format_delta", "unit_bytes", "non_pytorch_bytes"]
 
 _UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
@@ -42,7 +40,7 @@ def unit_bytes(unit: str) -> int:
     return 1024 ** _POWERS[unit[:1].upper()]
 
 
-def non_pytorch_bytes(driver_bytes: Optional[int], reserved_bytes: int) -> Optional[int]:
+def non_pytorch_bytes(driver_bytes: int | None, reserved_bytes: int) -> int | None:
     """What the driver charges one process on one GPU beyond its caching allocator's reserved
     bytes (CUDA context, cuBLAS/NCCL workspaces): ``driver - reserved``. None when NVML cannot
     tell (``driver_bytes`` None) or its number is below reserved (the two were read at

@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["reduce_step_peaks", "PEAK_FIELDS"]
 
@@ -24,7 +25,7 @@ __all__ = ["reduce_step_peaks", "PEAK_FIELDS"]
 PEAK_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_requested_bytes")
 
 
-def rank_from_env(env: Mapping[str, str]) -> Optional[Tuple[int, int]]:
+def rank_from_env(env: Mapping[str, str]) -> tuple[int, int] | None:
     """``(rank, world_size)`` from torchrun's variables; None when absent or malformed."""
     try:
         rank, world_size = int(env["RANK"]), int(env["WORLD_SIZE"])
@@ -35,7 +36,7 @@ def rank_from_env(env: Mapping[str, str]) -> Optional[Tuple[int, int]]:
     return rank, world_size
 
 
-def rank_from_torch() -> Optional[Tuple[int, int]]:
+def rank_from_torch() -> tuple[int, int] | None:
     """``(rank, world_size)`` from an initialised default process group, else None. Never imports
     torch itself: a program that did not import it is not distributed through it."""
     torch = sys.modules.get("torch")
@@ -47,7 +48,7 @@ def rank_from_torch() -> Optional[Tuple[int, int]]:
     return dist.get_rank(), dist.get_world_size()
 
 
-def resolve_rank(explicit: Optional[int] = None) -> Tuple[Tuple[int, int], bool]:
+def resolve_rank(explicit: int | None = None) -> tuple[tuple[int, int], bool]:
     """Returns ``((rank, world_size), final)``; ``final`` is False when the answer came from the
     environment or a default and a later call may learn better from torch.distributed."""
     from_torch = rank_from_torch()
@@ -70,7 +71,7 @@ def _collective_device(dist: Any, group: Any) -> Any:
     return torch.device("cpu")
 
 
-def reduce_step_peaks(records: Sequence[Any], group: Optional[Any] = None) -> List[Any]:
+def reduce_step_peaks(records: Sequence[Any], group: Any | None = None) -> list[Any]:
     """Returns copies of ``records`` (dataclasses with the PEAK_FIELDS) whose peaks are the max
     over every rank of ``group`` (default: the whole job). Without an initialised process group,
     or with one rank, returns the records unchanged. Raises ValueError when ranks pass different
@@ -86,11 +87,14 @@ def reduce_step_peaks(records: Sequence[Any], group: Optional[Any] = None) -> Li
     counts = torch.tensor([count, -count], dtype=torch.int64, device=device)
     dist.all_reduce(counts, op=dist.ReduceOp.MAX, group=group)
     if int(counts[0]) != count or int(-counts[1]) != count:
-        raise ValueError(f"reduce_step_peaks: ranks passed between {int(-counts[1])} and {int(counts[0])} "
-                         f"records (this rank {count}); every rank must follow the same number of devices")
+        raise ValueError(f"reduce_step_peaks: ranks passed between {int(-counts[1])} and "
+                         f"{int(counts[0])} records (this rank {count}); every rank must follow "
+                         "the same number of devices")
     if count == 0:
         return []
-    peaks = torch.tensor([[getattr(r, f) for f in PEAK_FIELDS] for r in records], dtype=torch.int64, device=device)
+    peaks = torch.tensor([[getattr(r, f) for f in PEAK_FIELDS] for r in records],
+                         dtype=torch.int64, device=device)
     dist.all_reduce(peaks, op=dist.ReduceOp.MAX, group=group)
     values = peaks.cpu().tolist()
-    return [dataclasses.replace(r, **dict(zip(PEAK_FIELDS, row))) for r, row in zip(records, values)]
+    return [dataclasses.replace(r, **dict(zip(PEAK_FIELDS, row)))
+            for r, row in zip(records, values)]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 import warnings
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable, Protocol
 
 from . import _api, oom
 from ._device import Device, parse_device
@@ -20,8 +21,15 @@ from ._model_probe import ModelProbe
 from ._oom_advice import StepPoint
 from ._session import SESSION
 from ._step_history import STEP_HISTORY
-from ._steps import (CATEGORY_NAMES, LeakDetector, StepRecord, format_leak_warning,
-                     format_step_line, format_step_table, history_limit_deque)
+from ._steps import (
+    CATEGORY_NAMES,
+    LeakDetector,
+    StepRecord,
+    format_leak_warning,
+    format_step_line,
+    format_step_table,
+    history_limit_deque,
+)
 from ._torchcheck import VramscopeWarning
 from ._units import non_pytorch_bytes
 from .distributed import reduce_step_peaks, resolve_rank
@@ -64,7 +72,7 @@ def _tensorboard_sink(logdir: str, rank: int, world_size: int) -> StepSink:
     return TensorBoardSink(logdir, rank=rank, world_size=world_size)
 
 
-def _categories_of(raw: Dict[str, Any]) -> Optional[Dict[str, int]]:
+def _categories_of(raw: dict[str, Any]) -> dict[str, int] | None:
     """The agent's per-category bytes of a step record, in CATEGORY_NAMES order, or None."""
     categories = raw.get("categories")
     if categories is None:
@@ -96,14 +104,15 @@ class Monitor:
     and the records carry no categories.
     ``driver``: at each step, ask NVML what the driver charges this process on each followed
     GPU (usually one NVML process-list call, 9-16 us per GPU on an H200) and record
-    driver-used minus reserved as ``non_pytorch_bytes`` (CUDA context, cuBLAS/NCCL workspaces), also in TensorBoard. None when
-    NVML cannot tell: no driver, a MIG instance, or a container (NVML lists host pids).
+    driver-used minus reserved as ``non_pytorch_bytes`` (CUDA context, cuBLAS/NCCL workspaces),
+    also in TensorBoard. None when NVML cannot tell: no driver, a MIG instance, or a container
+    (NVML lists host pids).
     """
 
-    def __init__(self, every: int = 10, devices: Optional[Sequence[Device]] = None,
-                 print_fn: Callable[[str], Any] = print, tensorboard_dir: Optional[str] = None,
+    def __init__(self, every: int = 10, devices: Sequence[Device] | None = None,
+                 print_fn: Callable[[str], Any] = print, tensorboard_dir: str | None = None,
                  auto_step: bool = False, leak_steps: int = 5,
-                 leak_threshold_bytes: int = 1 << 20, rank: Optional[int] = None,
+                 leak_threshold_bytes: int = 1 << 20, rank: int | None = None,
                  history_limit: int = 100_000, exit_table_rows: int = 20,
                  reduce_peaks: bool = False, model: Any = None,
                  optimizer: Any = None, driver: bool = True) -> None:
@@ -122,18 +131,18 @@ class Monitor:
         self.exit_table_rows = exit_table_rows
         self.reduce_peaks = bool(reduce_peaks)
         self._device_args = list(devices) if devices is not None else None
-        self._devices: Optional[List[int]] = None
+        self._devices: list[int] | None = None
         self._explicit_rank = rank
         (self.rank, self.world_size), self._rank_final = resolve_rank(rank)
         self._history = history_limit_deque(history_limit)
         self._leaks = LeakDetector(leak_steps, leak_threshold_bytes)
-        self._last_allocated: Dict[int, int] = {}
+        self._last_allocated: dict[int, int] = {}
         self._step = 0
         self._hook: Any = None
-        self._step_optimizer: Optional[weakref.ref] = None
+        self._step_optimizer: weakref.ref | None = None
         self._tensorboard_dir = tensorboard_dir
         #: Extra destinations of every step record (objects with write_step() and close()).
-        self._sinks: List[StepSink] = []
+        self._sinks: list[StepSink] = []
         self._model = model
         self._optimizer = optimizer
         self._driver = bool(driver)
@@ -146,7 +155,7 @@ class Monitor:
         self._probe = ModelProbe()
 
     # ----- lifecycle
-    def __enter__(self) -> "Monitor":
+    def __enter__(self) -> Monitor:
         self.start()
         return self
 
@@ -210,7 +219,7 @@ class Monitor:
         for sink in sinks:
             sink.close()
 
-    def _oom_evidence(self, device: int) -> Dict[str, Any]:
+    def _oom_evidence(self, device: int) -> dict[str, Any]:
         """The OOM report's step history (this Monitor's last steps on ``device``, with their
         batch sizes) and what the probe knows of the model, the optimizer and the stack."""
         points = [StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes, r.batch_size,
@@ -250,7 +259,7 @@ class Monitor:
         self._probe.set_optimizer(optimizer)
         self.step()
 
-    def _resolve_devices(self) -> List[int]:
+    def _resolve_devices(self) -> list[int]:
         if self._devices is None:
             count = _api.device_count()
             if self._device_args is None:
@@ -268,7 +277,7 @@ class Monitor:
             self.rank, self.world_size = rank, world
             SESSION.set_rank(rank, world)
 
-    def step(self) -> List[StepRecord]:
+    def step(self) -> list[StepRecord]:
         """Closes the current step; returns its records (one per followed device)."""
         self._step += 1
         if self._categories is not None:
@@ -304,14 +313,14 @@ class Monitor:
             records.append(record)
         return self._record_step(records)
 
-    def _non_pytorch_bytes(self, device: int, reserved_bytes: int) -> Optional[int]:
+    def _non_pytorch_bytes(self, device: int, reserved_bytes: int) -> int | None:
         # One NVML process-list call per GPU per step (9-16 us on an H200): the driver's bytes for
         # this pid minus the allocator's reserved bytes = CUDA context, library workspaces.
         if not self._driver:
             return None
         return non_pytorch_bytes(SESSION.driver_process_bytes(device), reserved_bytes)
 
-    def _record_step(self, records: List[StepRecord]) -> List[StepRecord]:
+    def _record_step(self, records: list[StepRecord]) -> list[StepRecord]:
         # Everything after the agent's numbers became records: the job-wide reduction (a
         # collective, so every rank reaches it at every step), then history, leaks, sinks, line.
         if self.reduce_peaks:
@@ -330,7 +339,7 @@ class Monitor:
 
     # ----- results
     @property
-    def history(self) -> List[StepRecord]:
+    def history(self) -> list[StepRecord]:
         """Every kept step record, oldest first."""
         return list(self._history)
 
@@ -339,7 +348,7 @@ class Monitor:
         """Steps closed so far."""
         return self._step
 
-    def table(self, last: Optional[int] = None) -> str:
+    def table(self, last: int | None = None) -> str:
         """The per-step table of the history (only the ``last`` steps when given)."""
         records = self.history
         if last is not None and records:

@@ -17,11 +17,17 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from ._model_probe import frames_of_traceback, oom_frames, stack_evidence
-from ._oom_advice import (OomEvidence, StepPoint, fragmentation_of, growing_ops, is_oom_error,
-                          parse_oom_message)
+from ._oom_advice import (
+    OomEvidence,
+    StepPoint,
+    fragmentation_of,
+    growing_ops,
+    is_oom_error,
+    parse_oom_message,
+)
 from ._oom_report import format_summary, memory_viz_snapshot, report_paths, write_report
 from ._session import SESSION
 
@@ -33,9 +39,9 @@ __all__ = ["OomEvidence", "StepPoint", "add_provider", "remove_provider", "oom_s
 
 #: Extra evidence providers (Monitor and profile() register themselves): each returns a dict
 #: of OomEvidence fields for a device.
-_providers: List[Any] = []
+_providers: list[Any] = []
 _reports_written = 0
-_last_report: Dict[str, str] = {}
+_last_report: dict[str, str] = {}
 #: OOM observer calls so far: a handler that sees no new call knows the observer did not run.
 _observer_calls = 0
 
@@ -53,10 +59,10 @@ def remove_provider(provider: Any) -> None:
 
 #: (frames innermost first, on the main thread?) of the OOM being reported, for providers
 #: (Monitor's model probe); set only while a report is collected: frames keep their locals.
-_oom_stack: Optional[Tuple[List[Any], bool]] = None
+_oom_stack: tuple[list[Any], bool] | None = None
 
 
-def oom_stack() -> Optional[Tuple[List[Any], bool]]:
+def oom_stack() -> tuple[list[Any], bool] | None:
     """The stack of the OOM being reported (for evidence providers), None outside a report."""
     return _oom_stack
 
@@ -99,7 +105,7 @@ def _device_facts(e: OomEvidence, agent: Any, device: int) -> None:
 
 
 def _fill(e: OomEvidence, agent: Any, device: int,
-          stack: Optional[Tuple[List[Any], bool]] = None) -> None:
+          stack: tuple[list[Any], bool] | None = None) -> None:
     """Adds the device facts, attribution (``agent``: the C++ agent, None in polling mode), the
     step history, what the stack at the OOM says (batch size, phase) and the providers'
     fields."""
@@ -133,7 +139,7 @@ def _fill(e: OomEvidence, agent: Any, device: int,
 
 
 def collect_evidence(device: int,
-                     stack: Optional[Tuple[List[Any], bool]] = None) -> OomEvidence:
+                     stack: tuple[list[Any], bool] | None = None) -> OomEvidence:
     """Reads the session's agent (host-side only: no GPU allocation) after an OOM on
     ``device``; ``stack``: the OOM thread's frames (innermost first) and whether it is the main
     thread. Needs the agent (the observer that calls this is the agent's)."""
@@ -155,7 +161,7 @@ def collect_evidence(device: int,
 
 
 def evidence_from_exception(message: str, device: int,
-                            stack: Optional[Tuple[List[Any], bool]] = None) -> OomEvidence:
+                            stack: tuple[list[Any], bool] | None = None) -> OomEvidence:
     """Evidence when the observer did not run: the numbers torch printed in ``message``, the
     session reader's counters for what the message lacks, then attribution, steps and providers
     (``stack``: the frames of the exception's traceback, innermost first). An OOM that is not
@@ -164,7 +170,7 @@ def evidence_from_exception(message: str, device: int,
     parsed = parse_oom_message(message)
     device = parsed.get("device", device)
     reader, agent = SESSION.reader, SESSION.agent
-    stats: Dict[str, Any] = {}
+    stats: dict[str, Any] = {}
     if reader is not None and ("allocated_bytes" not in parsed or "reserved_bytes" not in parsed):
         stats = dict(reader.stats(device))
     e = OomEvidence(
@@ -195,7 +201,7 @@ def _may_write() -> bool:
     return True
 
 
-def _emit(e: OomEvidence, agent: Any, at_oom: bool) -> Dict[str, str]:
+def _emit(e: OomEvidence, agent: Any, at_oom: bool) -> dict[str, str]:
     """Writes the report files (with a memory_viz pickle when ``agent``, the C++ agent, is
     there), prints the summary to stderr and returns the paths."""
     now = time.time()
@@ -233,7 +239,7 @@ def observer_calls() -> int:
 
 
 def report_exception(exc: BaseException, observer_calls_before: int,
-                     device: Optional[int] = None) -> Optional[Dict[str, str]]:
+                     device: int | None = None) -> dict[str, str] | None:
     """For Monitor and ``vramscope run`` when ``exc`` leaves their block: makes sure an OOM has
     its post-mortem. When the observer ran since ``observer_calls_before`` it already wrote the
     report and printed its summary; otherwise (polling mode, an OOM raised outside the caching
@@ -243,7 +249,7 @@ def report_exception(exc: BaseException, observer_calls_before: int,
     if not is_oom_error(exc) or getattr(exc, "_vramscope_oom_handled", False):
         return None
     try:
-        setattr(exc, "_vramscope_oom_handled", True)
+        exc._vramscope_oom_handled = True
     except (AttributeError, TypeError):
         pass
     if _observer_calls > observer_calls_before:
@@ -269,7 +275,7 @@ def report_exception(exc: BaseException, observer_calls_before: int,
         return None
 
 
-def last_report() -> Dict[str, str]:
+def last_report() -> dict[str, str]:
     """Paths of the last post-mortem written by this process ({} if none)."""
     return dict(_last_report)
 

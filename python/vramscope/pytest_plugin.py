@@ -24,7 +24,8 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import Any, Dict, Generator, List, Optional
+from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -86,9 +87,9 @@ class _Window:
 
     def __init__(self, ops: bool) -> None:
         self.ops = ops
-        self.devices: List[int] = []
-        self.before: Dict[int, int] = {}
-        self.torch_peaks: Dict[int, int] = {}
+        self.devices: list[int] = []
+        self.before: dict[int, int] = {}
+        self.torch_peaks: dict[int, int] = {}
         self.driver: Any = None
         self.profile: Any = None
 
@@ -112,8 +113,8 @@ class _Window:
             except RuntimeError:
                 self.profile = None  # another profile() runs (one at a time): no op table
 
-    def stop(self, nodeid: str) -> Optional[TestMeasure]:
-        top_ops: List[Any] = []
+    def stop(self, nodeid: str) -> TestMeasure | None:
+        top_ops: list[Any] = []
         if self.profile is not None:
             self.profile.__exit__(None, None, None)
             rows = sorted(self.profile.ops(), key=lambda r: -r.live_at_peak_bytes)
@@ -147,7 +148,7 @@ class _Window:
                            worker=os.environ.get("PYTEST_XDIST_WORKER", ""))
 
 
-def _specs(item: pytest.Item) -> List[Any]:
+def _specs(item: pytest.Item) -> list[Any]:
     specs = []
     for name, parse in _MARKERS.items():
         for marker in item.iter_markers(name):
@@ -186,14 +187,14 @@ class VramscopePlugin:
         self.ops = bool(config.getoption("vramscope_ops"))
         self.fail_on_increase = bool(config.getoption("vramscope_fail_on_increase"))
         self.tolerance = float(config.getoption("vramscope_increase_tolerance")) / 100.0
-        self.measures: Dict[str, TestMeasure] = {}
+        self.measures: dict[str, TestMeasure] = {}
         #: Tests that failed on an increase keep their old baseline in the cache.
         self.increased: set = set()
         cache = getattr(config, "cache", None)
-        self.previous: Dict[str, int] = dict(cache.get(CACHE_KEY, {})) if cache else {}
+        self.previous: dict[str, int] = dict(cache.get(CACHE_KEY, {})) if cache else {}
 
     # ----- collection: a bad marker stops the session with a usage error
-    def pytest_collection_modifyitems(self, items: List[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         marked = []
         for item in items:
             try:
@@ -260,7 +261,7 @@ class VramscopePlugin:
             report.longrepr = _Failure(failure[0])
             report.sections.append(("vramscope", failure[1]))
 
-    def _failure(self, item: pytest.Item, measure: Optional[TestMeasure]) -> Optional[Any]:
+    def _failure(self, item: pytest.Item, measure: TestMeasure | None) -> Any | None:
         specs = _specs(item)
         if specs and measure is None:
             return ("the GPU memory of this test could not be measured",
@@ -322,15 +323,15 @@ class VramFixture:
     ``device=None`` (the fixture itself) takes the maximum (peaks) or sum (bytes) over devices;
     ``vram.on(d)`` reads one device."""
 
-    def __init__(self, node: Any, device: Optional[int] = None) -> None:
+    def __init__(self, node: Any, device: int | None = None) -> None:
         self.device = device
         self._node = node
 
-    def on(self, device: int) -> "VramFixture":
+    def on(self, device: int) -> VramFixture:
         """The same readings for one device."""
         return VramFixture(self._node, device)
 
-    def _devices(self) -> List[int]:
+    def _devices(self) -> list[int]:
         return [self.device] if self.device is not None else list(range(_api.device_count()))
 
     @property

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, Callable
 
 from vramscope._session import SESSION
 
@@ -30,7 +31,7 @@ class FakeAgent:
         self.steps = 0
         self.rank = (0, 1)
         #: What vramscope's OOM post-mortem hands the agent at attach.
-        self.oom_callback: Optional[Callable[[int], None]] = None
+        self.oom_callback: Callable[[int], None] | None = None
 
     # ----- what tests do
     def alloc(self, n_bytes: int, device: int = 0) -> None:
@@ -77,11 +78,11 @@ class FakeAgent:
         self.peak_allocated[device] = self.allocated[device]
         self.peak_reserved[device] = self.reserved[device]
 
-    def stats(self, device: int) -> Dict[str, Any]:
+    def stats(self, device: int) -> dict[str, Any]:
         return {"allocated_bytes": self.allocated[device], "reserved_bytes": self.reserved[device],
                 "peak_allocated_bytes": self.peak_allocated[device], "polling_only": False}
 
-    def step(self) -> List[Dict[str, Any]]:
+    def step(self) -> list[dict[str, Any]]:
         self.steps += 1
         now = time.monotonic_ns()
         records = []
@@ -108,23 +109,23 @@ class FakeAgent:
             self.reserved[d] = keep
         return released
 
-    def last_oom(self) -> Optional[dict]:
+    def last_oom(self) -> dict | None:
         return None
 
     # ----- no attribution running, no NVML, no OOM seen: what an idle agent answers
     def attribution_active(self) -> bool:
         return False
 
-    def attribution_summary(self, device: int) -> Dict[str, int]:
+    def attribution_summary(self, device: int) -> dict[str, int]:
         return {}
 
-    def driver_process_bytes(self, uuid: str, pid: int) -> Optional[int]:
+    def driver_process_bytes(self, uuid: str, pid: int) -> int | None:
         return None
 
-    def segments(self, at_oom: bool = False) -> List[Dict[str, Any]]:
+    def segments(self, at_oom: bool = False) -> list[dict[str, Any]]:
         return []
 
-    def recent_events(self, device: int) -> List[Dict[str, Any]]:
+    def recent_events(self, device: int) -> list[dict[str, Any]]:
         return []
 
     def note_oom(self, device: int, requested_bytes: int, device_total_bytes: int,
@@ -149,4 +150,4 @@ def installed(reader: Any, is_agent: bool = True, uuids: Sequence[str] = ()) -> 
 
 
 #: The double the pytester runs of tests/python/test_pytest_plugin.py share with their tests.
-DOUBLE: Optional[FakeAgent] = None
+DOUBLE: FakeAgent | None = None

@@ -12,9 +12,10 @@ import time
 import pytest
 
 import vramscope
-from _vram_double import installed
 from vramscope._categories import StorageWalker
 from vramscope._steps import CATEGORY_NAMES
+
+from _vram_double import installed
 
 torch = pytest.importorskip("torch")
 

@@ -1,4 +1,4 @@
-# tests/python/test_oom_advice.py -- the OOM's numbers and remedies on synthetic evidence: each GPU scenario, and the issue's cases
+# tests/python/test_oom_advice.py -- the OOM's numbers and remedies on synthetic evidence: GPU scenarios, issue cases
 from __future__ import annotations
 
 import json

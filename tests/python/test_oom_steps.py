@@ -11,13 +11,22 @@ import pathlib
 
 import pytest
 
-from _vram_double import installed
-from vramscope import monitor as monitor_module, oom, run
-from vramscope._oom_advice import (OomEvidence, StepPoint, growing_ops, growing_text,
-                                   is_oom_error, parse_oom_message, rank_advice)
+from vramscope import monitor as monitor_module
+from vramscope import oom, run
+from vramscope._oom_advice import (
+    OomEvidence,
+    StepPoint,
+    growing_ops,
+    growing_text,
+    is_oom_error,
+    parse_oom_message,
+    rank_advice,
+)
 from vramscope._oom_report import format_report, report_json
 from vramscope._session import SESSION
 from vramscope._step_history import StepHistory
+
+from _vram_double import installed
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -1,4 +1,4 @@
-# python/vramscope/integrations/_common.py -- what the framework callbacks share: steps -> logged keys
+# python/vramscope/integrations/_common.py -- what the callbacks share: steps -> logged keys
 """``StepMetrics`` closes a step with the agent at each optimizer step a framework reports and
 turns the record into the few keys the callbacks log (``KEYS``); it also gives the OOM
 post-mortem the batch size the framework knows and the steps it saw.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import warnings
-from typing import Any, Deque, Dict, List, Optional
+from typing import Any
 
 from .. import _api, _torchcheck, oom
 from .._model_probe import ModelProbe
@@ -31,7 +31,7 @@ KEYS = ("vram/peak_allocated_bytes", "vram/peak_reserved_bytes", "vram/allocated
             f"vram/{name}_bytes" for name in CATEGORY_NAMES)
 
 
-def gpu_problem() -> Optional[str]:
+def gpu_problem() -> str | None:
     """Why GPU memory cannot be measured in this process, or None when it can."""
     if SESSION.reader is not None and SESSION.device_count() > 0:
         return None
@@ -58,18 +58,18 @@ class StepMetrics:
     OOM report."""
 
     def __init__(self, framework: str, categories: bool = False, driver: bool = True,
-                 reduce: bool = False, device: Optional[int] = None) -> None:
+                 reduce: bool = False, device: int | None = None) -> None:
         self.framework = framework
         self.categories = categories
         self.driver = driver
         self.reduce = reduce
         self.device = device
         #: Why nothing is measured (None while measuring).
-        self.problem: Optional[str] = "not started"
-        self.batch_size: Optional[int] = None
+        self.problem: str | None = "not started"
+        self.batch_size: int | None = None
         self.rank, self.world_size = 0, 1
         #: The records of the last steps (StepRecord), oldest first.
-        self.history: Deque[StepRecord] = collections.deque(maxlen=STEP_HISTORY)
+        self.history: collections.deque[StepRecord] = collections.deque(maxlen=STEP_HISTORY)
         self._step = 0
         self._last_allocated = 0
         self._tracker: Any = None
@@ -114,7 +114,7 @@ class StepMetrics:
             warnings.warn(f"vramscope: the {self.framework} callback logs no categories: "
                           f"{problem}", _torchcheck.VramscopeWarning, stacklevel=3)
 
-    def step(self) -> Dict[str, float]:
+    def step(self) -> dict[str, float]:
         """Closes the step; the keys to log (``{}`` when nothing is measured)."""
         if self.problem is not None:
             return {}
@@ -148,7 +148,7 @@ class StepMetrics:
         self.history.append(record)
         return metrics_of(record)
 
-    def _oom_evidence(self, device: int) -> Dict[str, Any]:
+    def _oom_evidence(self, device: int) -> dict[str, Any]:
         # Registered after the framework's model probe and any Monitor: these fields win.
         stack = oom.oom_stack()
         out = self._probe.evidence(*stack) if stack is not None else self._probe.evidence()
@@ -171,9 +171,9 @@ class StepMetrics:
             self.problem = "closed"
 
 
-def metrics_of(record: StepRecord) -> Dict[str, float]:
+def metrics_of(record: StepRecord) -> dict[str, float]:
     """The logged keys of one step record (see KEYS)."""
-    out: Dict[str, float] = {
+    out: dict[str, float] = {
         "vram/peak_allocated_bytes": float(record.peak_allocated_bytes),
         "vram/peak_reserved_bytes": float(record.peak_reserved_bytes),
         "vram/allocated_bytes": float(record.allocated_bytes),
@@ -187,7 +187,7 @@ def metrics_of(record: StepRecord) -> Dict[str, float]:
     return out
 
 
-def window_max(metrics: List[Dict[str, float]]) -> Dict[str, float]:
+def window_max(metrics: list[dict[str, float]]) -> dict[str, float]:
     """Several steps' keys as one: the peaks' maximum, the other keys of the last step."""
     if not metrics:
         return {}
