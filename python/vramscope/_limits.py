@@ -157,7 +157,7 @@ class TestMeasure:
     def from_dict(cls, data: dict[str, Any]) -> TestMeasure:
         devices = [DeviceMeasure(**d) for d in data.get("devices", [])]
         return cls(nodeid=data["nodeid"], devices=devices,
-                   top_ops=[tuple(t) for t in data.get("top_ops", [])],  # type: ignore[misc]
+                   top_ops=[tuple(t) for t in data.get("top_ops", [])],
                    worker=data.get("worker", ""))
 
 

@@ -66,7 +66,7 @@ def block_lists(model: Any, limit: int = 4) -> list[tuple[str, str, int]]:
     children are all of one class (the stacks of blocks models are built of; a block's own
     pair of Linears is not one), the ones holding most parameters first; paths as
     ``model.get_submodule`` takes them ("" is the model itself)."""
-    torch = sys.modules.get("torch")
+    torch = sys.modules["torch"]  # there is a model: torch is imported
     containers = (torch.nn.ModuleList, torch.nn.Sequential)
     found = []
     for path, module in model.named_modules():
@@ -161,7 +161,7 @@ def find_model(frame: FrameType | None, optimizer: Any = None) -> Any | None:
 
 def frames_outward(frame: FrameType | None) -> list[FrameType]:
     """``frame`` and its callers, innermost first."""
-    out = []
+    out: list[FrameType] = []
     while frame is not None and len(out) < MAX_FRAMES:
         out.append(frame)
         frame = frame.f_back
@@ -170,7 +170,7 @@ def frames_outward(frame: FrameType | None) -> list[FrameType]:
 
 def frames_of_traceback(tb: Any) -> list[FrameType]:
     """The frames of an exception's traceback, innermost first (they keep their locals)."""
-    out = []
+    out: list[FrameType] = []
     while tb is not None and len(out) < MAX_FRAMES:
         out.append(tb.tb_frame)
         tb = tb.tb_next
@@ -331,7 +331,7 @@ class ModelProbe:
 def oom_frames() -> tuple[list[FrameType], bool]:
     """The frames of the thread that hit the OOM (the observer runs on it), innermost first,
     without this module's and oom.py's own; and is it the main thread?"""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.replace("\\", "/").endswith(
             ("vramscope/oom.py", "vramscope/_model_probe.py")):
         frame = frame.f_back

@@ -147,7 +147,8 @@ class _ModuleHooks:
         self._agent.set_phase("other")
         if self._filter is not None:
             if self._filter in warnings.filters:
-                warnings.filters.remove(self._filter)
+                # A list at run time; typeshed declares a Sequence.
+                warnings.filters.remove(self._filter)  # type: ignore[attr-defined]
                 getattr(warnings, "_filters_mutated", lambda: None)()
             self._filter = None
 

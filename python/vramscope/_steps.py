@@ -95,7 +95,7 @@ def format_step_table(records: Iterable[StepRecord]) -> str:
     header = _TABLE_HEADER + (_CATEGORY_SHORT if with_categories else ())
     rows = [header]
     for r in records:
-        row = (str(r.step), f"cuda:{r.device}", format_bytes(r.allocated_bytes),
+        row: tuple[str, ...] = (str(r.step), f"cuda:{r.device}", format_bytes(r.allocated_bytes),
                format_bytes(r.reserved_bytes), format_bytes(r.peak_allocated_bytes),
                format_bytes(r.peak_reserved_bytes), format_delta(r.delta_allocated_bytes))
         if with_categories:

@@ -249,7 +249,7 @@ def report_exception(exc: BaseException, observer_calls_before: int,
     if not is_oom_error(exc) or getattr(exc, "_vramscope_oom_handled", False):
         return None
     try:
-        exc._vramscope_oom_handled = True
+        exc._vramscope_oom_handled = True  # type: ignore[attr-defined]  # our mark on it
     except (AttributeError, TypeError):
         pass
     if _observer_calls > observer_calls_before:

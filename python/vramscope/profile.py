@@ -236,7 +236,8 @@ class CategoryTracker:
         self._in_step_records = in_step_records
         if in_step_records:
             self._agent.step_categories(True)
-        self.history: list[dict[str, Any]] = []
+        #: What each step() returned, oldest first.
+        self.history: list[dict[int, dict[str, tuple[int, int]]]] = []
         oom.add_provider(self._oom_evidence)
 
     def tag(self) -> None:
@@ -252,7 +253,7 @@ class CategoryTracker:
         """Tags this step's storages, returns {device: {category: (live, at step peak)}} and
         starts the next step's peak."""
         self._tag()
-        out = {}
+        out: dict[int, dict[str, tuple[int, int]]] = {}
         for d in range(self._agent.device_count()):
             out[d] = dict(self._agent.categories(d, "step"))
             self._agent.restart_attribution_peak(d, "step")

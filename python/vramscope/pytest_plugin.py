@@ -25,7 +25,7 @@ import gc
 import os
 import sys
 from collections.abc import Generator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -263,7 +263,9 @@ class VramscopePlugin:
 
     def _failure(self, item: pytest.Item, measure: TestMeasure | None) -> Any | None:
         specs = _specs(item)
-        if specs and measure is None:
+        if measure is None:
+            if not specs:
+                return None
             return ("the GPU memory of this test could not be measured",
                     f"the GPU memory of this test could not be measured (mode: {_api.mode()})")
         for spec in specs:
@@ -272,7 +274,7 @@ class VramscopePlugin:
             failure = check(spec, measure)
             if failure is not None:
                 return failure
-        if self.fail_on_increase and measure is not None:
+        if self.fail_on_increase:
             failure = _limits.check_increase(measure, self.previous.get(item.nodeid),
                                              self.tolerance)
             if failure is not None:
@@ -293,7 +295,8 @@ class VramscopePlugin:
             return
         for name, value in report.user_properties:
             if name == PROPERTY:
-                self.measures[report.nodeid] = TestMeasure.from_dict(value)
+                # Our property: the dict pytest_runtest_makereport put there.
+                self.measures[report.nodeid] = TestMeasure.from_dict(cast(dict[str, Any], value))
                 if report.outcome == "failed" and \
                         any(n == "vramscope" and "up from" in t for n, t in report.sections):
                     self.increased.add(report.nodeid)

@@ -77,7 +77,7 @@ def _make_private_dirs(path: str) -> None:
 def _native_writer_class() -> Any:
     """The agent's C++ writer class, or None when the agent extension is not built/importable."""
     try:
-        from . import _agent  # type: ignore[attr-defined]
+        from . import _agent
     except ImportError:
         return None
     return getattr(_agent, "TensorBoardWriter", None)

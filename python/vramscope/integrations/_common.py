@@ -116,19 +116,20 @@ class StepMetrics:
 
     def step(self) -> dict[str, float]:
         """Closes the step; the keys to log (``{}`` when nothing is measured)."""
-        if self.problem is not None:
+        device = self.device  # set by start(), which clears the problem
+        if self.problem is not None or device is None:
             return {}
         if self._tracker is not None:
             self._tracker.tag()  # before the agent closes the step and reads its peak
         self._step += 1
-        raw = [r for r in SESSION.step_all() if int(r["device"]) == self.device]
+        raw = [r for r in SESSION.step_all() if int(r["device"]) == device]
         if not raw:
             return {}
         r = raw[0]
         allocated = int(r["allocated_bytes"])
         categories = r.get("categories")
         record = StepRecord(
-            step=self._step, device=self.device, rank=self.rank, world_size=self.world_size,
+            step=self._step, device=device, rank=self.rank, world_size=self.world_size,
             allocated_bytes=allocated, reserved_bytes=int(r["reserved_bytes"]),
             peak_allocated_bytes=int(r["peak_allocated_bytes"]),
             peak_reserved_bytes=int(r["peak_reserved_bytes"]),
@@ -138,7 +139,7 @@ class StepMetrics:
             categories=None if categories is None else
             {name: int(categories.get(name, 0)) for name in CATEGORY_NAMES},
             non_pytorch_bytes=non_pytorch_bytes(
-                SESSION.driver_process_bytes(self.device) if self.driver else None,
+                SESSION.driver_process_bytes(device) if self.driver else None,
                 int(r["reserved_bytes"])),
             batch_size=self.batch_size)
         self._last_allocated = allocated

@@ -58,7 +58,8 @@ class VramscopeCallback(_pl.Callback):
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         device = getattr(pl_module, "device", None)
-        if self._metrics.device is None and getattr(device, "type", None) == "cuda":
+        if self._metrics.device is None and device is not None and \
+                getattr(device, "type", None) == "cuda":
             self._metrics.device = device.index or 0
         optimizers = getattr(trainer, "optimizers", None) or [None]
         self._observer_calls = oom.observer_calls()

@@ -19,6 +19,7 @@ of the Trainer's callback list when training begins.
 from __future__ import annotations
 
 import sys
+from types import FrameType
 from typing import Any
 
 from transformers import TrainerCallback
@@ -55,7 +56,7 @@ class VramscopeCallback(TrainerCallback):
     def _move_to_front(self) -> None:
         # The handler calling us is a caller's `self`; a new list (not an in-place move)
         # leaves the loop that is calling this event over the old one undisturbed.
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         for _ in range(8):
             if frame is None:
                 return
@@ -76,7 +77,8 @@ class VramscopeCallback(TrainerCallback):
         self._metrics.batch_size = getattr(train_dataloader, "batch_size", None) or \
             getattr(args, "per_device_train_batch_size", None)
         device = getattr(args, "device", None)
-        if self._metrics.device is None and getattr(device, "type", None) == "cuda":
+        if self._metrics.device is None and device is not None and \
+                getattr(device, "type", None) == "cuda":
             self._metrics.device = device.index or 0
         self._metrics.start(model=model, optimizer=optimizer,
                             rank=int(getattr(args, "process_index", 0)),
