@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ._units import format_bytes, unit_bytes
+from ._units import format_bytes, non_pytorch_bytes, unit_bytes
 
 
 @dataclasses.dataclass
@@ -126,9 +126,7 @@ class OomEvidence:
         """What the driver charges this process beyond the allocator's reserved bytes (CUDA
         context, cuBLAS/NCCL workspaces), as everywhere in vramscope; None when NVML cannot
         tell (``outside_bytes`` then says what is used outside this allocator)."""
-        if self.process_driver_bytes is None:
-            return None
-        return max(0, self.process_driver_bytes - self.reserved_bytes)
+        return non_pytorch_bytes(self.process_driver_bytes, self.reserved_bytes)
 
     @property
     def outside_bytes(self) -> int:
