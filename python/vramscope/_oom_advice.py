@@ -1,7 +1,8 @@
 # python/vramscope/_oom_advice.py -- OOM evidence and the advice it supports (pure functions)
-"""What the post-mortem knows (``OomEvidence``) and what it concludes (``rank_advice``): pure
-functions of the numbers, tested with synthetic evidence. ``vramscope.oom`` collects the evidence
-live and ``_oom_report`` renders it."""
+"""What the post-mortem knows (``OomEvidence``) and the pure functions of those numbers (the
+message parsed, fragmentation, growth, a batch that fits), tested with synthetic evidence.
+``_oom_remedies`` concludes from it (``rank_advice``), ``vramscope.oom`` collects it live and
+``_oom_report`` renders it."""
 
 from __future__ import annotations
 
@@ -172,7 +173,8 @@ class Advice:
 
 
 def fragmentation_of(segments: Sequence[dict[str, Any]], device: int) -> tuple[int, int]:
-    """(cached free bytes, largest free block) of ``device`` from ``_agent.segments()`` dicts."""
+    """(cached free bytes, largest free block) of ``device`` from ``_agent.segments()`` dicts:
+    the one place Python measures fragmentation (the agent hands out segments, not a figure)."""
     total = largest = 0
     for segment in segments:
         if int(segment.get("device", 0)) != device:
@@ -287,11 +289,3 @@ def is_oom_error(exc: BaseException) -> bool:
         return True
     text = str(exc) if isinstance(exc, RuntimeError) else ""
     return "CUDA out of memory" in text or "CUDA error: out of memory" in text
-
-
-def rank_advice(e: OomEvidence) -> list[Advice]:
-    """Every remedy the evidence supports, the first one the one that fixes the OOM
-    (``_oom_remedies.rank_advice``)."""
-    from ._oom_remedies import rank_advice as rank
-
-    return rank(e)

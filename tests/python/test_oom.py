@@ -6,7 +6,7 @@ import os
 import pickle
 import stat
 
-from vramscope import _oom_advice, _oom_report
+from vramscope import _oom_advice, _oom_remedies, _oom_report
 from vramscope._oom_advice import OomEvidence, StepPoint
 
 GiB = 1 << 30
@@ -22,7 +22,7 @@ def fragmented() -> OomEvidence:
 
 
 def test_fragmentation_first_when_the_cache_had_room():
-    advice = _oom_advice.rank_advice(fragmented())
+    advice = _oom_remedies.rank_advice(fragmented())
     assert advice[0].title.startswith("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
     assert "would have fit" in advice[0].detail
     assert "83%" in advice[0].detail  # 1 - 1/6
@@ -33,7 +33,7 @@ def test_leak_outranks_the_rest_when_memory_grows_every_step():
     e.cached_free_bytes = e.largest_free_block_bytes = 0
     e.steps = [StepPoint(i, 60 * GiB + i * GiB, 50 * GiB + i * GiB) for i in range(6)]
     e.top_ops = [("aten::cat", 5 * GiB)]
-    advice = _oom_advice.rank_advice(e)
+    advice = _oom_remedies.rank_advice(e)
     assert advice[0].title.startswith("memory leak")
     assert "+1.0 GiB per step" in advice[0].detail and "aten::cat" in advice[0].detail
 
@@ -52,7 +52,7 @@ def test_activation_checkpointing_names_the_repeated_modules():
                     categories={"activations": 50 * GiB, "parameters": 10 * GiB},
                     repeated_modules=[("Block", 12, 4 * GiB), ("Linear", 48, 10 * MiB)],
                     batch_size=32)
-    advice = _oom_advice.rank_advice(e)
+    advice = _oom_remedies.rank_advice(e)
     titles = [a.title for a in advice]
     assert titles[0] == "activation checkpointing on the 12 Block modules"
     assert "≈44.0 GiB" in advice[0].detail  # 11 of 12 blocks' activations
@@ -66,9 +66,9 @@ def test_optimizer_state_advice_and_fallback():
     e = fragmented()
     e.cached_free_bytes = e.largest_free_block_bytes = 0
     e.categories = {"optimizer_state": 40 * GiB}
-    assert _oom_advice.rank_advice(e)[0].title.startswith("optimizer state dominates")
+    assert _oom_remedies.rank_advice(e)[0].title.startswith("optimizer state dominates")
     e.categories = {}
-    assert _oom_advice.rank_advice(e)[0].title == "reduce the batch size or sequence length"
+    assert _oom_remedies.rank_advice(e)[0].title == "reduce the batch size or sequence length"
 
 
 def test_fragmentation_from_agent_segments():
@@ -83,7 +83,7 @@ def test_report_text_golden(golden):
     e.top_ops = [("aten::mm", 30 * GiB), ("aten::gelu", 20 * GiB)]
     e.categories = {"activations": 40 * GiB, "parameters": 20 * GiB}
     e.steps = [StepPoint(1, 71 * GiB, 40 * GiB, batch_size=16)]
-    text = _oom_report.format_report(e, _oom_advice.rank_advice(e), when="2025-01-01 00:00:00")
+    text = _oom_report.format_report(e, _oom_remedies.rank_advice(e), when="2025-01-01 00:00:00")
     golden("oom_report.txt", text)
 
 

@@ -75,7 +75,7 @@ def test_the_suggested_batch_keeps_the_margin_against_the_fit():
     e = OomEvidence(device=0, requested_bytes=8 * GiB, device_total_bytes=64 * GiB + 512 * MiB,
                     device_free_bytes=2 * GiB, allocated_bytes=60 * GiB,
                     reserved_bytes=62 * GiB, batch_size=64, steps=steps)
-    first = _oom_advice.rank_advice(e)[0]
+    first = _oom_remedies.rank_advice(e)[0]
     # 1 GiB per sample, 10 GiB fixed, 64 GiB budget less 5%, and room for one more block like
     # the failing 8 GiB request at batch 64 (1/8 GiB per sample): floor((60.8 - 10) / 1.125) = 45,
     # rounded down to a multiple of 8: 40, which peaks at 50 GiB.
@@ -96,7 +96,7 @@ def test_a_memory_fraction_cap_is_the_budget_and_non_pytorch_is_the_context():
     assert e.shortfall_bytes == 512 * MiB
     assert e.non_pytorch_bytes == CONTEXT
     assert e.other_processes_bytes == 0
-    text = _oom_report.format_report(e, _oom_advice.rank_advice(e))
+    text = _oom_report.format_report(e, _oom_remedies.rank_advice(e))
     assert "budget           12.0 GiB for PyTorch (memory-fraction cap 12.0 GiB)" in text
     assert "free for PyTorch 512.0 MiB" in text
     assert "non-PyTorch      700.0 MiB (this process's CUDA context" in text
@@ -106,7 +106,7 @@ def test_a_tiny_cached_free_against_a_big_request_is_not_fragmentation():
     # The third case (vramscope run): 9.3 MiB cached free against a 576 MiB request.
     e = card(allocated=int(11.5 * GiB), cached_free=int(9.3 * MiB), largest=4 * MiB,
              requested=576 * MiB, limit=12 * GiB)
-    advice = _oom_advice.rank_advice(e)
+    advice = _oom_remedies.rank_advice(e)
     assert "expandable_segments" not in kinds(advice)
     assert "expandable_segments" in not_advised(e)
     # What does fit: a larger cap (the device has room).
@@ -126,14 +126,14 @@ def test_fragmentation_within_the_budget_advises_expandable_segments():
     assert first.params == {"env": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"}
     assert "cannot help" in dict(a.not_advised)["empty_cache"]
     e.expandable_segments = True
-    assert "expandable_segments" not in kinds(_oom_advice.rank_advice(e))
+    assert "expandable_segments" not in kinds(_oom_remedies.rank_advice(e))
     assert not_advised(e)["expandable_segments"] == "expandable segments are already on"
 
 
 def test_empty_cache_only_for_a_consumer_outside_the_allocator():
     e = card(allocated=130 * GiB, cached_free=8 * GiB, largest=8 * GiB, requested=0,
              oom_source="other")
-    advice = _oom_advice.rank_advice(e)
+    advice = _oom_remedies.rank_advice(e)
     assert advice[0].kind == "empty_cache" and advice[0].fits
     assert advice[0].recovers_bytes == 8 * GiB
 
@@ -144,7 +144,7 @@ def test_a_leak_is_first_when_what_it_kept_covers_the_need():
     e = card(allocated=steps[-1].allocated_bytes, cached_free=64 * MiB, largest=64 * MiB,
              requested=256 * MiB, limit=6 * GiB, batch_size=4096, steps=steps,
              parameter_bytes=285 * MiB)
-    first = _oom_advice.rank_advice(e)[0]
+    first = _oom_remedies.rank_advice(e)[0]
     assert first.kind == "leak" and first.fits
     assert first.params["bytes_per_step"] == 256 * MiB
     assert first.recovers_bytes == 14 * 256 * MiB
@@ -154,18 +154,18 @@ def test_another_process_holding_the_card():
     e = card(allocated=10 * GiB, cached_free=0, largest=0, requested=2 * GiB,
              others=TOTAL - 12 * GiB)
     assert e.other_processes_bytes == TOTAL - 12 * GiB
-    first = _oom_advice.rank_advice(e)[0]
+    first = _oom_remedies.rank_advice(e)[0]
     assert first.kind == "other_processes" and first.fits
     assert first.params == {"other_processes_bytes": TOTAL - 12 * GiB, "estimated": False}
     # Without NVML's figure for this pid: estimated from what the allocator does not hold.
     e.process_driver_bytes = None
-    first = _oom_advice.rank_advice(e)[0]
+    first = _oom_remedies.rank_advice(e)[0]
     assert first.kind == "other_processes" and first.params["estimated"] is True
     assert first.params["other_processes_bytes"] == e.outside_bytes - GiB
     # Under a cap that already binds, freeing the card gives this process nothing.
     e = card(allocated=10 * GiB, cached_free=0, largest=0, requested=2 * GiB,
              others=100 * GiB, limit=10 * GiB)
-    assert "other_processes" not in kinds(_oom_advice.rank_advice(e))
+    assert "other_processes" not in kinds(_oom_remedies.rank_advice(e))
     assert "memory-fraction cap" in not_advised(e)["other_processes"]
 
 
@@ -201,10 +201,10 @@ def test_mixed_precision_when_it_covers_and_parameters_are_float32():
     e = activation_heavy(autocast=False)
     e.block_lists = []
     e.forward_progress = 0.95
-    first = _oom_advice.rank_advice(e)[0]
+    first = _oom_remedies.rank_advice(e)[0]
     assert first.kind == "mixed_precision" and first.params == {"dtype": "bfloat16"}
     e.parameter_dtype = "bfloat16"  # already half-size parameters: activations are too
-    assert "mixed_precision" not in kinds(_oom_advice.rank_advice(e))
+    assert "mixed_precision" not in kinds(_oom_remedies.rank_advice(e))
 
 
 def test_optimizer_state_dominated_advises_a_lighter_optimizer():
@@ -225,7 +225,7 @@ def test_optimizer_state_dominated_advises_a_lighter_optimizer():
     assert "activations are only" in dict(a.not_advised)["activation_checkpointing"]
     # An optimizer with one state per parameter: SGD without momentum keeps none.
     e.optimizer = "RMSprop"
-    assert _oom_advice.rank_advice(e)[0].params["optimizer"] == "SGD"
+    assert _oom_remedies.rank_advice(e)[0].params["optimizer"] == "SGD"
 
 
 def test_when_nothing_covers_the_need_the_largest_recoveries_come_first():
@@ -243,14 +243,14 @@ def test_when_nothing_covers_the_need_the_largest_recoveries_come_first():
 def test_with_no_evidence_the_fallback_says_what_was_missing():
     e = OomEvidence(device=0, requested_bytes=2 * GiB, device_total_bytes=80 * GiB,
                     device_free_bytes=GiB, allocated_bytes=78 * GiB, reserved_bytes=78 * GiB)
-    (only,) = _oom_advice.rank_advice(e)
+    (only,) = _oom_remedies.rank_advice(e)
     assert only.kind == "generic" and "1.0 GiB was missing" in only.detail
 
 
 def test_one_batch_size_and_activations_give_bytes_per_sample():
     e = card(allocated=70 * GiB, cached_free=0, largest=0, requested=4 * GiB, limit=72 * GiB,
              batch_size=32, categories={"activations": 64 * GiB})
-    batch = next(a for a in _oom_advice.rank_advice(e) if a.kind == "batch_size")
+    batch = next(a for a in _oom_remedies.rank_advice(e) if a.kind == "batch_size")
     # 74 GiB peak, 64 GiB of it activations (2 GiB per sample), 10 GiB fixed; 72 GiB * 0.95
     # over a cold cache's 10 % overhead, rounded down to a multiple of 8.
     assert batch.params["bytes_per_sample"] == 2 * GiB
@@ -261,7 +261,7 @@ def test_one_batch_size_and_activations_give_bytes_per_sample():
 def test_the_json_report_carries_the_advice_kind_and_parameters_side_by_side():
     e = card(allocated=2000 * MiB, cached_free=2096 * MiB, largest=100 * MiB, requested=GiB,
              limit=4 * GiB + 512 * MiB)
-    report = json.loads(json.dumps(_oom_report.report_json(e, _oom_advice.rank_advice(e))))
+    report = json.loads(json.dumps(_oom_report.report_json(e, _oom_remedies.rank_advice(e))))
     assert report["schema_version"] == 4
     first = report["advice"][0]
     assert first["kind"] == "expandable_segments" and first["fits"] is True

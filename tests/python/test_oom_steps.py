@@ -20,8 +20,8 @@ from vramscope._oom_advice import (
     growing_text,
     is_oom_error,
     parse_oom_message,
-    rank_advice,
 )
+from vramscope._oom_remedies import rank_advice
 from vramscope._oom_report import format_report, report_json
 from vramscope._session import SESSION
 from vramscope._step_history import StepHistory
