@@ -113,12 +113,10 @@ def _problem() -> str | None:
 
 def snapshot(hints: list[str] | None = None) -> MemoryView:
     """The view of every device of this process now (attaches the agent if needed)."""
-    from .integrations._common import attach_if_needed
-
     problem = _problem()
     if problem is not None:
         return MemoryView([], problem=problem)
-    attach_if_needed(init_cuda=True)
+    SESSION.attach(init_cuda=True)
     torch = sys.modules.get("torch")
     views = []
     for d in range(_api.device_count()):
@@ -214,13 +212,11 @@ class CellReport:
 
 
 def _cell_magic(shell: Any, line: str, cell: str) -> Any:
-    from .integrations._common import attach_if_needed
-
     problem = _problem()
     if problem is not None:
         shell.run_cell(cell)
         return MemoryView([], problem=f"{problem} (the cell ran unmeasured)")
-    attach_if_needed(init_cuda=True)
+    SESSION.attach(init_cuda=True)
     devices = range(_api.device_count())
     before = {d: _api.memory_allocated(d) for d in devices}
     for d in devices:

@@ -33,7 +33,6 @@ from . import _api, _limits
 from ._limits import DeviceMeasure, TestMeasure
 from ._session import SESSION
 from ._units import non_pytorch_bytes
-from .integrations._common import attach_if_needed as _attach
 from .integrations._common import gpu_problem
 
 #: The key of a test report's user_properties that carries its TestMeasure (as a dict).
@@ -220,7 +219,7 @@ class VramscopePlugin:
             return
         if gpu_problem() is not None:
             return  # skipped by the marker added at collection
-        _attach(init_cuda=True)
+        SESSION.attach(init_cuda=True)
         if any(isinstance(s, _limits.LimitSpec) and s.kind == "driver" for s in specs) and \
                 SESSION.agent is None:
             pytest.skip("vramscope: kind='driver' needs the agent and NVML "
@@ -231,7 +230,7 @@ class VramscopePlugin:
         if not (self.enabled or self._wants(pyfuncitem)) or gpu_problem() is not None:
             yield
             return
-        _attach(init_cuda=False)
+        SESSION.attach(init_cuda=False)
         window = _Window(self.ops)
         pyfuncitem.stash[_WINDOW] = window
         window.start()
@@ -373,5 +372,5 @@ def vram(request: pytest.FixtureRequest) -> VramFixture:
     problem = gpu_problem()
     if problem is not None:
         pytest.skip(f"vramscope: the vram fixture needs a GPU: {problem}")
-    _attach(init_cuda=True)
+    SESSION.attach(init_cuda=True)
     return VramFixture(request.node)

@@ -22,7 +22,7 @@ from .._step_history import STEP_HISTORY
 from .._steps import CATEGORY_NAMES, StepRecord
 from .._units import non_pytorch_bytes
 
-__all__ = ["KEYS", "StepMetrics", "gpu_problem", "attach_if_needed"]
+__all__ = ["KEYS", "StepMetrics", "gpu_problem"]
 
 #: Every key the callbacks log (bytes; the category keys only with categories=True, the
 #: non-PyTorch one only when NVML can tell).
@@ -41,12 +41,6 @@ def gpu_problem() -> str | None:
     except (ImportError, RuntimeError) as e:
         return str(e).removeprefix("vramscope: ")
     return None
-
-
-def attach_if_needed(init_cuda: bool) -> None:
-    """Attaches unless a reader answers already (``attach`` would check CUDA again)."""
-    if SESSION.reader is None:
-        SESSION.attach(init_cuda=init_cuda)
 
 
 class StepMetrics:
@@ -84,7 +78,7 @@ class StepMetrics:
         self.problem = gpu_problem()
         if self.problem is not None:
             return
-        attach_if_needed(init_cuda=True)
+        SESSION.attach(init_cuda=True)
         if self.device is None:
             self.device = SESSION.current()
         self.rank, self.world_size = rank, world_size
