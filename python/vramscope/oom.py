@@ -7,9 +7,9 @@ before the ``OutOfMemoryError`` reaches the program.
 Everything that decides (fragmentation, advice ranking, text) is a pure function of an
 ``OomEvidence`` so that it is tested with synthetic numbers; ``collect_evidence`` (the
 observer's) and ``evidence_from_exception`` (an OOM caught by Monitor or ``vramscope run``) are
-the only parts that read the session. The post-mortem allocates no GPU memory and bounded host memory.
-Environment: ``VRAMSCOPE_OOM_REPORT=0`` disables it; ``VRAMSCOPE_OOM_MAX_REPORTS`` (default 3)
-bounds how many one process writes (programs that catch OOMs and retry smaller).
+the only parts that read the session. The post-mortem allocates no GPU memory and bounded host
+memory. Environment: ``VRAMSCOPE_OOM_REPORT=0`` disables it; ``VRAMSCOPE_OOM_MAX_REPORTS``
+(default 3) bounds how many one process writes (programs that catch OOMs and retry smaller).
 """
 
 from __future__ import annotations
