@@ -16,10 +16,24 @@ The agent attaches on first use, or right after the program initialises CUDA. Im
 package does not import torch.
 """
 
-from ._ipython import load_ipython_extension, show
-from ._api import (attach, device_count, empty_cache, last_oom, max_memory_allocated,
-                   max_memory_requested, max_memory_reserved, memory_allocated, memory_requested,
-                   memory_reserved, memory_stats, mode, reset_peak)
+from ._api import (
+    attach,
+    device_count,
+    empty_cache,
+    last_oom,
+    max_memory_allocated,
+    max_memory_requested,
+    max_memory_reserved,
+    memory_allocated,
+    memory_requested,
+    memory_reserved,
+    memory_stats,
+    mode,
+    reset_peak,
+)
+
+# IPython looks load_ipython_extension up on the package (%load_ext vramscope); not API.
+from ._ipython import load_ipython_extension, show  # noqa: F401
 from ._steps import StepRecord
 from ._torchcheck import VramscopeWarning
 from .monitor import Monitor

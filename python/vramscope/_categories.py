@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import collections
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 __all__ = ["StorageWalker", "Blocks"]
 
 #: {category: {device: [(data_ptr, nbytes), ...]}}
-Blocks = Dict[str, Dict[int, List[Tuple[int, int]]]]
+Blocks = dict[str, dict[int, list[tuple[int, int]]]]
 
 
-def _storage(tensor: Any) -> Tuple[int, int, int]:
+def _storage(tensor: Any) -> tuple[int, int, int]:
     """(device, storage data_ptr, storage nbytes): a view is charged its whole storage."""
     storage = tensor.untyped_storage()
     return tensor.device.index or 0, storage.data_ptr(), storage.nbytes()
@@ -45,12 +45,12 @@ class StorageWalker:
         self.model = model
         self.optimizer = optimizer
         self.cuda_only = cuda_only
-        self._params: List[Any] = []
+        self._params: list[Any] = []
         #: Per parameter: the data pointer it had when tagged (0: not tagged).
-        self._param_ptrs: List[int] = []
+        self._param_ptrs: list[int] = []
         #: Per parameter: (weak reference to the gradient tagged, its data pointer).
-        self._grads: List[Optional[Tuple[Any, int]]] = []
-        self._state_shape: Optional[Tuple[int, int, int]] = None
+        self._grads: list[tuple[Any, int] | None] = []
+        self._state_shape: tuple[int, int, int] | None = None
         self.refresh()
 
     def refresh(self) -> None:
@@ -63,7 +63,7 @@ class StorageWalker:
     def _wanted(self, tensor: Any) -> bool:
         return tensor is not None and (not self.cuda_only or getattr(tensor, "is_cuda", False))
 
-    def _state_fingerprint(self) -> Tuple[int, int, int]:
+    def _state_fingerprint(self) -> tuple[int, int, int]:
         state = self.optimizer.state
         return id(state), len(state), sum(len(s) for s in state.values())
 

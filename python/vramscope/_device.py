@@ -8,13 +8,13 @@ used before torch is loaded; a ``torch.device`` is recognised by its ``type``/``
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Union
 
 #: What every vramscope function accepts as ``device``.
 Device = Union[None, int, str, Any]
 
 
-def parse_device(device: Device, current: Callable[[], int], count: Optional[int] = None) -> int:
+def parse_device(device: Device, current: Callable[[], int], count: int | None = None) -> int:
     """Returns the CUDA ordinal named by ``device``.
 
     ``current`` is called only when the argument names the current device. When ``count`` is

@@ -20,10 +20,11 @@ import dataclasses
 import gc
 import html
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable
 
 from . import _api
-from ._steps import format_bytes, format_delta
+from ._session import SESSION
+from ._units import format_bytes, format_delta, non_pytorch_bytes
 
 __all__ = ["show", "load_ipython_extension", "MemoryView", "DeviceView", "held_hints"]
 
@@ -37,32 +38,30 @@ class DeviceView:
     reserved_bytes: int
     peak_allocated_bytes: int
     #: What NVML charges this process on the device.
-    driver_bytes: Optional[int] = None
-    total_bytes: Optional[int] = None
-    free_bytes: Optional[int] = None
+    driver_bytes: int | None = None
+    total_bytes: int | None = None
+    free_bytes: int | None = None
 
     @property
     def cached_free_bytes(self) -> int:
         return self.reserved_bytes - self.allocated_bytes
 
     @property
-    def non_pytorch_bytes(self) -> Optional[int]:
-        if self.driver_bytes is None:
-            return None
-        return self.driver_bytes - self.reserved_bytes
+    def non_pytorch_bytes(self) -> int | None:
+        return non_pytorch_bytes(self.driver_bytes, self.reserved_bytes)
 
     @property
-    def other_processes_bytes(self) -> Optional[int]:
+    def other_processes_bytes(self) -> int | None:
         if self.driver_bytes is None or self.total_bytes is None or self.free_bytes is None:
             return None
         return max(0, self.total_bytes - self.free_bytes - self.driver_bytes)
 
 
-def _size(n: Optional[int]) -> str:
+def _size(n: int | None) -> str:
     return "?" if n is None else format_bytes(n)
 
 
-def _rows(d: DeviceView) -> List[tuple]:
+def _rows(d: DeviceView) -> list[tuple]:
     return [("allocated (tensors)", _size(d.allocated_bytes)),
             ("+ cached free (reserved - allocated)", _size(d.cached_free_bytes)),
             ("+ non-PyTorch (context, workspaces)", _size(d.non_pytorch_bytes)),
@@ -76,11 +75,11 @@ def _rows(d: DeviceView) -> List[tuple]:
 class MemoryView:
     """What ``%vramscope`` and ``vramscope.show()`` display (HTML in a notebook)."""
 
-    devices: List[DeviceView]
+    devices: list[DeviceView]
     mode: str = ""
     #: Why nothing could be read (no GPU, no torch).
-    problem: Optional[str] = None
-    hints: List[str] = dataclasses.field(default_factory=list)
+    problem: str | None = None
+    hints: list[str] = dataclasses.field(default_factory=list)
 
     def __repr__(self) -> str:
         if self.problem is not None:
@@ -106,28 +105,24 @@ class MemoryView:
         return "".join(parts)
 
 
-def _problem() -> Optional[str]:
+def _problem() -> str | None:
     from .integrations._common import gpu_problem
 
     return gpu_problem()
 
 
-def snapshot(hints: Optional[List[str]] = None) -> MemoryView:
+def snapshot(hints: list[str] | None = None) -> MemoryView:
     """The view of every device of this process now (attaches the agent if needed)."""
-    from .integrations._common import attach_if_needed, driver_lookup
-
     problem = _problem()
     if problem is not None:
         return MemoryView([], problem=problem)
-    attach_if_needed(init_cuda=True)
-    driver = driver_lookup()
+    SESSION.attach(init_cuda=True)
     torch = sys.modules.get("torch")
     views = []
     for d in range(_api.device_count()):
         view = DeviceView(d, _api.memory_allocated(d), _api.memory_reserved(d),
                           _api.max_memory_allocated(d))
-        if driver is not None and d < len(driver[0]):
-            view.driver_bytes = driver[2](driver[0][d], driver[1])
+        view.driver_bytes = SESSION.driver_process_bytes(d)
         if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
             view.free_bytes, view.total_bytes = (int(v) for v in torch.cuda.mem_get_info(d))
         views.append(view)
@@ -155,8 +150,8 @@ def _tensor_bytes(values: Any, is_device_tensor: Callable[[Any], bool]) -> int:
     return total
 
 
-def held_hints(user_ns: Optional[Dict[str, Any]], traceback: Any = None,
-               is_device_tensor: Optional[Callable[[Any], bool]] = None) -> List[str]:
+def held_hints(user_ns: dict[str, Any] | None, traceback: Any = None,
+               is_device_tensor: Callable[[Any], bool] | None = None) -> list[str]:
     """What a notebook keeps alive that holds GPU tensors: the frames of the last exception's
     traceback (``sys.last_traceback`` unless ``traceback`` is given) and the output history.
     One line per finding, with the bytes and how to release them. ``is_device_tensor``
@@ -188,7 +183,7 @@ def held_hints(user_ns: Optional[Dict[str, Any]], traceback: Any = None,
     return hints
 
 
-def _user_ns() -> Optional[Dict[str, Any]]:
+def _user_ns() -> dict[str, Any] | None:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     return shell.user_ns if shell is not None else None
@@ -202,7 +197,7 @@ class CellReport:
     peak_reserved_bytes: int
     #: Allocated after the cell (after gc.collect()) minus before it, summed over devices.
     left_bytes: int
-    hints: List[str]
+    hints: list[str]
 
     def __repr__(self) -> str:
         lines = [f"vramscope: cell peak {format_bytes(self.peak_allocated_bytes)} allocated, "
@@ -217,13 +212,11 @@ class CellReport:
 
 
 def _cell_magic(shell: Any, line: str, cell: str) -> Any:
-    from .integrations._common import attach_if_needed
-
     problem = _problem()
     if problem is not None:
         shell.run_cell(cell)
         return MemoryView([], problem=f"{problem} (the cell ran unmeasured)")
-    attach_if_needed(init_cuda=True)
+    SESSION.attach(init_cuda=True)
     devices = range(_api.device_count())
     before = {d: _api.memory_allocated(d) for d in devices}
     for d in devices:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
-from ._steps import format_bytes, format_delta
+from ._units import format_bytes, format_delta, unit_bytes
 
 __all__ = ["KINDS", "TestMeasure", "LimitSpec", "LeakSpec", "parse_size", "limit_spec",
            "leak_spec", "check_limit", "check_leak", "check_increase", "format_report"]
@@ -27,7 +28,6 @@ KINDS = ("allocated", "reserved", "driver")
 
 _SIZE = re.compile(r"^\s*(?P<number>\+?(?:\d+\.?\d*|\.\d+))\s*(?P<unit>[KMGTP]i?B|B)\s*$",
                    re.IGNORECASE)
-_POWERS = {"B": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
 
 
 def parse_size(value: Any) -> int:
@@ -46,8 +46,7 @@ def parse_size(value: Any) -> int:
     if match is None:
         raise ValueError(f"invalid size {value!r}: expected a number and a unit "
                          "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. '24 MB' or '1.5 GiB'")
-    unit = match.group("unit").upper()
-    return int(float(match.group("number")) * 1024 ** _POWERS[unit[0]])
+    return int(float(match.group("number")) * unit_bytes(match.group("unit")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +57,7 @@ class LimitSpec:
     #: One of KINDS.
     kind: str = "allocated"
     #: A CUDA ordinal; None: every device the process uses, each held to the limit.
-    device: Optional[int] = None
+    device: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,10 +65,10 @@ class LeakSpec:
     """A ``limit_vram_leak`` marker, validated."""
 
     limit_bytes: int
-    device: Optional[int] = None
+    device: int | None = None
 
 
-def _device_arg(device: Any) -> Optional[int]:
+def _device_arg(device: Any) -> int | None:
     """A marker's ``device``: None, "cuda" and ``torch.device("cuda")`` mean every device (the
     current device is only known at run time), else the ordinal."""
     from ._device import parse_device
@@ -108,7 +107,7 @@ class DeviceMeasure:
     peak_allocated_bytes: int = 0
     peak_reserved_bytes: int = 0
     #: Estimated driver peak (peak reserved + non-PyTorch bytes at the end); None: NVML can't tell.
-    peak_driver_bytes: Optional[int] = None
+    peak_driver_bytes: int | None = None
     allocated_before_bytes: int = 0
     #: Allocated after the test, after gc.collect() and a synchronize.
     allocated_after_bytes: int = 0
@@ -120,7 +119,7 @@ class DeviceMeasure:
         """Growth of allocated bytes over the test (negative when it freed memory)."""
         return self.allocated_after_bytes - self.allocated_before_bytes
 
-    def peak_of(self, kind: str) -> Optional[int]:
+    def peak_of(self, kind: str) -> int | None:
         return {"allocated": self.peak_allocated_bytes, "reserved": self.peak_reserved_bytes,
                 "driver": self.peak_driver_bytes}[kind]
 
@@ -133,9 +132,9 @@ class TestMeasure:
     __test__ = False
 
     nodeid: str
-    devices: List[DeviceMeasure]
+    devices: list[DeviceMeasure]
     #: (op name, bytes live at the peak), biggest first, with --vramscope-ops in events mode.
-    top_ops: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
+    top_ops: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     #: The xdist worker ("gw0") or "" without xdist.
     worker: str = ""
 
@@ -151,24 +150,24 @@ class TestMeasure:
     def leaked_bytes(self) -> int:
         return sum(d.leaked_bytes for d in self.devices)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "TestMeasure":
+    def from_dict(cls, data: dict[str, Any]) -> TestMeasure:
         devices = [DeviceMeasure(**d) for d in data.get("devices", [])]
         return cls(nodeid=data["nodeid"], devices=devices,
-                   top_ops=[tuple(t) for t in data.get("top_ops", [])],  # type: ignore[misc]
+                   top_ops=[tuple(t) for t in data.get("top_ops", [])],
                    worker=data.get("worker", ""))
 
 
-def _chosen(measure: TestMeasure, device: Optional[int]) -> List[DeviceMeasure]:
+def _chosen(measure: TestMeasure, device: int | None) -> list[DeviceMeasure]:
     if device is None:
         return measure.devices
     return [d for d in measure.devices if d.device == device]
 
 
-def _held_at_peak(measure: TestMeasure, peak_bytes: int, rows: int = 5) -> List[str]:
+def _held_at_peak(measure: TestMeasure, peak_bytes: int, rows: int = 5) -> list[str]:
     if not measure.top_ops:
         return []
     lines = ["what held the memory at the peak (per op, requested bytes):"]
@@ -178,7 +177,7 @@ def _held_at_peak(measure: TestMeasure, peak_bytes: int, rows: int = 5) -> List[
     return lines
 
 
-def check_limit(spec: LimitSpec, measure: TestMeasure) -> Optional[Tuple[str, str]]:
+def check_limit(spec: LimitSpec, measure: TestMeasure) -> tuple[str, str] | None:
     """None when every chosen device stayed within the limit, else (headline, details)."""
     for d in _chosen(measure, spec.device):
         peak = d.peak_of(spec.kind)
@@ -197,7 +196,7 @@ def check_limit(spec: LimitSpec, measure: TestMeasure) -> Optional[Tuple[str, st
     return None
 
 
-def check_leak(spec: LeakSpec, measure: TestMeasure) -> Optional[Tuple[str, str]]:
+def check_leak(spec: LeakSpec, measure: TestMeasure) -> tuple[str, str] | None:
     """None when allocated grew by at most the limit on every chosen device."""
     for d in _chosen(measure, spec.device):
         if d.leaked_bytes <= spec.limit_bytes:
@@ -213,8 +212,8 @@ def check_leak(spec: LeakSpec, measure: TestMeasure) -> Optional[Tuple[str, str]
     return None
 
 
-def check_increase(measure: TestMeasure, previous_bytes: Optional[int],
-                   tolerance: float = 0.0) -> Optional[Tuple[str, str]]:
+def check_increase(measure: TestMeasure, previous_bytes: int | None,
+                   tolerance: float = 0.0) -> tuple[str, str] | None:
     """None unless the peak allocated bytes rose above the last run's ``previous_bytes`` by more
     than the fraction ``tolerance``."""
     if previous_bytes is None:
@@ -231,7 +230,7 @@ def check_increase(measure: TestMeasure, previous_bytes: Optional[int],
 
 
 def format_report(measures: Sequence[TestMeasure], most: int = 5,
-                  problem: Optional[str] = None) -> List[str]:
+                  problem: str | None = None) -> list[str]:
     """The lines of the session report: the ``most`` biggest tests by peak allocated (0: all),
     with peak reserved, leak and top ops. ``problem``: why nothing could be measured."""
     if problem is not None:

@@ -1,4 +1,4 @@
-# python/vramscope/_model_probe.py -- what the OOM advice knows about the model: batch size, blocks, dtype, optimizer
+# python/vramscope/_model_probe.py -- what the OOM advice knows of the model: batch, blocks, dtypes
 """The model-side evidence of the OOM post-mortem, read without a hook on every module call.
 
 - The batch size is the leading dimension of the first tensor the top-level module's forward
@@ -24,8 +24,9 @@ import sys
 import threading
 import types
 import weakref
+from collections.abc import Iterable
 from types import FrameType
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any
 
 #: How many caller frames the discovery and the OOM stack walk look at.
 MAX_FRAMES = 64
@@ -44,13 +45,13 @@ def _tensor_type() -> Any:
     return getattr(torch, "Tensor", None) if torch is not None else None
 
 
-def leading_dim(args: Any, kwargs: Any = None) -> Optional[int]:
+def leading_dim(args: Any, kwargs: Any = None) -> int | None:
     """The leading dimension of the first tensor among ``args`` then ``kwargs`` values (one
     level into lists, tuples and dicts: a batch dict of input_ids and labels); None if none."""
     tensor = _tensor_type()
     if tensor is None:
         return None
-    values: List[Any] = list(args or ()) + list((kwargs or {}).values())
+    values: list[Any] = list(args or ()) + list((kwargs or {}).values())
     for value in values:
         inner = value.values() if isinstance(value, dict) else (
             value if isinstance(value, (list, tuple)) else (value,))
@@ -60,12 +61,12 @@ def leading_dim(args: Any, kwargs: Any = None) -> Optional[int]:
     return None
 
 
-def block_lists(model: Any, limit: int = 4) -> List[Tuple[str, str, int]]:
+def block_lists(model: Any, limit: int = 4) -> list[tuple[str, str, int]]:
     """(path, child class, count) of the ModuleLists and Sequentials in ``model`` whose 2+
     children are all of one class (the stacks of blocks models are built of; a block's own
     pair of Linears is not one), the ones holding most parameters first; paths as
     ``model.get_submodule`` takes them ("" is the model itself)."""
-    torch = sys.modules.get("torch")
+    torch = sys.modules["torch"]  # there is a model: torch is imported
     containers = (torch.nn.ModuleList, torch.nn.Sequential)
     found = []
     for path, module in model.named_modules():
@@ -80,9 +81,9 @@ def block_lists(model: Any, limit: int = 4) -> List[Tuple[str, str, int]]:
     return [(path, cls, count) for _, count, path, cls in found[:limit]]
 
 
-def parameter_summary(params: Iterable[Any]) -> Tuple[int, str]:
+def parameter_summary(params: Iterable[Any]) -> tuple[int, str]:
     """(bytes, dtype holding most of them) of trainable parameters."""
-    by_dtype: Dict[str, int] = {}
+    by_dtype: dict[str, int] = {}
     seen = set()
     for p in params:
         if id(p) in seen or not getattr(p, "requires_grad", False):
@@ -95,7 +96,7 @@ def parameter_summary(params: Iterable[Any]) -> Tuple[int, str]:
     return sum(by_dtype.values()), max(by_dtype, key=lambda k: by_dtype[k])
 
 
-def optimizer_summary(optimizer: Any) -> Dict[str, Any]:
+def optimizer_summary(optimizer: Any) -> dict[str, Any]:
     """{optimizer, optimizer_state_bytes, optimizer_state_full_bytes, parameter_bytes,
     parameter_dtype} of a torch optimizer: the state as allocated now, and as it will be once
     every parameter has its state (states per parameter times the parameter bytes)."""
@@ -122,7 +123,7 @@ def _owns(module: Any, first_param: Any) -> bool:
     return any(p is first_param for p in module.parameters())
 
 
-def find_model(frame: Optional[FrameType], optimizer: Any = None) -> Optional[Any]:
+def find_model(frame: FrameType | None, optimizer: Any = None) -> Any | None:
     """The top-level module of the training loop, from the locals of ``frame`` and its callers
     (and the attributes ``model``, ``module``, ``lightning_module`` of their ``self``): the
     one owning the optimizer's first parameter with the most parameters, else the local module
@@ -133,7 +134,7 @@ def find_model(frame: Optional[FrameType], optimizer: Any = None) -> Optional[An
     first = None
     if optimizer is not None:
         first = next((p for g in optimizer.param_groups for p in g["params"]), None)
-    candidates: Dict[int, Any] = {}
+    candidates: dict[int, Any] = {}
     for _ in range(MAX_FRAMES):
         if frame is None:
             break
@@ -158,31 +159,31 @@ def find_model(frame: Optional[FrameType], optimizer: Any = None) -> Optional[An
     return max(modules, key=lambda m: sum(1 for _ in m.parameters())) if modules else None
 
 
-def frames_outward(frame: Optional[FrameType]) -> List[FrameType]:
+def frames_outward(frame: FrameType | None) -> list[FrameType]:
     """``frame`` and its callers, innermost first."""
-    out = []
+    out: list[FrameType] = []
     while frame is not None and len(out) < MAX_FRAMES:
         out.append(frame)
         frame = frame.f_back
     return out
 
 
-def frames_of_traceback(tb: Any) -> List[FrameType]:
+def frames_of_traceback(tb: Any) -> list[FrameType]:
     """The frames of an exception's traceback, innermost first (they keep their locals)."""
-    out = []
+    out: list[FrameType] = []
     while tb is not None and len(out) < MAX_FRAMES:
         out.append(tb.tb_frame)
         tb = tb.tb_next
     return out[::-1]
 
 
-def stack_evidence(frames: List[FrameType], blocks: Optional[Dict[int, Tuple[int, int]]] = None,
-                   main_thread: bool = True) -> Dict[str, Any]:
+def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] | None = None,
+                   main_thread: bool = True) -> dict[str, Any]:
     """What the stack at the OOM says (``frames`` innermost first): the phase ("forward",
     "backward", "optimizer"), the batch size of the outermost module forward running, and with
     ``blocks`` ({id(block): (index, count)}) how far through them the forward was."""
     module_type = _module_type()
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     outermost = None
     for frame in frames:
         code = frame.f_code
@@ -223,19 +224,19 @@ class ModelProbe:
     hook. The hook keeps only ints and a bool; the model is held weakly."""
 
     def __init__(self) -> None:
-        self._model: Optional[weakref.ref] = None
-        self._optimizer: Optional[weakref.ref] = None
+        self._model: weakref.ref | None = None
+        self._optimizer: weakref.ref | None = None
         self._handle: Any = None
-        self._blocks: List[Tuple[str, str, int]] = []
+        self._blocks: list[tuple[str, str, int]] = []
         #: {id(block): (index, count)} of the first block list, for the forward's progress.
-        self._block_index: Dict[int, Tuple[int, int]] = {}
+        self._block_index: dict[int, tuple[int, int]] = {}
         #: Hooks on the top-level module's children, once its own forward was seen never to
         #: run in a step (Lightning calls training_step, which calls the layers).
-        self._child_handles: List[Any] = []
+        self._child_handles: list[Any] = []
         #: Did a hooked forward read the batch since the last step end?
         self._seen_in_step = False
-        self.batch_size: Optional[int] = None
-        self.autocast: Optional[bool] = None
+        self.batch_size: int | None = None
+        self.autocast: bool | None = None
         self.discovery_tries = 0
 
     @property
@@ -259,7 +260,7 @@ class ModelProbe:
         if optimizer is not None and self._optimizer is None:
             self._optimizer = weakref.ref(optimizer)
 
-    def discover(self, frame: Optional[FrameType]) -> None:
+    def discover(self, frame: FrameType | None) -> None:
         """Looks for the model in the callers of a step end (at the first DISCOVERY_STEPS)."""
         if self._handle is not None or self.discovery_tries >= DISCOVERY_STEPS:
             return
@@ -293,11 +294,11 @@ class ModelProbe:
         if not self._seen_in_step:
             self._on_forward(module, args, kwargs)
 
-    def evidence(self, frames: Optional[List[FrameType]] = None,
-                 main_thread: bool = True) -> Dict[str, Any]:
+    def evidence(self, frames: list[FrameType] | None = None,
+                 main_thread: bool = True) -> dict[str, Any]:
         """OomEvidence fields: the batch size, phase and progress (from ``frames`` when given),
         block lists, parameter and optimizer numbers."""
-        out: Dict[str, Any] = {}
+        out: dict[str, Any] = {}
         model = self._model() if self._model is not None else None
         optimizer = self._optimizer() if self._optimizer is not None else None
         if optimizer is not None:
@@ -327,10 +328,10 @@ class ModelProbe:
         self._child_handles = []
 
 
-def oom_frames() -> Tuple[List[FrameType], bool]:
+def oom_frames() -> tuple[list[FrameType], bool]:
     """The frames of the thread that hit the OOM (the observer runs on it), innermost first,
     without this module's and oom.py's own; and is it the main thread?"""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.replace("\\", "/").endswith(
             ("vramscope/oom.py", "vramscope/_model_probe.py")):
         frame = frame.f_back

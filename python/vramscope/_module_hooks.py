@@ -12,9 +12,10 @@ import itertools
 import threading
 import warnings
 import weakref
-from typing import Any, Dict, List, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
-from ._steps import format_bytes
+from ._units import format_bytes
 
 __all__ = ["ModuleRow", "module_rows_from_agent", "format_module_table", "repeated_modules"]
 
@@ -39,7 +40,7 @@ class ModuleRow:
     live_bytes: int = 0
 
 
-def module_rows_from_agent(raw: Sequence[Dict[str, Any]], paths: Dict[int, str]) -> List[ModuleRow]:
+def module_rows_from_agent(raw: Sequence[dict[str, Any]], paths: dict[int, str]) -> list[ModuleRow]:
     """The agent's ``module_table()`` rows with module ids turned into paths."""
     out = []
     for r in raw:
@@ -66,10 +67,11 @@ def format_module_table(rows: Sequence[ModuleRow], row_limit: int = 20) -> str:
     return "\n".join(lines) + "\n"
 
 
-def repeated_modules(rows: Sequence[ModuleRow], classes: Dict[str, str]) -> List[Tuple[str, int, int]]:
+def repeated_modules(rows: Sequence[ModuleRow],
+                     classes: dict[str, str]) -> list[tuple[str, int, int]]:
     """(class, instances, bytes left alive per instance and call) for module classes used 2+
     times: the activation-checkpointing candidates of the OOM advice."""
-    by_class: Dict[str, List[int]] = collections.defaultdict(list)
+    by_class: dict[str, list[int]] = collections.defaultdict(list)
     for r in rows:
         cls = classes.get(r.path)
         if cls and r.calls:
@@ -80,7 +82,7 @@ def repeated_modules(rows: Sequence[ModuleRow], classes: Dict[str, str]) -> List
 #: The agent's id of each module ever hooked, for the life of the module. Stable across
 #: profiles: a ledger kept alive between two profile()s (a Monitor with categories holds it)
 #: still charges a block to the module that allocated it, and an id never names two modules.
-_module_ids: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+_module_ids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _next_module_id = itertools.count(1)
 _module_ids_lock = threading.Lock()
 
@@ -112,20 +114,22 @@ class _ModuleHooks:
         self._device = device
         self._frames = frames
         self._backward = backward and frames
-        self._stack: List[Tuple[Any, int]] = []
+        self._stack: list[tuple[Any, int]] = []
         #: id(module) -> (path, module id given to the agent).
-        self._modules: Dict[int, Tuple[str, int]] = {}
-        self.paths: Dict[int, str] = {}
-        self.classes: Dict[str, str] = {}
-        self._handles: List[Any] = []
-        self._deferred: List[int] = []
+        self._modules: dict[int, tuple[str, int]] = {}
+        self.paths: dict[int, str] = {}
+        self.classes: dict[str, str] = {}
+        self._handles: list[Any] = []
+        self._deferred: list[int] = []
         self._lock = threading.Lock()
         self._filter: Any = None
 
     def install(self) -> None:
         import torch.nn.modules.module as m
-        from torch.optim.optimizer import (register_optimizer_step_post_hook,
-                                           register_optimizer_step_pre_hook)
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
         self._handles = [m.register_module_forward_pre_hook(self._pre),
                          m.register_module_forward_hook(self._post, always_call=True),
                          register_optimizer_step_pre_hook(self._opt_pre),
@@ -143,11 +147,12 @@ class _ModuleHooks:
         self._agent.set_phase("other")
         if self._filter is not None:
             if self._filter in warnings.filters:
-                warnings.filters.remove(self._filter)
+                # A list at run time; typeshed declares a Sequence.
+                warnings.filters.remove(self._filter)  # type: ignore[attr-defined]
                 getattr(warnings, "_filters_mutated", lambda: None)()
             self._filter = None
 
-    def _module(self, module: Any) -> Tuple[str, int]:
+    def _module(self, module: Any) -> tuple[str, int]:
         known = self._modules.get(id(module))
         if known is None:
             parent = self._stack[-1] if self._stack else None
@@ -213,7 +218,7 @@ class _ModuleHooks:
         for module_id in reversed(deferred):  # innermost first
             self._agent.module_exit(module_id, True, measured)
 
-    def rows(self) -> List[ModuleRow]:
+    def rows(self) -> list[ModuleRow]:
         """The agent's per-module rows of the hooked device, by path."""
         if not self._frames:
             return []

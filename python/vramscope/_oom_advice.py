@@ -1,16 +1,18 @@
 # python/vramscope/_oom_advice.py -- OOM evidence and the advice it supports (pure functions)
-"""What the post-mortem knows (``OomEvidence``) and what it concludes (``rank_advice``): pure
-functions of the numbers, tested with synthetic evidence. ``vramscope.oom`` collects the evidence
-live and ``_oom_report`` renders it."""
+"""What the post-mortem knows (``OomEvidence``) and the pure functions of those numbers (the
+message parsed, fragmentation, growth, a batch that fits), tested with synthetic evidence.
+``_oom_remedies`` concludes from it (``rank_advice``), ``vramscope.oom`` collects it live and
+``_oom_report`` renders it."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
-from ._steps import format_bytes
+from ._units import format_bytes, non_pytorch_bytes, unit_bytes
 
 
 @dataclasses.dataclass
@@ -20,7 +22,7 @@ class StepPoint:
     step: int
     peak_allocated_bytes: int
     allocated_bytes: int
-    batch_size: Optional[int] = None
+    batch_size: int | None = None
     #: Highest reserved bytes during the step (0: unknown): the cache's overhead over the
     #: allocated peak, which a batch that "fits" must leave room for.
     peak_reserved_bytes: int = 0
@@ -47,37 +49,37 @@ class OomEvidence:
     cached_free_bytes: int = 0
     largest_free_block_bytes: int = 0
     #: (name, live bytes) of the ops / modules holding the most memory, largest first.
-    top_ops: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
-    top_modules: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
+    top_ops: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    top_modules: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     #: Live bytes per category (parameters, gradients, optimizer_state, activations, ...).
-    categories: Dict[str, int] = dataclasses.field(default_factory=dict)
+    categories: dict[str, int] = dataclasses.field(default_factory=dict)
     #: Recent steps, oldest first.
-    steps: List[StepPoint] = dataclasses.field(default_factory=list)
+    steps: list[StepPoint] = dataclasses.field(default_factory=list)
     #: Module classes repeated in the model with their retained forward bytes per instance,
     #: e.g. [("Block", 12, 210e6)] (checkpointing candidates, from profile()'s module rows).
-    repeated_modules: List[Tuple[str, int, int]] = dataclasses.field(default_factory=list)
+    repeated_modules: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
     #: The batch size of the failing step (the leading dimension of the model's input), and
     #: where it was read: "forward" (the model's forward pre-hook), "stack" (the model's
     #: forward running at the OOM) or "" (unknown).
-    batch_size: Optional[int] = None
+    batch_size: int | None = None
     batch_source: str = ""
     world_size: int = 1
     #: Why op/module/category data is missing (shown instead of their tables).
     attribution_note: str = ""
     #: (op, bytes per step) of ops whose live bytes grew at each of the last steps, fastest
     #: first (needs profiling data at step boundaries).
-    growing_ops: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
+    growing_ops: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     #: (module path, bytes per step) of modules whose live bytes grew at each of the last steps,
     #: fastest first: bytes allocated while the module was the innermost running forward and
     #: still live (a list of outputs, a cache); needs ``vramscope.profile()`` at step boundaries.
-    growing_modules: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
+    growing_modules: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     #: Were the numbers read from the exception's message (the OOM observer did not run), so
     #: rounded to what torch prints?
     from_exception: bool = False
     #: The per-process cap of ``torch.cuda.set_per_process_memory_fraction`` (None: no cap).
-    limit_bytes: Optional[int] = None
+    limit_bytes: int | None = None
     #: What the driver charges this process on the device (NVML); None when it cannot tell.
-    process_driver_bytes: Optional[int] = None
+    process_driver_bytes: int | None = None
     #: Did the allocator already use expandable segments?
     expandable_segments: bool = False
     #: "allocator" (the caching allocator ran out) or "other" (a cudaMalloc outside it:
@@ -86,14 +88,14 @@ class OomEvidence:
     #: Where the step was: "forward", "backward", "optimizer" or "" (unknown).
     phase: str = ""
     #: In forward: the fraction of the repeated blocks already run (block i of n: (i+1)/n).
-    forward_progress: Optional[float] = None
+    forward_progress: float | None = None
     #: (container path, block class, count) of the model's runs of same-class children, the
     #: biggest first, e.g. [("transformer.h", "GPT2Block", 12)] (checkpointing candidates).
-    block_lists: List[Tuple[str, str, int]] = dataclasses.field(default_factory=list)
+    block_lists: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
     #: dtype of most parameter bytes ("float32", "bfloat16", ...), "" when unknown; was
     #: autocast on in the last forward (None: unknown)?
     parameter_dtype: str = ""
-    autocast: Optional[bool] = None
+    autocast: bool | None = None
     #: Bytes of the trainable parameters (0: unknown).
     parameter_bytes: int = 0
     #: The optimizer's class name, its state bytes now, and what its state will be once every
@@ -121,13 +123,11 @@ class OomEvidence:
         return max(0, self.budget_bytes - self.reserved_bytes)
 
     @property
-    def non_pytorch_bytes(self) -> Optional[int]:
+    def non_pytorch_bytes(self) -> int | None:
         """What the driver charges this process beyond the allocator's reserved bytes (CUDA
         context, cuBLAS/NCCL workspaces), as everywhere in vramscope; None when NVML cannot
         tell (``outside_bytes`` then says what is used outside this allocator)."""
-        if self.process_driver_bytes is None:
-            return None
-        return max(0, self.process_driver_bytes - self.reserved_bytes)
+        return non_pytorch_bytes(self.process_driver_bytes, self.reserved_bytes)
 
     @property
     def outside_bytes(self) -> int:
@@ -136,7 +136,7 @@ class OomEvidence:
         return max(0, self.device_total_bytes - self.device_free_bytes - self.reserved_bytes)
 
     @property
-    def other_processes_bytes(self) -> Optional[int]:
+    def other_processes_bytes(self) -> int | None:
         """Used on the device by other processes; None when NVML cannot tell."""
         if self.process_driver_bytes is None:
             return None
@@ -167,13 +167,14 @@ class Advice:
     title: str
     detail: str
     kind: str = "generic"
-    params: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
     recovers_bytes: int = 0
     fits: bool = False
 
 
-def fragmentation_of(segments: Sequence[Dict[str, Any]], device: int) -> Tuple[int, int]:
-    """(cached free bytes, largest free block) of ``device`` from ``_agent.segments()`` dicts."""
+def fragmentation_of(segments: Sequence[dict[str, Any]], device: int) -> tuple[int, int]:
+    """(cached free bytes, largest free block) of ``device`` from ``_agent.segments()`` dicts:
+    the one place Python measures fragmentation (the agent hands out segments, not a figure)."""
     total = largest = 0
     for segment in segments:
         if int(segment.get("device", 0)) != device:
@@ -185,10 +186,10 @@ def fragmentation_of(segments: Sequence[Dict[str, Any]], device: int) -> Tuple[i
     return total, largest
 
 
-def fit_batch_size(steps: Sequence[StepPoint], budget_bytes: int) -> Optional[Tuple[int, int]]:
+def fit_batch_size(steps: Sequence[StepPoint], budget_bytes: int) -> tuple[int, int] | None:
     """Largest batch whose step peak fits ``budget_bytes``, from a least-squares line through
     (batch size, peak) of steps at two or more batch sizes; returns (batch, bytes per sample)."""
-    by_batch: Dict[int, int] = {}
+    by_batch: dict[int, int] = {}
     for s in steps:
         if s.batch_size:
             by_batch[s.batch_size] = max(by_batch.get(s.batch_size, 0), s.peak_allocated_bytes)
@@ -206,7 +207,7 @@ def fit_batch_size(steps: Sequence[StepPoint], budget_bytes: int) -> Optional[Tu
     return (max(batch, 0), int(slope))
 
 
-def leak_rate(steps: Sequence[StepPoint], min_steps: int = 4) -> Optional[int]:
+def leak_rate(steps: Sequence[StepPoint], min_steps: int = 4) -> int | None:
     """Bytes per step by which step-end allocated memory grew at every one of the last
     ``min_steps`` steps; None when it did not grow at each."""
     tail = list(steps)[-(min_steps + 1):]
@@ -218,7 +219,7 @@ def leak_rate(steps: Sequence[StepPoint], min_steps: int = 4) -> Optional[int]:
     return sum(diffs) // len(diffs)
 
 
-def growing_ops(snapshots: Sequence[Dict[str, int]], min_steps: int = 3) -> List[Tuple[str, int]]:
+def growing_ops(snapshots: Sequence[dict[str, int]], min_steps: int = 3) -> list[tuple[str, int]]:
     """(name, bytes per step) of the ops (or modules) whose live bytes grew at each of the last
     ``min_steps`` steps, fastest first; ``snapshots`` are {name: live bytes} at consecutive step
     ends."""
@@ -234,7 +235,7 @@ def growing_ops(snapshots: Sequence[Dict[str, int]], min_steps: int = 3) -> List
     return sorted(out, key=lambda t: (-t[1], t[0]))
 
 
-def growing_text(modules: Sequence[Tuple[str, int]], ops: Sequence[Tuple[str, int]],
+def growing_text(modules: Sequence[tuple[str, int]], ops: Sequence[tuple[str, int]],
                  limit: int = 3) -> str:
     """"module a +4.0 MiB/step, module b ...; op aten::cat +4.0 MiB/step" (the ``limit``
     fastest of each; modules first: they say where in the model)."""
@@ -243,23 +244,21 @@ def growing_text(modules: Sequence[Tuple[str, int]], ops: Sequence[Tuple[str, in
     return "; ".join(g for g in groups if g)
 
 
-_SIZE_UNITS = {"b": 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30,
-               "tib": 1 << 40, "pib": 1 << 50}
 _SIZE = r"([0-9]+(?:\.[0-9]+)?) ?(bytes|B|KiB|MiB|GiB|TiB|PiB)"
 
 
-def _size(match: Optional["re.Match[str]"], group: int = 1) -> Optional[int]:
+def _size(match: re.Match[str] | None, group: int = 1) -> int | None:
     if match is None:
         return None
-    return int(float(match.group(group)) * _SIZE_UNITS[match.group(group + 1).lower()])
+    return int(float(match.group(group)) * unit_bytes(match.group(group + 1)))
 
 
-def parse_oom_message(text: str) -> Dict[str, int]:
+def parse_oom_message(text: str) -> dict[str, int]:
     """What torch's "CUDA out of memory" message says: device, requested_bytes,
     device_total_bytes, device_free_bytes, allocated_bytes, reserved_bytes, limit_bytes (the
     memory-fraction cap), process_driver_bytes (only those present; sizes as printed, rounded
     to 2 decimals of their unit)."""
-    out: Dict[str, int] = {}
+    out: dict[str, int] = {}
     found = {
         "requested_bytes": _size(re.search(r"Tried to allocate " + _SIZE, text)),
         # "capacty": the spelling of torch before 2.2.
@@ -290,11 +289,3 @@ def is_oom_error(exc: BaseException) -> bool:
         return True
     text = str(exc) if isinstance(exc, RuntimeError) else ""
     return "CUDA out of memory" in text or "CUDA error: out of memory" in text
-
-
-def rank_advice(e: OomEvidence) -> List[Advice]:
-    """Every remedy the evidence supports, the first one the one that fixes the OOM
-    (``_oom_remedies.rank_advice``)."""
-    from ._oom_remedies import rank_advice as rank
-
-    return rank(e)

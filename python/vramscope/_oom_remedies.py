@@ -1,4 +1,4 @@
-# python/vramscope/_oom_remedies.py -- the OOM's remedies, each judged by what it recovers against what the step lacked
+# python/vramscope/_oom_remedies.py -- the OOM's remedies, judged by what each recovers of the need
 """``assess(evidence)``: how much the failing step lacked (``need_bytes``) and, for every remedy
 the evidence speaks to, how many bytes it gives back. A remedy is advised only when its own
 mechanism can cover the need (expandable segments only when the cache holds the bytes in
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 from ._oom_advice import Advice, OomEvidence, StepPoint, growing_text, leak_rate
-from ._steps import format_bytes
+from ._units import format_bytes
 
 #: Share of the budget a suggested batch size or memory fraction keeps free: the allocator's
 #: rounding and the next step's temporaries are not in a linear fit.
@@ -50,9 +50,9 @@ class Assessment:
 
     #: Remedies that cover the need, preferred first; when none does, the partial ones, the
     #: largest first; a generic hint when the evidence supports nothing.
-    advice: List[Advice]
+    advice: list[Advice]
     #: (kind, why not) of the remedies considered and not advised.
-    not_advised: List[Tuple[str, str]]
+    not_advised: list[tuple[str, str]]
     #: What the failing step lacked: the shortfall of the request, or more when the step's
     #: projected peak is known to exceed the budget.
     need_bytes: int
@@ -61,8 +61,8 @@ class Assessment:
     projection: str
 
 
-def _peaks_by_batch(steps: Sequence[StepPoint]) -> Dict[int, StepPoint]:
-    best: Dict[int, StepPoint] = {}
+def _peaks_by_batch(steps: Sequence[StepPoint]) -> dict[int, StepPoint]:
+    best: dict[int, StepPoint] = {}
     for s in steps:
         if s.batch_size and (s.batch_size not in best or
                              s.peak_allocated_bytes > best[s.batch_size].peak_allocated_bytes):
@@ -70,7 +70,7 @@ def _peaks_by_batch(steps: Sequence[StepPoint]) -> Dict[int, StepPoint]:
     return best
 
 
-def batch_line(steps: Sequence[StepPoint]) -> Optional[Tuple[float, float]]:
+def batch_line(steps: Sequence[StepPoint]) -> tuple[float, float] | None:
     """(fixed bytes, bytes per sample) of a least-squares line through (batch, step peak) over
     two or more batch sizes; None with fewer or a line that does not rise."""
     by_batch = _peaks_by_batch(steps)
@@ -94,7 +94,7 @@ def _activations(e: OomEvidence) -> int:
     return live
 
 
-def projected_peak(e: OomEvidence) -> Tuple[int, str]:
+def projected_peak(e: OomEvidence) -> tuple[int, str]:
     """The failing step's expected peak of allocated bytes and the basis of the estimate."""
     lower = e.allocated_bytes + e.requested_bytes
     by_batch = _peaks_by_batch(e.steps)
@@ -118,7 +118,7 @@ def projected_peak(e: OomEvidence) -> Tuple[int, str]:
     return lower, "the failing request"
 
 
-def _leak(e: OomEvidence, need: int) -> Optional[Advice]:
+def _leak(e: OomEvidence, need: int) -> Advice | None:
     rate = leak_rate(e.steps)
     if rate is None:
         return None
@@ -140,8 +140,8 @@ def _leak(e: OomEvidence, need: int) -> Optional[Advice]:
                 "hooks)."))
 
 
-def _other_processes(e: OomEvidence, need: int, rejected: List[Tuple[str, str]]
-                     ) -> Optional[Advice]:
+def _other_processes(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
+                     ) -> Advice | None:
     others = e.other_processes_bytes
     estimated = others is None
     if others is None:
@@ -167,8 +167,8 @@ def _other_processes(e: OomEvidence, need: int, rejected: List[Tuple[str, str]]
                 "lists the processes."))
 
 
-def _expandable(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, str]]
-                ) -> Optional[Advice]:
+def _expandable(e: OomEvidence, need: int, peak: int, rejected: list[tuple[str, str]]
+                ) -> Advice | None:
     if e.cached_free_bytes <= 0 or e.oom_source != "allocator":
         return None
     if e.expandable_segments:
@@ -192,7 +192,7 @@ def _expandable(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, 
                 "segments (free pages returned and remapped) the request would have fit."))
 
 
-def _empty_cache(e: OomEvidence, need: int, rejected: List[Tuple[str, str]]) -> Optional[Advice]:
+def _empty_cache(e: OomEvidence, need: int, rejected: list[tuple[str, str]]) -> Advice | None:
     if e.cached_free_bytes <= 0:
         return None
     if e.oom_source == "allocator":
@@ -213,8 +213,8 @@ def _empty_cache(e: OomEvidence, need: int, rejected: List[Tuple[str, str]]) -> 
                 "cannot take until it is released."))
 
 
-def _batch_size(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, str]]
-                ) -> Optional[Advice]:
+def _batch_size(e: OomEvidence, need: int, peak: int, rejected: list[tuple[str, str]]
+                ) -> Advice | None:
     current = e.batch_size
     if not current:
         if e.steps:
@@ -284,8 +284,8 @@ def _batch_size(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, 
                 f"(room for {format_bytes(int(room * batch))} the cache may hold in pieces)."))
 
 
-def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, str]]
-                   ) -> Optional[Advice]:
+def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: list[tuple[str, str]]
+                   ) -> Advice | None:
     activations = _activations(e)
     if activations <= 0:
         return None
@@ -293,8 +293,8 @@ def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[st
         rejected.append(("activation_checkpointing", f"activations are only "
                          f"{format_bytes(activations)} of a {format_bytes(peak)} peak"))
         return None
-    params: Dict[str, object] = {}
-    path: Optional[str]
+    params: dict[str, object] = {}
+    path: str | None
     if e.repeated_modules:
         cls, count, per_instance = max(e.repeated_modules, key=lambda r: r[1] * r[2])
         saves = max(0, (count - 1) * per_instance)
@@ -321,8 +321,8 @@ def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[st
                 f"({format_bytes(need)} was needed), for about a third more compute."))
 
 
-def _mixed_precision(e: OomEvidence, need: int, rejected: List[Tuple[str, str]]
-                     ) -> Optional[Advice]:
+def _mixed_precision(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
+                     ) -> Advice | None:
     activations = _activations(e)
     if activations <= 0 or e.parameter_dtype != "float32":
         return None  # without float32 parameters the activations are not known to be float32
@@ -340,8 +340,8 @@ def _mixed_precision(e: OomEvidence, need: int, rejected: List[Tuple[str, str]]
                 "float32."))
 
 
-def _optimizer_state(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[str, str]]
-                     ) -> Optional[Advice]:
+def _optimizer_state(e: OomEvidence, need: int, peak: int, rejected: list[tuple[str, str]]
+                     ) -> Advice | None:
     state = max(e.optimizer_state_full_bytes, e.optimizer_state_bytes,
                 e.categories.get("optimizer_state", 0))
     if state <= 0:
@@ -374,8 +374,8 @@ def _optimizer_state(e: OomEvidence, need: int, peak: int, rejected: List[Tuple[
                 f"{how}: ≈{format_bytes(saves)} less ({format_bytes(need)} was needed)."))
 
 
-def _memory_fraction(e: OomEvidence, need: int, rejected: List[Tuple[str, str]]
-                     ) -> Optional[Advice]:
+def _memory_fraction(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
+                     ) -> Advice | None:
     if e.limit_bytes is None or e.limit_bytes >= e.device_total_bytes or e.device_total_bytes <= 0:
         return None
     room = min(e.device_total_bytes, e.reserved_bytes + e.device_free_bytes)
@@ -399,7 +399,7 @@ def assess(e: OomEvidence) -> Assessment:
     """The need, the advised remedies (first the one that fixes the OOM) and the others."""
     peak, projection = projected_peak(e)
     need = max(e.shortfall_bytes, peak - e.budget_bytes, 1)
-    rejected: List[Tuple[str, str]] = []
+    rejected: list[tuple[str, str]] = []
     found = [
         _leak(e, need),
         _other_processes(e, need, rejected),
@@ -434,6 +434,6 @@ def assess(e: OomEvidence) -> Assessment:
                       projected_peak_bytes=peak, projection=projection)
 
 
-def rank_advice(e: OomEvidence) -> List[Advice]:
+def rank_advice(e: OomEvidence) -> list[Advice]:
     """The advised remedies, the first one the one that fixes the OOM."""
     return assess(e).advice

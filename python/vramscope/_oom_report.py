@@ -10,11 +10,12 @@ import os
 import pickle
 import stat
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 from ._oom_advice import Advice, OomEvidence, leak_rate
 from ._oom_remedies import Assessment, assess, rank_advice
-from ._steps import format_bytes
+from ._units import format_bytes
 
 #: Schema version of the .json report (2: leak_rate_bytes, growing_ops, from_exception;
 #: 3: growing_modules; 4: the budget and need numbers, advice kinds and parameters,
@@ -22,7 +23,7 @@ from ._steps import format_bytes
 REPORT_SCHEMA_VERSION = 4
 
 
-def _table(title: str, rows: Sequence[Tuple[str, int]], total: int, limit: int = 8) -> List[str]:
+def _table(title: str, rows: Sequence[tuple[str, int]], total: int, limit: int = 8) -> list[str]:
     lines = [title]
     for name, size in list(rows)[:limit]:
         share = f"{size / total:5.1%}" if total > 0 else "    -"
@@ -30,7 +31,7 @@ def _table(title: str, rows: Sequence[Tuple[str, int]], total: int, limit: int =
     return lines
 
 
-def _numbers(e: OomEvidence, a: Assessment) -> List[str]:
+def _numbers(e: OomEvidence, a: Assessment) -> list[str]:
     """The memory picture at the OOM, in the allocator's terms: free <= budget <= total."""
     cap = (f" (memory-fraction cap {format_bytes(e.limit_bytes)})"
            if e.limit_or_total_bytes != e.device_total_bytes and e.limit_bytes else "")
@@ -124,7 +125,7 @@ def format_summary(e: OomEvidence, advice: Sequence[Advice], path: str) -> str:
             f"vramscope: first advice: {top}\nvramscope: full report: {path}")
 
 
-def _advice_json(x: Advice) -> Dict[str, Any]:
+def _advice_json(x: Advice) -> dict[str, Any]:
     # The parameters sit beside the kind ({"kind": "batch_size", "batch_size": 24, ...}) so
     # that a script applies the advice without knowing every kind's nesting.
     d = {"kind": x.kind, **x.params}
@@ -133,7 +134,7 @@ def _advice_json(x: Advice) -> Dict[str, Any]:
     return d
 
 
-def report_json(e: OomEvidence, advice: Sequence[Advice]) -> Dict[str, Any]:
+def report_json(e: OomEvidence, advice: Sequence[Advice]) -> dict[str, Any]:
     """The .json post-mortem (schema_version REPORT_SCHEMA_VERSION, sizes in *_bytes)."""
     a = assess(e)
     d = dataclasses.asdict(e)
@@ -152,9 +153,9 @@ _VIZ_ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "s
                 "segment_map", "segment_unmap", "snapshot", "oom"}
 
 
-def memory_viz_snapshot(segments: Sequence[Dict[str, Any]],
-                        events_by_device: Sequence[Sequence[Dict[str, Any]]],
-                        wall_minus_monotonic_ns: int = 0) -> Dict[str, Any]:
+def memory_viz_snapshot(segments: Sequence[dict[str, Any]],
+                        events_by_device: Sequence[Sequence[dict[str, Any]]],
+                        wall_minus_monotonic_ns: int = 0) -> dict[str, Any]:
     """A dict in ``torch.cuda.memory._snapshot()`` format from ``_agent.segments()`` and
     ``_agent.recent_events()``: memory_viz's segment and trace views open it."""
     out_segments = []
@@ -187,13 +188,14 @@ def memory_viz_snapshot(segments: Sequence[Dict[str, Any]],
             "allocator_settings": {}}
 
 
-def report_paths(pid: int, now: float, directory: Optional[str] = None) -> Dict[str, str]:
+def report_paths(pid: int, now: float, directory: str | None = None) -> dict[str, str]:
     """Where the report files go: ``<dir>/vramscope-oom-<pid>-<YYYYmmdd-HHMMSS>.{txt,json,pickle}``.
 
     The names are a first choice: :func:`write_report` never reuses a name that exists and
     updates the dict with the names it used (``-2``, ``-3``... after the time)."""
     directory = directory or os.environ.get("VRAMSCOPE_OOM_DIR") or os.getcwd()
-    stem = os.path.join(directory, f"vramscope-oom-{pid}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}")
+    stamp = time.strftime('%Y%m%d-%H%M%S', time.localtime(now))
+    stem = os.path.join(directory, f"vramscope-oom-{pid}-{stamp}")
     return {"txt": stem + ".txt", "json": stem + ".json", "pickle": stem + ".pickle"}
 
 
@@ -213,7 +215,8 @@ def _open_report_dir(directory: str) -> int:
     """Opens the report directory (created 0700 when missing) and refuses one where anybody
     could replace our files; returns its fd. Raises OSError with the reason."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(directory,
+                 os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
         mode = stat.S_IMODE(info.st_mode)
@@ -230,13 +233,13 @@ def _open_report_dir(directory: str) -> int:
         raise
 
 
-def _candidate_stems(first: str) -> List[str]:
+def _candidate_stems(first: str) -> list[str]:
     return [first] + [f"{first}-{n}" for n in range(2, _MAX_NAME_ATTEMPTS + 1)]
 
 
-def _create_files(dir_fd: int, stem: str, suffixes: Sequence[str]) -> Optional[Dict[str, int]]:
+def _create_files(dir_fd: int, stem: str, suffixes: Sequence[str]) -> dict[str, int] | None:
     """Creates ``<stem>.<suffix>`` for every suffix, or none of them: None when a name exists."""
-    created: Dict[str, int] = {}
+    created: dict[str, int] = {}
     try:
         for suffix in suffixes:
             created[suffix] = os.open(f"{stem}.{suffix}", _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
@@ -251,7 +254,7 @@ def _create_files(dir_fd: int, stem: str, suffixes: Sequence[str]) -> Optional[D
     return created
 
 
-def _discard(dir_fd: int, stem: str, created: Dict[str, int]) -> None:
+def _discard(dir_fd: int, stem: str, created: dict[str, int]) -> None:
     for suffix, fd in created.items():
         os.close(fd)
         try:
@@ -266,8 +269,8 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def write_report(e: OomEvidence, paths: Dict[str, str], snapshot: Optional[Dict[str, Any]] = None,
-                 when: str = "") -> List[Advice]:
+def write_report(e: OomEvidence, paths: dict[str, str], snapshot: dict[str, Any] | None = None,
+                 when: str = "") -> list[Advice]:
     """Writes the .txt, .json (and .pickle when given) files (mode 0600); returns the advice.
 
     Files are always new (O_CREAT | O_EXCL | O_NOFOLLOW, never blocking): when a name exists

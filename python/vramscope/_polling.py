@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from types import ModuleType
-from typing import Any, Dict, List, Optional, Union
+from typing import Any
 
 _KEYS = {
     "allocated_bytes": "allocated_bytes.all.current",
@@ -30,16 +30,16 @@ class PollingReader:
         self._torch = torch
         self._mode = f"polling: {reason}"
         self._count = torch.cuda.device_count()
-        self._peaks: List[Dict[str, int]] = [self._zero_peaks() for _ in range(self._count)]
-        self._step_peaks: List[Dict[str, int]] = [self._zero_peaks() for _ in range(self._count)]
-        self._step: List[int] = [0] * self._count
-        self._step_start_ns: List[int] = [time.monotonic_ns()] * self._count
+        self._peaks: list[dict[str, int]] = [self._zero_peaks() for _ in range(self._count)]
+        self._step_peaks: list[dict[str, int]] = [self._zero_peaks() for _ in range(self._count)]
+        self._step: list[int] = [0] * self._count
+        self._step_start_ns: list[int] = [time.monotonic_ns()] * self._count
 
     @staticmethod
-    def _zero_peaks() -> Dict[str, int]:
+    def _zero_peaks() -> dict[str, int]:
         return {"allocated_bytes": 0, "reserved_bytes": 0, "requested_bytes": 0}
 
-    def _read(self, device: int) -> Dict[str, int]:
+    def _read(self, device: int) -> dict[str, int]:
         raw = self._torch.cuda.memory_stats(device)
         now = {name: int(raw.get(key, 0)) for name, key in _KEYS.items()}
         for peaks in (self._peaks[device], self._step_peaks[device]):
@@ -78,9 +78,9 @@ class PollingReader:
         self._peaks[device] = self._zero_peaks()
         self._read(device)
 
-    def stats(self, device: int) -> Dict[str, Union[int, bool]]:
+    def stats(self, device: int) -> dict[str, int | bool]:
         raw = self._torch.cuda.memory_stats(device)
-        out: Dict[str, Union[int, bool]] = dict(self._read(device))
+        out: dict[str, int | bool] = dict(self._read(device))
         out.update({f"peak_{k}": v for k, v in self._peaks[device].items()})
         out.update({f"step_peak_{k}": v for k, v in self._step_peaks[device].items()})
         out["step"] = self._step[device]
@@ -88,7 +88,7 @@ class PollingReader:
         out["polling_only"] = True
         return out
 
-    def step(self) -> List[Dict[str, Any]]:
+    def step(self) -> list[dict[str, Any]]:
         records = []
         end_ns = time.monotonic_ns()
         for device in range(self._count):
@@ -122,5 +122,5 @@ class PollingReader:
         after = sum(self.memory_reserved(d) for d in range(self._count))
         return max(0, before - after)
 
-    def last_oom(self) -> Optional[dict]:
+    def last_oom(self) -> dict | None:
         return None

@@ -9,34 +9,15 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Deque, Dict, Iterable, List, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
-_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+from ._units import format_bytes, format_delta
 
 #: The memory categories in the order every output lists them (torch's memory-timeline ones).
 CATEGORY_NAMES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries",
                   "other")
 #: Their compact forms for the step line and the table columns.
 _CATEGORY_SHORT = ("params", "grads", "optim", "activ", "temp", "other")
-
-
-def format_bytes(n_bytes: int) -> str:
-    """Human binary units: ``512 B``, ``1.5 KiB``, ``12.0 MiB``, ``1.2 GiB``."""
-    sign = "-" if n_bytes < 0 else ""
-    value = float(abs(n_bytes))
-    if value < 1024:
-        return f"{sign}{int(value)} B"
-    unit = _UNITS[0]
-    for unit in _UNITS:
-        value /= 1024.0
-        if value < 1024 or unit == _UNITS[-1]:
-            break
-    return f"{sign}{value:.1f} {unit}"
-
-
-def format_delta(n_bytes: int) -> str:
-    """A signed size: ``+12.0 MiB``, ``-3.0 KiB``, ``+0 B``."""
-    return ("+" if n_bytes >= 0 else "") + format_bytes(n_bytes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,14 +48,14 @@ class StepRecord:
     duration_ns: int = 0
     #: What the step's peak was made of: requested bytes per category (CATEGORY_NAMES) live at
     #: the moment of the step's requested-bytes peak; None unless ``Monitor(model=...)``.
-    categories: Optional[Dict[str, int]] = None
+    categories: dict[str, int] | None = None
     #: What the driver charges this process on the device beyond the allocator's reserved bytes
     #: (CUDA context, cuBLAS/NCCL workspaces, ...), at the end of the step; None when NVML
     #: cannot tell (no driver, MIG, or another pid namespace: NVML lists host pids).
-    non_pytorch_bytes: Optional[int] = None
+    non_pytorch_bytes: int | None = None
     #: The batch size of the step: the leading dimension of the model's input at its last
     #: forward (read by one pre-hook on the top-level module); None when unknown.
-    batch_size: Optional[int] = None
+    batch_size: int | None = None
 
 
 def rank_prefix(rank: int, world_size: int) -> str:
@@ -114,7 +95,7 @@ def format_step_table(records: Iterable[StepRecord]) -> str:
     header = _TABLE_HEADER + (_CATEGORY_SHORT if with_categories else ())
     rows = [header]
     for r in records:
-        row = (str(r.step), f"cuda:{r.device}", format_bytes(r.allocated_bytes),
+        row: tuple[str, ...] = (str(r.step), f"cuda:{r.device}", format_bytes(r.allocated_bytes),
                format_bytes(r.reserved_bytes), format_bytes(r.peak_allocated_bytes),
                format_bytes(r.peak_reserved_bytes), format_delta(r.delta_allocated_bytes))
         if with_categories:
@@ -145,7 +126,8 @@ class LeakReport:
 
 def format_leak_warning(report: LeakReport, rank: int = 0, world_size: int = 1) -> str:
     """One line that says where and how fast memory grows."""
-    return (f"{rank_prefix(rank, world_size)}vramscope: possible memory leak on cuda:{report.device}: "
+    return (f"{rank_prefix(rank, world_size)}vramscope: possible memory leak on "
+            f"cuda:{report.device}: "
             f"allocated memory grew at each of the last {report.steps} steps, "
             f"{format_delta(report.per_step_bytes)} per step "
             f"({format_delta(report.total_bytes)} in total)")
@@ -163,10 +145,10 @@ class LeakDetector:
             raise ValueError("vramscope: leak_threshold_bytes must not be negative")
         self.steps = steps
         self.threshold_bytes = threshold_bytes
-        self._values: Dict[int, Deque[int]] = {}
-        self._reported: Dict[int, bool] = {}
+        self._values: dict[int, collections.deque[int]] = {}
+        self._reported: dict[int, bool] = {}
 
-    def observe(self, device: int, allocated_bytes: int) -> Optional[LeakReport]:
+    def observe(self, device: int, allocated_bytes: int) -> LeakReport | None:
         """Feeds one step-end value; returns a report when this step completes a leak."""
         values = self._values.setdefault(device, collections.deque(maxlen=self.steps + 1))
         if values and allocated_bytes <= values[-1]:
@@ -182,16 +164,16 @@ class LeakDetector:
         return LeakReport(device=device, steps=self.steps, total_bytes=total)
 
 
-def history_limit_deque(limit: int) -> Deque[StepRecord]:
+def history_limit_deque(limit: int) -> collections.deque[StepRecord]:
     """The bounded step history (oldest records are dropped first)."""
     if limit < 1:
         raise ValueError("vramscope: history_limit must be at least 1")
     return collections.deque(maxlen=limit)
 
 
-def summarize_peaks(records: Iterable[StepRecord]) -> List[StepRecord]:
+def summarize_peaks(records: Iterable[StepRecord]) -> list[StepRecord]:
     """For each device, the record of the step with the highest peak allocated bytes."""
-    best: Dict[int, StepRecord] = {}
+    best: dict[int, StepRecord] = {}
     for r in records:
         if r.device not in best or r.peak_allocated_bytes > best[r.device].peak_allocated_bytes:
             best[r.device] = r

@@ -1,4 +1,4 @@
-# python/vramscope/_torchcheck.py -- find torch and the agent, and explain clearly when they do not fit
+# python/vramscope/_torchcheck.py -- find torch and the agent; say in one line when they do not fit
 """Every way the agent can be unusable, each with one clear line.
 
 torch missing -> ImportError; torch without CUDA or no visible GPU -> RuntimeError from attach()
@@ -13,7 +13,6 @@ import importlib
 import re
 import warnings
 from types import ModuleType
-from typing import Optional, Tuple
 
 #: Message of the ImportError raised when torch is not installed.
 TORCH_MISSING = "vramscope's agent needs PyTorch: pip install torch"
@@ -32,7 +31,7 @@ def import_torch() -> ModuleType:
     return torch
 
 
-def cuda_problem(torch: ModuleType) -> Optional[str]:
+def cuda_problem(torch: ModuleType) -> str | None:
     """Why this torch cannot use a CUDA GPU (one line, starting "vramscope: "), or None."""
     if getattr(torch.version, "cuda", None) is None:
         return (f"vramscope: this PyTorch build ({torch.__version__}) has no CUDA support; "
@@ -49,13 +48,13 @@ def check_cuda(torch: ModuleType) -> None:
         raise RuntimeError(problem)
 
 
-def major_minor(version: str) -> Optional[Tuple[int, int]]:
+def major_minor(version: str) -> tuple[int, int] | None:
     """``"2.11.0+cu130"`` -> ``(2, 11)``; None when the string is not a version."""
     m = re.match(r"\s*(\d+)\.(\d+)", version)
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def agent_version_problem(torch_version: str, built_for: str) -> Optional[str]:
+def agent_version_problem(torch_version: str, built_for: str) -> str | None:
     """Why an agent built against torch ``built_for`` must not run under ``torch_version``,
     or None when both have the same major.minor."""
     loaded, built = major_minor(torch_version), major_minor(built_for)
@@ -66,7 +65,7 @@ def agent_version_problem(torch_version: str, built_for: str) -> Optional[str]:
             "--no-binary vramscope --force-reinstall vramscope`")
 
 
-def built_for() -> Optional[str]:
+def built_for() -> str | None:
     """The torch version the installed agent was built for, read from ``vramscope._build_info``
     (written by the build next to the extension) without loading the extension; None when the
     package has no built agent (a source checkout on PYTHONPATH)."""
@@ -77,7 +76,7 @@ def built_for() -> Optional[str]:
     return str(build_info.TORCH_VERSION)
 
 
-def load_agent(torch: ModuleType) -> Tuple[Optional[ModuleType], Optional[str]]:
+def load_agent(torch: ModuleType) -> tuple[ModuleType | None, str | None]:
     """Imports ``vramscope._agent`` (torch must already be imported so that the extension binds
     to the same libc10_cuda). Returns ``(module, None)`` or ``(None, reason)``.
 

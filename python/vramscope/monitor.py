@@ -9,19 +9,30 @@ only bookkeeps and formats them (the formatting and leak logic live in ``_steps`
 
 from __future__ import annotations
 
-import os
 import sys
 import warnings
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable, Protocol
 
-from . import _api, _dist, oom
-from .distributed import reduce_step_peaks
+from . import _api, oom
 from ._device import Device, parse_device
 from ._model_probe import ModelProbe
-from ._steps import (CATEGORY_NAMES, LeakDetector, StepRecord, format_leak_warning,
-                     format_step_line, format_step_table, history_limit_deque)
+from ._oom_advice import StepPoint
+from ._session import SESSION
+from ._step_history import STEP_HISTORY
+from ._steps import (
+    CATEGORY_NAMES,
+    LeakDetector,
+    StepRecord,
+    format_leak_warning,
+    format_step_line,
+    format_step_table,
+    history_limit_deque,
+)
 from ._torchcheck import VramscopeWarning
+from ._units import non_pytorch_bytes
+from .distributed import reduce_step_peaks, resolve_rank
 
 __all__ = ["Monitor", "StepSink"]
 
@@ -61,7 +72,7 @@ def _tensorboard_sink(logdir: str, rank: int, world_size: int) -> StepSink:
     return TensorBoardSink(logdir, rank=rank, world_size=world_size)
 
 
-def _categories_of(raw: Dict[str, Any]) -> Optional[Dict[str, int]]:
+def _categories_of(raw: dict[str, Any]) -> dict[str, int] | None:
     """The agent's per-category bytes of a step record, in CATEGORY_NAMES order, or None."""
     categories = raw.get("categories")
     if categories is None:
@@ -93,14 +104,15 @@ class Monitor:
     and the records carry no categories.
     ``driver``: at each step, ask NVML what the driver charges this process on each followed
     GPU (usually one NVML process-list call, 9-16 us per GPU on an H200) and record
-    driver-used minus reserved as ``non_pytorch_bytes`` (CUDA context, cuBLAS/NCCL workspaces), also in TensorBoard. None when
-    NVML cannot tell: no driver, a MIG instance, or a container (NVML lists host pids).
+    driver-used minus reserved as ``non_pytorch_bytes`` (CUDA context, cuBLAS/NCCL workspaces),
+    also in TensorBoard. None when NVML cannot tell: no driver, a MIG instance, or a container
+    (NVML lists host pids).
     """
 
-    def __init__(self, every: int = 10, devices: Optional[Sequence[Device]] = None,
-                 print_fn: Callable[[str], Any] = print, tensorboard_dir: Optional[str] = None,
+    def __init__(self, every: int = 10, devices: Sequence[Device] | None = None,
+                 print_fn: Callable[[str], Any] = print, tensorboard_dir: str | None = None,
                  auto_step: bool = False, leak_steps: int = 5,
-                 leak_threshold_bytes: int = 1 << 20, rank: Optional[int] = None,
+                 leak_threshold_bytes: int = 1 << 20, rank: int | None = None,
                  history_limit: int = 100_000, exit_table_rows: int = 20,
                  reduce_peaks: bool = False, model: Any = None,
                  optimizer: Any = None, driver: bool = True) -> None:
@@ -119,23 +131,21 @@ class Monitor:
         self.exit_table_rows = exit_table_rows
         self.reduce_peaks = bool(reduce_peaks)
         self._device_args = list(devices) if devices is not None else None
-        self._devices: Optional[List[int]] = None
+        self._devices: list[int] | None = None
         self._explicit_rank = rank
-        (self.rank, self.world_size), self._rank_final = _dist.resolve_rank(rank)
+        (self.rank, self.world_size), self._rank_final = resolve_rank(rank)
         self._history = history_limit_deque(history_limit)
         self._leaks = LeakDetector(leak_steps, leak_threshold_bytes)
-        self._last_allocated: Dict[int, int] = {}
+        self._last_allocated: dict[int, int] = {}
         self._step = 0
         self._hook: Any = None
-        self._step_optimizer: Optional[weakref.ref] = None
+        self._step_optimizer: weakref.ref | None = None
         self._tensorboard_dir = tensorboard_dir
         #: Extra destinations of every step record (objects with write_step() and close()).
-        self._sinks: List[StepSink] = []
+        self._sinks: list[StepSink] = []
         self._model = model
         self._optimizer = optimizer
         self._driver = bool(driver)
-        #: (device -> UUID, pid, the agent's NVML lookup) once known; None: not looked up.
-        self._driver_probe: Any = None
         #: The CategoryTracker while categories are on (Monitor(model=...)), else None.
         self._categories: Any = None
         self._active = False
@@ -145,7 +155,7 @@ class Monitor:
         self._probe = ModelProbe()
 
     # ----- lifecycle
-    def __enter__(self) -> "Monitor":
+    def __enter__(self) -> Monitor:
         self.start()
         return self
 
@@ -165,7 +175,7 @@ class Monitor:
         script runs unchanged where torch runs on the CPU."""
         if self._active:
             return
-        problem = _api.no_gpu()
+        problem = SESSION.no_gpu()
         if problem is not None:
             _warn_no_gpu_once(problem)
             self._active = True
@@ -209,16 +219,16 @@ class Monitor:
         for sink in sinks:
             sink.close()
 
-    def _oom_evidence(self, device: int) -> Dict[str, Any]:
+    def _oom_evidence(self, device: int) -> dict[str, Any]:
         """The OOM report's step history (this Monitor's last steps on ``device``, with their
         batch sizes) and what the probe knows of the model, the optimizer and the stack."""
-        points = [oom.StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes, r.batch_size,
+        points = [StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes, r.batch_size,
                                 r.peak_reserved_bytes)
                   for r in self._history if r.device == device]
         stack = oom.oom_stack()
         out = self._probe.evidence(*stack) if stack is not None else self._probe.evidence()
         if points:
-            out["steps"] = points[-oom.STEP_HISTORY:]
+            out["steps"] = points[-STEP_HISTORY:]
         return out
 
     def _start_categories(self) -> None:
@@ -249,31 +259,31 @@ class Monitor:
         self._probe.set_optimizer(optimizer)
         self.step()
 
-    def _resolve_devices(self) -> List[int]:
+    def _resolve_devices(self) -> list[int]:
         if self._devices is None:
             count = _api.device_count()
             if self._device_args is None:
                 self._devices = list(range(count))
             else:
-                self._devices = sorted({parse_device(d, _api._current, count)
+                self._devices = sorted({parse_device(d, SESSION.current, count)
                                         for d in self._device_args})
         return self._devices
 
     def _refresh_rank(self) -> None:
         if self._rank_final:
             return
-        (rank, world), self._rank_final = _dist.resolve_rank(self._explicit_rank)
+        (rank, world), self._rank_final = resolve_rank(self._explicit_rank)
         if (rank, world) != (self.rank, self.world_size) or self._rank_final:
             self.rank, self.world_size = rank, world
-            _api.set_rank(rank, world)
+            SESSION.set_rank(rank, world)
 
-    def step(self) -> List[StepRecord]:
+    def step(self) -> list[StepRecord]:
         """Closes the current step; returns its records (one per followed device)."""
         self._step += 1
         if self._categories is not None:
             # Tags must be in the ledger before the agent closes the step and reads its peak.
             self._categories.tag()
-        raw = _api.step_all()
+        raw = SESSION.step_all()
         if not raw:
             return []
         if not self._probe.attached:
@@ -303,26 +313,14 @@ class Monitor:
             records.append(record)
         return self._record_step(records)
 
-    def _non_pytorch_bytes(self, device: int, reserved_bytes: int) -> Optional[int]:
+    def _non_pytorch_bytes(self, device: int, reserved_bytes: int) -> int | None:
         # One NVML process-list call per GPU per step (9-16 us on an H200): the driver's bytes for
         # this pid minus the allocator's reserved bytes = CUDA context, library workspaces.
         if not self._driver:
             return None
-        if self._driver_probe is None:
-            lookup = getattr(_api._reader, "driver_process_bytes", None)
-            if lookup is None:  # polling mode: no agent
-                self._driver = False
-                return None
-            import torch
-            self._driver_probe = (_api._device_uuids(torch, _api.device_count()), os.getpid(),
-                                  lookup)
-        uuids, pid, lookup = self._driver_probe
-        used = lookup(uuids[device], pid) if device < len(uuids) else None
-        if used is None:
-            return None
-        return used - reserved_bytes if used >= reserved_bytes else None
+        return non_pytorch_bytes(SESSION.driver_process_bytes(device), reserved_bytes)
 
-    def _record_step(self, records: List[StepRecord]) -> List[StepRecord]:
+    def _record_step(self, records: list[StepRecord]) -> list[StepRecord]:
         # Everything after the agent's numbers became records: the job-wide reduction (a
         # collective, so every rank reaches it at every step), then history, leaks, sinks, line.
         if self.reduce_peaks:
@@ -341,7 +339,7 @@ class Monitor:
 
     # ----- results
     @property
-    def history(self) -> List[StepRecord]:
+    def history(self) -> list[StepRecord]:
         """Every kept step record, oldest first."""
         return list(self._history)
 
@@ -350,7 +348,7 @@ class Monitor:
         """Steps closed so far."""
         return self._step
 
-    def table(self, last: Optional[int] = None) -> str:
+    def table(self, last: int | None = None) -> str:
         """The per-step table of the history (only the ``last`` steps when given)."""
         records = self.history
         if last is not None and records:

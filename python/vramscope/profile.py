@@ -1,4 +1,4 @@
-# python/vramscope/profile.py -- `with vramscope.profile() as p:` per-op, per-module and per-category memory
+# python/vramscope/profile.py -- `with vramscope.profile() as p:` memory per op, module and category
 """Who uses the memory.
 
     with vramscope.profile() as p:
@@ -33,12 +33,14 @@ backward/optimizer temporaries; breakdowns are live and at the step's peak.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
-from . import _api, oom
+from . import oom
 from ._categories import StorageWalker
 from ._module_hooks import ModuleRow, _ModuleHooks, format_module_table, repeated_modules
-from ._steps import format_bytes
+from ._session import SESSION
+from ._units import format_bytes
 
 __all__ = ["profile", "Profile", "CategoryTracker", "format_op_table", "OpRow"]
 
@@ -64,9 +66,9 @@ class OpRow:
         return self.allocated_bytes - self.self_freed_bytes
 
 
-def merge_rows(rows_by_device: Sequence[Sequence[Dict[str, Any]]]) -> List[OpRow]:
+def merge_rows(rows_by_device: Sequence[Sequence[dict[str, Any]]]) -> list[OpRow]:
     """Sums the agent's per-device rows by op name (calls are per process: not summed)."""
-    merged: Dict[str, OpRow] = {}
+    merged: dict[str, OpRow] = {}
     for rows in rows_by_device:
         for r in rows:
             row = merged.setdefault(r["name"], OpRow(r["name"], calls=int(r["calls"])))
@@ -104,19 +106,18 @@ def format_op_table(rows: Sequence[OpRow], peak_bytes: int, sort_by: str = "peak
 
 
 def _agent_or_raise() -> Any:
-    _api.attach(init_cuda=True)
-    reader = _api._reader
-    if reader is None or not hasattr(reader, "profile_start"):
+    SESSION.attach(init_cuda=True)
+    if SESSION.agent is None:
         raise RuntimeError("vramscope: profile() needs the C++ agent in events mode "
-                           f"(mode: {_api.mode()})")
-    return reader
+                           f"(mode: {SESSION.mode()})")
+    return SESSION.agent
 
 
 class Profile:
     """Per-op and per-module memory of the code run inside it (see module docstring)."""
 
     def __init__(self, sampling: float = 1.0, modules: bool = True,
-                 device: Optional[int] = None, backward: bool = False) -> None:
+                 device: int | None = None, backward: bool = False) -> None:
         if not 0.0 < sampling <= 1.0:
             raise ValueError("vramscope: sampling must be in (0, 1]")
         self.sampling = sampling
@@ -124,21 +125,21 @@ class Profile:
         self.backward = backward
         self._device = device
         self._agent: Any = None
-        self._hooks: Optional[_ModuleHooks] = None
-        self._rows: List[List[Dict[str, Any]]] = []
-        self._module_rows: List[ModuleRow] = []
-        self._peaks: List[int] = []
-        self._allocated_peaks: List[int] = []
+        self._hooks: _ModuleHooks | None = None
+        self._rows: list[list[dict[str, Any]]] = []
+        self._module_rows: list[ModuleRow] = []
+        self._peaks: list[int] = []
+        self._allocated_peaks: list[int] = []
         self._active = False
 
-    def __enter__(self) -> "Profile":
+    def __enter__(self) -> Profile:
         self._agent = _agent_or_raise()
-        device = self._device if self._device is not None else _api._current()
+        device = self._device if self._device is not None else SESSION.current()
         self._agent.profile_start(self.sampling)
         if self.modules:
             self._hooks = _ModuleHooks(self._agent, device, frames=True, backward=self.backward)
             self._hooks.install()
-            oom.add_module_paths(self._hooks.paths)
+            SESSION.history.add_module_paths(self._hooks.paths)
         oom.add_provider(self._oom_evidence)
         self._active = True
         return self
@@ -147,7 +148,7 @@ class Profile:
         self._active = False
         if self._hooks is not None:
             self._hooks.remove()
-            oom.remove_module_paths(self._hooks.paths)
+            SESSION.history.remove_module_paths(self._hooks.paths)
         self._agent.profile_stop()
         oom.remove_provider(self._oom_evidence)
         self._snapshot()
@@ -160,28 +161,28 @@ class Profile:
         self._allocated_peaks = [int(s.get("peak_allocated_bytes", 0)) for s in summaries]
         self._module_rows = self._hooks.rows() if self._hooks is not None else []
 
-    def _oom_evidence(self, device: int) -> Dict[str, Any]:
+    def _oom_evidence(self, device: int) -> dict[str, Any]:
         if self._hooks is None:
             return {}
         rows = self._hooks.rows()
         top = sorted(((r.path, r.max_retained_bytes) for r in rows), key=lambda t: -t[1])[:10]
         return {"top_modules": top, "repeated_modules": repeated_modules(rows, self._hooks.classes)}
 
-    def ops(self, device: Optional[int] = None) -> List[OpRow]:
+    def ops(self, device: int | None = None) -> list[OpRow]:
         """Per-op rows of ``device`` (all devices summed when None)."""
         if self._active:
             self._snapshot()
         rows = self._rows if device is None else [self._rows[device]]
         return merge_rows(rows)
 
-    def peak_bytes(self, device: Optional[int] = None) -> int:
+    def peak_bytes(self, device: int | None = None) -> int:
         """Highest live (requested) bytes during the profile (summed over devices when None):
         the peak the op table's "at peak" column is a share of."""
         if self._active:
             self._snapshot()
         return sum(self._peaks) if device is None else self._peaks[device]
 
-    def peak_allocated_bytes(self, device: Optional[int] = None) -> int:
+    def peak_allocated_bytes(self, device: int | None = None) -> int:
         """Highest allocated bytes during the profile (torch's block sizes, what
         ``torch.cuda.max_memory_allocated()`` measures; exact from events)."""
         if self._active:
@@ -190,13 +191,13 @@ class Profile:
         return sum(peaks) if device is None else (peaks[device] if device < len(peaks) else 0)
 
     def table(self, sort_by: str = "peak", row_limit: int = 10,
-              device: Optional[int] = None) -> str:
+              device: int | None = None) -> str:
         """The per-op table (``sort_by``: peak, allocated, live, calls, self)."""
         where = "all devices" if device is None else f"cuda:{device}"
         return format_op_table(self.ops(device), self.peak_bytes(device), sort_by, row_limit,
                                title=f"vramscope per-op memory ({where})")
 
-    def module_rows(self) -> List[ModuleRow]:
+    def module_rows(self) -> list[ModuleRow]:
         """Per-module rows (forward retention, backward peak) of the profiled device."""
         if self._active:
             self._snapshot()
@@ -207,7 +208,7 @@ class Profile:
         return format_module_table(self.module_rows(), row_limit)
 
 
-def profile(sampling: float = 1.0, modules: bool = True, device: Optional[int] = None,
+def profile(sampling: float = 1.0, modules: bool = True, device: int | None = None,
             backward: bool = False) -> Profile:
     """Context manager: per-op (and per-module) memory attribution of the code inside.
     ``sampling`` < 1 records that fraction of ops (cheaper; tables become approximate).
@@ -230,12 +231,13 @@ class CategoryTracker:
         self._agent = _agent_or_raise()
         self._walker = StorageWalker(model, optimizer)
         self._agent.attribution_acquire()
-        self._hooks = _ModuleHooks(self._agent, _api._current())  # phases only
+        self._hooks = _ModuleHooks(self._agent, SESSION.current())  # phases only
         self._hooks.install()
         self._in_step_records = in_step_records
         if in_step_records:
             self._agent.step_categories(True)
-        self.history: List[Dict[str, Any]] = []
+        #: What each step() returned, oldest first.
+        self.history: list[dict[int, dict[str, tuple[int, int]]]] = []
         oom.add_provider(self._oom_evidence)
 
     def tag(self) -> None:
@@ -247,18 +249,18 @@ class CategoryTracker:
 
     _tag = tag
 
-    def step(self) -> Dict[int, Dict[str, Tuple[int, int]]]:
+    def step(self) -> dict[int, dict[str, tuple[int, int]]]:
         """Tags this step's storages, returns {device: {category: (live, at step peak)}} and
         starts the next step's peak."""
         self._tag()
-        out = {}
+        out: dict[int, dict[str, tuple[int, int]]] = {}
         for d in range(self._agent.device_count()):
             out[d] = dict(self._agent.categories(d, "step"))
             self._agent.restart_attribution_peak(d, "step")
         self.history.append(out)
         return out
 
-    def _oom_evidence(self, device: int) -> Dict[str, Any]:
+    def _oom_evidence(self, device: int) -> dict[str, Any]:
         self._tag()
         return {"categories": {k: int(v[0]) for k, v in
                                self._agent.categories(device, "step").items() if v[0]}}

@@ -24,14 +24,15 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import Any, Dict, Generator, List, Optional
+from collections.abc import Generator
+from typing import Any, cast
 
 import pytest
 
 from . import _api, _limits
 from ._limits import DeviceMeasure, TestMeasure
-from .integrations._common import attach_if_needed as _attach
-from .integrations._common import driver_lookup as _driver_lookup
+from ._session import SESSION
+from ._units import non_pytorch_bytes
 from .integrations._common import gpu_problem
 
 #: The key of a test report's user_properties that carries its TestMeasure (as a dict).
@@ -85,14 +86,14 @@ class _Window:
 
     def __init__(self, ops: bool) -> None:
         self.ops = ops
-        self.devices: List[int] = []
-        self.before: Dict[int, int] = {}
-        self.torch_peaks: Dict[int, int] = {}
+        self.devices: list[int] = []
+        self.before: dict[int, int] = {}
+        self.torch_peaks: dict[int, int] = {}
         self.driver: Any = None
         self.profile: Any = None
 
     def start(self) -> None:
-        if _api._reader is None:
+        if SESSION.reader is None:
             return  # CUDA not initialised yet: the attach made at its init starts fresh peaks
         self.devices = list(range(_api.device_count()))
         _synchronize()
@@ -111,21 +112,20 @@ class _Window:
             except RuntimeError:
                 self.profile = None  # another profile() runs (one at a time): no op table
 
-    def stop(self, nodeid: str) -> Optional[TestMeasure]:
-        top_ops: List[Any] = []
+    def stop(self, nodeid: str) -> TestMeasure | None:
+        top_ops: list[Any] = []
         if self.profile is not None:
             self.profile.__exit__(None, None, None)
             rows = sorted(self.profile.ops(), key=lambda r: -r.live_at_peak_bytes)
             top_ops = [(r.name, r.live_at_peak_bytes) for r in rows[:10] if r.live_at_peak_bytes]
             self.profile = None
-        if _api._reader is None:
+        if SESSION.reader is None:
             return None  # the test never initialised CUDA
         gc.collect()
         _synchronize()
         if not self.devices:
             self.devices = list(range(_api.device_count()))
         polling = _api.mode().startswith("polling")
-        driver = _driver_lookup()
         out = []
         for d in self.devices:
             m = DeviceMeasure(device=d, peak_allocated_bytes=_api.max_memory_allocated(d),
@@ -136,19 +136,18 @@ class _Window:
                 torch_peak = int(sys.modules["torch"].cuda.max_memory_allocated(d))
                 if torch_peak > self.torch_peaks[d]:
                     m.peak_allocated_bytes = max(m.peak_allocated_bytes, torch_peak)
-            if driver is not None and d < len(driver[0]):
-                used = driver[2](driver[0][d], driver[1])
-                if used is not None:
-                    # NVML has no peak: the reserved peak (exact) plus what the driver charges
-                    # beyond reserved at the end (context, cuBLAS workspaces: they rarely shrink).
-                    extra = max(0, int(used) - _api.memory_reserved(d))
-                    m.peak_driver_bytes = max(int(used), m.peak_reserved_bytes + extra)
+            used = SESSION.driver_process_bytes(d)
+            if used is not None:
+                # NVML has no peak: the reserved peak (exact) plus what the driver charges
+                # beyond reserved at the end (context, cuBLAS workspaces: they rarely shrink).
+                extra = non_pytorch_bytes(used, _api.memory_reserved(d)) or 0
+                m.peak_driver_bytes = max(used, m.peak_reserved_bytes + extra)
             out.append(m)
         return TestMeasure(nodeid=nodeid, devices=out, top_ops=top_ops,
                            worker=os.environ.get("PYTEST_XDIST_WORKER", ""))
 
 
-def _specs(item: pytest.Item) -> List[Any]:
+def _specs(item: pytest.Item) -> list[Any]:
     specs = []
     for name, parse in _MARKERS.items():
         for marker in item.iter_markers(name):
@@ -187,14 +186,14 @@ class VramscopePlugin:
         self.ops = bool(config.getoption("vramscope_ops"))
         self.fail_on_increase = bool(config.getoption("vramscope_fail_on_increase"))
         self.tolerance = float(config.getoption("vramscope_increase_tolerance")) / 100.0
-        self.measures: Dict[str, TestMeasure] = {}
+        self.measures: dict[str, TestMeasure] = {}
         #: Tests that failed on an increase keep their old baseline in the cache.
         self.increased: set = set()
         cache = getattr(config, "cache", None)
-        self.previous: Dict[str, int] = dict(cache.get(CACHE_KEY, {})) if cache else {}
+        self.previous: dict[str, int] = dict(cache.get(CACHE_KEY, {})) if cache else {}
 
     # ----- collection: a bad marker stops the session with a usage error
-    def pytest_collection_modifyitems(self, items: List[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         marked = []
         for item in items:
             try:
@@ -220,9 +219,9 @@ class VramscopePlugin:
             return
         if gpu_problem() is not None:
             return  # skipped by the marker added at collection
-        _attach(init_cuda=True)
+        SESSION.attach(init_cuda=True)
         if any(isinstance(s, _limits.LimitSpec) and s.kind == "driver" for s in specs) and \
-                _driver_lookup() is None:
+                SESSION.agent is None:
             pytest.skip("vramscope: kind='driver' needs the agent and NVML "
                         f"(mode: {_api.mode()})")
 
@@ -231,7 +230,7 @@ class VramscopePlugin:
         if not (self.enabled or self._wants(pyfuncitem)) or gpu_problem() is not None:
             yield
             return
-        _attach(init_cuda=False)
+        SESSION.attach(init_cuda=False)
         window = _Window(self.ops)
         pyfuncitem.stash[_WINDOW] = window
         window.start()
@@ -261,9 +260,11 @@ class VramscopePlugin:
             report.longrepr = _Failure(failure[0])
             report.sections.append(("vramscope", failure[1]))
 
-    def _failure(self, item: pytest.Item, measure: Optional[TestMeasure]) -> Optional[Any]:
+    def _failure(self, item: pytest.Item, measure: TestMeasure | None) -> Any | None:
         specs = _specs(item)
-        if specs and measure is None:
+        if measure is None:
+            if not specs:
+                return None
             return ("the GPU memory of this test could not be measured",
                     f"the GPU memory of this test could not be measured (mode: {_api.mode()})")
         for spec in specs:
@@ -272,7 +273,7 @@ class VramscopePlugin:
             failure = check(spec, measure)
             if failure is not None:
                 return failure
-        if self.fail_on_increase and measure is not None:
+        if self.fail_on_increase:
             failure = _limits.check_increase(measure, self.previous.get(item.nodeid),
                                              self.tolerance)
             if failure is not None:
@@ -293,7 +294,8 @@ class VramscopePlugin:
             return
         for name, value in report.user_properties:
             if name == PROPERTY:
-                self.measures[report.nodeid] = TestMeasure.from_dict(value)
+                # Our property: the dict pytest_runtest_makereport put there.
+                self.measures[report.nodeid] = TestMeasure.from_dict(cast(dict[str, Any], value))
                 if report.outcome == "failed" and \
                         any(n == "vramscope" and "up from" in t for n, t in report.sections):
                     self.increased.add(report.nodeid)
@@ -323,15 +325,15 @@ class VramFixture:
     ``device=None`` (the fixture itself) takes the maximum (peaks) or sum (bytes) over devices;
     ``vram.on(d)`` reads one device."""
 
-    def __init__(self, node: Any, device: Optional[int] = None) -> None:
+    def __init__(self, node: Any, device: int | None = None) -> None:
         self.device = device
         self._node = node
 
-    def on(self, device: int) -> "VramFixture":
+    def on(self, device: int) -> VramFixture:
         """The same readings for one device."""
         return VramFixture(self._node, device)
 
-    def _devices(self) -> List[int]:
+    def _devices(self) -> list[int]:
         return [self.device] if self.device is not None else list(range(_api.device_count()))
 
     @property
@@ -370,5 +372,5 @@ def vram(request: pytest.FixtureRequest) -> VramFixture:
     problem = gpu_problem()
     if problem is not None:
         pytest.skip(f"vramscope: the vram fixture needs a GPU: {problem}")
-    _attach(init_cuda=True)
+    SESSION.attach(init_cuda=True)
     return VramFixture(request.node)

@@ -1,4 +1,4 @@
-# python/vramscope/run.py -- `python -m vramscope.run [-m module | script.py] [args]`: agent, no code change
+# python/vramscope/run.py -- `python -m vramscope.run [-m module | script.py] [args]`: no code edit
 """Runs a Python program with the vramscope agent attached and steps closed automatically.
 
 The agent attaches right after the program initialises CUDA; every optimizer step closes a
@@ -17,10 +17,12 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import List, Mapping, NamedTuple, Optional, Sequence
+from typing import NamedTuple
 
-from ._steps import format_bytes
+from . import _api, oom
+from ._units import format_bytes
 
 USAGE = """\
 usage: python -m vramscope.run [-m module | script.py] [args...]
@@ -42,11 +44,11 @@ class RunOptions(NamedTuple):
     """What to run and how."""
 
     #: Module name for -m, else None.
-    module: Optional[str]
+    module: str | None
     #: Script path when not -m, else None.
-    script: Optional[str]
+    script: str | None
     #: Arguments passed to the program.
-    args: List[str]
+    args: list[str]
     #: Agent publish interval.
     interval_ms: float
     #: No summary and no notes?
@@ -123,8 +125,6 @@ def _start_agent(opts: RunOptions):
 
 
 def _summary(monitor) -> str:
-    from . import _api
-
     peaks = []
     for device in range(_api.device_count()):
         stats = _api.memory_stats(device)
@@ -146,7 +146,7 @@ def _run_program(opts: RunOptions) -> None:
         runpy.run_path(opts.script, run_name="__main__")
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Entry point; raises what the program raises (SystemExit included)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("-h", "--help"):
@@ -165,8 +165,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         print(f"vramscope run: error: no module named {opts.module}", file=sys.stderr)
         raise SystemExit(1)
     monitor = _start_agent(opts)
-    from . import oom
-
     observer_calls = oom.observer_calls()
     try:
         _run_program(opts)
@@ -214,7 +212,7 @@ def _module_exists(name: str) -> bool:
 _RUNNER_FILES = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
 
 
-def _program_traceback(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+def _program_traceback(tb: TracebackType | None) -> TracebackType | None:
     """``tb`` from the first frame that is not run.py's or runpy's (None when there is none,
     e.g. a SyntaxError in the script, whose message itself names the file and line)."""
     while tb is not None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["TensorBoardSink", "open_writer", "step_scalars"]
 
@@ -77,7 +77,7 @@ def _make_private_dirs(path: str) -> None:
 def _native_writer_class() -> Any:
     """The agent's C++ writer class, or None when the agent extension is not built/importable."""
     try:
-        from . import _agent  # type: ignore[attr-defined]
+        from . import _agent
     except ImportError:
         return None
     return getattr(_agent, "TensorBoardWriter", None)
@@ -107,7 +107,7 @@ def open_writer(logdir: str) -> Any:
 class TensorBoardSink:
     """Receives the Monitor's step records and writes them as TensorBoard scalars."""
 
-    def __init__(self, target: Any, rank: int = 0, world_size: Optional[int] = None) -> None:
+    def __init__(self, target: Any, rank: int = 0, world_size: int | None = None) -> None:
         if hasattr(target, "add_scalar"):
             self._writer = target
             self._owned = False

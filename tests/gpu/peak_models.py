@@ -138,7 +138,7 @@ def main():
         return 0
     resets = args.mode in ("truth", "both")
     if vramscope is not None:
-        vramscope._api.step_all()  # the model's setup is not step 0
+        vramscope._session.SESSION.step_all()  # the model's setup is not step 0
     rows = []
     for i in range(args.steps):
         if resets:
@@ -152,7 +152,7 @@ def main():
                "requested_total": stats["requested_bytes.all.allocated"],
                "reserved_peak": stats["reserved_bytes.all.peak"]}
         if vramscope is not None:
-            record = vramscope._api.step_all()[0]
+            record = vramscope._session.SESSION.step_all()[0]
             row["vramscope_peak"] = int(record["peak_allocated_bytes"])
             row["vramscope_reserved_peak"] = int(record["peak_reserved_bytes"])
             row["allocated"] = int(record["allocated_bytes"])

@@ -44,7 +44,7 @@ def test_real_oom_writes_a_consistent_post_mortem(tmp_path: pathlib.Path):
 def test_suggested_batch_size_fits(tmp_path: pathlib.Path):
     code = textwrap.dedent("""
         import json, torch, vramscope
-        from vramscope import oom
+        from vramscope import _oom_advice, oom
         torch.cuda.init(); vramscope.attach()
         total = torch.cuda.get_device_properties(0).total_memory
         per_sample = 1 << 30
@@ -58,7 +58,7 @@ def test_suggested_batch_size_fits(tmp_path: pathlib.Path):
                                         vramscope.memory_allocated(0), b))
         free, _ = torch.cuda.mem_get_info()
         budget = vramscope.memory_reserved(0) + free
-        batch, _ = oom.fit_batch_size(points, budget)
+        batch, _ = _oom_advice.fit_batch_size(points, budget)
         torch.cuda.empty_cache()
         step(batch)  # must not raise
         print(json.dumps({"batch": batch}))

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 from conftest import HERE, gpu_env
-from vramscope.oom import parse_oom_message
+from vramscope._oom_advice import parse_oom_message
 
 PROGRAMS = HERE / "oom_programs.py"
 GiB = 1 << 30

@@ -12,7 +12,6 @@ import shutil
 import socket
 import subprocess
 import time
-from typing import List, Optional
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -22,17 +21,17 @@ def build_dir() -> pathlib.Path:
     return pathlib.Path(os.environ.get("VRAMSCOPE_BUILD_DIR", ROOT / "build" / "dev"))
 
 
-def cli_binary() -> Optional[pathlib.Path]:
+def cli_binary() -> pathlib.Path | None:
     path = pathlib.Path(os.environ.get("VRAMSCOPE_CLI", build_dir() / "cli" / "vramscope"))
     return path if path.is_file() else None
 
 
-def fixture_binary() -> Optional[pathlib.Path]:
+def fixture_binary() -> pathlib.Path | None:
     path = build_dir() / "tests" / "cpp" / "exporters_fixture"
     return path if path.is_file() else None
 
 
-def nvml_double() -> Optional[pathlib.Path]:
+def nvml_double() -> pathlib.Path | None:
     found = sorted(build_dir().glob("**/libvramscope_nvml_double.so"))
     return found[0] if found else None
 
@@ -56,7 +55,7 @@ def read_line_matching(proc: subprocess.Popen, stream, pattern: str, timeout_s: 
     """Reads lines of `stream` until one matches `pattern`; fails when the process ends first or
     the deadline passes (bounded: never waits forever)."""
     deadline = time.monotonic() + timeout_s
-    seen: List[str] = []
+    seen: list[str] = []
     while time.monotonic() < deadline:
         ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
         if not ready:
@@ -81,8 +80,8 @@ def stop(proc: subprocess.Popen) -> int:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        raise AssertionError("process did not stop within 15 s of SIGTERM")
+        raise AssertionError("process did not stop within 15 s of SIGTERM") from None
 
 
-def which(name: str) -> Optional[str]:
+def which(name: str) -> str | None:
     return shutil.which(name)

@@ -1,19 +1,20 @@
 # tests/python/_vram_double.py -- a scripted stand-in for the C++ agent, so GPU-less tests run
 """``FakeAgent`` answers the agent's reading calls (docs/agent-api.md) from counters the test
 moves itself (``alloc``/``free``), with peaks kept like the agent's: a global peak restarted by
-``reset_peak`` and a step peak restarted by ``step``. ``install()`` makes it the reader of
-``vramscope._api``, as an attached agent would be, so the code above the agent (the pytest
-plugin, the framework callbacks) runs unchanged without a GPU. It stands in for the GPU and the
-extension only: nothing of vramscope's Python is replaced.
+``reset_peak`` and a step peak restarted by ``step``. ``installed()`` makes it the reader of
+the session (``vramscope._session``), as an attached agent would be, so the code above the
+agent (the pytest plugin, the framework callbacks) runs unchanged without a GPU. It stands in
+for the GPU and the extension only: nothing of vramscope's Python is replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Dict, Iterator, List, Optional
+from collections.abc import Iterator, Sequence
+from typing import Any, Callable
 
-from vramscope import _api
+from vramscope._session import SESSION
 
 
 class FakeAgent:
@@ -29,6 +30,8 @@ class FakeAgent:
         self.step_peak_reserved = [0] * devices
         self.steps = 0
         self.rank = (0, 1)
+        #: What vramscope's OOM post-mortem hands the agent at attach.
+        self.oom_callback: Callable[[int], None] | None = None
 
     # ----- what tests do
     def alloc(self, n_bytes: int, device: int = 0) -> None:
@@ -75,11 +78,11 @@ class FakeAgent:
         self.peak_allocated[device] = self.allocated[device]
         self.peak_reserved[device] = self.reserved[device]
 
-    def stats(self, device: int) -> Dict[str, Any]:
+    def stats(self, device: int) -> dict[str, Any]:
         return {"allocated_bytes": self.allocated[device], "reserved_bytes": self.reserved[device],
                 "peak_allocated_bytes": self.peak_allocated[device], "polling_only": False}
 
-    def step(self) -> List[Dict[str, Any]]:
+    def step(self) -> list[dict[str, Any]]:
         self.steps += 1
         now = time.monotonic_ns()
         records = []
@@ -106,23 +109,45 @@ class FakeAgent:
             self.reserved[d] = keep
         return released
 
-    def last_oom(self) -> Optional[dict]:
+    def last_oom(self) -> dict | None:
         return None
+
+    # ----- no attribution running, no NVML, no OOM seen: what an idle agent answers
+    def attribution_active(self) -> bool:
+        return False
+
+    def attribution_summary(self, device: int) -> dict[str, int]:
+        return {}
+
+    def driver_process_bytes(self, uuid: str, pid: int) -> int | None:
+        return None
+
+    def segments(self, at_oom: bool = False) -> list[dict[str, Any]]:
+        return []
+
+    def recent_events(self, device: int) -> list[dict[str, Any]]:
+        return []
+
+    def note_oom(self, device: int, requested_bytes: int, device_total_bytes: int,
+                 device_free_bytes: int) -> None:
+        pass
+
+    def set_oom_callback(self, fn: Callable[[int], None]) -> None:
+        self.oom_callback = fn
 
 
 @contextlib.contextmanager
-def installed(agent: FakeAgent) -> Iterator[FakeAgent]:
-    """Makes ``agent`` vramscope's reader (as after a successful attach), then detaches."""
-    saved = (_api._reader, _api._count, _api._current, _api._mode)
-    _api._count = agent.device_count()
-    _api._current = lambda: 0
-    _api._reader = agent
-    _api._mode = agent.mode()
+def installed(reader: Any, is_agent: bool = True, uuids: Sequence[str] = ()) -> Iterator[Any]:
+    """Makes ``reader`` the session's (as after a successful attach: the agent when
+    ``is_agent``, else a polling reader), then puts the session back as it was."""
+    saved = dict(vars(SESSION))
+    SESSION.adopt(reader, lambda: 0, is_agent=is_agent, uuids=uuids)
     try:
-        yield agent
+        yield reader
     finally:
-        _api._reader, _api._count, _api._current, _api._mode = saved
+        vars(SESSION).clear()
+        vars(SESSION).update(saved)
 
 
 #: The double the pytester runs of tests/python/test_pytest_plugin.py share with their tests.
-DOUBLE: Optional[FakeAgent] = None
+DOUBLE: FakeAgent | None = None

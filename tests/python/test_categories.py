@@ -3,7 +3,7 @@
 #
 # The walk runs on CPU tensors (cuda_only=False): the caching logic is the same for any device.
 # The Monitor tests feed it the agent's documented step records (docs/agent-api.md) through
-# vramscope._api, the boundary the C++ agent sits behind; tests/gpu/test_categories.py runs the
+# the session's reader, the boundary the C++ agent sits behind; tests/gpu/test_categories.py runs the
 # same path against the real agent.
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import time
 import pytest
 
 import vramscope
-from vramscope import _api
 from vramscope._categories import StorageWalker
 from vramscope._steps import CATEGORY_NAMES
+
+from _vram_double import installed
 
 torch = pytest.importorskip("torch")
 
@@ -131,7 +132,13 @@ class _StepSource:
     def __init__(self):
         self.calls = 0
 
-    def __call__(self):
+    def mode(self):
+        return "events"
+
+    def device_count(self):
+        return 2
+
+    def step(self):
         self.calls += 1
         categories = {name: (i + 1) * MiB * self.calls for i, name in enumerate(CATEGORY_NAMES)}
         common = dict(step=self.calls, peak_allocated_bytes=30 * MiB, peak_reserved_bytes=40 * MiB,
@@ -141,11 +148,10 @@ class _StepSource:
 
 
 @pytest.fixture
-def agent_steps(monkeypatch):
-    source = _StepSource()
-    monkeypatch.setattr(_api, "step_all", source)
-    monkeypatch.setattr(_api, "device_count", lambda: 2)
-    return source
+def agent_steps():
+    # The session's reader (not the agent: the Monitor only closes steps here).
+    with installed(_StepSource(), is_agent=False) as source:
+        yield source
 
 
 def test_monitor_records_line_and_table_carry_the_categories(agent_steps):

@@ -1,7 +1,7 @@
 # tests/python/test_dist.py -- rank and world size from torchrun's environment
 import pytest
 
-from vramscope._dist import rank_from_env, resolve_rank
+from vramscope.distributed import rank_from_env, resolve_rank
 
 
 @pytest.mark.parametrize("env, expected", [

@@ -10,9 +10,10 @@ import warnings
 
 import pytest
 
-from _vram_double import FakeAgent, installed
 from vramscope import oom
 from vramscope.integrations import KEYS
+
+from _vram_double import FakeAgent, installed
 
 MiB = 1 << 20
 

@@ -6,8 +6,8 @@ import os
 import pickle
 import stat
 
-from vramscope import oom
-from vramscope.oom import OomEvidence, StepPoint
+from vramscope import _oom_advice, _oom_remedies, _oom_report
+from vramscope._oom_advice import OomEvidence, StepPoint
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -22,7 +22,7 @@ def fragmented() -> OomEvidence:
 
 
 def test_fragmentation_first_when_the_cache_had_room():
-    advice = oom.rank_advice(fragmented())
+    advice = _oom_remedies.rank_advice(fragmented())
     assert advice[0].title.startswith("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
     assert "would have fit" in advice[0].detail
     assert "83%" in advice[0].detail  # 1 - 1/6
@@ -33,7 +33,7 @@ def test_leak_outranks_the_rest_when_memory_grows_every_step():
     e.cached_free_bytes = e.largest_free_block_bytes = 0
     e.steps = [StepPoint(i, 60 * GiB + i * GiB, 50 * GiB + i * GiB) for i in range(6)]
     e.top_ops = [("aten::cat", 5 * GiB)]
-    advice = oom.rank_advice(e)
+    advice = _oom_remedies.rank_advice(e)
     assert advice[0].title.startswith("memory leak")
     assert "+1.0 GiB per step" in advice[0].detail and "aten::cat" in advice[0].detail
 
@@ -42,8 +42,8 @@ def test_batch_size_from_steps_at_two_batch_sizes():
     steps = [StepPoint(1, 10 * GiB + 8 * GiB, 10 * GiB, batch_size=8),
              StepPoint(2, 10 * GiB + 16 * GiB, 10 * GiB, batch_size=16)]
     # 1 GiB per sample, 10 GiB fixed: a 40 GiB budget fits 30.
-    assert oom.fit_batch_size(steps, 40 * GiB) == (30, GiB)
-    assert oom.fit_batch_size(steps[:1], 40 * GiB) is None
+    assert _oom_advice.fit_batch_size(steps, 40 * GiB) == (30, GiB)
+    assert _oom_advice.fit_batch_size(steps[:1], 40 * GiB) is None
 
 
 def test_activation_checkpointing_names_the_repeated_modules():
@@ -52,7 +52,7 @@ def test_activation_checkpointing_names_the_repeated_modules():
                     categories={"activations": 50 * GiB, "parameters": 10 * GiB},
                     repeated_modules=[("Block", 12, 4 * GiB), ("Linear", 48, 10 * MiB)],
                     batch_size=32)
-    advice = oom.rank_advice(e)
+    advice = _oom_remedies.rank_advice(e)
     titles = [a.title for a in advice]
     assert titles[0] == "activation checkpointing on the 12 Block modules"
     assert "≈44.0 GiB" in advice[0].detail  # 11 of 12 blocks' activations
@@ -66,16 +66,16 @@ def test_optimizer_state_advice_and_fallback():
     e = fragmented()
     e.cached_free_bytes = e.largest_free_block_bytes = 0
     e.categories = {"optimizer_state": 40 * GiB}
-    assert oom.rank_advice(e)[0].title.startswith("optimizer state dominates")
+    assert _oom_remedies.rank_advice(e)[0].title.startswith("optimizer state dominates")
     e.categories = {}
-    assert oom.rank_advice(e)[0].title == "reduce the batch size or sequence length"
+    assert _oom_remedies.rank_advice(e)[0].title == "reduce the batch size or sequence length"
 
 
 def test_fragmentation_from_agent_segments():
     segments = [{"device": 0, "blocks": [(100, 100, "active_allocated"), (300, 0, "inactive")]},
                 {"device": 1, "blocks": [(999, 0, "inactive")]},
                 {"device": 0, "blocks": [(50, 0, "inactive"), (8, 8, "active_pending_free")]}]
-    assert oom.fragmentation_of(segments, 0) == (350, 300)
+    assert _oom_advice.fragmentation_of(segments, 0) == (350, 300)
 
 
 def test_report_text_golden(golden):
@@ -83,7 +83,7 @@ def test_report_text_golden(golden):
     e.top_ops = [("aten::mm", 30 * GiB), ("aten::gelu", 20 * GiB)]
     e.categories = {"activations": 40 * GiB, "parameters": 20 * GiB}
     e.steps = [StepPoint(1, 71 * GiB, 40 * GiB, batch_size=16)]
-    text = oom.format_report(e, oom.rank_advice(e), when="2025-01-01 00:00:00")
+    text = _oom_report.format_report(e, _oom_remedies.rank_advice(e), when="2025-01-01 00:00:00")
     golden("oom_report.txt", text)
 
 
@@ -94,18 +94,18 @@ def test_files_are_private_and_the_snapshot_has_memory_viz_shape(tmp_path):
                  "blocks": [(1024, 1000, "active_allocated"), (2048, 0, "inactive")]}]
     events = [[{"action": "alloc", "address": 4096, "size_bytes": 1000, "monotonic_ns": 5000},
                {"action": "unknown", "address": 0, "size_bytes": 0, "monotonic_ns": 6000}]]
-    snap = oom.memory_viz_snapshot(segments, events, wall_minus_monotonic_ns=1000)
+    snap = _oom_report.memory_viz_snapshot(segments, events, wall_minus_monotonic_ns=1000)
     assert snap["segments"][0]["blocks"][1]["address"] == 4096 + 1024
     assert snap["device_traces"] == [[{"action": "alloc", "addr": 4096, "size": 1000,
                                        "stream": 0, "time_us": 6, "frames": [],
                                        "compile_context": "", "user_metadata": ""}]]
-    paths = oom.report_paths(123, 0.0, str(tmp_path))
+    paths = _oom_report.report_paths(123, 0.0, str(tmp_path))
     assert os.path.basename(paths["txt"]).startswith("vramscope-oom-123-")
-    oom.write_report(fragmented(), paths, snap)
+    _oom_report.write_report(fragmented(), paths, snap)
     for p in paths.values():
         assert stat.S_IMODE(os.stat(p).st_mode) == 0o600
     report = json.loads(open(paths["json"]).read())
-    assert report["schema_version"] == oom.REPORT_SCHEMA_VERSION
+    assert report["schema_version"] == _oom_report.REPORT_SCHEMA_VERSION
     # Without NVML's bytes for this pid, non-PyTorch is unknown; outside_bytes is what the
     # device uses beyond this allocator (context and other processes together).
     assert report["non_pytorch_bytes"] is None

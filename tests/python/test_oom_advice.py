@@ -1,12 +1,12 @@
-# tests/python/test_oom_advice.py -- the OOM's numbers and remedies on synthetic evidence: each GPU scenario, and the issue's cases
+# tests/python/test_oom_advice.py -- the OOM's numbers and remedies on synthetic evidence: GPU scenarios, issue cases
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from vramscope import oom
-from vramscope.oom import OomEvidence, StepPoint
+from vramscope import _oom_advice, _oom_remedies, _oom_report, oom
+from vramscope._oom_advice import OomEvidence, StepPoint
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -31,7 +31,7 @@ def kinds(advice):
 
 
 def not_advised(e: OomEvidence):
-    return dict(oom.assess(e).not_advised)
+    return dict(_oom_remedies.assess(e).not_advised)
 
 
 def doubling_steps(peaks_gib, first_batch=8):
@@ -47,7 +47,7 @@ def test_the_card_running_out_advises_the_batch_that_fits_not_expandable_segment
              steps=doubling_steps([8.3, 16.1, 31.8, 63.0, 125.5]))
     assert e.available_bytes < e.requested_bytes <= e.available_bytes + e.cached_free_bytes + \
         e.available_bytes  # the request alone would squeeze into the cache's pieces ...
-    a = oom.assess(e)
+    a = _oom_remedies.assess(e)
     assert a.projected_peak_bytes > 240 * GiB  # ... but the step needs twice batch 128's peak
     assert a.need_bytes == a.projected_peak_bytes - e.budget_bytes
     first = a.advice[0]
@@ -75,7 +75,7 @@ def test_the_suggested_batch_keeps_the_margin_against_the_fit():
     e = OomEvidence(device=0, requested_bytes=8 * GiB, device_total_bytes=64 * GiB + 512 * MiB,
                     device_free_bytes=2 * GiB, allocated_bytes=60 * GiB,
                     reserved_bytes=62 * GiB, batch_size=64, steps=steps)
-    first = oom.rank_advice(e)[0]
+    first = _oom_remedies.rank_advice(e)[0]
     # 1 GiB per sample, 10 GiB fixed, 64 GiB budget less 5%, and room for one more block like
     # the failing 8 GiB request at batch 64 (1/8 GiB per sample): floor((60.8 - 10) / 1.125) = 45,
     # rounded down to a multiple of 8: 40, which peaks at 50 GiB.
@@ -96,7 +96,7 @@ def test_a_memory_fraction_cap_is_the_budget_and_non_pytorch_is_the_context():
     assert e.shortfall_bytes == 512 * MiB
     assert e.non_pytorch_bytes == CONTEXT
     assert e.other_processes_bytes == 0
-    text = oom.format_report(e, oom.rank_advice(e))
+    text = _oom_report.format_report(e, _oom_remedies.rank_advice(e))
     assert "budget           12.0 GiB for PyTorch (memory-fraction cap 12.0 GiB)" in text
     assert "free for PyTorch 512.0 MiB" in text
     assert "non-PyTorch      700.0 MiB (this process's CUDA context" in text
@@ -106,7 +106,7 @@ def test_a_tiny_cached_free_against_a_big_request_is_not_fragmentation():
     # The issue's third case (vramscope run): 9.3 MiB cached free against a 576 MiB request.
     e = card(allocated=int(11.5 * GiB), cached_free=int(9.3 * MiB), largest=4 * MiB,
              requested=576 * MiB, limit=12 * GiB)
-    advice = oom.rank_advice(e)
+    advice = _oom_remedies.rank_advice(e)
     assert "expandable_segments" not in kinds(advice)
     assert "expandable_segments" in not_advised(e)
     # What does fit: a larger cap (the device has room).
@@ -120,20 +120,20 @@ def test_fragmentation_within_the_budget_advises_expandable_segments():
     # The GPU scenario: a 4.5 GiB cap, 2 GiB live, 2 GiB in 100 MiB holes, 1 GiB requested.
     e = card(allocated=2000 * MiB, cached_free=2096 * MiB, largest=100 * MiB, requested=GiB,
              limit=4 * GiB + 512 * MiB)
-    a = oom.assess(e)
+    a = _oom_remedies.assess(e)
     first = a.advice[0]
     assert first.kind == "expandable_segments" and first.fits
     assert first.params == {"env": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"}
     assert "cannot help" in dict(a.not_advised)["empty_cache"]
     e.expandable_segments = True
-    assert "expandable_segments" not in kinds(oom.rank_advice(e))
+    assert "expandable_segments" not in kinds(_oom_remedies.rank_advice(e))
     assert not_advised(e)["expandable_segments"] == "expandable segments are already on"
 
 
 def test_empty_cache_only_for_a_consumer_outside_the_allocator():
     e = card(allocated=130 * GiB, cached_free=8 * GiB, largest=8 * GiB, requested=0,
              oom_source="other")
-    advice = oom.rank_advice(e)
+    advice = _oom_remedies.rank_advice(e)
     assert advice[0].kind == "empty_cache" and advice[0].fits
     assert advice[0].recovers_bytes == 8 * GiB
 
@@ -144,7 +144,7 @@ def test_a_leak_is_first_when_what_it_kept_covers_the_need():
     e = card(allocated=steps[-1].allocated_bytes, cached_free=64 * MiB, largest=64 * MiB,
              requested=256 * MiB, limit=6 * GiB, batch_size=4096, steps=steps,
              parameter_bytes=285 * MiB)
-    first = oom.rank_advice(e)[0]
+    first = _oom_remedies.rank_advice(e)[0]
     assert first.kind == "leak" and first.fits
     assert first.params["bytes_per_step"] == 256 * MiB
     assert first.recovers_bytes == 14 * 256 * MiB
@@ -154,18 +154,18 @@ def test_another_process_holding_the_card():
     e = card(allocated=10 * GiB, cached_free=0, largest=0, requested=2 * GiB,
              others=TOTAL - 12 * GiB)
     assert e.other_processes_bytes == TOTAL - 12 * GiB
-    first = oom.rank_advice(e)[0]
+    first = _oom_remedies.rank_advice(e)[0]
     assert first.kind == "other_processes" and first.fits
     assert first.params == {"other_processes_bytes": TOTAL - 12 * GiB, "estimated": False}
     # Without NVML's figure for this pid: estimated from what the allocator does not hold.
     e.process_driver_bytes = None
-    first = oom.rank_advice(e)[0]
+    first = _oom_remedies.rank_advice(e)[0]
     assert first.kind == "other_processes" and first.params["estimated"] is True
     assert first.params["other_processes_bytes"] == e.outside_bytes - GiB
     # Under a cap that already binds, freeing the card gives this process nothing.
     e = card(allocated=10 * GiB, cached_free=0, largest=0, requested=2 * GiB,
              others=100 * GiB, limit=10 * GiB)
-    assert "other_processes" not in kinds(oom.rank_advice(e))
+    assert "other_processes" not in kinds(_oom_remedies.rank_advice(e))
     assert "memory-fraction cap" in not_advised(e)["other_processes"]
 
 
@@ -181,7 +181,7 @@ def activation_heavy(**fields) -> OomEvidence:
 
 def test_activation_heavy_checkpoints_the_named_blocks_first():
     e = activation_heavy()
-    a = oom.assess(e)
+    a = _oom_remedies.assess(e)
     assert a.projected_peak_bytes == e.allocated_bytes + e.requested_bytes + \
         int(9 * GiB / (5 / 8)) - 9 * GiB
     first = a.advice[0]
@@ -201,10 +201,10 @@ def test_mixed_precision_when_it_covers_and_parameters_are_float32():
     e = activation_heavy(autocast=False)
     e.block_lists = []
     e.forward_progress = 0.95
-    first = oom.rank_advice(e)[0]
+    first = _oom_remedies.rank_advice(e)[0]
     assert first.kind == "mixed_precision" and first.params == {"dtype": "bfloat16"}
     e.parameter_dtype = "bfloat16"  # already half-size parameters: activations are too
-    assert "mixed_precision" not in kinds(oom.rank_advice(e))
+    assert "mixed_precision" not in kinds(_oom_remedies.rank_advice(e))
 
 
 def test_optimizer_state_dominated_advises_a_lighter_optimizer():
@@ -215,7 +215,7 @@ def test_optimizer_state_dominated_advises_a_lighter_optimizer():
              parameter_bytes=params, parameter_dtype="float32",
              categories={"parameters": params, "gradients": params,
                          "optimizer_state": 3 * GiB, "activations": MiB})
-    a = oom.assess(e)
+    a = _oom_remedies.assess(e)
     assert a.projected_peak_bytes == 7 * GiB + GiB - 256 * MiB  # the last GiB of state
     first = a.advice[0]
     assert first.kind == "optimizer_state" and first.fits
@@ -225,32 +225,32 @@ def test_optimizer_state_dominated_advises_a_lighter_optimizer():
     assert "activations are only" in dict(a.not_advised)["activation_checkpointing"]
     # An optimizer with one state per parameter: SGD without momentum keeps none.
     e.optimizer = "RMSprop"
-    assert oom.rank_advice(e)[0].params["optimizer"] == "SGD"
+    assert _oom_remedies.rank_advice(e)[0].params["optimizer"] == "SGD"
 
 
 def test_when_nothing_covers_the_need_the_largest_recoveries_come_first():
     e = card(allocated=100 * GiB, cached_free=GiB, largest=GiB, requested=70 * GiB,
              categories={"activations": 60 * GiB}, parameter_dtype="float32",
              block_lists=[("layers", "Layer", 2)])
-    a = oom.assess(e)
+    a = _oom_remedies.assess(e)
     assert not any(x.fits for x in a.advice)
     recovered = [x.recovers_bytes for x in a.advice]
     assert recovered == sorted(recovered, reverse=True) and recovered[0] > 0
     assert kinds(a.advice) == ["mixed_precision", "activation_checkpointing"]
-    assert "none covers the need alone" in oom.format_report(e, a.advice)
+    assert "none covers the need alone" in _oom_report.format_report(e, a.advice)
 
 
 def test_with_no_evidence_the_fallback_says_what_was_missing():
     e = OomEvidence(device=0, requested_bytes=2 * GiB, device_total_bytes=80 * GiB,
                     device_free_bytes=GiB, allocated_bytes=78 * GiB, reserved_bytes=78 * GiB)
-    (only,) = oom.rank_advice(e)
+    (only,) = _oom_remedies.rank_advice(e)
     assert only.kind == "generic" and "1.0 GiB was missing" in only.detail
 
 
 def test_one_batch_size_and_activations_give_bytes_per_sample():
     e = card(allocated=70 * GiB, cached_free=0, largest=0, requested=4 * GiB, limit=72 * GiB,
              batch_size=32, categories={"activations": 64 * GiB})
-    batch = next(a for a in oom.rank_advice(e) if a.kind == "batch_size")
+    batch = next(a for a in _oom_remedies.rank_advice(e) if a.kind == "batch_size")
     # 74 GiB peak, 64 GiB of it activations (2 GiB per sample), 10 GiB fixed; 72 GiB * 0.95
     # over a cold cache's 10 % overhead, rounded down to a multiple of 8.
     assert batch.params["bytes_per_sample"] == 2 * GiB
@@ -261,7 +261,7 @@ def test_one_batch_size_and_activations_give_bytes_per_sample():
 def test_the_json_report_carries_the_advice_kind_and_parameters_side_by_side():
     e = card(allocated=2000 * MiB, cached_free=2096 * MiB, largest=100 * MiB, requested=GiB,
              limit=4 * GiB + 512 * MiB)
-    report = json.loads(json.dumps(oom.report_json(e, oom.rank_advice(e))))
+    report = json.loads(json.dumps(_oom_report.report_json(e, _oom_remedies.rank_advice(e))))
     assert report["schema_version"] == 4
     first = report["advice"][0]
     assert first["kind"] == "expandable_segments" and first["fits"] is True
@@ -280,7 +280,7 @@ def test_the_message_torch_prints_under_a_cap_gives_the_cap_and_this_process():
                "process has 12.10 GiB memory in use. 12.00 GiB allowed; Of the allocated memory "
                "11.38 GiB is allocated by PyTorch, and 9.30 MiB is reserved by PyTorch but "
                "unallocated.")
-    parsed = oom.parse_oom_message(message)
+    parsed = _oom_advice.parse_oom_message(message)
     assert parsed["limit_bytes"] == 12 * GiB
     assert parsed["process_driver_bytes"] == int(12.1 * GiB)
     assert parsed["device_total_bytes"] == int(139.8 * GiB)
@@ -318,17 +318,31 @@ class OomAgent:
         assert uuid == "GPU-test"
         return self.reserved + CONTEXT
 
+    # What else the post-mortem asks the agent: one device, no attribution running.
+    def mode(self):
+        return "events"
+
+    def device_count(self):
+        return 1
+
+    def attribution_summary(self, device):
+        return {}
+
+    def set_oom_callback(self, fn):
+        self.oom_callback = fn
+
 
 def test_collected_evidence_separates_the_cap_from_the_device(monkeypatch):
     torch = pytest.importorskip("torch")
-    from vramscope import _api
+    from _vram_double import installed
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (127 * GiB, TOTAL))
     monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction",
                         lambda device=None: 12 * GiB / TOTAL)
-    monkeypatch.setattr(_api, "_device_uuids", lambda torch, count: ["GPU-test"] * count)
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
-    e = oom.collect_evidence(OomAgent(), 0)
+    # The session asks NVML through the agent by the device's UUID.
+    with installed(OomAgent(), uuids=["GPU-test"]):
+        e = oom.collect_evidence(0)
     assert e.device_total_bytes == TOTAL and e.limit_bytes == 12 * GiB
     assert e.budget_bytes == 12 * GiB and e.available_bytes == 424 * MiB
     assert e.shortfall_bytes == 152 * MiB
@@ -336,4 +350,5 @@ def test_collected_evidence_separates_the_cap_from_the_device(monkeypatch):
     assert e.other_processes_bytes == TOTAL - 127 * GiB - e.process_driver_bytes > 0
     assert (e.cached_free_bytes, e.expandable_segments) == (9 * MiB, False)
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128,expandable_segments:True")
-    assert oom.collect_evidence(OomAgent(), 0).expandable_segments is True
+    with installed(OomAgent(), uuids=["GPU-test"]):
+        assert oom.collect_evidence(0).expandable_segments is True

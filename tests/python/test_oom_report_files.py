@@ -10,8 +10,8 @@ import stat
 
 import pytest
 
-from vramscope import oom
-from vramscope.oom import OomEvidence
+from vramscope import _oom_report
+from vramscope._oom_advice import OomEvidence
 
 GiB = 1 << 30
 
@@ -42,10 +42,10 @@ def written(paths):
 def test_a_planted_symlink_is_not_followed(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious")
-    paths = oom.report_paths(123, 0.0, str(tmp_path))
+    paths = _oom_report.report_paths(123, 0.0, str(tmp_path))
     os.symlink(victim, paths["txt"])
     first_txt = paths["txt"]
-    oom.write_report(evidence(), paths)
+    _oom_report.write_report(evidence(), paths)
     assert victim.read_text() == "precious"
     assert os.path.islink(first_txt), "the planted name is left alone"
     assert paths["txt"] != first_txt
@@ -55,32 +55,32 @@ def test_a_planted_symlink_is_not_followed(tmp_path):
 
 
 def test_a_planted_world_readable_file_is_never_written_into(tmp_path):
-    paths = oom.report_paths(123, 0.0, str(tmp_path))
+    paths = _oom_report.report_paths(123, 0.0, str(tmp_path))
     with open(paths["json"], "w"):
         pass
     os.chmod(paths["json"], 0o666)
     planted = paths["json"]
-    oom.write_report(evidence(), paths)
+    _oom_report.write_report(evidence(), paths)
     assert os.path.getsize(planted) == 0, "the attacker's file stays empty"
     assert paths["json"] != planted
     assert stat.S_IMODE(os.stat(paths["json"]).st_mode) == 0o600
 
 
 def test_a_planted_fifo_does_not_block_the_oom_callback(tmp_path, deadline):
-    paths = oom.report_paths(123, 0.0, str(tmp_path))
+    paths = _oom_report.report_paths(123, 0.0, str(tmp_path))
     os.mkfifo(paths["txt"])
     fifo = paths["txt"]
-    oom.write_report(evidence(), paths)
+    _oom_report.write_report(evidence(), paths)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert os.path.isfile(paths["txt"]) and paths["txt"] != fifo
 
 
 def test_two_reports_in_the_same_second_keep_both(tmp_path):
-    first = oom.report_paths(123, 0.0, str(tmp_path))
-    second = oom.report_paths(123, 0.0, str(tmp_path))
+    first = _oom_report.report_paths(123, 0.0, str(tmp_path))
+    second = _oom_report.report_paths(123, 0.0, str(tmp_path))
     assert first == second, "the first choice is the same name"
-    oom.write_report(evidence(), first, when="first")
-    oom.write_report(evidence(), second, when="second")
+    _oom_report.write_report(evidence(), first, when="first")
+    _oom_report.write_report(evidence(), second, when="second")
     assert first["txt"] != second["txt"] and first["json"] != second["json"]
     assert "at first" in open(first["txt"]).read()
     assert "at second" in open(second["txt"]).read()
@@ -90,13 +90,13 @@ def test_shared_directories_without_the_sticky_bit_are_refused(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(shared, 0o777)
-    paths = oom.report_paths(123, 0.0, str(shared))
+    paths = _oom_report.report_paths(123, 0.0, str(shared))
     with pytest.raises(OSError, match="sticky"):
-        oom.write_report(evidence(), paths)
+        _oom_report.write_report(evidence(), paths)
     assert os.listdir(shared) == []
     # /tmp-like (sticky): creating new files O_EXCL there is safe.
     os.chmod(shared, 0o1777)
-    oom.write_report(evidence(), paths)
+    _oom_report.write_report(evidence(), paths)
     assert sorted(os.listdir(shared)) == sorted(os.path.basename(p) for p in written(paths).values())
 
 
@@ -104,4 +104,4 @@ def test_a_file_in_place_of_the_directory_is_refused(tmp_path):
     not_a_dir = tmp_path / "reports"
     not_a_dir.write_text("")
     with pytest.raises(OSError):
-        oom.write_report(evidence(), oom.report_paths(123, 0.0, str(not_a_dir)))
+        _oom_report.write_report(evidence(), _oom_report.report_paths(123, 0.0, str(not_a_dir)))

@@ -1,6 +1,6 @@
 # tests/python/test_oom_steps.py -- step history, growing ops and modules, OOMs caught by Monitor and run
 #
-# The Monitor and vramscope.run tests drive the real code paths (_api.step_all, Monitor.__exit__,
+# The Monitor and vramscope.run tests drive the real code paths (SESSION.step_all, Monitor.__exit__,
 # run.main, oom.report_exception) with a stand-in for the agent extension that hands out step
 # records, since there is no GPU here; the report files they write are then read back.
 from __future__ import annotations
@@ -11,8 +11,22 @@ import pathlib
 
 import pytest
 
-from vramscope import _api, monitor as monitor_module, oom, run
-from vramscope.oom import OomEvidence, StepPoint
+from vramscope import monitor as monitor_module
+from vramscope import oom, run
+from vramscope._oom_advice import (
+    OomEvidence,
+    StepPoint,
+    growing_ops,
+    growing_text,
+    is_oom_error,
+    parse_oom_message,
+)
+from vramscope._oom_remedies import rank_advice
+from vramscope._oom_report import format_report, report_json
+from vramscope._session import SESSION
+from vramscope._step_history import StepHistory
+
+from _vram_double import installed
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -27,32 +41,32 @@ MESSAGE = ("CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total 
 
 
 def test_the_message_torch_prints_is_parsed():
-    assert oom.parse_oom_message(MESSAGE) == {
+    assert parse_oom_message(MESSAGE) == {
         "device": 0, "requested_bytes": 256 * MiB, "device_total_bytes": int(139.8 * GiB),
         "device_free_bytes": 120 * MiB, "allocated_bytes": 139 * GiB,
         "reserved_bytes": 139 * GiB + 20 * MiB, "process_driver_bytes": int(139.68 * GiB)}
     old = "Tried to allocate 5.96 GiB. GPU 3 has a total capacty of 23.69 GiB of which 0 bytes is free."
-    parsed = oom.parse_oom_message(old)
+    parsed = parse_oom_message(old)
     assert (parsed["device"], parsed["device_free_bytes"]) == (3, 0)
     assert parsed["requested_bytes"] == int(5.96 * GiB)
-    assert oom.parse_oom_message("something else") == {}
+    assert parse_oom_message("something else") == {}
 
 
 def test_oom_errors_are_recognised():
     torch = pytest.importorskip("torch")
-    assert oom.is_oom_error(torch.OutOfMemoryError("x"))
-    assert oom.is_oom_error(RuntimeError(MESSAGE))
-    assert oom.is_oom_error(RuntimeError("CUDA error: out of memory"))
-    assert not oom.is_oom_error(RuntimeError("shape mismatch"))
-    assert not oom.is_oom_error(ValueError(MESSAGE))
+    assert is_oom_error(torch.OutOfMemoryError("x"))
+    assert is_oom_error(RuntimeError(MESSAGE))
+    assert is_oom_error(RuntimeError("CUDA error: out of memory"))
+    assert not is_oom_error(RuntimeError("shape mismatch"))
+    assert not is_oom_error(ValueError(MESSAGE))
 
 
 def test_growing_ops_need_growth_at_every_step():
     snaps = [{"aten::cat": 100 * i, "aten::mm": 50, "aten::add": 10 * (i % 2)} for i in range(5)]
-    assert oom.growing_ops(snaps) == [("aten::cat", 100)]
-    assert oom.growing_ops(snaps[:3]) == []  # too few steps to say
+    assert growing_ops(snaps) == [("aten::cat", 100)]
+    assert growing_ops(snaps[:3]) == []  # too few steps to say
     snaps[-1]["aten::cat"] = snaps[-2]["aten::cat"]  # stopped growing
-    assert oom.growing_ops(snaps) == []
+    assert growing_ops(snaps) == []
 
 
 def test_leak_advice_names_the_growing_op():
@@ -61,15 +75,15 @@ def test_leak_advice_names_the_growing_op():
     e.steps = [StepPoint(i, 70 * GiB + i * 256 * MiB, 69 * GiB + i * 256 * MiB) for i in range(6)]
     e.growing_ops = [("aten::cat", 256 * MiB), ("aten::add", MiB)]
     e.top_ops = [("aten::mm", 60 * GiB)]
-    advice = oom.rank_advice(e)
+    advice = rank_advice(e)
     assert advice[0].title.startswith("memory leak")
     assert "+256.0 MiB per step" in advice[0].detail
     assert "growing: op aten::cat +256.0 MiB/step, op aten::add +1.0 MiB/step;" in advice[0].detail
     assert "module" not in advice[0].detail
-    text = oom.format_report(e, advice)
+    text = format_report(e, advice)
     assert "live memory growing at every step, by op:" in text
     assert "by module" not in text
-    assert oom.report_json(e, advice)["leak_rate_bytes"] == 256 * MiB
+    assert report_json(e, advice)["leak_rate_bytes"] == 256 * MiB
 
 
 def leaking_evidence() -> OomEvidence:
@@ -83,17 +97,17 @@ def test_leak_advice_names_the_growing_module_before_the_op():
     e = leaking_evidence()
     e.growing_modules = [("Net.encoder.cache", 4 * MiB), ("Net.head", 512)]
     e.growing_ops = [("aten::cat", 4 * MiB)]
-    advice = oom.rank_advice(e)
+    advice = rank_advice(e)
     assert advice[0].title.startswith("memory leak")
     assert ("growing: module Net.encoder.cache +4.0 MiB/step, module Net.head +512 B/step; "
             "op aten::cat +4.0 MiB/step; look for") in advice[0].detail, advice[0].detail
-    text = oom.format_report(e, advice)
+    text = format_report(e, advice)
     section = text.split("live memory growing at every step, by module (innermost forward "
                          "that allocated it):\n")[1].split("\n\n")[0]
     assert section.splitlines() == ["  +   4.0 MiB/step  Net.encoder.cache",
                                     "  +     512 B/step  Net.head"], text
     # Through JSON as a file reader sees it: pairs become lists.
-    report = json.loads(json.dumps(oom.report_json(e, advice)))
+    report = json.loads(json.dumps(report_json(e, advice)))
     assert report["schema_version"] == 4
     assert report["growing_modules"] == [["Net.encoder.cache", 4 * MiB], ["Net.head", 512]]
     assert report["growing_ops"] == [["aten::cat", 4 * MiB]]
@@ -103,11 +117,11 @@ def test_leak_advice_with_only_growing_modules():
     e = leaking_evidence()
     e.growing_modules = [("Model.memory", 4 * MiB)]
     e.top_ops = [("aten::mm", GiB)]
-    detail = oom.rank_advice(e)[0].detail
+    detail = rank_advice(e)[0].detail
     assert "; growing: module Model.memory +4.0 MiB/step; look for" in detail, detail
     assert "largest holder" not in detail and " op " not in detail, detail
-    assert oom.growing_text([], []) == ""
-    assert oom.growing_text([("a", 1), ("b", 2), ("c", 3), ("d", 4)], [], limit=2) == \
+    assert growing_text([], []) == ""
+    assert growing_text([("a", 1), ("b", 2), ("c", 3), ("d", 4)], [], limit=2) == \
         "module a +1 B/step, module b +2 B/step"
 
 
@@ -138,19 +152,22 @@ class StepSource:
 
 
 @pytest.fixture
-def source(monkeypatch, tmp_path):
-    fake = StepSource()
-    monkeypatch.setattr(_api, "_reader", fake)
-    monkeypatch.setattr(_api, "_count", 1)
-    monkeypatch.setattr(_api, "_current", lambda: 0)
-    monkeypatch.setattr(_api, "attach", lambda *a, **k: "events")
-    monkeypatch.setattr(oom, "_steps", {})
-    monkeypatch.setattr(oom, "_op_snapshots", {})
+def history(monkeypatch):
+    """A fresh step history for the test (the process's keeps other tests' steps)."""
+    fresh = StepHistory()
+    monkeypatch.setattr(SESSION, "history", fresh)
+    return fresh
+
+
+@pytest.fixture
+def source(history, monkeypatch, tmp_path):
     monkeypatch.setattr(oom, "_reports_written", 0)
     monkeypatch.setattr(oom, "_last_report", {})
     monkeypatch.setenv("VRAMSCOPE_OOM_DIR", str(tmp_path))
     monkeypatch.delenv("VRAMSCOPE_OOM_REPORT", raising=False)
-    return fake
+    # A reader that is not the agent (no attribution, no segments), as in polling mode.
+    with installed(StepSource(), is_agent=False) as fake:
+        yield fake
 
 
 class ProfilingSource(StepSource):
@@ -172,27 +189,41 @@ class ProfilingSource(StepSource):
         modules = {1: 4096, 2: self.n * self.leak, 3: min(self.n, 3) * MiB, 7: self.n * GiB}
         return ops, {i: b for i, b in modules.items() if b > 0}
 
+    # The rest of what the OOM post-mortem asks the agent: nothing to add.
+    def attribution_summary(self, device):
+        return {}
+
+    def segments(self, at_oom=False):
+        return []
+
+    def recent_events(self, device):
+        return []
+
+    def note_oom(self, device, requested_bytes, device_total_bytes, device_free_bytes):
+        self.noted = (device, requested_bytes)
+
+    def set_oom_callback(self, fn):
+        self.oom_callback = fn
+
 
 @pytest.fixture
-def profiling(source, monkeypatch):
-    fake = ProfilingSource()
-    monkeypatch.setattr(_api, "_reader", fake)
-    monkeypatch.setattr(oom, "_module_snapshots", {})
-    monkeypatch.setattr(oom, "_module_paths", None)
-    return fake
+def profiling(source):
+    with installed(ProfilingSource()) as fake:
+        yield fake
 
 
 def test_step_ends_keep_module_live_bytes_by_path_while_module_hooks_run(profiling, tmp_path):
     paths = {1: "Net", 2: "Net.cache", 3: "Net.head"}
+    history = SESSION.history
     for _ in range(2):  # before any module hooks: no module snapshot
-        _api.step_all()
-    assert oom._module_snapshots == {}
-    oom.add_module_paths(paths)
+        SESSION.step_all()
+    assert history.module_snapshots(0) == []
+    history.add_module_paths(paths)
     for _ in range(6):
-        _api.step_all()
-    assert len(oom._module_snapshots[0]) == 6
-    assert oom._module_snapshots[0][-1] == {"Net": 4096, "Net.cache": 8 * 256 * MiB,
-                                            "Net.head": 3 * MiB}
+        SESSION.step_all()
+    assert len(history.module_snapshots(0)) == 6
+    assert history.module_snapshots(0)[-1] == {"Net": 4096, "Net.cache": 8 * 256 * MiB,
+                                               "Net.head": 3 * MiB}
     assert oom.report_exception(RuntimeError(MESSAGE), oom.observer_calls()) is not None
     report = json.loads(reports(tmp_path)[0].read_text())
     assert report["growing_modules"] == [["Net.cache", 256 * MiB]], report["growing_modules"]
@@ -203,20 +234,21 @@ def test_step_ends_keep_module_live_bytes_by_path_while_module_hooks_run(profili
         leak["detail"], leak["detail"]
     txt = pathlib.Path(reports(tmp_path)[0].with_suffix(".txt")).read_text()
     assert "+ 256.0 MiB/step  Net.cache" in txt, txt
+    assert profiling.noted == (0, 256 * MiB)  # the segment gets its OOM marker
     # Another map (a new profile) is not removed by the old one's exit; it drops the old
     # snapshots, whose ids meant other modules.
     other = {2: "Other.block"}
-    oom.add_module_paths(other)
-    assert oom._module_snapshots == {}
-    oom.remove_module_paths(paths)
-    _api.step_all()
-    assert oom._module_snapshots[0][-1] == {"Other.block": 9 * 256 * MiB}
-    oom.remove_module_paths(other)
-    _api.step_all()  # no module hooks any more: no module snapshot
-    assert len(oom._module_snapshots[0]) == 1
+    history.add_module_paths(other)
+    assert history.module_snapshots(0) == []
+    history.remove_module_paths(paths)
+    SESSION.step_all()
+    assert history.module_snapshots(0)[-1] == {"Other.block": 9 * 256 * MiB}
+    history.remove_module_paths(other)
+    SESSION.step_all()  # no module hooks any more: no module snapshot
+    assert len(history.module_snapshots(0)) == 1
 
 
-def test_profile_with_modules_hands_its_paths_to_the_step_ends(profiling, monkeypatch):
+def test_profile_with_modules_hands_its_paths_to_the_step_ends(source):
     torch = pytest.importorskip("torch")
     from vramscope.profile import profile
 
@@ -260,18 +292,16 @@ def test_profile_with_modules_hands_its_paths_to_the_step_ends(profiling, monkey
             ops, _ = super().live_by_owner(device)
             return ops, {r["module_id"]: r["live_bytes"] for r in self.module_table(device)}
 
-    agent = Agent()
-    monkeypatch.setattr(_api, "_reader", agent)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
-    with profile() as p:
+    with installed(Agent()) as agent, profile() as p:
         hooks = p._hooks
-        assert oom._module_paths is hooks.paths
+        assert SESSION.history.module_paths is hooks.paths
         for _ in range(5):
             model(torch.ones(1, 4))
             agent.leaky = next(i for i, path in hooks.paths.items() if path == "Sequential.1")
-            _api.step_all()
-        e = oom.evidence_from_exception(MESSAGE, agent, 0)
-    assert oom._module_paths is None
+            SESSION.step_all()
+        e = oom.evidence_from_exception(MESSAGE, 0)
+    assert SESSION.history.module_paths is None
     assert sorted(hooks.paths.values()) == ["Sequential", "Sequential.0", "Sequential.1"]
     assert e.growing_modules == [("Sequential.1", 512)], e.growing_modules
     assert {r.path: r.live_bytes for r in p.module_rows()} == {
@@ -306,7 +336,7 @@ def test_monitor_writes_the_report_when_the_observer_did_not_run(source, tmp_pat
 
 def test_without_a_monitor_the_steps_come_from_the_step_ring(source, tmp_path):
     for _ in range(6):
-        _api.step_all()
+        SESSION.step_all()
     assert oom.report_exception(RuntimeError(MESSAGE), oom.observer_calls()) is not None
     report = json.loads(reports(tmp_path)[0].read_text())
     assert [s["allocated_bytes"] for s in report["steps"]] == [

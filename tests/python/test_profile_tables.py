@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from vramscope.profile import (ModuleRow, format_module_table, format_op_table, merge_rows,
-                               repeated_modules)
+from vramscope.profile import (
+    ModuleRow,
+    format_module_table,
+    format_op_table,
+    merge_rows,
+    repeated_modules,
+)
 
 MiB = 1 << 20
 

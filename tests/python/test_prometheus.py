@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import pathlib
 import subprocess
 import time
 import urllib.error
@@ -15,8 +14,16 @@ import urllib.request
 
 import pytest
 
-from _exporter_paths import (DATA, cli_binary, double_env, fixture_binary, free_port, nvml_double,
-                             read_line_matching, stop, which)
+from _exporter_paths import (
+    cli_binary,
+    double_env,
+    fixture_binary,
+    free_port,
+    nvml_double,
+    read_line_matching,
+    stop,
+    which,
+)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -35,7 +42,8 @@ def exporter(tmp_path):
     started = []
 
     def start(*args: str, script: str = "eight_gpus_64_procs.json"):
-        proc = subprocess.Popen([str(cli_binary()), "exporter", "--listen", "127.0.0.1:0", "--interval", "200ms", *args],
+        proc = subprocess.Popen([str(cli_binary()), "exporter", "--listen", "127.0.0.1:0", "--interval", "200ms",
+                                 *args],
                                 env=double_env(script, tmp_path), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         started.append(proc)

@@ -3,9 +3,16 @@ import dataclasses
 
 import pytest
 
-from vramscope._steps import (LeakDetector, LeakReport, StepRecord, format_bytes, format_delta,
-                              format_leak_warning, format_step_line, format_step_table,
-                              history_limit_deque)
+from vramscope._steps import (
+    LeakDetector,
+    LeakReport,
+    StepRecord,
+    format_leak_warning,
+    format_step_line,
+    format_step_table,
+    history_limit_deque,
+)
+from vramscope._units import format_bytes, format_delta
 
 MiB = 1 << 20
 GiB = 1 << 30

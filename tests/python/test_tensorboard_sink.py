@@ -8,8 +8,8 @@ import struct
 import time
 
 import pytest
-from conftest import run_python
 
+from conftest import run_python
 from vramscope.tensorboard import TensorBoardSink, open_writer, step_scalars
 
 

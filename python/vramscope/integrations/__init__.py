@@ -1,4 +1,4 @@
-# python/vramscope/integrations/__init__.py -- callbacks for the training frameworks users already run
+# python/vramscope/integrations/__init__.py -- callbacks for the frameworks users already run
 """Per-step GPU memory logged through a framework's own loggers:
 
 - ``vramscope.integrations.lightning.VramscopeCallback``: a Lightning ``Callback``;

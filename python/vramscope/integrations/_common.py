@@ -1,9 +1,9 @@
-# python/vramscope/integrations/_common.py -- what the framework callbacks share: steps -> logged keys
+# python/vramscope/integrations/_common.py -- what the callbacks share: steps -> logged keys
 """``StepMetrics`` closes a step with the agent at each optimizer step a framework reports and
 turns the record into the few keys the callbacks log (``KEYS``); it also gives the OOM
 post-mortem the batch size the framework knows and the steps it saw.
 
-It reads the agent through ``vramscope._api`` directly (not a ``Monitor``): a framework owns the
+It reads the agent through the session (vramscope._session), not a ``Monitor``: a framework owns the
 loop, its loggers print and write, so nothing here prints. Without a GPU it stays off and
 ``step()`` returns ``{}``: the callbacks are safe in a CPU run of the same script.
 """
@@ -11,16 +11,18 @@ loop, its loggers print and write, so nothing here prints. Without a GPU it stay
 from __future__ import annotations
 
 import collections
-import os
-import sys
 import warnings
-from typing import Any, Deque, Dict, List, Optional
+from typing import Any
 
 from .. import _api, _torchcheck, oom
 from .._model_probe import ModelProbe
+from .._oom_advice import StepPoint
+from .._session import SESSION
+from .._step_history import STEP_HISTORY
 from .._steps import CATEGORY_NAMES, StepRecord
+from .._units import non_pytorch_bytes
 
-__all__ = ["KEYS", "StepMetrics", "gpu_problem", "attach_if_needed"]
+__all__ = ["KEYS", "StepMetrics", "gpu_problem"]
 
 #: Every key the callbacks log (bytes; the category keys only with categories=True, the
 #: non-PyTorch one only when NVML can tell).
@@ -29,9 +31,9 @@ KEYS = ("vram/peak_allocated_bytes", "vram/peak_reserved_bytes", "vram/allocated
             f"vram/{name}_bytes" for name in CATEGORY_NAMES)
 
 
-def gpu_problem() -> Optional[str]:
+def gpu_problem() -> str | None:
     """Why GPU memory cannot be measured in this process, or None when it can."""
-    if _api._reader is not None and _api.device_count() > 0:
+    if SESSION.reader is not None and SESSION.device_count() > 0:
         return None
     try:
         torch = _torchcheck.import_torch()
@@ -39,25 +41,6 @@ def gpu_problem() -> Optional[str]:
     except (ImportError, RuntimeError) as e:
         return str(e).removeprefix("vramscope: ")
     return None
-
-
-def attach_if_needed(init_cuda: bool) -> None:
-    """Attaches unless a reader answers already (``_api.attach`` would check CUDA again)."""
-    if _api._reader is None:
-        _api.attach(init_cuda=init_cuda)
-
-
-def driver_lookup() -> Optional[Any]:
-    """(uuids, pid, lookup) to ask NVML what it charges this process per device, or None."""
-    lookup = getattr(_api._reader, "driver_process_bytes", None)
-    torch = sys.modules.get("torch")
-    if lookup is None or torch is None:
-        return None
-    try:
-        uuids = _api._device_uuids(torch, _api.device_count())
-    except Exception:  # noqa: BLE001 -- no UUIDs: no driver numbers, the rest still works
-        return None
-    return uuids, os.getpid(), lookup
 
 
 class StepMetrics:
@@ -69,23 +52,22 @@ class StepMetrics:
     OOM report."""
 
     def __init__(self, framework: str, categories: bool = False, driver: bool = True,
-                 reduce: bool = False, device: Optional[int] = None) -> None:
+                 reduce: bool = False, device: int | None = None) -> None:
         self.framework = framework
         self.categories = categories
         self.driver = driver
         self.reduce = reduce
         self.device = device
         #: Why nothing is measured (None while measuring).
-        self.problem: Optional[str] = "not started"
-        self.batch_size: Optional[int] = None
+        self.problem: str | None = "not started"
+        self.batch_size: int | None = None
         self.rank, self.world_size = 0, 1
         #: The records of the last steps (StepRecord), oldest first.
-        self.history: Deque[StepRecord] = collections.deque(maxlen=oom.STEP_HISTORY)
+        self.history: collections.deque[StepRecord] = collections.deque(maxlen=STEP_HISTORY)
         self._step = 0
         self._last_allocated = 0
         self._tracker: Any = None
         self._probe = ModelProbe()
-        self._driver: Any = None
 
     def start(self, model: Any = None, optimizer: Any = None, rank: int = 0,
               world_size: int = 1) -> None:
@@ -96,28 +78,27 @@ class StepMetrics:
         self.problem = gpu_problem()
         if self.problem is not None:
             return
-        attach_if_needed(init_cuda=True)
+        SESSION.attach(init_cuda=True)
         if self.device is None:
-            self.device = _api._current()
+            self.device = SESSION.current()
         self.rank, self.world_size = rank, world_size
         if world_size > 1:
-            _api.set_rank(rank, world_size)
+            SESSION.set_rank(rank, world_size)
         if self.categories and model is not None:
             self._start_categories(model, optimizer)
         if model is not None:
             self._probe.attach(model, optimizer)
-        self._driver = driver_lookup() if self.driver else None
         self._last_allocated = _api.memory_allocated(self.device)
         oom.add_provider(self._oom_evidence)
         # The first step's peak starts here, not at attach (model loading is not a step).
-        _api.step_all()
+        SESSION.step_all()
 
     def _start_categories(self, model: Any, optimizer: Any) -> None:
         from ..profile import CategoryTracker
 
         problem = None
-        if not _api.mode().startswith("events"):
-            problem = f"the agent is not in events mode ({_api.mode()})"
+        if not SESSION.mode().startswith("events"):
+            problem = f"the agent is not in events mode ({SESSION.mode()})"
         else:
             try:
                 self._tracker = CategoryTracker(model, optimizer, in_step_records=True)
@@ -127,21 +108,22 @@ class StepMetrics:
             warnings.warn(f"vramscope: the {self.framework} callback logs no categories: "
                           f"{problem}", _torchcheck.VramscopeWarning, stacklevel=3)
 
-    def step(self) -> Dict[str, float]:
+    def step(self) -> dict[str, float]:
         """Closes the step; the keys to log (``{}`` when nothing is measured)."""
-        if self.problem is not None:
+        device = self.device  # set by start(), which clears the problem
+        if self.problem is not None or device is None:
             return {}
         if self._tracker is not None:
             self._tracker.tag()  # before the agent closes the step and reads its peak
         self._step += 1
-        raw = [r for r in _api.step_all() if int(r["device"]) == self.device]
+        raw = [r for r in SESSION.step_all() if int(r["device"]) == device]
         if not raw:
             return {}
         r = raw[0]
         allocated = int(r["allocated_bytes"])
         categories = r.get("categories")
         record = StepRecord(
-            step=self._step, device=self.device, rank=self.rank, world_size=self.world_size,
+            step=self._step, device=device, rank=self.rank, world_size=self.world_size,
             allocated_bytes=allocated, reserved_bytes=int(r["reserved_bytes"]),
             peak_allocated_bytes=int(r["peak_allocated_bytes"]),
             peak_reserved_bytes=int(r["peak_reserved_bytes"]),
@@ -150,7 +132,9 @@ class StepMetrics:
             duration_ns=int(r.get("duration_ns", 0)),
             categories=None if categories is None else
             {name: int(categories.get(name, 0)) for name in CATEGORY_NAMES},
-            non_pytorch_bytes=self._non_pytorch_bytes(int(r["reserved_bytes"])),
+            non_pytorch_bytes=non_pytorch_bytes(
+                SESSION.driver_process_bytes(device) if self.driver else None,
+                int(r["reserved_bytes"])),
             batch_size=self.batch_size)
         self._last_allocated = allocated
         if self.reduce:
@@ -159,20 +143,13 @@ class StepMetrics:
         self.history.append(record)
         return metrics_of(record)
 
-    def _non_pytorch_bytes(self, reserved_bytes: int) -> Optional[int]:
-        if self._driver is None:
-            return None
-        uuids, pid, lookup = self._driver
-        used = lookup(uuids[self.device], pid) if self.device < len(uuids) else None
-        return used - reserved_bytes if used is not None and used >= reserved_bytes else None
-
-    def _oom_evidence(self, device: int) -> Dict[str, Any]:
+    def _oom_evidence(self, device: int) -> dict[str, Any]:
         # Registered after the framework's model probe and any Monitor: these fields win.
         stack = oom.oom_stack()
         out = self._probe.evidence(*stack) if stack is not None else self._probe.evidence()
         if self.batch_size is not None:
             out.update(batch_size=self.batch_size, batch_source=self.framework)
-        points = [oom.StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes, r.batch_size,
+        points = [StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes, r.batch_size,
                                 r.peak_reserved_bytes) for r in self.history if r.device == device]
         if points:
             out["steps"] = points
@@ -189,9 +166,9 @@ class StepMetrics:
             self.problem = "closed"
 
 
-def metrics_of(record: StepRecord) -> Dict[str, float]:
+def metrics_of(record: StepRecord) -> dict[str, float]:
     """The logged keys of one step record (see KEYS)."""
-    out: Dict[str, float] = {
+    out: dict[str, float] = {
         "vram/peak_allocated_bytes": float(record.peak_allocated_bytes),
         "vram/peak_reserved_bytes": float(record.peak_reserved_bytes),
         "vram/allocated_bytes": float(record.allocated_bytes),
@@ -205,7 +182,7 @@ def metrics_of(record: StepRecord) -> Dict[str, float]:
     return out
 
 
-def window_max(metrics: List[Dict[str, float]]) -> Dict[str, float]:
+def window_max(metrics: list[dict[str, float]]) -> dict[str, float]:
     """Several steps' keys as one: the peaks' maximum, the other keys of the last step."""
     if not metrics:
         return {}

@@ -1,4 +1,4 @@
-# python/vramscope/integrations/lightning.py -- Lightning Callback: per-step GPU memory in Lightning's loggers
+# python/vramscope/integrations/lightning.py -- Lightning Callback: step GPU memory in its loggers
 """``VramscopeCallback`` for ``lightning.pytorch`` (else ``pytorch_lightning``)::
 
     from vramscope.integrations.lightning import VramscopeCallback
@@ -16,7 +16,7 @@ leading dimension goes to the OOM post-mortem, and an OOM leaving ``fit`` gets i
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any
 
 try:
     import lightning.pytorch as _pl
@@ -39,7 +39,7 @@ class VramscopeCallback(_pl.Callback):
     (default: the module's)."""
 
     def __init__(self, categories: bool = False, driver: bool = True, reduce: bool = False,
-                 prog_bar: bool = False, device: Optional[int] = None) -> None:
+                 prog_bar: bool = False, device: int | None = None) -> None:
         super().__init__()
         self.prog_bar = prog_bar
         self._metrics = StepMetrics("lightning", categories=categories, driver=driver,
@@ -47,18 +47,19 @@ class VramscopeCallback(_pl.Callback):
         self._observer_calls = 0
 
     @property
-    def history(self) -> List[Any]:
+    def history(self) -> list[Any]:
         """The StepRecords of the last steps (vramscope.StepRecord), oldest first."""
         return list(self._metrics.history)
 
     @property
-    def problem(self) -> Optional[str]:
+    def problem(self) -> str | None:
         """Why nothing is measured (no GPU, ...), None while measuring."""
         return self._metrics.problem
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         device = getattr(pl_module, "device", None)
-        if self._metrics.device is None and getattr(device, "type", None) == "cuda":
+        if self._metrics.device is None and device is not None and \
+                getattr(device, "type", None) == "cuda":
             self._metrics.device = device.index or 0
         optimizers = getattr(trainer, "optimizers", None) or [None]
         self._observer_calls = oom.observer_calls()

@@ -1,4 +1,4 @@
-# python/vramscope/integrations/transformers.py -- HF TrainerCallback: per-step GPU memory in the Trainer's logs
+# python/vramscope/integrations/transformers.py -- HF TrainerCallback: step GPU memory in its logs
 """``VramscopeCallback`` for the Hugging Face ``Trainer``::
 
     from vramscope.integrations.transformers import VramscopeCallback
@@ -19,7 +19,8 @@ of the Trainer's callback list when training begins.
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, List, Optional
+from types import FrameType
+from typing import Any
 
 from transformers import TrainerCallback
 from transformers.trainer_callback import CallbackHandler
@@ -37,25 +38,25 @@ class VramscopeCallback(TrainerCallback):
     current device when training begins)."""
 
     def __init__(self, categories: bool = False, driver: bool = True, reduce: bool = False,
-                 device: Optional[int] = None) -> None:
+                 device: int | None = None) -> None:
         self._metrics = StepMetrics("transformers", categories=categories, driver=driver,
                                     reduce=reduce, device=device)
-        self._pending: List[Dict[str, float]] = []
+        self._pending: list[dict[str, float]] = []
 
     @property
-    def history(self) -> List[Any]:
+    def history(self) -> list[Any]:
         """The StepRecords of the last steps (vramscope.StepRecord), oldest first."""
         return list(self._metrics.history)
 
     @property
-    def problem(self) -> Optional[str]:
+    def problem(self) -> str | None:
         """Why nothing is measured (no GPU, ...), None while measuring."""
         return self._metrics.problem
 
     def _move_to_front(self) -> None:
         # The handler calling us is a caller's `self`; a new list (not an in-place move)
         # leaves the loop that is calling this event over the old one undisturbed.
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         for _ in range(8):
             if frame is None:
                 return
@@ -76,7 +77,8 @@ class VramscopeCallback(TrainerCallback):
         self._metrics.batch_size = getattr(train_dataloader, "batch_size", None) or \
             getattr(args, "per_device_train_batch_size", None)
         device = getattr(args, "device", None)
-        if self._metrics.device is None and getattr(device, "type", None) == "cuda":
+        if self._metrics.device is None and device is not None and \
+                getattr(device, "type", None) == "cuda":
             self._metrics.device = device.index or 0
         self._metrics.start(model=model, optimizer=optimizer,
                             rank=int(getattr(args, "process_index", 0)),
@@ -87,7 +89,7 @@ class VramscopeCallback(TrainerCallback):
         if metrics:
             self._pending.append(metrics)
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: Optional[Dict[str, Any]] = None,
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:
         if logs is None or not self._pending:
             return
