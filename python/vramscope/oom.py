@@ -105,19 +105,34 @@ def _device_facts(e: OomEvidence, agent: Any, device: int) -> None:
     e.expandable_segments = e.expandable_segments or _alloc_conf_expandable()
 
 
+def _agent_record(agent: Any, device: int, at_oom: bool) -> dict[str, Any]:
+    """The agent's record of an OOM on ``device``: what its observer captured at the OOM
+    (``oom_snapshot()``, one call) when ``at_oom`` and it has one for that device, else the same
+    record read now (segments as captured at the last OOM when ``at_oom``)."""
+    if at_oom:
+        snapshot = agent.oom_snapshot()
+        if snapshot is not None and snapshot["device"] == device:
+            return dict(snapshot)
+    attributed = bool(agent.attribution_summary(device))
+    return {"device": device, "oom": agent.last_oom() or {}, "stats": agent.stats(device),
+            "segments": agent.segments(at_oom),
+            "recent_events": [agent.recent_events(d) for d in range(agent.device_count())],
+            "ops": agent.op_table(device, "profile") if attributed else None,
+            "categories": agent.categories(device, "step") if attributed else None}
+
+
 def _fill(e: OomEvidence, agent: Any, device: int,
-          stack: tuple[list[Any], bool] | None = None) -> None:
-    """Adds the device facts, attribution (``agent``: the C++ agent, None in polling mode), the
-    step history, what the stack at the OOM says (batch size, phase) and the providers'
-    fields."""
+          stack: tuple[list[Any], bool] | None = None,
+          snapshot: dict[str, Any] | None = None) -> None:
+    """Adds the device facts, attribution (from ``snapshot``, the agent's record; None in
+    polling mode), the step history, what the stack at the OOM says (batch size, phase) and the
+    providers' fields."""
     global _oom_stack
     _device_facts(e, agent, device)
-    if agent is not None and agent.attribution_summary(device):
-        rows = agent.op_table(device, "profile")
-        e.top_ops = sorted(((r["name"], int(r["live_bytes"])) for r in rows if r["live_bytes"]),
-                           key=lambda t: -t[1])[:10]
-        cats = agent.categories(device, "step")
-        e.categories = {k: int(v[0]) for k, v in cats.items() if v[0]}
+    if snapshot is not None and snapshot["ops"] is not None:
+        e.top_ops = sorted(((r["name"], int(r["live_bytes"])) for r in snapshot["ops"]
+                            if r["live_bytes"]), key=lambda t: -t[1])[:10]
+        e.categories = {k: int(v[0]) for k, v in (snapshot["categories"] or {}).items() if v[0]}
     e.steps = SESSION.history.steps(device)
     e.growing_ops = growing_ops(SESSION.history.op_snapshots(device))
     e.growing_modules = growing_ops(SESSION.history.module_snapshots(device))
@@ -139,15 +154,16 @@ def _fill(e: OomEvidence, agent: Any, device: int,
         _oom_stack = None  # the frames hold the program's tensors
 
 
-def collect_evidence(device: int,
-                     stack: tuple[list[Any], bool] | None = None) -> OomEvidence:
-    """Reads the session's agent (host-side only: no GPU allocation) after an OOM on
-    ``device``; ``stack``: the OOM thread's frames (innermost first) and whether it is the main
-    thread. Needs the agent (the observer that calls this is the agent's)."""
+def collect_evidence(device: int, stack: tuple[list[Any], bool] | None = None,
+                     snapshot: dict[str, Any] | None = None) -> OomEvidence:
+    """The evidence of an OOM the observer saw on ``device``, from the agent's ``snapshot``
+    (_agent_record(at_oom=True) when not given; host-side only: no GPU allocation);
+    ``stack``: the OOM thread's frames (innermost first) and whether it is the main thread.
+    Needs the agent (the observer that calls this is the agent's)."""
     agent = SESSION.agent
-    oom = agent.last_oom() or {}
-    stats = agent.stats(device)
-    segments = agent.segments(True)
+    if snapshot is None:
+        snapshot = _agent_record(agent, device, at_oom=True)
+    oom, stats, segments = snapshot["oom"], snapshot["stats"], snapshot["segments"]
     cached_free, largest = fragmentation_of(segments, device)
     e = OomEvidence(device=device, requested_bytes=int(oom.get("requested_bytes", 0)),
                     device_total_bytes=int(oom.get("device_total_bytes", 0)),
@@ -157,7 +173,7 @@ def collect_evidence(device: int,
                     cached_free_bytes=cached_free, largest_free_block_bytes=largest,
                     expandable_segments=any(s.get("is_expandable") for s in segments
                                             if int(s.get("device", 0)) == device))
-    _fill(e, agent, device, stack)
+    _fill(e, agent, device, stack, snapshot)
     return e
 
 
@@ -183,10 +199,11 @@ def evidence_from_exception(message: str, device: int,
         from_exception=True, limit_bytes=parsed.get("limit_bytes"),
         process_driver_bytes=parsed.get("process_driver_bytes"),
         oom_source="allocator" if "Tried to allocate" in message else "other")
-    if agent is not None:
-        e.cached_free_bytes, e.largest_free_block_bytes = fragmentation_of(agent.segments(False),
+    snapshot = _agent_record(agent, device, at_oom=False) if agent is not None else None
+    if snapshot is not None:
+        e.cached_free_bytes, e.largest_free_block_bytes = fragmentation_of(snapshot["segments"],
                                                                            device)
-    _fill(e, agent, device, stack)
+    _fill(e, agent, device, stack, snapshot)
     return e
 
 
@@ -202,16 +219,16 @@ def _may_write() -> bool:
     return True
 
 
-def _emit(e: OomEvidence, agent: Any, at_oom: bool) -> dict[str, str]:
-    """Writes the report files (with a memory_viz pickle when ``agent``, the C++ agent, is
-    there), prints the summary to stderr and returns the paths."""
+def _emit(e: OomEvidence, record: dict[str, Any] | None) -> dict[str, str]:
+    """Writes the report files (with a memory_viz pickle from ``record``, the agent's
+    _agent_record(), when the C++ agent is there), prints the summary to stderr and returns the
+    paths."""
     now = time.time()
     paths = report_paths(os.getpid(), now)
     snapshot = None
-    if agent is not None:
+    if record is not None:
         offset = time.time_ns() - time.monotonic_ns()
-        events = [agent.recent_events(d) for d in range(agent.device_count())]
-        snapshot = memory_viz_snapshot(agent.segments(at_oom), events, offset)
+        snapshot = memory_viz_snapshot(record["segments"], record["recent_events"], offset)
     advice = write_report(e, paths, snapshot, time.strftime("%Y-%m-%d %H:%M:%S"))
     if snapshot is None:
         del paths["pickle"]
@@ -229,7 +246,8 @@ def on_oom(device: int) -> None:
         agent = SESSION.agent
         if agent is None or not _may_write():
             return
-        _emit(collect_evidence(device, oom_frames()), agent, at_oom=True)
+        record = _agent_record(agent, device, at_oom=True)
+        _emit(collect_evidence(device, oom_frames(), record), record)
     except Exception as exc:  # noqa: BLE001 -- never replace the program's OutOfMemoryError
         print(f"vramscope: could not write the OOM report ({exc})", file=sys.stderr, flush=True)
 
@@ -264,7 +282,8 @@ def report_exception(exc: BaseException, observer_calls_before: int,
                  threading.current_thread() is threading.main_thread())
         e = evidence_from_exception(str(exc), device, stack)
         agent = SESSION.agent
-        paths = _emit(e, agent, at_oom=False)
+        record = _agent_record(agent, e.device, at_oom=False) if agent is not None else None
+        paths = _emit(e, record)
         if agent is not None:
             # The segment (and `vramscope record` / `vramscope run --record`) gets its OOM
             # marker for an OOM the observer did not see.

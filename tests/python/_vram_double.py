@@ -112,6 +112,9 @@ class FakeAgent:
     def last_oom(self) -> dict | None:
         return None
 
+    def oom_snapshot(self) -> dict | None:
+        return None
+
     # ----- no attribution running, no NVML, no OOM seen: what an idle agent answers
     def attribution_active(self) -> bool:
         return False

@@ -328,8 +328,36 @@ class OomAgent:
     def attribution_summary(self, device):
         return {}
 
+    def oom_snapshot(self):
+        return None
+
+    def recent_events(self, device):
+        return []
+
     def set_oom_callback(self, fn):
         self.oom_callback = fn
+
+
+class OomAgentWithSnapshot(OomAgent):
+    """The agent as it is when the post-mortem runs: its observer captured the OOM's state in
+    one snapshot, and by now its live counters and segments have moved on (freed)."""
+
+    def oom_snapshot(self):
+        at_oom = OomAgent()
+        return {"device": 0, "oom": at_oom.last_oom(), "stats": at_oom.stats(0),
+                "segments": at_oom.segments(True), "recent_events": [[]],
+                "ops": [{"name": "aten::mm", "live_bytes": 3 * GiB, "live_at_peak_bytes": 3 * GiB,
+                         "allocated_bytes": 3 * GiB}],
+                "categories": {"activations": (2 * GiB, 2 * GiB), "other": (0, 0)}}
+
+    def stats(self, device):
+        return {"allocated_bytes": 0, "reserved_bytes": 0}
+
+    def segments(self, at_oom=False):
+        return []
+
+    def last_oom(self):
+        raise AssertionError("the post-mortem read the live agent instead of the snapshot")
 
 
 def test_collected_evidence_separates_the_cap_from_the_device(monkeypatch):
@@ -352,3 +380,19 @@ def test_collected_evidence_separates_the_cap_from_the_device(monkeypatch):
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128,expandable_segments:True")
     with installed(OomAgent(), uuids=["GPU-test"]):
         assert oom.collect_evidence(0).expandable_segments is True
+
+
+def test_collected_evidence_is_the_observers_snapshot_not_the_state_after_it(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from _vram_double import installed
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (127 * GiB, TOTAL))
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction",
+                        lambda device=None: 12 * GiB / TOTAL)
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    with installed(OomAgentWithSnapshot(), uuids=["GPU-test"]):
+        e = oom.collect_evidence(0)
+    assert e.requested_bytes == 576 * MiB and e.reserved_bytes == 11 * GiB + 600 * MiB
+    assert e.cached_free_bytes == 9 * MiB
+    assert e.top_ops == [("aten::mm", 3 * GiB)]
+    assert e.categories == {"activations": 2 * GiB}

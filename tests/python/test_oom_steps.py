@@ -193,6 +193,12 @@ class ProfilingSource(StepSource):
     def attribution_summary(self, device):
         return {}
 
+    def oom_snapshot(self):
+        return None
+
+    def last_oom(self):
+        return None
+
     def segments(self, at_oom=False):
         return []
 
