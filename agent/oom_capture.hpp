@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "attribution/fragmentation.hpp"
+#include "attribution/segment_view.hpp"
 
 namespace vramscope::agent {
 

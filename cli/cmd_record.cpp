@@ -17,6 +17,7 @@
 
 #include "child_process.hpp"
 #include "commands.hpp"
+#include "core/posix_io.hpp"
 #include "output.hpp"
 #include "pacing.hpp"
 #include "record.hpp"
@@ -98,7 +99,7 @@ int run_record(const RecordOptions& options) {
                              : slash == 0               ? "/"
                                                         : options.output.substr(0, slash);
   if (access(folder.c_str(), W_OK | X_OK) != 0) {
-    throw Error(options.output + ": cannot create it (" + folder + ": " + std::strerror(errno) +
+    throw Error(options.output + ": cannot create it (" + folder + ": " + errno_text(errno) +
                 ")");
   }
   install_stop_handlers();

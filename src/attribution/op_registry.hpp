@@ -1,6 +1,6 @@
 // src/attribution/op_registry.hpp -- operator names as small ids, call counts, the per-thread op stack
 //
-// RecordFunction start/end callbacks (agent/attribution_ops.cpp) run on every thread that runs
+// RecordFunction start/end callbacks (agent/attribution_glue.cpp) run on every thread that runs
 // an operator: the Python thread, autograd threads, at::launch workers. The allocator tracker
 // reads the innermost op of the thread it runs on, so the stack is thread_local and lock-free.
 // Names are interned once per thread through a thread-local cache; only a name never seen by
