@@ -33,6 +33,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "vramscope/sample.hpp"
+
 namespace vramscope::format {
 
 /// "VRSCAGT1": identifies an agent segment (distinct from the recording file magic).
@@ -100,23 +102,18 @@ struct SlotStats {
   int32_t cuda_device;
   /// slot_flag_* bits.
   uint32_t flags;
-  uint64_t allocated_bytes;
-  uint64_t reserved_bytes;
-  uint64_t requested_bytes;
-  uint64_t active_bytes;
-  uint64_t inactive_split_bytes;
-  uint64_t peak_allocated_bytes;
-  uint64_t peak_reserved_bytes;
-  uint64_t step;
-  uint64_t step_peak_allocated_bytes;
-  uint64_t step_peak_reserved_bytes;
-  uint64_t oom_count;
-  uint64_t event_count;
-  uint64_t dropped_event_count;
+  /// counters[i] is AllocatorSample::*allocator_counters[i].member, in that table's order:
+  /// allocated, reserved, requested, active, inactive_split, peak_allocated, peak_reserved
+  /// (bytes), step, step_peak_allocated, step_peak_reserved (bytes), oom, event and
+  /// dropped_event counts.
+  uint64_t counters[allocator_counter_count];
   int64_t updated_ns;
   /// NUL-terminated device UUID.
   char device_uuid[segment_uuid_bytes];
 };
+// A new row in allocator_counters grows the slot: bump segment_version and update these.
+static_assert(allocator_counter_count == 13 && offsetof(SlotStats, counters) == 16 &&
+              offsetof(SlotStats, updated_ns) == 120, "a new counter is a segment layout change");
 static_assert(sizeof(SlotStats) == 224);
 
 /// One completed step (pid from the header).

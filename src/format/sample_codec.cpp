@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "format/varint.hpp"
+
 namespace vramscope::format {
 
 namespace {
@@ -66,13 +68,10 @@ enum StepFlag : uint32_t {
 /// The first version whose step records carry flags and per-category bytes.
 constexpr uint16_t first_version_with_step_categories = 2;
 
-uint64_t zigzag(int64_t value) {
-  return (static_cast<uint64_t>(value) << 1U) ^ static_cast<uint64_t>(value >> 63);
-}
-
-int64_t unzigzag(uint64_t value) {
-  return static_cast<int64_t>((value >> 1U) ^ (0 - (value & 1U)));
-}
+// Allocator counters are stored in allocator_counters order, all of them in every version so
+// far. A new row there is a format change: bump recording_version and read the new counter
+// only from that version on (older files leave it 0).
+static_assert(allocator_counter_count == 13, "a new allocator counter is a recording format change");
 
 /// Wrapping difference, so that any pair of int64 timestamps round-trips without overflow.
 int64_t wrapping_delta(int64_t value, int64_t base) {
@@ -81,14 +80,6 @@ int64_t wrapping_delta(int64_t value, int64_t base) {
 
 int64_t wrapping_add(int64_t base, int64_t delta) {
   return static_cast<int64_t>(static_cast<uint64_t>(base) + static_cast<uint64_t>(delta));
-}
-
-void put_varint(std::string& out, uint64_t value) {
-  while (value >= 0x80U) {
-    out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-    value >>= 7U;
-  }
-  out.push_back(static_cast<char>(value));
 }
 
 void put_signed(std::string& out, int64_t value) { put_varint(out, zigzag(value)); }
@@ -195,12 +186,7 @@ class Emitter {
     s(a.world_size);
     s(a.cuda_device);
     str(a.device_uuid);
-    for (uint64_t value : {a.allocated_bytes, a.reserved_bytes, a.requested_bytes, a.active_bytes,
-                           a.inactive_split_bytes, a.peak_allocated_bytes, a.peak_reserved_bytes,
-                           a.step, a.step_peak_allocated_bytes, a.step_peak_reserved_bytes,
-                           a.oom_count, a.event_count, a.dropped_event_count}) {
-      u(value);
-    }
+    for (const AllocatorCounter& counter : allocator_counters) u(a.*counter.member);
     u(a.polling_only ? AllocatorPollingOnly : 0U);
     s(wrapping_delta(a.updated_ns, timestamp_ns));
   }
@@ -309,16 +295,15 @@ class Cursor {
 
   uint64_t u() {
     uint64_t value = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-      if (m_bytes.empty()) throw FormatError("varint runs past the end");
-      const auto byte = static_cast<unsigned char>(m_bytes.front());
-      m_bytes.remove_prefix(1);
-      // The 10th byte may only carry the top bit of a 64-bit value.
-      if (shift == 63 && byte > 1) throw FormatError("varint overflows 64 bits");
-      value |= static_cast<uint64_t>(byte & 0x7FU) << shift;
-      if ((byte & 0x80U) == 0) return value;
+    std::size_t at = 0;
+    switch (get_varint(m_bytes, at, value)) {
+      case VarintRead::Ok: break;
+      case VarintRead::Cut: throw FormatError("varint runs past the end");
+      case VarintRead::Overflow: throw FormatError("varint overflows 64 bits");
+      case VarintRead::TooLong: throw FormatError("varint longer than 10 bytes");
     }
-    throw FormatError("varint longer than 10 bytes");
+    m_bytes.remove_prefix(at);
+    return value;
   }
 
   uint32_t u32(const char* what) {
@@ -457,13 +442,7 @@ class Cursor {
     a.world_size = s32("world size");
     a.cuda_device = s32("CUDA device");
     str(a.device_uuid);
-    for (uint64_t* field :
-         {&a.allocated_bytes, &a.reserved_bytes, &a.requested_bytes, &a.active_bytes,
-          &a.inactive_split_bytes, &a.peak_allocated_bytes, &a.peak_reserved_bytes, &a.step,
-          &a.step_peak_allocated_bytes, &a.step_peak_reserved_bytes, &a.oom_count,
-          &a.event_count, &a.dropped_event_count}) {
-      *field = u();
-    }
+    for (const AllocatorCounter& counter : allocator_counters) a.*counter.member = u();
     a.polling_only = (flags(AllocatorKnownFlags, "allocator") & AllocatorPollingOnly) != 0;
     a.updated_ns = wrapping_add(timestamp_ns, s());
   }

@@ -98,27 +98,18 @@ json device_json(const DeviceSample& d, const JoinedDevice& joined) {
 }
 
 json allocator_json(const AllocatorSample& a, bool joined) {
-  return json{{"pid", a.pid},
-              {"rank", a.rank},
-              {"world_size", a.world_size},
-              {"cuda_device", a.cuda_device},
-              {"device_uuid", a.device_uuid},
-              {"joined_device", joined},
-              {"allocated_bytes", a.allocated_bytes},
-              {"reserved_bytes", a.reserved_bytes},
-              {"requested_bytes", a.requested_bytes},
-              {"active_bytes", a.active_bytes},
-              {"inactive_split_bytes", a.inactive_split_bytes},
-              {"peak_allocated_bytes", a.peak_allocated_bytes},
-              {"peak_reserved_bytes", a.peak_reserved_bytes},
-              {"step", a.step},
-              {"step_peak_allocated_bytes", a.step_peak_allocated_bytes},
-              {"step_peak_reserved_bytes", a.step_peak_reserved_bytes},
-              {"oom_count", a.oom_count},
-              {"event_count", a.event_count},
-              {"dropped_event_count", a.dropped_event_count},
-              {"polling_only", a.polling_only},
-              {"updated_ns", a.updated_ns}};
+  json out{{"pid", a.pid},
+           {"rank", a.rank},
+           {"world_size", a.world_size},
+           {"cuda_device", a.cuda_device},
+           {"device_uuid", a.device_uuid},
+           {"joined_device", joined}};
+  for (const AllocatorCounter& counter : allocator_counters) {
+    out[std::string(counter.name)] = a.*counter.member;
+  }
+  out["polling_only"] = a.polling_only;
+  out["updated_ns"] = a.updated_ns;
+  return out;
 }
 
 json step_json(const StepRecord& s) {
