@@ -223,7 +223,8 @@ struct StepRecord {
   /// When the step ended (CLOCK_REALTIME ns) and how long it lasted.
   int64_t end_ns = 0;
   int64_t duration_ns = 0;
-  /// Peaks inside the step, exact from events (requested/reserved) or polls (allocated).
+  /// Peaks inside the step, exact from events (requested/reserved) or polls (allocated). These
+  /// and the values at the end are the rows of step_byte_fields (below): a new one goes there.
   uint64_t peak_allocated_bytes = 0;
   uint64_t peak_reserved_bytes = 0;
   uint64_t peak_requested_bytes = 0;
@@ -243,7 +244,8 @@ struct OomRecord {
   int32_t cuda_device = 0;
   std::string device_uuid;
   int64_t timestamp_ns = 0;
-  /// The (rounded) request that failed, the device total and free bytes at that moment.
+  /// The (rounded) request that failed, the device total and free bytes at that moment. These
+  /// and the allocator state are the rows of oom_byte_fields (below): a new one goes there.
   uint64_t requested_bytes = 0;
   uint64_t device_total_bytes = 0;
   uint64_t device_free_bytes = 0;
@@ -251,6 +253,32 @@ struct OomRecord {
   uint64_t allocated_bytes = 0;
   uint64_t reserved_bytes = 0;
 };
+
+/// One uint64_t field of a record and its name (JSON key, CSV column, trace argument).
+template <typename Record>
+struct RecordField {
+  std::string_view name;
+  uint64_t Record::*member;
+};
+
+/// StepRecord's byte counts, in declaration order: the segment's step ring, the recording codec,
+/// JSON, the CSV step rows and the Chrome trace all carry them through this table.
+inline constexpr std::array<RecordField<StepRecord>, 5> step_byte_fields = {{
+    {"peak_allocated_bytes", &StepRecord::peak_allocated_bytes},
+    {"peak_reserved_bytes", &StepRecord::peak_reserved_bytes},
+    {"peak_requested_bytes", &StepRecord::peak_requested_bytes},
+    {"allocated_bytes", &StepRecord::allocated_bytes},
+    {"reserved_bytes", &StepRecord::reserved_bytes},
+}};
+
+/// OomRecord's byte counts, in declaration order, carried the same way.
+inline constexpr std::array<RecordField<OomRecord>, 5> oom_byte_fields = {{
+    {"requested_bytes", &OomRecord::requested_bytes},
+    {"device_total_bytes", &OomRecord::device_total_bytes},
+    {"device_free_bytes", &OomRecord::device_free_bytes},
+    {"allocated_bytes", &OomRecord::allocated_bytes},
+    {"reserved_bytes", &OomRecord::reserved_bytes},
+}};
 
 /// Everything seen at one instant: all GPUs from the driver plus all live agents.
 struct SystemSample {

@@ -125,11 +125,9 @@ struct StepPayload {
   uint64_t step;
   int64_t end_ns;
   int64_t duration_ns;
-  uint64_t peak_allocated_bytes;
-  uint64_t peak_reserved_bytes;
-  uint64_t peak_requested_bytes;
-  uint64_t allocated_bytes;
-  uint64_t reserved_bytes;
+  /// bytes[i] is StepRecord::*step_byte_fields[i].member: peak allocated, peak reserved, peak
+  /// requested, allocated and reserved at the end of the step.
+  uint64_t bytes[step_byte_fields.size()];
   /// step_flag_* bits (version 2).
   uint64_t flags;
   /// Requested bytes per MemoryCategory live at the step's peak, when step_flag_categories is set
@@ -137,8 +135,9 @@ struct StepPayload {
   uint64_t category_bytes[segment_category_count];
   char device_uuid[segment_uuid_bytes];
 };
-static_assert(sizeof(StepPayload) == 232);
-static_assert(offsetof(StepPayload, category_bytes) == 88);
+// A new row in step_byte_fields grows the entry: bump segment_version and update these.
+static_assert(sizeof(StepPayload) == 232 && offsetof(StepPayload, bytes) == 40 &&
+              offsetof(StepPayload, category_bytes) == 88, "a new step field is a layout change");
 
 /// One out-of-memory error (pid from the header).
 struct OomPayload {
@@ -146,14 +145,13 @@ struct OomPayload {
   int32_t rank;
   int32_t cuda_device;
   int64_t timestamp_ns;
-  uint64_t requested_bytes;
-  uint64_t device_total_bytes;
-  uint64_t device_free_bytes;
-  uint64_t allocated_bytes;
-  uint64_t reserved_bytes;
+  /// bytes[i] is OomRecord::*oom_byte_fields[i].member: the failed request, device total and
+  /// free, allocated and reserved.
+  uint64_t bytes[oom_byte_fields.size()];
   char device_uuid[segment_uuid_bytes];
 };
-static_assert(sizeof(OomPayload) == 160);
+static_assert(sizeof(OomPayload) == 160 && offsetof(OomPayload, bytes) == 24,
+              "a new OOM field is a layout change");
 
 /// A seqlock-protected block: `seq` is even when `payload` is stable.
 template <typename Payload>

@@ -12,7 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <initializer_list>
+#include <iterator>
 #include <map>
 #include <set>
 #include <utility>
@@ -306,9 +306,8 @@ class SegmentReader final : public AgentSegmentReader {
   // The checks below keep a damaged or forged record out of every view: numbers no allocator
   // can hold would otherwise be printed as they are and summed into device totals.
 
-  static bool bytes_are_plausible(std::initializer_list<uint64_t> values) {
-    return std::all_of(values.begin(), values.end(),
-                       [](uint64_t bytes) { return bytes <= max_plausible_bytes; });
+  static bool bytes_are_plausible(const uint64_t* begin, const uint64_t* end) {
+    return std::all_of(begin, end, [](uint64_t bytes) { return bytes <= max_plausible_bytes; });
   }
 
   static bool placement_is_plausible(int32_t rank, int32_t cuda_device) {
@@ -331,22 +330,20 @@ class SegmentReader final : public AgentSegmentReader {
 
   static bool is_plausible(const StepPayload& e) {
     if (!placement_is_plausible(e.rank, e.cuda_device) || e.duration_ns < 0 ||
-        !bytes_are_plausible({e.peak_allocated_bytes, e.peak_reserved_bytes, e.peak_requested_bytes,
-                              e.allocated_bytes, e.reserved_bytes})) {
+        !bytes_are_plausible(std::begin(e.bytes), std::end(e.bytes))) {
       return false;
     }
     if (e.flags != step_flag_categories) return true;
     // Categories split one peak: none may exceed what any device holds.
-    return std::all_of(std::begin(e.category_bytes), std::end(e.category_bytes),
-                       [](uint64_t bytes) { return bytes <= max_plausible_bytes; });
+    return bytes_are_plausible(std::begin(e.category_bytes), std::end(e.category_bytes));
   }
 
   static bool is_plausible(const OomPayload& e) {
     // The failed request itself may be absurd (that is why it failed); the device and the
     // allocator state may not.
+    static_assert(oom_byte_fields[0].member == &OomRecord::requested_bytes);
     return placement_is_plausible(e.rank, e.cuda_device) &&
-           bytes_are_plausible(
-               {e.device_total_bytes, e.device_free_bytes, e.allocated_bytes, e.reserved_bytes});
+           bytes_are_plausible(std::begin(e.bytes) + 1, std::end(e.bytes));
   }
 
   /// Returns entries `returned+1 .. written` still present in the ring, oldest first.
@@ -401,6 +398,13 @@ class SegmentReader final : public AgentSegmentReader {
     return sample;
   }
 
+  /// Copies a payload's array into the record's table fields (same order, see the layout).
+  template <typename Record, std::size_t count>
+  static void copy_from_payload(const std::array<RecordField<Record>, count>& fields,
+                                const uint64_t (&words)[count], Record& record) {
+    for (std::size_t i = 0; i < count; ++i) record.*fields[i].member = words[i];
+  }
+
   // Which payload a record is stored as (declared only, for read_records' decltype).
   static StepPayload payload_of(const StepRecord&);
   static OomPayload payload_of(const OomRecord&);
@@ -410,11 +414,7 @@ class SegmentReader final : public AgentSegmentReader {
     step.step = entry.step;
     step.end_ns = entry.end_ns;
     step.duration_ns = entry.duration_ns;
-    step.peak_allocated_bytes = entry.peak_allocated_bytes;
-    step.peak_reserved_bytes = entry.peak_reserved_bytes;
-    step.peak_requested_bytes = entry.peak_requested_bytes;
-    step.allocated_bytes = entry.allocated_bytes;
-    step.reserved_bytes = entry.reserved_bytes;
+    copy_from_payload(step_byte_fields, entry.bytes, step);
     // Unknown flag bits (a damaged entry) leave the categories out rather than guess.
     if (entry.flags == step_flag_categories) {
       CategoryBytes bytes{};
@@ -427,11 +427,7 @@ class SegmentReader final : public AgentSegmentReader {
   static OomRecord to_record(uint32_t pid, const OomPayload& entry) {
     OomRecord oom = placed<OomRecord>(pid, entry);
     oom.timestamp_ns = entry.timestamp_ns;
-    oom.requested_bytes = entry.requested_bytes;
-    oom.device_total_bytes = entry.device_total_bytes;
-    oom.device_free_bytes = entry.device_free_bytes;
-    oom.allocated_bytes = entry.allocated_bytes;
-    oom.reserved_bytes = entry.reserved_bytes;
+    copy_from_payload(oom_byte_fields, entry.bytes, oom);
     return oom;
   }
 

@@ -30,6 +30,13 @@ Payload placed_payload(const Record& record) {
   return entry;
 }
 
+/// Copies a record's table fields into a payload's array (same order, see the layout).
+template <typename Record, std::size_t count>
+void copy_to_payload(const std::array<RecordField<Record>, count>& fields, const Record& record,
+                     uint64_t (&words)[count]) {
+  for (std::size_t i = 0; i < count; ++i) words[i] = record.*fields[i].member;
+}
+
 /// Appends `entry` to a ring as record number ++written (1-based), then publishes that number
 /// in the header: a reader that sees the count sees the complete entry.
 template <typename Payload>
@@ -98,11 +105,7 @@ class SegmentWriter final : public AgentSegmentWriter {
     entry.step = step.step;
     entry.end_ns = step.end_ns;
     entry.duration_ns = step.duration_ns;
-    entry.peak_allocated_bytes = step.peak_allocated_bytes;
-    entry.peak_reserved_bytes = step.peak_reserved_bytes;
-    entry.peak_requested_bytes = step.peak_requested_bytes;
-    entry.allocated_bytes = step.allocated_bytes;
-    entry.reserved_bytes = step.reserved_bytes;
+    copy_to_payload(step_byte_fields, step, entry.bytes);
     if (step.category_bytes) {
       static_assert(segment_category_count == memory_category_count);
       entry.flags |= step_flag_categories;
@@ -116,11 +119,7 @@ class SegmentWriter final : public AgentSegmentWriter {
   void push_oom(const OomRecord& oom) override {
     OomPayload entry = placed_payload<OomPayload>(oom);
     entry.timestamp_ns = oom.timestamp_ns;
-    entry.requested_bytes = oom.requested_bytes;
-    entry.device_total_bytes = oom.device_total_bytes;
-    entry.device_free_bytes = oom.device_free_bytes;
-    entry.allocated_bytes = oom.allocated_bytes;
-    entry.reserved_bytes = oom.reserved_bytes;
+    copy_to_payload(oom_byte_fields, oom, entry.bytes);
     push(ooms(), header()->oom_capacity, &header()->ooms_written, m_ooms_written, entry);
   }
 

@@ -71,7 +71,10 @@ constexpr uint16_t first_version_with_step_categories = 2;
 // Allocator counters are stored in allocator_counters order, all of them in every version so
 // far. A new row there is a format change: bump recording_version and read the new counter
 // only from that version on (older files leave it 0).
-static_assert(allocator_counter_count == 13, "a new allocator counter is a recording format change");
+// The same holds for step_byte_fields and oom_byte_fields.
+static_assert(allocator_counter_count == 13 && step_byte_fields.size() == 5 &&
+                  oom_byte_fields.size() == 5,
+              "a new record field is a recording format change");
 
 /// Wrapping difference, so that any pair of int64 timestamps round-trips without overflow.
 int64_t wrapping_delta(int64_t value, int64_t base) {
@@ -199,10 +202,7 @@ class Emitter {
     u(r.step);
     s(wrapping_delta(r.end_ns, timestamp_ns));
     s(r.duration_ns);
-    for (uint64_t value : {r.peak_allocated_bytes, r.peak_reserved_bytes, r.peak_requested_bytes,
-                           r.allocated_bytes, r.reserved_bytes}) {
-      u(value);
-    }
+    for (const auto& field : step_byte_fields) u(r.*field.member);
     u(r.category_bytes ? StepHasCategories : 0U);
     if (r.category_bytes) {
       for (uint64_t value : *r.category_bytes) u(value);
@@ -215,10 +215,7 @@ class Emitter {
     s(r.cuda_device);
     str(r.device_uuid);
     s(wrapping_delta(r.timestamp_ns, timestamp_ns));
-    for (uint64_t value : {r.requested_bytes, r.device_total_bytes, r.device_free_bytes,
-                           r.allocated_bytes, r.reserved_bytes}) {
-      u(value);
-    }
+    for (const auto& field : oom_byte_fields) u(r.*field.member);
   }
 
   void sample(const SystemSample& sample, int64_t base_timestamp_ns) {
@@ -455,10 +452,7 @@ class Cursor {
     r.step = u();
     r.end_ns = wrapping_add(timestamp_ns, s());
     r.duration_ns = s();
-    for (uint64_t* field : {&r.peak_allocated_bytes, &r.peak_reserved_bytes,
-                            &r.peak_requested_bytes, &r.allocated_bytes, &r.reserved_bytes}) {
-      *field = u();
-    }
+    for (const auto& field : step_byte_fields) r.*field.member = u();
     r.category_bytes.reset();
     if (m_decoder.m_version < first_version_with_step_categories) return;
     if ((flags(StepKnownFlags, "step") & StepHasCategories) != 0) {
@@ -474,10 +468,7 @@ class Cursor {
     r.cuda_device = s32("CUDA device");
     str(r.device_uuid);
     r.timestamp_ns = wrapping_add(timestamp_ns, s());
-    for (uint64_t* field : {&r.requested_bytes, &r.device_total_bytes, &r.device_free_bytes,
-                            &r.allocated_bytes, &r.reserved_bytes}) {
-      *field = u();
-    }
+    for (const auto& field : oom_byte_fields) r.*field.member = u();
   }
 
   void sample(SystemSample& out, int64_t base_timestamp_ns) {

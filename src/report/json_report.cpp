@@ -121,32 +121,26 @@ json step_json(const StepRecord& s) {
       categories[std::string(memory_category_names[c])] = (*s.category_bytes)[c];
     }
   }
-  return json{{"pid", s.pid},
-              {"rank", s.rank},
-              {"cuda_device", s.cuda_device},
-              {"device_uuid", s.device_uuid},
-              {"step", s.step},
-              {"end_ns", s.end_ns},
-              {"duration_ns", s.duration_ns},
-              {"peak_allocated_bytes", s.peak_allocated_bytes},
-              {"peak_reserved_bytes", s.peak_reserved_bytes},
-              {"peak_requested_bytes", s.peak_requested_bytes},
-              {"allocated_bytes", s.allocated_bytes},
-              {"reserved_bytes", s.reserved_bytes},
-              {"category_bytes", categories}};
+  json out{{"pid", s.pid},
+           {"rank", s.rank},
+           {"cuda_device", s.cuda_device},
+           {"device_uuid", s.device_uuid},
+           {"step", s.step},
+           {"end_ns", s.end_ns},
+           {"duration_ns", s.duration_ns}};
+  for (const auto& field : step_byte_fields) out[std::string(field.name)] = s.*field.member;
+  out["category_bytes"] = categories;
+  return out;
 }
 
 json oom_json(const OomRecord& o) {
-  return json{{"pid", o.pid},
-              {"rank", o.rank},
-              {"cuda_device", o.cuda_device},
-              {"device_uuid", o.device_uuid},
-              {"timestamp_ns", o.timestamp_ns},
-              {"requested_bytes", o.requested_bytes},
-              {"device_total_bytes", o.device_total_bytes},
-              {"device_free_bytes", o.device_free_bytes},
-              {"allocated_bytes", o.allocated_bytes},
-              {"reserved_bytes", o.reserved_bytes}};
+  json out{{"pid", o.pid},
+           {"rank", o.rank},
+           {"cuda_device", o.cuda_device},
+           {"device_uuid", o.device_uuid},
+           {"timestamp_ns", o.timestamp_ns}};
+  for (const auto& field : oom_byte_fields) out[std::string(field.name)] = o.*field.member;
+  return out;
 }
 
 }  // namespace
