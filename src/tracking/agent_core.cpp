@@ -17,6 +17,24 @@ IntervalPeaks interval_peaks(const EventPeaks& peaks) {
   return {peaks.allocated_bytes, peaks.reserved_bytes, peaks.requested_bytes};
 }
 
+/// The current values that stats() and the published AllocatorSample share (`Out` is either):
+/// allocated/active/inactive_split from the last poll, reserved/requested from the counters.
+template <typename Device, typename Out>
+void fill_current(const Device& device, uint64_t step, Out& out) {
+  if (device.last_stats) {
+    out.allocated_bytes = device.last_stats->allocated_bytes;
+    out.active_bytes = device.last_stats->active_bytes;
+    out.inactive_split_bytes = device.last_stats->inactive_split_bytes;
+  }
+  out.reserved_bytes = device.counters->reserved_bytes();
+  out.requested_bytes = device.counters->requested_bytes();
+  out.step = step;
+  out.event_count = device.counters->total_event_count();
+  out.dropped_event_count = device.ring->dropped_count();
+  out.oom_count = device.oom_count;
+  out.polling_only = device.polling_only;
+}
+
 }  // namespace
 
 AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
@@ -189,27 +207,16 @@ DeviceStatsView AgentCore::stats(std::size_t device) {
   observe(d);
   const DeviceCounters& counters = *d.counters;
   DeviceStatsView view;
-  if (d.last_stats) {
-    view.allocated_bytes = d.last_stats->allocated_bytes;
-    view.active_bytes = d.last_stats->active_bytes;
-    view.inactive_split_bytes = d.last_stats->inactive_split_bytes;
-  }
-  view.reserved_bytes = counters.reserved_bytes();
-  view.requested_bytes = counters.requested_bytes();
+  fill_current(d, m_step, view);
   view.pending_free_bytes = counters.pending_free_bytes();
   view.peak = interval_peaks(counters.peaks(PeakMark::Global));
   view.current_step_peak = interval_peaks(counters.peaks(PeakMark::Step));
-  view.step = m_step;
   view.last_step_peak = d.last_step_peak;
   view.window_peak = d.window_peak;
-  view.event_count = counters.total_event_count();
-  view.dropped_event_count = d.ring->dropped_count();
   view.unknown_event_count = counters.unknown_event_count();
   view.anomaly_count = counters.anomaly_count();
   view.allocated_mismatch_count = counters.allocated_mismatch_count();
   view.unsettled_count = counters.unsettled_count();
-  view.oom_count = d.oom_count;
-  view.polling_only = d.polling_only;
   return view;
 }
 
@@ -270,23 +277,12 @@ AllocatorSample AgentCore::sample_of(const Device& device, int64_t now_ns) const
   sample.world_size = m_config.world_size;
   sample.cuda_device = static_cast<int32_t>(device.index);
   sample.device_uuid = device.uuid;
-  if (device.last_stats) {
-    sample.allocated_bytes = device.last_stats->allocated_bytes;
-    sample.active_bytes = device.last_stats->active_bytes;
-    sample.inactive_split_bytes = device.last_stats->inactive_split_bytes;
-  }
-  sample.reserved_bytes = counters.reserved_bytes();
-  sample.requested_bytes = counters.requested_bytes();
+  fill_current(device, m_step, sample);
   const EventPeaks global = counters.peaks(PeakMark::Global);
   sample.peak_allocated_bytes = global.allocated_bytes;
   sample.peak_reserved_bytes = global.reserved_bytes;
-  sample.step = m_step;
   sample.step_peak_allocated_bytes = device.last_step_peak.allocated_bytes;
   sample.step_peak_reserved_bytes = device.last_step_peak.reserved_bytes;
-  sample.oom_count = device.oom_count;
-  sample.event_count = counters.total_event_count();
-  sample.dropped_event_count = device.ring->dropped_count();
-  sample.polling_only = device.polling_only;
   sample.updated_ns = now_ns;
   return sample;
 }
