@@ -179,29 +179,26 @@ bool PackedChunkDecompressor::decompress(const PackedChunkHeader& header, std::s
   // One byte of room past raw_bytes, so that data expanding to more than the header says is
   // seen (and refused) rather than left inside zstd for the next chunk.
   raw.resize(static_cast<std::size_t>(header.raw_bytes) + 1);
+  // A zstd error ends the stream: the chunks after this one have lost their history.
+  const auto damaged = [&](std::size_t hint) {
+    if (ZSTD_isError(hint) == 0) return false;
+    m_state->in_stream = false;
+    why = std::string("compressed data is damaged (") + ZSTD_getErrorName(hint) + ")";
+    return true;
+  };
   ZSTD_inBuffer in{stored.data(), stored.size(), 0};
   ZSTD_outBuffer sink{raw.data(), raw.size(), 0};
   while (in.pos < in.size && sink.pos < sink.size) {
     const std::size_t before_in = in.pos;
     const std::size_t before_out = sink.pos;
-    const std::size_t hint = ZSTD_decompressStream(context, &sink, &in);
-    if (ZSTD_isError(hint) != 0) {
-      m_state->in_stream = false;
-      why = std::string("compressed data is damaged (") + ZSTD_getErrorName(hint) + ")";
-      return false;
-    }
+    if (damaged(ZSTD_decompressStream(context, &sink, &in))) return false;
     if (in.pos == before_in && sink.pos == before_out) break;  // no progress: checked below
   }
   // zstd may still hold decoded bytes of this chunk's last block; draining them with no new
   // input is bounded by the one spare byte of room.
   if (sink.pos < sink.size) {
     ZSTD_inBuffer none{nullptr, 0, 0};
-    const std::size_t hint = ZSTD_decompressStream(context, &sink, &none);
-    if (ZSTD_isError(hint) != 0) {
-      m_state->in_stream = false;
-      why = std::string("compressed data is damaged (") + ZSTD_getErrorName(hint) + ")";
-      return false;
-    }
+    if (damaged(ZSTD_decompressStream(context, &sink, &none))) return false;
   }
   if (in.pos != in.size || sink.pos != header.raw_bytes) {
     m_state->in_stream = false;

@@ -35,6 +35,17 @@ void fill_current(const Device& device, uint64_t step, Out& out) {
   out.polling_only = device.polling_only;
 }
 
+/// A record of `device` with the fields every record of this process shares.
+template <typename Record, typename Device>
+Record placed_record(const AgentConfig& config, const Device& device) {
+  Record record;
+  record.pid = config.pid;
+  record.rank = config.rank;
+  record.cuda_device = static_cast<int32_t>(device.index);
+  record.device_uuid = device.uuid;
+  return record;
+}
+
 }  // namespace
 
 AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
@@ -154,11 +165,7 @@ std::vector<StepRecord> AgentCore::step() {
     device.last_step_peak = interval_peaks(device.counters->restart(PeakMark::Step));
     const uint64_t allocated = device.last_stats ? device.last_stats->allocated_bytes : 0;
 
-    StepRecord record;
-    record.pid = m_config.pid;
-    record.rank = m_config.rank;
-    record.cuda_device = static_cast<int32_t>(device.index);
-    record.device_uuid = device.uuid;
+    auto record = placed_record<StepRecord>(m_config, device);
     record.step = m_step;
     record.end_ns = wall;
     record.duration_ns = now - m_step_started_ns;
@@ -228,11 +235,7 @@ OomRecord AgentCore::record_oom(std::size_t device, uint64_t requested_bytes,
   drain(d);
   observe(d);
   ++d.oom_count;
-  OomRecord record;
-  record.pid = m_config.pid;
-  record.rank = m_config.rank;
-  record.cuda_device = static_cast<int32_t>(device);
-  record.device_uuid = d.uuid;
+  auto record = placed_record<OomRecord>(m_config, d);
   record.timestamp_ns = wall_time_ns();
   record.requested_bytes = requested_bytes;
   record.device_total_bytes = device_total_bytes;
@@ -271,12 +274,8 @@ void AgentCore::close_segment() {
 
 AllocatorSample AgentCore::sample_of(const Device& device, int64_t now_ns) const {
   const DeviceCounters& counters = *device.counters;
-  AllocatorSample sample;
-  sample.pid = m_config.pid;
-  sample.rank = m_config.rank;
+  auto sample = placed_record<AllocatorSample>(m_config, device);
   sample.world_size = m_config.world_size;
-  sample.cuda_device = static_cast<int32_t>(device.index);
-  sample.device_uuid = device.uuid;
   fill_current(device, m_step, sample);
   const EventPeaks global = counters.peaks(PeakMark::Global);
   sample.peak_allocated_bytes = global.allocated_bytes;
