@@ -17,15 +17,17 @@ namespace vramscope {
 inline std::string errno_text(int error_number) { return std::strerror(error_number); }
 
 /// Writes all of `size` bytes, resuming after partial writes and EINTR. Returns 0 or the errno
-/// value of the failing write(2); `written` says how much went out either way.
+/// value of the failing write(2) (EIO for one that wrote nothing); `written` says how much went
+/// out either way.
 inline int write_all(int fd, const char* bytes, std::size_t size, std::size_t* written = nullptr) {
   std::size_t done = 0;
   int error_number = 0;
   while (done < size) {
     const ssize_t n = ::write(fd, bytes + done, size - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      error_number = errno;
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // A write of nothing would repeat forever: report it as an I/O error.
+      error_number = n < 0 ? errno : EIO;
       break;
     }
     done += static_cast<std::size_t>(n);
