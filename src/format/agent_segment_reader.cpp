@@ -387,22 +387,20 @@ class SegmentReader final : public AgentSegmentReader {
     return record;
   }
 
+  /// Copies a payload's array into the record's table fields (same order, see the layout).
+  template <typename Field, std::size_t count, typename Record>
+  static void copy_from_payload(const std::array<Field, count>& fields,
+                                const uint64_t (&words)[count], Record& record) {
+    for (std::size_t i = 0; i < count; ++i) record.*fields[i].member = words[i];
+  }
+
   static AllocatorSample to_sample(uint32_t pid, const SlotStats& stats) {
     AllocatorSample sample = placed<AllocatorSample>(pid, stats);
     sample.world_size = stats.world_size;
-    for (std::size_t i = 0; i < allocator_counter_count; ++i) {
-      sample.*allocator_counters[i].member = stats.counters[i];
-    }
+    copy_from_payload(allocator_counters, stats.counters, sample);
     sample.polling_only = (stats.flags & slot_flag_polling_only) != 0;
     sample.updated_ns = stats.updated_ns;
     return sample;
-  }
-
-  /// Copies a payload's array into the record's table fields (same order, see the layout).
-  template <typename Record, std::size_t count>
-  static void copy_from_payload(const std::array<RecordField<Record>, count>& fields,
-                                const uint64_t (&words)[count], Record& record) {
-    for (std::size_t i = 0; i < count; ++i) record.*fields[i].member = words[i];
   }
 
   // Which payload a record is stored as (declared only, for read_records' decltype).

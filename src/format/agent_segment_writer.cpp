@@ -31,8 +31,8 @@ Payload placed_payload(const Record& record) {
 }
 
 /// Copies a record's table fields into a payload's array (same order, see the layout).
-template <typename Record, std::size_t count>
-void copy_to_payload(const std::array<RecordField<Record>, count>& fields, const Record& record,
+template <typename Field, std::size_t count, typename Record>
+void copy_to_payload(const std::array<Field, count>& fields, const Record& record,
                      uint64_t (&words)[count]) {
   for (std::size_t i = 0; i < count; ++i) words[i] = record.*fields[i].member;
 }
@@ -90,9 +90,7 @@ class SegmentWriter final : public AgentSegmentWriter {
     stats.world_size = sample.world_size;
     stats.cuda_device = sample.cuda_device;
     stats.flags = sample.polling_only ? slot_flag_polling_only : 0U;
-    for (std::size_t i = 0; i < allocator_counter_count; ++i) {
-      stats.counters[i] = sample.*allocator_counters[i].member;
-    }
+    copy_to_payload(allocator_counters, sample, stats.counters);
     stats.updated_ns = sample.updated_ns != 0 ? sample.updated_ns : wall_time_ns();
     copy_fixed_string(stats.device_uuid, sample.device_uuid.data(), sample.device_uuid.size());
     seqlock_write(slots() + slot, stats);
