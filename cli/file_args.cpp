@@ -20,8 +20,7 @@ std::string unreadable_file_reason(const std::string& path) {
                : std::string("cannot read it: ") + errno_text(errno);
   }
   if (S_ISDIR(st.st_mode)) return "is a directory, not a file";
-  if (::access(path.c_str(), R_OK) != 0)
-    return std::string("cannot read it: ") + errno_text(errno);
+  if (::access(path.c_str(), R_OK) != 0) return std::string("cannot read it: ") + errno_text(errno);
   return "";
 }
 

@@ -138,8 +138,9 @@ enum class CounterUnit : uint8_t {
 };
 
 /// One counter of AllocatorSample. Every representation of the counters iterates
-/// allocator_counters (the agent segment's slot, the recording codec, JSON, Prometheus), so a new
-/// counter is one row here plus its slot in src/format/agent_segment_layout.hpp.
+/// allocator_counters (the agent segment's slot, the recording codec, JSON, Prometheus), so a
+/// new counter is its field plus one row here; the static_asserts in
+/// src/format/agent_segment_layout.hpp and sample_codec.cpp then ask for the two format versions.
 struct AllocatorCounter {
   /// Field name: the JSON key, in the order the segment and the recording store the counters.
   std::string_view name;
@@ -262,7 +263,8 @@ struct RecordField {
 };
 
 /// StepRecord's byte counts, in declaration order: the segment's step ring, the recording codec,
-/// JSON, the CSV step rows and the Chrome trace all carry them through this table.
+/// JSON, the CSV step rows, the Chrome trace and the agent's step dicts carry them through this
+/// table.
 inline constexpr std::array<RecordField<StepRecord>, 5> step_byte_fields = {{
     {"peak_allocated_bytes", &StepRecord::peak_allocated_bytes},
     {"peak_reserved_bytes", &StepRecord::peak_reserved_bytes},

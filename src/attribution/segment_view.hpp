@@ -1,4 +1,4 @@
-// src/attribution/segment_view.hpp -- the caching allocator's segments, as the OOM observer copies them
+// src/attribution/segment_view.hpp -- the allocator's segments, as the OOM observer copies them
 //
 // Filled from c10's snapshot() (without traces: ~0.2 ms, allowed in the OOM observer) by the
 // agent; torch-free so that the OOM capture hands plain structs to Python, which judges the

@@ -268,8 +268,7 @@ std::string format_duration_compact(int64_t duration_ns) {
   } else if (ms < 3'600'000) {
     std::snprintf(out, sizeof out, "%" PRId64 "m%02" PRId64 "s", ms / 60'000, ms / 1000 % 60);
   } else {
-    std::snprintf(out, sizeof out, "%" PRId64 "h%02" PRId64 "m", ms / 3'600'000,
-                  ms / 60'000 % 60);
+    std::snprintf(out, sizeof out, "%" PRId64 "h%02" PRId64 "m", ms / 3'600'000, ms / 60'000 % 60);
   }
   return out;
 }

@@ -16,9 +16,9 @@ namespace vramscope::exporters {
 
 namespace {
 
-/// Backslash-escapes backslashes and newlines (and double quotes when `quotes`) after making the text valid UTF-8:
-/// the exposition format is UTF-8, and a scraper may drop the whole scrape over one bad byte of
-/// a command line, so ill-formed sequences become U+FFFD first.
+/// Backslash-escapes backslashes and newlines (and double quotes when `quotes`) after making the
+/// text valid UTF-8: the exposition format is UTF-8, and a scraper may drop the whole scrape over
+/// one bad byte of a command line, so ill-formed sequences become U+FFFD first.
 std::string escape_text(std::string_view raw, bool quotes) {
   const std::string text = to_valid_utf8(raw);
   std::string out;

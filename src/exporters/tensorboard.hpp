@@ -56,12 +56,13 @@ struct TensorBoardTag {
 // Monitor (python/vramscope/tensorboard.py) writes the same names for its own process.
 
 /// Per sample, with the allocator's current step as the TensorBoard step.
-inline constexpr std::array<TensorBoardTag<AllocatorSample, uint64_t>, 4> tensorboard_allocator_tags = {{
-    {"allocated_bytes", &AllocatorSample::allocated_bytes},
-    {"reserved_bytes", &AllocatorSample::reserved_bytes},
-    {"requested_bytes", &AllocatorSample::requested_bytes},
-    {"active_bytes", &AllocatorSample::active_bytes},
-}};
+inline constexpr std::array<TensorBoardTag<AllocatorSample, uint64_t>, 4>
+    tensorboard_allocator_tags = {{
+        {"allocated_bytes", &AllocatorSample::allocated_bytes},
+        {"reserved_bytes", &AllocatorSample::reserved_bytes},
+        {"requested_bytes", &AllocatorSample::requested_bytes},
+        {"active_bytes", &AllocatorSample::active_bytes},
+    }};
 /// Per completed step (then `category/<name>_bytes` per MemoryCategory, when tracked).
 inline constexpr std::array<TensorBoardTag<StepRecord, uint64_t>, 3> tensorboard_step_tags = {{
     {"step_peak_allocated_bytes", &StepRecord::peak_allocated_bytes},
@@ -69,8 +70,8 @@ inline constexpr std::array<TensorBoardTag<StepRecord, uint64_t>, 3> tensorboard
     {"step_peak_requested_bytes", &StepRecord::peak_requested_bytes},
 }};
 /// Per OOM, at the OOM's time.
-inline constexpr TensorBoardTag<OomRecord, uint64_t> tensorboard_oom_tag = {"oom_requested_bytes",
-                                                                          &OomRecord::requested_bytes};
+inline constexpr TensorBoardTag<OomRecord, uint64_t> tensorboard_oom_tag = {
+    "oom_requested_bytes", &OomRecord::requested_bytes};
 /// Per sample and GPU, when the driver reported the value (TensorBoardOptions::driver_tags).
 inline constexpr std::array<TensorBoardTag<DeviceSample, std::optional<uint64_t>>, 4>
     tensorboard_driver_tags = {{

@@ -113,7 +113,8 @@ struct SlotStats {
 };
 // A new row in allocator_counters grows the slot: bump segment_version and update these.
 static_assert(allocator_counter_count == 13 && offsetof(SlotStats, counters) == 16 &&
-              offsetof(SlotStats, updated_ns) == 120, "a new counter is a segment layout change");
+                  offsetof(SlotStats, updated_ns) == 120,
+              "a new counter is a segment layout change");
 static_assert(sizeof(SlotStats) == 224);
 
 /// One completed step (pid from the header).
@@ -137,7 +138,8 @@ struct StepPayload {
 };
 // A new row in step_byte_fields grows the entry: bump segment_version and update these.
 static_assert(sizeof(StepPayload) == 232 && offsetof(StepPayload, bytes) == 40 &&
-              offsetof(StepPayload, category_bytes) == 88, "a new step field is a layout change");
+                  offsetof(StepPayload, category_bytes) == 88,
+              "a new step field is a layout change");
 
 /// One out-of-memory error (pid from the header).
 struct OomPayload {

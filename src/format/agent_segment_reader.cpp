@@ -284,8 +284,8 @@ class SegmentReader final : public AgentSegmentReader {
       allocators.push_back(to_sample(header.writer_pid, stats));
     }
     const auto* live = reinterpret_cast<const SegmentHeader*>(segment.map);
-    read_records(segment, segment.geometry.steps_offset, header.step_capacity,
-                 live->steps_written, segment.steps_returned, m_lost_steps, new_steps);
+    read_records(segment, segment.geometry.steps_offset, header.step_capacity, live->steps_written,
+                 segment.steps_returned, m_lost_steps, new_steps);
     read_records(segment, segment.geometry.ooms_offset, header.oom_capacity, live->ooms_written,
                  segment.ooms_returned, m_lost_ooms, new_ooms);
   }
@@ -297,10 +297,9 @@ class SegmentReader final : public AgentSegmentReader {
                            std::vector<Record>& out) {
     using Payload = decltype(payload_of(Record{}));
     const auto* entries = reinterpret_cast<const SeqBlock<Payload>*>(segment.map + offset);
-    read_ring(entries, capacity, load_word(&written), returned, lost,
-              [&](const Payload& entry) {
-                if (is_plausible(entry)) out.push_back(to_record(segment.header.writer_pid, entry));
-              });
+    read_ring(entries, capacity, load_word(&written), returned, lost, [&](const Payload& entry) {
+      if (is_plausible(entry)) out.push_back(to_record(segment.header.writer_pid, entry));
+    });
   }
 
   // The checks below keep a damaged or forged record out of every view: numbers no allocator

@@ -245,7 +245,8 @@ void walk_step(Io& io, Step& r, int64_t timestamp_ns) {
     io.absent(r.category_bytes);
     return;
   }
-  io.flags(StepKnownFlags, "step", [&](auto& f) { f.present(r.category_bytes, StepHasCategories); });
+  io.flags(StepKnownFlags, "step",
+           [&](auto& f) { f.present(r.category_bytes, StepHasCategories); });
   if (r.category_bytes) {
     for (auto& value : *r.category_bytes) io.u64(value);
   }

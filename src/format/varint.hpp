@@ -1,4 +1,4 @@
-// src/format/varint.hpp -- LEB128 varints and zigzag, as every part of the recording format uses them
+// src/format/varint.hpp -- LEB128 varints and zigzag, for every part of the recording format
 //
 // One coding for the sample codec, the packed chunk headers and the index chunks, so the three
 // cannot drift apart. Readers get a reason back rather than an exception: the chunk readers

@@ -84,10 +84,10 @@ std::string csv_rows(const SystemSample& sample, CsvRows rows) {
   }
   if (rows == CsvRows::Steps) {
     for (const StepRecord& r : sample.steps) {
-      std::string line = record({timestamp, host, std::to_string(r.pid), std::to_string(r.rank),
-                                 std::to_string(r.cuda_device), csv_field(r.device_uuid),
-                                 std::to_string(r.step), std::to_string(r.end_ns),
-                                 std::to_string(r.duration_ns)});
+      std::string line =
+          record({timestamp, host, std::to_string(r.pid), std::to_string(r.rank),
+                  std::to_string(r.cuda_device), csv_field(r.device_uuid), std::to_string(r.step),
+                  std::to_string(r.end_ns), std::to_string(r.duration_ns)});
       line.resize(line.size() - 2);  // the byte and category fields follow before the CRLF
       for (const auto& field : step_byte_fields) line += ',' + std::to_string(r.*field.member);
       for (std::size_t c = 0; c < memory_category_count; ++c) {

@@ -25,7 +25,9 @@ namespace vramscope {
 namespace {
 
 /// The value counter `i` carries: distinct per counter and far from 0 and from each other.
-uint64_t value_of(std::size_t i) { return (uint64_t{i} + 1) * 1'000'003; }
+uint64_t value_of(std::size_t i) {
+  return (uint64_t{i} + 1) * 1'000'003;
+}
 
 AllocatorSample numbered_sample() {
   AllocatorSample a;
@@ -35,7 +37,8 @@ AllocatorSample numbered_sample() {
   a.cuda_device = 0;
   a.device_uuid = "GPU-counters";
   a.updated_ns = 1'700'000'000'000'000'000;
-  for (std::size_t i = 0; i < allocator_counter_count; ++i) a.*allocator_counters[i].member = value_of(i);
+  for (std::size_t i = 0; i < allocator_counter_count; ++i)
+    a.*allocator_counters[i].member = value_of(i);
   return a;
 }
 
