@@ -249,8 +249,11 @@ void render_allocators(Exposition& out, const SystemSample& sample) {
   }
 
   for (const AllocatorCounter& counter : allocator_counters) {
-    out.family(counter.metric, counter.unit == CounterUnit::Total ? "counter" : "gauge", counter.help);
-    for (std::size_t i = 0; i < allocators.size(); ++i) out.sample(labels[i], allocators[i]->*counter.member);
+    out.family(counter.metric, counter.unit == CounterUnit::Total ? "counter" : "gauge",
+               counter.help);
+    for (std::size_t i = 0; i < allocators.size(); ++i) {
+      out.sample(labels[i], allocators[i]->*counter.member);
+    }
   }
 }
 

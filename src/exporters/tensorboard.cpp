@@ -175,7 +175,9 @@ void TensorBoardWriter::write(const SystemSample& sample) {
     for (const DeviceSample& device : sample.devices) {
       const std::string prefix = "driver/gpu" + std::to_string(device.index) + "/";
       for (const auto& [tag, member] : tensorboard_driver_tags) {
-        if (const auto& value = device.*member) scalars.push_back({prefix + std::string(tag), static_cast<double>(*value)});
+        if (const auto& value = device.*member) {
+          scalars.push_back({prefix + std::string(tag), static_cast<double>(*value)});
+        }
       }
     }
     add_scalars(scalars, m_sample_index, wall_s);
@@ -192,7 +194,8 @@ void TensorBoardWriter::write(const SystemSample& sample) {
   for (const StepRecord& step : sample.steps) write_step(step);
   for (const OomRecord& oom : sample.ooms) {
     const std::string prefix = torch_prefix(oom.pid, oom.rank, oom.cuda_device);
-    add_scalar(prefix + std::string(tensorboard_oom_tag.tag), static_cast<double>(oom.*tensorboard_oom_tag.member), m_sample_index,
+    const auto& [tag, member] = tensorboard_oom_tag;
+    add_scalar(prefix + std::string(tag), static_cast<double>(oom.*member), m_sample_index,
                static_cast<double>(oom.timestamp_ns) / 1e9);
   }
 }

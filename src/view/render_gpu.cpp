@@ -79,8 +79,8 @@ std::string summary_text(const GpuView& gpu) {
   // The driver's own "used", so that the number matches nvidia-smi's.
   const uint64_t used = *d.used_bytes;
   const uint64_t percent = *d.total_bytes == 0 ? 0 : used * 100 / *d.total_bytes;
-  return format_bytes_compact(used) + "/" + format_bytes_compact(*d.total_bytes) + " " + std::to_string(percent) +
-         "%";
+  return format_bytes_compact(used) + "/" + format_bytes_compact(*d.total_bytes) + " " +
+         std::to_string(percent) + "%";
 }
 
 /// History graph: driver-used behind torch-allocated, scaled to the GPU's total, with a dotted
