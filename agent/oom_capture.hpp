@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "attribution/fragmentation.hpp"
+#include "attribution/segment_view.hpp"
 #include "attribution/ledger.hpp"
 #include "tracking/agent_core.hpp"
 #include "vramscope/agent_segment.hpp"

@@ -45,11 +45,7 @@ nb::dict step_dict(const StepRecord& r) {
   nb::dict d;
   d["device"] = r.cuda_device;
   d["step"] = r.step;
-  d["peak_allocated_bytes"] = r.peak_allocated_bytes;
-  d["peak_reserved_bytes"] = r.peak_reserved_bytes;
-  d["peak_requested_bytes"] = r.peak_requested_bytes;
-  d["allocated_bytes"] = r.allocated_bytes;
-  d["reserved_bytes"] = r.reserved_bytes;
+  for (const auto& field : step_byte_fields) d[std::string(field.name).c_str()] = r.*field.member;
   d["duration_ns"] = r.duration_ns;
   d["end_ns"] = r.end_ns;
   if (r.category_bytes) {
@@ -69,11 +65,7 @@ nb::dict oom_dict(const OomRecord& r) {
   d["device"] = r.cuda_device;
   d["device_uuid"] = r.device_uuid;
   d["timestamp_ns"] = r.timestamp_ns;
-  d["requested_bytes"] = r.requested_bytes;
-  d["device_total_bytes"] = r.device_total_bytes;
-  d["device_free_bytes"] = r.device_free_bytes;
-  d["allocated_bytes"] = r.allocated_bytes;
-  d["reserved_bytes"] = r.reserved_bytes;
+  for (const auto& field : oom_byte_fields) d[std::string(field.name).c_str()] = r.*field.member;
   return d;
 }
 

@@ -9,7 +9,7 @@
 #include <array>
 #include <vector>
 
-#include "attribution/fragmentation.hpp"
+#include "attribution/segment_view.hpp"
 #include "attribution/ledger.hpp"
 #include "attribution/op_registry.hpp"
 #include "tracking/agent_core.hpp"

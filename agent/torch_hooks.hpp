@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "attribution/fragmentation.hpp"
+#include "attribution/segment_view.hpp"
 #include "attribution/session.hpp"
 #include "tracking/agent_core.hpp"
 #include "tracking/device_producer.hpp"

@@ -16,15 +16,13 @@
 #include <cstring>
 #include <ctime>
 
+#include "vramscope/clock.hpp"
+
 namespace {
 
 double seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; }
 
-double monotonic_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
+double monotonic_s() { return static_cast<double>(vramscope::monotonic_ns()) / 1e9; }
 
 }  // namespace
 

@@ -9,13 +9,14 @@
 #include <cstring>
 #include <vector>
 
+#include "core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {
 namespace {
 
 [[noreturn]] void fail(const std::string& path, const std::string& what, int error) {
-  throw Error("cannot write " + path + ": " + what + ": " + std::strerror(error));
+  throw Error("cannot write " + path + ": " + what + ": " + errno_text(error));
 }
 
 }  // namespace
@@ -32,12 +33,8 @@ void write_file_atomically(const std::string& path, std::string_view content, bo
     ::unlink(temp.c_str());
     fail(path, what, error);
   };
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) abandon("write failed", n < 0 ? errno : EIO);
-    done += static_cast<std::size_t>(n);
+  if (const int error = write_all(fd, content.data(), content.size()); error != 0) {
+    abandon("write failed", error);
   }
   if (::fsync(fd) != 0) abandon("fsync failed", errno);
   if (::close(fd) != 0) {

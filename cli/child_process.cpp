@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/posix_io.hpp"
 #include "stop_signals.hpp"
 #include "vramscope/status.hpp"
 
@@ -39,7 +40,7 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv) {
   const int rc = posix_spawnp(&pid, args[0], nullptr, &attributes, args.data(), environ);
   posix_spawnattr_destroy(&attributes);
   if (rc != 0) {
-    throw Error("cannot run '" + argv[0] + "': " + std::strerror(rc), 127);
+    throw Error("cannot run '" + argv[0] + "': " + errno_text(rc), 127);
   }
   return ChildProcess(pid);
 }

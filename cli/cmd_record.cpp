@@ -17,11 +17,12 @@
 
 #include "child_process.hpp"
 #include "commands.hpp"
+#include "core/posix_io.hpp"
 #include "output.hpp"
 #include "pacing.hpp"
 #include "record.hpp"
-#include "rotation.hpp"
 #include "report/recording_summary.hpp"
+#include "rotation.hpp"
 #include "stop_signals.hpp"
 #include "validators.hpp"
 #include "vramscope/clock.hpp"
@@ -98,8 +99,7 @@ int run_record(const RecordOptions& options) {
                              : slash == 0               ? "/"
                                                         : options.output.substr(0, slash);
   if (access(folder.c_str(), W_OK | X_OK) != 0) {
-    throw Error(options.output + ": cannot create it (" + folder + ": " + std::strerror(errno) +
-                ")");
+    throw Error(options.output + ": cannot create it (" + folder + ": " + errno_text(errno) + ")");
   }
   install_stop_handlers();
   SamplerOptions sampler_options;

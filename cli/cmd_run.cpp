@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "core/posix_io.hpp"
 #include "pacing.hpp"
 #include "record.hpp"
 #include "run_python.hpp"
@@ -42,7 +43,7 @@ std::string self_exe_path() {
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   ::execvp(argv[0], argv.data());
-  throw Error("run: cannot start " + args.front() + ": " + std::strerror(errno) +
+  throw Error("run: cannot start " + args.front() + ": " + errno_text(errno) +
               " (set VRAMSCOPE_PYTHON to the interpreter that has torch and vramscope)");
 }
 

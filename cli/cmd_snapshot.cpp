@@ -70,7 +70,7 @@ Command add_snapshot_command(CLI::App& app) {
                "With --csv: one row per process instead of per GPU")
       ->needs(csv);
   app.add_option("--units", options->units,
-                 "Table units: mib (whole MiB rounded down, as nvidia-smi prints) or human "
+                 "Table units: mib (whole MiB rounded up, as nvidia-smi prints) or human "
                  "(GiB/MiB chosen per value)")
       ->check(CLI::IsMember({"mib", "human"}))
       ->capture_default_str();

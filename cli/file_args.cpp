@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {
@@ -16,11 +17,10 @@ std::string unreadable_file_reason(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) {
     return errno == ENOENT || errno == ENOTDIR
                ? "no such file"
-               : std::string("cannot read it: ") + std::strerror(errno);
+               : std::string("cannot read it: ") + errno_text(errno);
   }
   if (S_ISDIR(st.st_mode)) return "is a directory, not a file";
-  if (::access(path.c_str(), R_OK) != 0)
-    return std::string("cannot read it: ") + std::strerror(errno);
+  if (::access(path.c_str(), R_OK) != 0) return std::string("cannot read it: ") + errno_text(errno);
   return "";
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {
@@ -15,7 +16,7 @@ bool write_stdout(std::string_view text) {
   const std::size_t written = std::fwrite(text.data(), 1, text.size(), stdout);
   if (written == text.size() && std::fflush(stdout) == 0) return true;
   if (errno == EPIPE) return false;
-  throw Error(std::string("cannot write to standard output: ") + std::strerror(errno));
+  throw Error(std::string("cannot write to standard output: ") + errno_text(errno));
 }
 
 void warn_stderr(const std::string& message) {

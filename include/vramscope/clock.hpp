@@ -14,8 +14,18 @@ int64_t wall_time_ns();
 /// CLOCK_MONOTONIC in ns: intervals, deadlines and durations.
 int64_t monotonic_ns();
 
-/// A wall_time_ns() timestamp as local time, "2026-12-01 09:30:00" (whole seconds).
-std::string local_time_text(int64_t timestamp_ns);
+/// How local_time_text() writes a local time.
+enum class TimeText : uint8_t {
+  /// "2026-12-01 09:30:00" (whole seconds): tables, summaries, the TUI.
+  DateTime,
+  /// "09:30:00.123": one `watch` line per sample.
+  ClockMillis,
+  /// "20261201-093000": the stamp in the agent's post-mortem file names.
+  FileStamp,
+};
+
+/// A wall_time_ns() timestamp as local time.
+std::string local_time_text(int64_t timestamp_ns, TimeText style = TimeText::DateTime);
 
 // Timestamps read from recordings and agent segments may hold any int64: arithmetic on them
 // saturates instead of overflowing (undefined behaviour, and a duration printed as -2^63).

@@ -101,7 +101,8 @@ struct AllocatorSample {
   /// UUID of the device ("GPU-…"), used to join with the driver's view.
   std::string device_uuid;
   /// Caching allocator numbers. requested/reserved are exact from events; allocated/active
-  /// and inactive_split come from getDeviceStats polls.
+  /// and inactive_split come from getDeviceStats polls. Every uint64_t field from here to
+  /// dropped_event_count is a row of allocator_counters (below): a new one goes there too.
   uint64_t allocated_bytes = 0;
   uint64_t reserved_bytes = 0;
   uint64_t requested_bytes = 0;
@@ -124,6 +125,72 @@ struct AllocatorSample {
   /// When the agent last published, CLOCK_REALTIME in ns.
   int64_t updated_ns = 0;
 };
+
+/// What an allocator counter counts: the readers' plausibility bound and the exports' type
+/// follow from it.
+enum class CounterUnit : uint8_t {
+  /// Bytes on one device (a reader refuses more than any allocator can hold).
+  Bytes,
+  /// A training step number.
+  Steps,
+  /// A running total of events (a Prometheus counter, never reset while the agent lives).
+  Total,
+};
+
+/// One counter of AllocatorSample. Every representation of the counters iterates
+/// allocator_counters (the agent segment's slot, the recording codec, JSON, Prometheus), so a
+/// new counter is its field plus one row here; the static_asserts in
+/// src/format/agent_segment_layout.hpp and sample_codec.cpp then ask for the two format versions.
+struct AllocatorCounter {
+  /// Field name: the JSON key, in the order the segment and the recording store the counters.
+  std::string_view name;
+  uint64_t AllocatorSample::*member;
+  CounterUnit unit;
+  /// Prometheus family name; its type is "counter" for CounterUnit::Total, else "gauge".
+  std::string_view metric;
+  /// Prometheus HELP text.
+  std::string_view help;
+};
+
+/// The counters of AllocatorSample, in declaration order (which is also their stored order).
+inline constexpr std::array<AllocatorCounter, 13> allocator_counters = {{
+    {"allocated_bytes", &AllocatorSample::allocated_bytes, CounterUnit::Bytes,
+     "vramscope_torch_allocated_bytes",
+     "Bytes in tensors the PyTorch caching allocator handed out (memory_allocated)."},
+    {"reserved_bytes", &AllocatorSample::reserved_bytes, CounterUnit::Bytes,
+     "vramscope_torch_reserved_bytes",
+     "Bytes the PyTorch caching allocator holds from the driver, cached free blocks included "
+     "(memory_reserved)."},
+    {"requested_bytes", &AllocatorSample::requested_bytes, CounterUnit::Bytes,
+     "vramscope_torch_requested_bytes",
+     "Bytes requested by tensors before the allocator's rounding."},
+    {"active_bytes", &AllocatorSample::active_bytes, CounterUnit::Bytes,
+     "vramscope_torch_active_bytes", "Bytes in active blocks (allocated or awaiting stream sync)."},
+    {"inactive_split_bytes", &AllocatorSample::inactive_split_bytes, CounterUnit::Bytes,
+     "vramscope_torch_inactive_split_bytes",
+     "Bytes in free pieces of split blocks (fragmentation)."},
+    {"peak_allocated_bytes", &AllocatorSample::peak_allocated_bytes, CounterUnit::Bytes,
+     "vramscope_torch_peak_allocated_bytes",
+     "Peak allocated bytes since the agent attached (torch's own peaks are never reset)."},
+    {"peak_reserved_bytes", &AllocatorSample::peak_reserved_bytes, CounterUnit::Bytes,
+     "vramscope_torch_peak_reserved_bytes", "Peak reserved bytes since the agent attached."},
+    {"step", &AllocatorSample::step, CounterUnit::Steps, "vramscope_torch_step",
+     "Current training step (0 before the first Monitor.step())."},
+    {"step_peak_allocated_bytes", &AllocatorSample::step_peak_allocated_bytes,
+     CounterUnit::Bytes, "vramscope_torch_step_peak_allocated_bytes",
+     "Peak allocated bytes inside the last completed step."},
+    {"step_peak_reserved_bytes", &AllocatorSample::step_peak_reserved_bytes, CounterUnit::Bytes,
+     "vramscope_torch_step_peak_reserved_bytes",
+     "Peak reserved bytes inside the last completed step."},
+    {"oom_count", &AllocatorSample::oom_count, CounterUnit::Total, "vramscope_torch_ooms_total",
+     "CUDA out-of-memory errors the agent observed."},
+    {"event_count", &AllocatorSample::event_count, CounterUnit::Total,
+     "vramscope_torch_events_total", "Allocator events the agent handled."},
+    {"dropped_event_count", &AllocatorSample::dropped_event_count, CounterUnit::Total,
+     "vramscope_torch_dropped_events_total",
+     "Allocator events dropped because the agent's ring was full."},
+}};
+inline constexpr std::size_t allocator_counter_count = allocator_counters.size();
 
 /// What live memory is, in the order every export lists it (torch's memory-timeline categories).
 enum class MemoryCategory : uint8_t {
@@ -157,7 +224,8 @@ struct StepRecord {
   /// When the step ended (CLOCK_REALTIME ns) and how long it lasted.
   int64_t end_ns = 0;
   int64_t duration_ns = 0;
-  /// Peaks inside the step, exact from events (requested/reserved) or polls (allocated).
+  /// Peaks inside the step, exact from events (requested/reserved) or polls (allocated). These
+  /// and the values at the end are the rows of step_byte_fields (below): a new one goes there.
   uint64_t peak_allocated_bytes = 0;
   uint64_t peak_reserved_bytes = 0;
   uint64_t peak_requested_bytes = 0;
@@ -177,7 +245,8 @@ struct OomRecord {
   int32_t cuda_device = 0;
   std::string device_uuid;
   int64_t timestamp_ns = 0;
-  /// The (rounded) request that failed, the device total and free bytes at that moment.
+  /// The (rounded) request that failed, the device total and free bytes at that moment. These
+  /// and the allocator state are the rows of oom_byte_fields (below): a new one goes there.
   uint64_t requested_bytes = 0;
   uint64_t device_total_bytes = 0;
   uint64_t device_free_bytes = 0;
@@ -185,6 +254,33 @@ struct OomRecord {
   uint64_t allocated_bytes = 0;
   uint64_t reserved_bytes = 0;
 };
+
+/// One uint64_t field of a record and its name (JSON key, CSV column, trace argument).
+template <typename Record>
+struct RecordField {
+  std::string_view name;
+  uint64_t Record::*member;
+};
+
+/// StepRecord's byte counts, in declaration order: the segment's step ring, the recording codec,
+/// JSON, the CSV step rows, the Chrome trace and the agent's step dicts carry them through this
+/// table.
+inline constexpr std::array<RecordField<StepRecord>, 5> step_byte_fields = {{
+    {"peak_allocated_bytes", &StepRecord::peak_allocated_bytes},
+    {"peak_reserved_bytes", &StepRecord::peak_reserved_bytes},
+    {"peak_requested_bytes", &StepRecord::peak_requested_bytes},
+    {"allocated_bytes", &StepRecord::allocated_bytes},
+    {"reserved_bytes", &StepRecord::reserved_bytes},
+}};
+
+/// OomRecord's byte counts, in declaration order, carried the same way.
+inline constexpr std::array<RecordField<OomRecord>, 5> oom_byte_fields = {{
+    {"requested_bytes", &OomRecord::requested_bytes},
+    {"device_total_bytes", &OomRecord::device_total_bytes},
+    {"device_free_bytes", &OomRecord::device_free_bytes},
+    {"allocated_bytes", &OomRecord::allocated_bytes},
+    {"reserved_bytes", &OomRecord::reserved_bytes},
+}};
 
 /// Everything seen at one instant: all GPUs from the driver plus all live agents.
 struct SystemSample {

@@ -29,4 +29,11 @@ std::string format_bytes_delta(int64_t delta_bytes);
 /// Human duration: "850 ms", "12.5 s", "3m05s", "2h01m".
 std::string format_duration_ns(int64_t duration_ns);
 
+/// Bytes in at most 5 cells, binary units (the TUI's columns): "0B", "512B", "9.5K", "12.3G",
+/// "140G", "1.2T".
+std::string format_bytes_compact(uint64_t bytes);
+
+/// Short duration for the TUI: "850ms", "12s", "3m05s", "2h01m" (negative reads as 0).
+std::string format_duration_compact(int64_t duration_ns);
+
 }  // namespace vramscope

@@ -18,33 +18,14 @@ int64_t signed_size(uint64_t size_bytes) {
 }  // namespace
 
 std::string_view category_name(Category category) {
-  switch (category) {
-    case Category::Other: return "other";
-    case Category::Parameters: return "parameters";
-    case Category::Gradients: return "gradients";
-    case Category::OptimizerState: return "optimizer_state";
-    case Category::Activations: return "activations";
-    case Category::Temporaries: return "temporaries";
-  }
-  return "other";
-}
-
-MemoryCategory memory_category(Category category) {
-  switch (category) {
-    case Category::Parameters: return MemoryCategory::Parameters;
-    case Category::Gradients: return MemoryCategory::Gradients;
-    case Category::OptimizerState: return MemoryCategory::OptimizerState;
-    case Category::Activations: return MemoryCategory::Activations;
-    case Category::Temporaries: return MemoryCategory::Temporaries;
-    case Category::Other: break;
-  }
-  return MemoryCategory::Other;
+  const auto index = static_cast<std::size_t>(category);
+  return index < category_count ? memory_category_names[index] : "other";
 }
 
 CategoryBytes category_bytes_at_peak(const std::array<CategoryTotals, category_count>& totals) {
   CategoryBytes out{};
   for (const CategoryTotals& c : totals) {
-    out[static_cast<std::size_t>(memory_category(c.category))] += c.live_at_peak_bytes;
+    out[static_cast<std::size_t>(c.category)] += c.live_at_peak_bytes;
   }
   return out;
 }

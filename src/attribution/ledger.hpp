@@ -26,29 +26,18 @@
 
 #include "attribution/module_frames.hpp"
 #include "tracking/events.hpp"
+#include "tracking/peak_mark.hpp"
 #include "vramscope/sample.hpp"
 
 namespace vramscope::attribution {
 
-/// What a live allocation is, for the per-category breakdown.
-enum class Category : uint8_t {
-  Other = 0,
-  Parameters = 1,
-  Gradients = 2,
-  OptimizerState = 3,
-  /// Allocated during a forward pass (what backward needs, and the forward's outputs).
-  Activations = 4,
-  /// Allocated during backward or the optimizer step and not known to be a gradient or state.
-  Temporaries = 5,
-};
-inline constexpr std::size_t category_count = 6;
+/// What a live allocation is, for the per-category breakdown: the public MemoryCategory, so
+/// the ledger's totals are in export order already.
+using Category = MemoryCategory;
+inline constexpr std::size_t category_count = memory_category_count;
 
-/// Lower-case name: "other", "parameters", "gradients", "optimizer_state", "activations",
-/// "temporaries".
+/// Lower-case name: memory_category_names[category].
 std::string_view category_name(Category category);
-
-/// The public MemoryCategory (export order) of a ledger category.
-MemoryCategory memory_category(Category category);
 
 /// Where the training loop is, as set by the module and optimizer hooks.
 enum class Phase : uint8_t { Other = 0, Forward = 1, Backward = 2, Optimizer = 3 };
@@ -63,13 +52,9 @@ inline constexpr uint32_t before_op_id = 1;
 /// The first id an interned operator name gets.
 inline constexpr uint32_t first_named_op_id = 2;
 
-/// Which peak a live-at-peak column refers to. Each restarts independently.
-enum class PeakMark : uint8_t {
-  /// Since the ledger started or the last restart_peak(Profile) (a profile() window).
-  Profile = 0,
-  /// Since the last step boundary.
-  Step = 1,
-};
+/// Which peak a live-at-peak column refers to: the ledger keeps PeakMark::Profile (since the
+/// ledger started or the last restart_peak(Profile), a profile() window) and PeakMark::Step.
+using tracking::PeakMark;
 inline constexpr std::size_t ledger_mark_count = 2;
 
 /// One operator's totals on one device.
@@ -161,7 +146,9 @@ class Ledger {
     uint64_t sequence = 0;
   };
 
-  static constexpr std::size_t index(PeakMark mark) { return static_cast<std::size_t>(mark); }
+  /// The slot of one of the two marks the ledger keeps (anything but Step is the Profile one:
+  /// the agent asks for those two only).
+  static constexpr std::size_t index(PeakMark mark) { return mark == PeakMark::Step ? 1 : 0; }
   static uint64_t clamp(int64_t v) { return v > 0 ? static_cast<uint64_t>(v) : 0; }
   /// Saves the accumulator's live value into at_peak for every mark whose peak is newer.
   void touch(Accumulator& acc) const;

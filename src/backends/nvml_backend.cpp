@@ -2,21 +2,15 @@
 // (the process lists and MIG instances are in nvml_backend_lists.cpp; see nvml_backend_impl.hpp)
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstdio>
 #include <utility>
 
 #include "backends/nvml_backend_impl.hpp"
 #include "backends/nvml_errors.hpp"
+#include "vramscope/clock.hpp"
 
 namespace vramscope::nvml {
 namespace {
-
-int64_t steady_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 /// NVML's "%08X:%02X:%02X.0" bus id: the _v3 call fills busId; older calls only the numbers.
 std::string format_bus_id(const nvml::PciInfo& pci, nvml::SymbolVersion version) {
@@ -62,7 +56,7 @@ NvmlBackend::NvmlBackend(std::unique_ptr<nvml::Library> library, unsigned count,
 }
 
 void NvmlBackend::sample_devices(std::vector<DeviceSample>& out) {
-  const int64_t now_ns = steady_now_ns();
+  const int64_t now_ns = monotonic_ns();
   // All GPUs refresh their process lists in the same sample, so that the /proc cache (which
   // forgets pids not seen in a refreshing sample) keeps every GPU's processes.
   const bool refresh_processes = now_ns - m_processes_read_ns >= m_processes_refresh_ns;

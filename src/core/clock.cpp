@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <array>
+#include <cstdio>
 
 namespace vramscope {
 namespace {
@@ -24,12 +25,20 @@ int64_t wall_time_ns() { return read_clock_ns(CLOCK_REALTIME); }
 
 int64_t monotonic_ns() { return read_clock_ns(CLOCK_MONOTONIC); }
 
-std::string local_time_text(int64_t timestamp_ns) {
+std::string local_time_text(int64_t timestamp_ns, TimeText style) {
   const auto seconds = static_cast<time_t>(timestamp_ns / 1'000'000'000);
   struct tm parts {};
   localtime_r(&seconds, &parts);
   std::array<char, 32> text{};
-  strftime(text.data(), text.size(), "%Y-%m-%d %H:%M:%S", &parts);
+  if (style == TimeText::ClockMillis) {
+    const auto millis = static_cast<int>((timestamp_ns / 1'000'000) % 1000);
+    std::snprintf(text.data(), text.size(), "%02d:%02d:%02d.%03d", parts.tm_hour, parts.tm_min,
+                  parts.tm_sec, millis);
+  } else {
+    // The post-mortem stamp must match the one python/vramscope/_oom_report.py writes.
+    strftime(text.data(), text.size(),
+             style == TimeText::FileStamp ? "%Y%m%d-%H%M%S" : "%Y-%m-%d %H:%M:%S", &parts);
+  }
   return text.data();
 }
 

@@ -31,4 +31,11 @@ constexpr uint32_t crc32c_unmask(uint32_t masked) {
   return (rotated >> 17U) | (rotated << 15U);
 }
 
+/// The recording's chunk header check: the low 16 bits of the masked CRC-32C of the header bytes
+/// before it. Short, because a chunk may hold a single sample of a dozen bytes; it only has to
+/// tell a damaged length from a torn chunk, and the payload CRC still covers every byte.
+inline uint16_t crc32c_check16(const char* header, std::size_t size) {
+  return static_cast<uint16_t>(crc32c_mask(crc32c(header, size)) & 0xFFFFU);
+}
+
 }  // namespace vramscope

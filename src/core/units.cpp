@@ -4,7 +4,9 @@
 // and "1e400" or "99999999999h" must be rejected instead of wrapping or becoming infinity.
 #include "vramscope/units.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cinttypes>
 #include <cstdio>
 #include <limits>
 
@@ -236,6 +238,39 @@ std::string format_duration_ns(int64_t duration_ns) {
                   static_cast<unsigned long long>(minutes % 60));
   }
   return buffer;
+}
+
+std::string format_bytes_compact(uint64_t bytes) {
+  if (bytes < 1000) return std::to_string(bytes) + "B";
+  constexpr std::array<char, 5> units{'K', 'M', 'G', 'T', 'P'};
+  double value = static_cast<double>(bytes) / 1024.0;
+  std::size_t unit = 0;
+  while (value >= 1000.0 && unit + 1 < units.size()) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char out[16];
+  if (value < 99.95) {
+    std::snprintf(out, sizeof out, "%.1f%c", value, units[unit]);
+  } else {
+    std::snprintf(out, sizeof out, "%.0f%c", value, units[unit]);
+  }
+  return out;
+}
+
+std::string format_duration_compact(int64_t duration_ns) {
+  const int64_t ms = std::max<int64_t>(duration_ns, 0) / 1'000'000;
+  char out[32];
+  if (ms < 1000) {
+    std::snprintf(out, sizeof out, "%" PRId64 "ms", ms);
+  } else if (ms < 60'000) {
+    std::snprintf(out, sizeof out, "%" PRId64 "s", ms / 1000);
+  } else if (ms < 3'600'000) {
+    std::snprintf(out, sizeof out, "%" PRId64 "m%02" PRId64 "s", ms / 60'000, ms / 1000 % 60);
+  } else {
+    std::snprintf(out, sizeof out, "%" PRId64 "h%02" PRId64 "m", ms / 3'600'000, ms / 60'000 % 60);
+  }
+  return out;
 }
 
 }  // namespace vramscope

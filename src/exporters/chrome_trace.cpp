@@ -135,13 +135,8 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
                           {"args", {{"name", gpu + " steps"}}}}),
            false);
     }
-    json args = {{"step", step.step},
-                 {"peak_allocated_bytes", step.peak_allocated_bytes},
-                 {"peak_reserved_bytes", step.peak_reserved_bytes},
-                 {"peak_requested_bytes", step.peak_requested_bytes},
-                 {"allocated_bytes", step.allocated_bytes},
-                 {"reserved_bytes", step.reserved_bytes},
-                 {"device_uuid", step.device_uuid}};
+    json args = {{"step", step.step}, {"device_uuid", step.device_uuid}};
+    for (const auto& field : step_byte_fields) args[std::string(field.name)] = step.*field.member;
     if (step.rank >= 0) args["rank"] = step.rank;
     const int64_t start_ns = saturating_sub_ns(step.end_ns, step.duration_ns);
     if (step.category_bytes) {
@@ -171,10 +166,8 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
   }
 
   for (const OomRecord& oom : sample.ooms) {
-    json args = {{"requested_bytes", oom.requested_bytes}, {"device_total_bytes", oom.device_total_bytes},
-                 {"device_free_bytes", oom.device_free_bytes}, {"allocated_bytes", oom.allocated_bytes},
-                 {"reserved_bytes", oom.reserved_bytes}, {"device_uuid", oom.device_uuid},
-                 {"cuda_device", oom.cuda_device}};
+    json args = {{"device_uuid", oom.device_uuid}, {"cuda_device", oom.cuda_device}};
+    for (const auto& field : oom_byte_fields) args[std::string(field.name)] = oom.*field.member;
     if (oom.rank >= 0) args["rank"] = oom.rank;
     // Global scope: an OOM is the moment everyone looking at the trace wants to find.
     emit(json_text(json{{"name", "OOM pid " + std::to_string(oom.pid)},

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {
@@ -131,7 +132,7 @@ HttpServer::HttpServer(const std::string& host, int port, HttpHandler handler, H
     ::close(fd);
   }
   ::freeaddrinfo(found);
-  if (m_listen_fd < 0) throw Error("cannot listen on " + shown + ": " + std::strerror(last_errno));
+  if (m_listen_fd < 0) throw Error("cannot listen on " + shown + ": " + errno_text(last_errno));
 
   sockaddr_storage bound{};
   socklen_t length = sizeof bound;
@@ -140,7 +141,7 @@ HttpServer::HttpServer(const std::string& host, int port, HttpHandler handler, H
                                        : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   if (::pipe2(m_wake_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
     ::close(m_listen_fd);
-    throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
+    throw Error(std::string("cannot create a pipe: ") + errno_text(errno));
   }
   m_limits.max_connections = std::max<std::size_t>(m_limits.max_connections, 1);
 }

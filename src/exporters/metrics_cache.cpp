@@ -7,6 +7,8 @@
 #include <set>
 #include <utility>
 
+#include "vramscope/clock.hpp"
+
 namespace vramscope::exporters {
 
 MetricsCache::MetricsCache(SampleSource source, int64_t interval_ns, PrometheusOptions options)
@@ -35,7 +37,7 @@ void MetricsCache::refresh() {
   SystemSample sample;
   PrometheusStatus status;
   std::string error;
-  const auto started = std::chrono::steady_clock::now();
+  const int64_t started_ns = monotonic_ns();
   try {
     status.up = m_source(sample);
     if (!status.up) error = "driver backend failed";
@@ -43,7 +45,7 @@ void MetricsCache::refresh() {
     status.up = false;
     error = e.what();
   }
-  status.sample_duration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  status.sample_duration_seconds = static_cast<double>(monotonic_ns() - started_ns) / 1e9;
   keep_latest_steps(sample);
   auto body = std::make_shared<const std::string>(render_prometheus(sample, m_options, status));
   std::lock_guard<std::mutex> lock(m_mutex);

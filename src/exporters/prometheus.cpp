@@ -14,16 +14,19 @@
 
 namespace vramscope::exporters {
 
-std::string escape_label_value(std::string_view raw) {
-  // The exposition format is UTF-8; a scraper may drop the whole scrape over one bad byte of a
-  // command line, so ill-formed sequences become U+FFFD first.
-  const std::string value = to_valid_utf8(raw);
+namespace {
+
+/// Backslash-escapes backslashes and newlines (and double quotes when `quotes`) after making the
+/// text valid UTF-8: the exposition format is UTF-8, and a scraper may drop the whole scrape over
+/// one bad byte of a command line, so ill-formed sequences become U+FFFD first.
+std::string escape_text(std::string_view raw, bool quotes) {
+  const std::string text = to_valid_utf8(raw);
   std::string out;
-  out.reserve(value.size());
-  for (const char c : value) {
+  out.reserve(text.size());
+  for (const char c : text) {
     if (c == '\\') {
       out += "\\\\";
-    } else if (c == '"') {
+    } else if (c == '"' && quotes) {
       out += "\\\"";
     } else if (c == '\n') {
       out += "\\n";
@@ -34,21 +37,11 @@ std::string escape_label_value(std::string_view raw) {
   return out;
 }
 
-std::string escape_help_text(std::string_view raw) {
-  const std::string text = to_valid_utf8(raw);
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+}  // namespace
+
+std::string escape_label_value(std::string_view raw) { return escape_text(raw, /*quotes=*/true); }
+
+std::string escape_help_text(std::string_view raw) { return escape_text(raw, /*quotes=*/false); }
 
 namespace {
 
@@ -213,9 +206,29 @@ void render_processes(Exposition& out, const SystemSample& sample) {
   }
 }
 
+/// NVML index of each device UUID the driver listed.
+std::unordered_map<std::string, uint32_t> device_index_of_uuid(const SystemSample& sample) {
+  std::unordered_map<std::string, uint32_t> out;
+  for (const DeviceSample& device : sample.devices) out.emplace(device.uuid, device.index);
+  return out;
+}
+
+/// The labels of one process's series on one device (an AllocatorSample or a StepRecord):
+/// gpu (when the device UUID is one the driver listed), uuid, hostname, pid, cuda_device, rank.
+template <typename Record>
+std::string process_labels(const std::unordered_map<std::string, uint32_t>& index_of_uuid,
+                           const std::string& hostname, const Record& record) {
+  Labels set;
+  const auto found = index_of_uuid.find(record.device_uuid);
+  if (found != index_of_uuid.end() && !record.device_uuid.empty()) set.add("gpu", found->second);
+  set.add("uuid", record.device_uuid).add("hostname", hostname).add("pid", record.pid);
+  set.add("cuda_device", fmt::format("{}", record.cuda_device));
+  if (record.rank >= 0) set.add("rank", fmt::format("{}", record.rank));
+  return set.text();
+}
+
 void render_allocators(Exposition& out, const SystemSample& sample) {
-  std::unordered_map<std::string, uint32_t> index_of_uuid;
-  for (const DeviceSample& device : sample.devices) index_of_uuid.emplace(device.uuid, device.index);
+  const auto index_of_uuid = device_index_of_uuid(sample);
 
   // One label set per (pid, cuda_device): duplicates (a stale segment of the same pid) are dropped.
   std::vector<const AllocatorSample*> allocators;
@@ -223,14 +236,8 @@ void render_allocators(Exposition& out, const SystemSample& sample) {
   std::set<std::pair<uint32_t, int32_t>> seen;
   for (const AllocatorSample& allocator : sample.allocators) {
     if (!seen.emplace(allocator.pid, allocator.cuda_device).second) continue;
-    Labels set;
-    const auto found = index_of_uuid.find(allocator.device_uuid);
-    if (found != index_of_uuid.end() && !allocator.device_uuid.empty()) set.add("gpu", found->second);
-    set.add("uuid", allocator.device_uuid).add("hostname", sample.hostname).add("pid", allocator.pid);
-    set.add("cuda_device", fmt::format("{}", allocator.cuda_device));
-    if (allocator.rank >= 0) set.add("rank", fmt::format("{}", allocator.rank));
     allocators.push_back(&allocator);
-    labels.push_back(set.text());
+    labels.push_back(process_labels(index_of_uuid, sample.hostname, allocator));
   }
 
   out.family("vramscope_torch_info", "gauge", "A process with the vramscope agent: always 1, labels carry world size and mode.");
@@ -241,30 +248,12 @@ void render_allocators(Exposition& out, const SystemSample& sample) {
     out.sample(extend(labels[i], extra), uint64_t{1});
   }
 
-  struct Field {
-    const char* name;
-    const char* type;
-    const char* help;
-    uint64_t AllocatorSample::*member;
-  };
-  static const Field fields[] = {
-      {"vramscope_torch_allocated_bytes", "gauge", "Bytes in tensors the PyTorch caching allocator handed out (memory_allocated).", &AllocatorSample::allocated_bytes},
-      {"vramscope_torch_reserved_bytes", "gauge", "Bytes the PyTorch caching allocator holds from the driver, cached free blocks included (memory_reserved).", &AllocatorSample::reserved_bytes},
-      {"vramscope_torch_requested_bytes", "gauge", "Bytes requested by tensors before the allocator's rounding.", &AllocatorSample::requested_bytes},
-      {"vramscope_torch_active_bytes", "gauge", "Bytes in active blocks (allocated or awaiting stream sync).", &AllocatorSample::active_bytes},
-      {"vramscope_torch_inactive_split_bytes", "gauge", "Bytes in free pieces of split blocks (fragmentation).", &AllocatorSample::inactive_split_bytes},
-      {"vramscope_torch_peak_allocated_bytes", "gauge", "Peak allocated bytes since the agent attached (torch's own peaks are never reset).", &AllocatorSample::peak_allocated_bytes},
-      {"vramscope_torch_peak_reserved_bytes", "gauge", "Peak reserved bytes since the agent attached.", &AllocatorSample::peak_reserved_bytes},
-      {"vramscope_torch_step", "gauge", "Current training step (0 before the first Monitor.step()).", &AllocatorSample::step},
-      {"vramscope_torch_step_peak_allocated_bytes", "gauge", "Peak allocated bytes inside the last completed step.", &AllocatorSample::step_peak_allocated_bytes},
-      {"vramscope_torch_step_peak_reserved_bytes", "gauge", "Peak reserved bytes inside the last completed step.", &AllocatorSample::step_peak_reserved_bytes},
-      {"vramscope_torch_ooms_total", "counter", "CUDA out-of-memory errors the agent observed.", &AllocatorSample::oom_count},
-      {"vramscope_torch_events_total", "counter", "Allocator events the agent handled.", &AllocatorSample::event_count},
-      {"vramscope_torch_dropped_events_total", "counter", "Allocator events dropped because the agent's ring was full.", &AllocatorSample::dropped_event_count},
-  };
-  for (const Field& field : fields) {
-    out.family(field.name, field.type, field.help);
-    for (std::size_t i = 0; i < allocators.size(); ++i) out.sample(labels[i], allocators[i]->*field.member);
+  for (const AllocatorCounter& counter : allocator_counters) {
+    out.family(counter.metric, counter.unit == CounterUnit::Total ? "counter" : "gauge",
+               counter.help);
+    for (std::size_t i = 0; i < allocators.size(); ++i) {
+      out.sample(labels[i], allocators[i]->*counter.member);
+    }
   }
 }
 
@@ -277,8 +266,7 @@ void render_categories(Exposition& out, const SystemSample& sample) {
     if (slot == nullptr || step.step >= slot->step) slot = &step;
   }
   if (latest.empty()) return;
-  std::unordered_map<std::string, uint32_t> index_of_uuid;
-  for (const DeviceSample& device : sample.devices) index_of_uuid.emplace(device.uuid, device.index);
+  const auto index_of_uuid = device_index_of_uuid(sample);
 
   out.family("vramscope_category_bytes", "gauge",
              "What the last completed training step's peak was made of: requested bytes per category "
@@ -286,13 +274,7 @@ void render_categories(Exposition& out, const SystemSample& sample) {
              "peak; only for processes that track categories (Monitor(model=...)).");
   for (const auto& [key, step] : latest) {
     // The same label set as the vramscope_torch_* series of that process and device.
-    Labels set;
-    const auto found = index_of_uuid.find(step->device_uuid);
-    if (found != index_of_uuid.end() && !step->device_uuid.empty()) set.add("gpu", found->second);
-    set.add("uuid", step->device_uuid).add("hostname", sample.hostname).add("pid", step->pid);
-    set.add("cuda_device", fmt::format("{}", step->cuda_device));
-    if (step->rank >= 0) set.add("rank", fmt::format("{}", step->rank));
-    const std::string base = set.text();
+    const std::string base = process_labels(index_of_uuid, sample.hostname, *step);
     for (std::size_t c = 0; c < memory_category_count; ++c) {
       out.sample(extend(base, Labels().add("category", memory_category_names[c])), (*step->category_bytes)[c]);
     }

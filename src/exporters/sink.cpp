@@ -10,17 +10,10 @@
 #include <cstring>
 #include <exception>
 
+#include "core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {
-
-namespace {
-
-std::string errno_text(int error_number) {
-  return std::strerror(error_number);
-}
-
-}  // namespace
 
 BufferedFile::BufferedFile(const std::string& path, bool overwrite, std::size_t buffer_bytes)
     : m_path(path), m_buffer_bytes(buffer_bytes), m_exceptions_at_open(std::uncaught_exceptions()) {
@@ -88,15 +81,10 @@ void BufferedFile::append_record(std::string_view bytes) {
 void BufferedFile::flush() {
   if (m_fd < 0) return;
   std::size_t done = 0;
-  while (done < m_buffer.size()) {
-    const ssize_t n = ::write(m_fd, m_buffer.data() + done, m_buffer.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int error_number = errno;
-      m_buffer.erase(0, done);
-      throw Error("cannot write " + m_path + ": " + errno_text(error_number));
-    }
-    done += static_cast<std::size_t>(n);
+  if (const int error_number = write_all(m_fd, m_buffer.data(), m_buffer.size(), &done)) {
+    // What went out is gone from the buffer; the rest stays for a retry.
+    m_buffer.erase(0, done);
+    throw Error("cannot write " + m_path + ": " + errno_text(error_number));
   }
   m_buffer.clear();
 }

@@ -174,36 +174,38 @@ void TensorBoardWriter::write(const SystemSample& sample) {
     std::vector<TensorBoardScalar> scalars;
     for (const DeviceSample& device : sample.devices) {
       const std::string prefix = "driver/gpu" + std::to_string(device.index) + "/";
-      if (device.used_bytes) scalars.push_back({prefix + "used_bytes", static_cast<double>(*device.used_bytes)});
-      if (device.free_bytes) scalars.push_back({prefix + "free_bytes", static_cast<double>(*device.free_bytes)});
-      if (device.reserved_bytes) scalars.push_back({prefix + "reserved_bytes", static_cast<double>(*device.reserved_bytes)});
-      if (device.total_bytes) scalars.push_back({prefix + "total_bytes", static_cast<double>(*device.total_bytes)});
+      for (const auto& [tag, member] : tensorboard_driver_tags) {
+        if (const auto& value = device.*member) {
+          scalars.push_back({prefix + std::string(tag), static_cast<double>(*value)});
+        }
+      }
     }
     add_scalars(scalars, m_sample_index, wall_s);
   }
   ++m_sample_index;
   for (const AllocatorSample& allocator : sample.allocators) {
     const std::string prefix = torch_prefix(allocator.pid, allocator.rank, allocator.cuda_device);
-    add_scalars({{prefix + "allocated_bytes", static_cast<double>(allocator.allocated_bytes)},
-                 {prefix + "reserved_bytes", static_cast<double>(allocator.reserved_bytes)},
-                 {prefix + "requested_bytes", static_cast<double>(allocator.requested_bytes)},
-                 {prefix + "active_bytes", static_cast<double>(allocator.active_bytes)}},
-                static_cast<int64_t>(allocator.step), wall_s);
+    std::vector<TensorBoardScalar> scalars;
+    for (const auto& [tag, member] : tensorboard_allocator_tags) {
+      scalars.push_back({prefix + std::string(tag), static_cast<double>(allocator.*member)});
+    }
+    add_scalars(scalars, static_cast<int64_t>(allocator.step), wall_s);
   }
   for (const StepRecord& step : sample.steps) write_step(step);
   for (const OomRecord& oom : sample.ooms) {
     const std::string prefix = torch_prefix(oom.pid, oom.rank, oom.cuda_device);
-    add_scalar(prefix + "oom_requested_bytes", static_cast<double>(oom.requested_bytes), m_sample_index,
+    const auto& [tag, member] = tensorboard_oom_tag;
+    add_scalar(prefix + std::string(tag), static_cast<double>(oom.*member), m_sample_index,
                static_cast<double>(oom.timestamp_ns) / 1e9);
   }
 }
 
 void TensorBoardWriter::write_step(const StepRecord& step) {
   const std::string prefix = torch_prefix(step.pid, step.rank, step.cuda_device);
-  std::vector<TensorBoardScalar> scalars = {
-      {prefix + "step_peak_allocated_bytes", static_cast<double>(step.peak_allocated_bytes)},
-      {prefix + "step_peak_reserved_bytes", static_cast<double>(step.peak_reserved_bytes)},
-      {prefix + "step_peak_requested_bytes", static_cast<double>(step.peak_requested_bytes)}};
+  std::vector<TensorBoardScalar> scalars;
+  for (const auto& [tag, member] : tensorboard_step_tags) {
+    scalars.push_back({prefix + std::string(tag), static_cast<double>(step.*member)});
+  }
   if (step.category_bytes) {
     for (std::size_t c = 0; c < memory_category_count; ++c) {
       scalars.push_back({prefix + "category/" + std::string(memory_category_names[c]) + "_bytes",

@@ -16,13 +16,16 @@
 // 16 MiB are charted with ~7 significant digits. Tag scheme: docs/tensorboard.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "exporters/sink.hpp"
+#include "vramscope/sample.hpp"
 
 namespace vramscope::exporters {
 
@@ -40,6 +43,43 @@ std::string encode_scalars_event(const std::vector<TensorBoardScalar>& scalars, 
 std::string frame_tfrecord(std::string_view payload);
 /// `events.out.tfevents.<10-digit seconds>.<hostname>.<pid>.<counter>` (the Python writers' form).
 std::string tensorboard_file_name(int64_t unix_seconds, std::string_view hostname, uint32_t pid, uint32_t counter);
+
+/// A tag suffix and the sample field it carries (a member pointer into `Record`).
+template <typename Record, typename Value>
+struct TensorBoardTag {
+  std::string_view tag;
+  Value Record::*member;
+};
+
+// Every tag the writer produces, in the order it writes them. Torch tags follow the process
+// prefix `memory/[rank<R>/|pid<P>/]cuda<D>/`, driver tags `driver/gpu<N>/`. The in-process
+// Monitor (python/vramscope/tensorboard.py) writes the same names for its own process.
+
+/// Per sample, with the allocator's current step as the TensorBoard step.
+inline constexpr std::array<TensorBoardTag<AllocatorSample, uint64_t>, 4>
+    tensorboard_allocator_tags = {{
+        {"allocated_bytes", &AllocatorSample::allocated_bytes},
+        {"reserved_bytes", &AllocatorSample::reserved_bytes},
+        {"requested_bytes", &AllocatorSample::requested_bytes},
+        {"active_bytes", &AllocatorSample::active_bytes},
+    }};
+/// Per completed step (then `category/<name>_bytes` per MemoryCategory, when tracked).
+inline constexpr std::array<TensorBoardTag<StepRecord, uint64_t>, 3> tensorboard_step_tags = {{
+    {"step_peak_allocated_bytes", &StepRecord::peak_allocated_bytes},
+    {"step_peak_reserved_bytes", &StepRecord::peak_reserved_bytes},
+    {"step_peak_requested_bytes", &StepRecord::peak_requested_bytes},
+}};
+/// Per OOM, at the OOM's time.
+inline constexpr TensorBoardTag<OomRecord, uint64_t> tensorboard_oom_tag = {
+    "oom_requested_bytes", &OomRecord::requested_bytes};
+/// Per sample and GPU, when the driver reported the value (TensorBoardOptions::driver_tags).
+inline constexpr std::array<TensorBoardTag<DeviceSample, std::optional<uint64_t>>, 4>
+    tensorboard_driver_tags = {{
+        {"used_bytes", &DeviceSample::used_bytes},
+        {"free_bytes", &DeviceSample::free_bytes},
+        {"reserved_bytes", &DeviceSample::reserved_bytes},
+        {"total_bytes", &DeviceSample::total_bytes},
+    }};
 
 /// How sample values become tags.
 struct TensorBoardOptions {

@@ -33,6 +33,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "vramscope/sample.hpp"
+
 namespace vramscope::format {
 
 /// "VRSCAGT1": identifies an agent segment (distinct from the recording file magic).
@@ -100,23 +102,19 @@ struct SlotStats {
   int32_t cuda_device;
   /// slot_flag_* bits.
   uint32_t flags;
-  uint64_t allocated_bytes;
-  uint64_t reserved_bytes;
-  uint64_t requested_bytes;
-  uint64_t active_bytes;
-  uint64_t inactive_split_bytes;
-  uint64_t peak_allocated_bytes;
-  uint64_t peak_reserved_bytes;
-  uint64_t step;
-  uint64_t step_peak_allocated_bytes;
-  uint64_t step_peak_reserved_bytes;
-  uint64_t oom_count;
-  uint64_t event_count;
-  uint64_t dropped_event_count;
+  /// counters[i] is AllocatorSample::*allocator_counters[i].member, in that table's order:
+  /// allocated, reserved, requested, active, inactive_split, peak_allocated, peak_reserved
+  /// (bytes), step, step_peak_allocated, step_peak_reserved (bytes), oom, event and
+  /// dropped_event counts.
+  uint64_t counters[allocator_counter_count];
   int64_t updated_ns;
   /// NUL-terminated device UUID.
   char device_uuid[segment_uuid_bytes];
 };
+// A new row in allocator_counters grows the slot: bump segment_version and update these.
+static_assert(allocator_counter_count == 13 && offsetof(SlotStats, counters) == 16 &&
+                  offsetof(SlotStats, updated_ns) == 120,
+              "a new counter is a segment layout change");
 static_assert(sizeof(SlotStats) == 224);
 
 /// One completed step (pid from the header).
@@ -128,11 +126,9 @@ struct StepPayload {
   uint64_t step;
   int64_t end_ns;
   int64_t duration_ns;
-  uint64_t peak_allocated_bytes;
-  uint64_t peak_reserved_bytes;
-  uint64_t peak_requested_bytes;
-  uint64_t allocated_bytes;
-  uint64_t reserved_bytes;
+  /// bytes[i] is StepRecord::*step_byte_fields[i].member: peak allocated, peak reserved, peak
+  /// requested, allocated and reserved at the end of the step.
+  uint64_t bytes[step_byte_fields.size()];
   /// step_flag_* bits (version 2).
   uint64_t flags;
   /// Requested bytes per MemoryCategory live at the step's peak, when step_flag_categories is set
@@ -140,8 +136,10 @@ struct StepPayload {
   uint64_t category_bytes[segment_category_count];
   char device_uuid[segment_uuid_bytes];
 };
-static_assert(sizeof(StepPayload) == 232);
-static_assert(offsetof(StepPayload, category_bytes) == 88);
+// A new row in step_byte_fields grows the entry: bump segment_version and update these.
+static_assert(sizeof(StepPayload) == 232 && offsetof(StepPayload, bytes) == 40 &&
+                  offsetof(StepPayload, category_bytes) == 88,
+              "a new step field is a layout change");
 
 /// One out-of-memory error (pid from the header).
 struct OomPayload {
@@ -149,14 +147,13 @@ struct OomPayload {
   int32_t rank;
   int32_t cuda_device;
   int64_t timestamp_ns;
-  uint64_t requested_bytes;
-  uint64_t device_total_bytes;
-  uint64_t device_free_bytes;
-  uint64_t allocated_bytes;
-  uint64_t reserved_bytes;
+  /// bytes[i] is OomRecord::*oom_byte_fields[i].member: the failed request, device total and
+  /// free, allocated and reserved.
+  uint64_t bytes[oom_byte_fields.size()];
   char device_uuid[segment_uuid_bytes];
 };
-static_assert(sizeof(OomPayload) == 160);
+static_assert(sizeof(OomPayload) == 160 && offsetof(OomPayload, bytes) == 24,
+              "a new OOM field is a layout change");
 
 /// A seqlock-protected block: `seq` is even when `payload` is stable.
 template <typename Payload>

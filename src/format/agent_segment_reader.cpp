@@ -11,9 +11,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <initializer_list>
+#include <iterator>
 #include <map>
 #include <set>
 #include <utility>
@@ -22,6 +21,7 @@
 #include "format/process_identity.hpp"
 #include "format/segment_dir.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/clock.hpp"
 
 namespace vramscope {
 namespace {
@@ -39,12 +39,6 @@ constexpr int64_t foreign_writer_stale_ns = 60'000'000'000;
 constexpr uint64_t max_plausible_bytes = uint64_t{1} << 50U;
 /// Ranks and world sizes above this are not a job anyone runs (-1 means "not distributed").
 constexpr int32_t max_plausible_rank = 1 << 20;
-
-int64_t realtime_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 /// One mapped, validated segment and what this reader already returned from it.
 struct MappedSegment {
@@ -257,7 +251,7 @@ class SegmentReader final : public AgentSegmentReader {
     const auto* header = reinterpret_cast<const SegmentHeader*>(segment.map);
     const auto heartbeat_ns =
         static_cast<int64_t>(load_word(reinterpret_cast<const uint64_t*>(&header->heartbeat_ns)));
-    return heartbeat_is_stale(heartbeat_ns, realtime_ns());
+    return heartbeat_is_stale(heartbeat_ns, wall_time_ns());
   }
 
   /// Is a heartbeat more than the stale window away from `now_ns`, in either direction? The
@@ -286,31 +280,33 @@ class SegmentReader final : public AgentSegmentReader {
         reinterpret_cast<const SlotBlock*>(segment.map + segment.geometry.slots_offset);
     for (uint32_t slot = 0; slot < header.device_slots; ++slot) {
       SlotStats stats{};
-      if (!seqlock_read(slots + slot, stats) || !slot_is_plausible(stats)) continue;
+      if (!seqlock_read(slots + slot, stats) || !is_plausible(stats)) continue;
       allocators.push_back(to_sample(header.writer_pid, stats));
     }
     const auto* live = reinterpret_cast<const SegmentHeader*>(segment.map);
-    const auto* steps =
-        reinterpret_cast<const StepEntry*>(segment.map + segment.geometry.steps_offset);
-    read_ring(steps, header.step_capacity, load_word(&live->steps_written), segment.steps_returned,
-              m_lost_steps, [&](const StepPayload& entry) {
-                if (step_is_plausible(entry))
-                  new_steps.push_back(to_step(header.writer_pid, entry));
-              });
-    const auto* ooms =
-        reinterpret_cast<const OomEntry*>(segment.map + segment.geometry.ooms_offset);
-    read_ring(ooms, header.oom_capacity, load_word(&live->ooms_written), segment.ooms_returned,
-              m_lost_ooms, [&](const OomPayload& entry) {
-                if (oom_is_plausible(entry)) new_ooms.push_back(to_oom(header.writer_pid, entry));
-              });
+    read_records(segment, segment.geometry.steps_offset, header.step_capacity, live->steps_written,
+                 segment.steps_returned, m_lost_steps, new_steps);
+    read_records(segment, segment.geometry.ooms_offset, header.oom_capacity, live->ooms_written,
+                 segment.ooms_returned, m_lost_ooms, new_ooms);
+  }
+
+  /// Appends the plausible records of one ring that this reader has not returned yet.
+  template <typename Record>
+  static void read_records(const MappedSegment& segment, uint64_t offset, uint32_t capacity,
+                           const uint64_t& written, uint64_t& returned, uint64_t& lost,
+                           std::vector<Record>& out) {
+    using Payload = decltype(payload_of(Record{}));
+    const auto* entries = reinterpret_cast<const SeqBlock<Payload>*>(segment.map + offset);
+    read_ring(entries, capacity, load_word(&written), returned, lost, [&](const Payload& entry) {
+      if (is_plausible(entry)) out.push_back(to_record(segment.header.writer_pid, entry));
+    });
   }
 
   // The checks below keep a damaged or forged record out of every view: numbers no allocator
   // can hold would otherwise be printed as they are and summed into device totals.
 
-  static bool bytes_are_plausible(std::initializer_list<uint64_t> values) {
-    return std::all_of(values.begin(), values.end(),
-                       [](uint64_t bytes) { return bytes <= max_plausible_bytes; });
+  static bool bytes_are_plausible(const uint64_t* begin, const uint64_t* end) {
+    return std::all_of(begin, end, [](uint64_t bytes) { return bytes <= max_plausible_bytes; });
   }
 
   static bool placement_is_plausible(int32_t rank, int32_t cuda_device) {
@@ -318,33 +314,35 @@ class SegmentReader final : public AgentSegmentReader {
            cuda_device < static_cast<int32_t>(segment_max_device_slots);
   }
 
-  static bool slot_is_plausible(const SlotStats& s) {
-    return placement_is_plausible(s.rank, s.cuda_device) && s.world_size >= -1 &&
-           s.world_size <= max_plausible_rank &&
-           bytes_are_plausible({s.allocated_bytes, s.reserved_bytes, s.requested_bytes,
-                                s.active_bytes, s.inactive_split_bytes, s.peak_allocated_bytes,
-                                s.peak_reserved_bytes, s.step_peak_allocated_bytes,
-                                s.step_peak_reserved_bytes});
+  static bool is_plausible(const SlotStats& s) {
+    if (!placement_is_plausible(s.rank, s.cuda_device) || s.world_size < -1 ||
+        s.world_size > max_plausible_rank) {
+      return false;
+    }
+    for (std::size_t i = 0; i < allocator_counter_count; ++i) {
+      if (allocator_counters[i].unit == CounterUnit::Bytes && s.counters[i] > max_plausible_bytes) {
+        return false;
+      }
+    }
+    return true;
   }
 
-  static bool step_is_plausible(const StepPayload& e) {
+  static bool is_plausible(const StepPayload& e) {
     if (!placement_is_plausible(e.rank, e.cuda_device) || e.duration_ns < 0 ||
-        !bytes_are_plausible({e.peak_allocated_bytes, e.peak_reserved_bytes, e.peak_requested_bytes,
-                              e.allocated_bytes, e.reserved_bytes})) {
+        !bytes_are_plausible(std::begin(e.bytes), std::end(e.bytes))) {
       return false;
     }
     if (e.flags != step_flag_categories) return true;
     // Categories split one peak: none may exceed what any device holds.
-    return std::all_of(std::begin(e.category_bytes), std::end(e.category_bytes),
-                       [](uint64_t bytes) { return bytes <= max_plausible_bytes; });
+    return bytes_are_plausible(std::begin(e.category_bytes), std::end(e.category_bytes));
   }
 
-  static bool oom_is_plausible(const OomPayload& e) {
+  static bool is_plausible(const OomPayload& e) {
     // The failed request itself may be absurd (that is why it failed); the device and the
     // allocator state may not.
+    static_assert(oom_byte_fields[0].member == &OomRecord::requested_bytes);
     return placement_is_plausible(e.rank, e.cuda_device) &&
-           bytes_are_plausible(
-               {e.device_total_bytes, e.device_free_bytes, e.allocated_bytes, e.reserved_bytes});
+           bytes_are_plausible(std::begin(e.bytes) + 1, std::end(e.bytes));
   }
 
   /// Returns entries `returned+1 .. written` still present in the ring, oldest first.
@@ -377,45 +375,43 @@ class SegmentReader final : public AgentSegmentReader {
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
   }
 
+  /// A record with the fields every ring payload shares; the pid is the header's.
+  template <typename Record, typename Payload>
+  static Record placed(uint32_t pid, const Payload& entry) {
+    Record record;
+    record.pid = pid;
+    record.rank = entry.rank;
+    record.cuda_device = entry.cuda_device;
+    record.device_uuid.assign(entry.device_uuid, fixed_string_length(entry.device_uuid));
+    return record;
+  }
+
+  /// Copies a payload's array into the record's table fields (same order, see the layout).
+  template <typename Field, std::size_t count, typename Record>
+  static void copy_from_payload(const std::array<Field, count>& fields,
+                                const uint64_t (&words)[count], Record& record) {
+    for (std::size_t i = 0; i < count; ++i) record.*fields[i].member = words[i];
+  }
+
   static AllocatorSample to_sample(uint32_t pid, const SlotStats& stats) {
-    AllocatorSample sample;
-    sample.pid = pid;
-    sample.rank = stats.rank;
+    AllocatorSample sample = placed<AllocatorSample>(pid, stats);
     sample.world_size = stats.world_size;
-    sample.cuda_device = stats.cuda_device;
-    sample.device_uuid.assign(stats.device_uuid, fixed_string_length(stats.device_uuid));
-    sample.allocated_bytes = stats.allocated_bytes;
-    sample.reserved_bytes = stats.reserved_bytes;
-    sample.requested_bytes = stats.requested_bytes;
-    sample.active_bytes = stats.active_bytes;
-    sample.inactive_split_bytes = stats.inactive_split_bytes;
-    sample.peak_allocated_bytes = stats.peak_allocated_bytes;
-    sample.peak_reserved_bytes = stats.peak_reserved_bytes;
-    sample.step = stats.step;
-    sample.step_peak_allocated_bytes = stats.step_peak_allocated_bytes;
-    sample.step_peak_reserved_bytes = stats.step_peak_reserved_bytes;
-    sample.oom_count = stats.oom_count;
-    sample.event_count = stats.event_count;
-    sample.dropped_event_count = stats.dropped_event_count;
+    copy_from_payload(allocator_counters, stats.counters, sample);
     sample.polling_only = (stats.flags & slot_flag_polling_only) != 0;
     sample.updated_ns = stats.updated_ns;
     return sample;
   }
 
-  static StepRecord to_step(uint32_t pid, const StepPayload& entry) {
-    StepRecord step;
-    step.pid = pid;
-    step.rank = entry.rank;
-    step.cuda_device = entry.cuda_device;
-    step.device_uuid.assign(entry.device_uuid, fixed_string_length(entry.device_uuid));
+  // Which payload a record is stored as (declared only, for read_records' decltype).
+  static StepPayload payload_of(const StepRecord&);
+  static OomPayload payload_of(const OomRecord&);
+
+  static StepRecord to_record(uint32_t pid, const StepPayload& entry) {
+    StepRecord step = placed<StepRecord>(pid, entry);
     step.step = entry.step;
     step.end_ns = entry.end_ns;
     step.duration_ns = entry.duration_ns;
-    step.peak_allocated_bytes = entry.peak_allocated_bytes;
-    step.peak_reserved_bytes = entry.peak_reserved_bytes;
-    step.peak_requested_bytes = entry.peak_requested_bytes;
-    step.allocated_bytes = entry.allocated_bytes;
-    step.reserved_bytes = entry.reserved_bytes;
+    copy_from_payload(step_byte_fields, entry.bytes, step);
     // Unknown flag bits (a damaged entry) leave the categories out rather than guess.
     if (entry.flags == step_flag_categories) {
       CategoryBytes bytes{};
@@ -425,18 +421,10 @@ class SegmentReader final : public AgentSegmentReader {
     return step;
   }
 
-  static OomRecord to_oom(uint32_t pid, const OomPayload& entry) {
-    OomRecord oom;
-    oom.pid = pid;
-    oom.rank = entry.rank;
-    oom.cuda_device = entry.cuda_device;
-    oom.device_uuid.assign(entry.device_uuid, fixed_string_length(entry.device_uuid));
+  static OomRecord to_record(uint32_t pid, const OomPayload& entry) {
+    OomRecord oom = placed<OomRecord>(pid, entry);
     oom.timestamp_ns = entry.timestamp_ns;
-    oom.requested_bytes = entry.requested_bytes;
-    oom.device_total_bytes = entry.device_total_bytes;
-    oom.device_free_bytes = entry.device_free_bytes;
-    oom.allocated_bytes = entry.allocated_bytes;
-    oom.reserved_bytes = entry.reserved_bytes;
+    copy_from_payload(oom_byte_fields, entry.bytes, oom);
     return oom;
   }
 

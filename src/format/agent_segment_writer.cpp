@@ -5,13 +5,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
+#include "core/posix_io.hpp"
 #include "format/agent_segment_layout.hpp"
 #include "format/process_identity.hpp"
 #include "format/segment_dir.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/clock.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {
@@ -19,13 +20,32 @@ namespace {
 
 using namespace format;
 
-int64_t realtime_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+/// A ring payload with the fields every step and OOM record shares (the pid is the header's).
+template <typename Payload, typename Record>
+Payload placed_payload(const Record& record) {
+  Payload entry{};
+  entry.rank = record.rank;
+  entry.cuda_device = record.cuda_device;
+  copy_fixed_string(entry.device_uuid, record.device_uuid.data(), record.device_uuid.size());
+  return entry;
 }
 
-std::string errno_text() { return std::strerror(errno); }
+/// Copies a record's table fields into a payload's array (same order, see the layout).
+template <typename Field, std::size_t count, typename Record>
+void copy_to_payload(const std::array<Field, count>& fields, const Record& record,
+                     uint64_t (&words)[count]) {
+  for (std::size_t i = 0; i < count; ++i) words[i] = record.*fields[i].member;
+}
+
+/// Appends `entry` to a ring as record number ++written (1-based), then publishes that number
+/// in the header: a reader that sees the count sees the complete entry.
+template <typename Payload>
+void push(SeqBlock<Payload>* ring, uint32_t capacity, uint64_t* published, uint64_t& written,
+          Payload entry) {
+  entry.sequence = ++written;
+  seqlock_write(ring + (entry.sequence - 1) % capacity, entry);
+  store_word(published, entry.sequence);
+}
 
 class SegmentWriter final : public AgentSegmentWriter {
  public:
@@ -70,20 +90,8 @@ class SegmentWriter final : public AgentSegmentWriter {
     stats.world_size = sample.world_size;
     stats.cuda_device = sample.cuda_device;
     stats.flags = sample.polling_only ? slot_flag_polling_only : 0U;
-    stats.allocated_bytes = sample.allocated_bytes;
-    stats.reserved_bytes = sample.reserved_bytes;
-    stats.requested_bytes = sample.requested_bytes;
-    stats.active_bytes = sample.active_bytes;
-    stats.inactive_split_bytes = sample.inactive_split_bytes;
-    stats.peak_allocated_bytes = sample.peak_allocated_bytes;
-    stats.peak_reserved_bytes = sample.peak_reserved_bytes;
-    stats.step = sample.step;
-    stats.step_peak_allocated_bytes = sample.step_peak_allocated_bytes;
-    stats.step_peak_reserved_bytes = sample.step_peak_reserved_bytes;
-    stats.oom_count = sample.oom_count;
-    stats.event_count = sample.event_count;
-    stats.dropped_event_count = sample.dropped_event_count;
-    stats.updated_ns = sample.updated_ns != 0 ? sample.updated_ns : realtime_ns();
+    copy_to_payload(allocator_counters, sample, stats.counters);
+    stats.updated_ns = sample.updated_ns != 0 ? sample.updated_ns : wall_time_ns();
     copy_fixed_string(stats.device_uuid, sample.device_uuid.data(), sample.device_uuid.size());
     seqlock_write(slots() + slot, stats);
     store_word(reinterpret_cast<uint64_t*>(&header()->heartbeat_ns),
@@ -91,18 +99,11 @@ class SegmentWriter final : public AgentSegmentWriter {
   }
 
   void push_step(const StepRecord& step) override {
-    StepPayload entry{};
-    entry.sequence = ++m_steps_written;
-    entry.rank = step.rank;
-    entry.cuda_device = step.cuda_device;
+    StepPayload entry = placed_payload<StepPayload>(step);
     entry.step = step.step;
     entry.end_ns = step.end_ns;
     entry.duration_ns = step.duration_ns;
-    entry.peak_allocated_bytes = step.peak_allocated_bytes;
-    entry.peak_reserved_bytes = step.peak_reserved_bytes;
-    entry.peak_requested_bytes = step.peak_requested_bytes;
-    entry.allocated_bytes = step.allocated_bytes;
-    entry.reserved_bytes = step.reserved_bytes;
+    copy_to_payload(step_byte_fields, step, entry.bytes);
     if (step.category_bytes) {
       static_assert(segment_category_count == memory_category_count);
       entry.flags |= step_flag_categories;
@@ -110,28 +111,14 @@ class SegmentWriter final : public AgentSegmentWriter {
         entry.category_bytes[c] = (*step.category_bytes)[c];
       }
     }
-    copy_fixed_string(entry.device_uuid, step.device_uuid.data(), step.device_uuid.size());
-    const uint32_t capacity = header()->step_capacity;
-    seqlock_write(steps() + (entry.sequence - 1) % capacity, entry);
-    // Published after the entry is complete: a reader that sees the count sees the entry.
-    store_word(&header()->steps_written, entry.sequence);
+    push(steps(), header()->step_capacity, &header()->steps_written, m_steps_written, entry);
   }
 
   void push_oom(const OomRecord& oom) override {
-    OomPayload entry{};
-    entry.sequence = ++m_ooms_written;
-    entry.rank = oom.rank;
-    entry.cuda_device = oom.cuda_device;
+    OomPayload entry = placed_payload<OomPayload>(oom);
     entry.timestamp_ns = oom.timestamp_ns;
-    entry.requested_bytes = oom.requested_bytes;
-    entry.device_total_bytes = oom.device_total_bytes;
-    entry.device_free_bytes = oom.device_free_bytes;
-    entry.allocated_bytes = oom.allocated_bytes;
-    entry.reserved_bytes = oom.reserved_bytes;
-    copy_fixed_string(entry.device_uuid, oom.device_uuid.data(), oom.device_uuid.size());
-    const uint32_t capacity = header()->oom_capacity;
-    seqlock_write(ooms() + (entry.sequence - 1) % capacity, entry);
-    store_word(&header()->ooms_written, entry.sequence);
+    copy_to_payload(oom_byte_fields, oom, entry.bytes);
+    push(ooms(), header()->oom_capacity, &header()->ooms_written, m_ooms_written, entry);
   }
 
   const std::string& path() const override { return m_path; }
@@ -191,7 +178,7 @@ std::unique_ptr<AgentSegmentWriter> AgentSegmentWriter::create(uint32_t pid, uin
   const int fd = create_temp_file(dir_fd, pid, temp_name);
   void* map = MAP_FAILED;
   const auto fail = [&](const std::string& what) {
-    const std::string reason = what + ": " + errno_text();
+    const std::string reason = what + ": " + errno_text(errno);
     if (map != MAP_FAILED) ::munmap(map, geometry.total_bytes);
     if (fd >= 0) {
       ::unlinkat(dir_fd, temp_name.c_str(), 0);
@@ -224,7 +211,7 @@ std::unique_ptr<AgentSegmentWriter> AgentSegmentWriter::create(uint32_t pid, uin
   header->writer_start_ticks = process_start_ticks(pid).value_or(0);
   header->pid_namespace_inode = pid_namespace_inode();
   header->total_bytes = geometry.total_bytes;
-  header->created_ns = realtime_ns();
+  header->created_ns = wall_time_ns();
   header->heartbeat_ns = header->created_ns;
 
   // rename() is atomic: readers see either no file or a complete header, never a partial one.

@@ -13,48 +13,27 @@
 
 #include "core/crc32c.hpp"
 #include "format/recording_layout.hpp"
+#include "format/varint.hpp"
 
 namespace vramscope::format {
 namespace {
 
-/// Writes `value` as a LEB128 varint.
-void put_varint32(std::string& out, uint32_t value) {
-  while (value >= 0x80U) {
-    out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-    value >>= 7U;
-  }
-  out.push_back(static_cast<char>(value));
-}
+/// Writes `value` as a LEB128 varint (at most 5 bytes).
+void put_varint32(std::string& out, uint32_t value) { put_varint(out, value); }
 
 /// Reads a LEB128 varint of at most 5 bytes that fits 32 bits from `bytes` at `at`.
 /// Returns false when the bytes end first (`*cut` set) or the varint is malformed.
 bool get_varint32(std::string_view bytes, std::size_t& at, uint32_t& out, bool* cut) {
   uint64_t value = 0;
-  for (unsigned shift = 0; shift < 35; shift += 7) {
-    if (at >= bytes.size()) {
-      *cut = true;
-      return false;
-    }
-    const auto byte = static_cast<unsigned char>(bytes[at++]);
-    value |= static_cast<uint64_t>(byte & 0x7FU) << shift;
-    if ((byte & 0x80U) == 0) {
-      if (value > UINT32_MAX) return false;
-      out = static_cast<uint32_t>(value);
-      return true;
-    }
-  }
-  return false;
+  const VarintRead read = get_varint(bytes, at, value, 32);
+  if (read == VarintRead::Cut) *cut = true;
+  if (read != VarintRead::Ok) return false;
+  out = static_cast<uint32_t>(value);
+  return true;
 }
 
 void put_u32(std::string& out, uint32_t value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof value);
-}
-
-/// The header check: the low 16 bits of the masked CRC-32C of the header bytes before it. Short,
-/// because a chunk may hold a single sample of a dozen bytes; it only has to tell a damaged
-/// length from a torn chunk, and the payload CRC still covers every compressed byte.
-uint16_t header_check(const char* header, std::size_t size) {
-  return static_cast<uint16_t>(crc32c_mask(crc32c(header, size)) & 0xFFFFU);
 }
 
 uint32_t get_u32(std::string_view bytes, std::size_t at) {
@@ -87,7 +66,7 @@ PackedHeaderStatus parse_packed_header(std::string_view bytes, PackedChunkHeader
   if (bytes.size() < at + 6) return PackedHeaderStatus::Cut;
   uint16_t check = 0;
   std::memcpy(&check, bytes.data() + at, sizeof check);
-  if (check != header_check(bytes.data(), at)) {
+  if (check != crc32c_check16(bytes.data(), at)) {
     why = "chunk header checksum mismatch";
     return PackedHeaderStatus::Bad;
   }
@@ -156,7 +135,7 @@ void PackedChunkCompressor::compress(std::string_view raw, uint32_t sample_count
   put_varint32(out, static_cast<uint32_t>(stored.size()));
   put_varint32(out, static_cast<uint32_t>(raw.size()));
   put_varint32(out, sample_count);
-  const uint16_t check = header_check(out.data() + header_at, out.size() - header_at);
+  const uint16_t check = crc32c_check16(out.data() + header_at, out.size() - header_at);
   out.append(reinterpret_cast<const char*>(&check), sizeof check);
   put_u32(out, crc32c_mask(crc32c(stored)));
   out += stored;
@@ -200,29 +179,26 @@ bool PackedChunkDecompressor::decompress(const PackedChunkHeader& header, std::s
   // One byte of room past raw_bytes, so that data expanding to more than the header says is
   // seen (and refused) rather than left inside zstd for the next chunk.
   raw.resize(static_cast<std::size_t>(header.raw_bytes) + 1);
+  // A zstd error ends the stream: the chunks after this one have lost their history.
+  const auto damaged = [&](std::size_t hint) {
+    if (ZSTD_isError(hint) == 0) return false;
+    m_state->in_stream = false;
+    why = std::string("compressed data is damaged (") + ZSTD_getErrorName(hint) + ")";
+    return true;
+  };
   ZSTD_inBuffer in{stored.data(), stored.size(), 0};
   ZSTD_outBuffer sink{raw.data(), raw.size(), 0};
   while (in.pos < in.size && sink.pos < sink.size) {
     const std::size_t before_in = in.pos;
     const std::size_t before_out = sink.pos;
-    const std::size_t hint = ZSTD_decompressStream(context, &sink, &in);
-    if (ZSTD_isError(hint) != 0) {
-      m_state->in_stream = false;
-      why = std::string("compressed data is damaged (") + ZSTD_getErrorName(hint) + ")";
-      return false;
-    }
+    if (damaged(ZSTD_decompressStream(context, &sink, &in))) return false;
     if (in.pos == before_in && sink.pos == before_out) break;  // no progress: checked below
   }
   // zstd may still hold decoded bytes of this chunk's last block; draining them with no new
   // input is bounded by the one spare byte of room.
   if (sink.pos < sink.size) {
     ZSTD_inBuffer none{nullptr, 0, 0};
-    const std::size_t hint = ZSTD_decompressStream(context, &sink, &none);
-    if (ZSTD_isError(hint) != 0) {
-      m_state->in_stream = false;
-      why = std::string("compressed data is damaged (") + ZSTD_getErrorName(hint) + ")";
-      return false;
-    }
+    if (damaged(ZSTD_decompressStream(context, &sink, &none))) return false;
   }
   if (in.pos != in.size || sink.pos != header.raw_bytes) {
     m_state->in_stream = false;

@@ -8,43 +8,14 @@
 
 #include "core/crc32c.hpp"
 #include "format/recording_layout.hpp"
+#include "format/varint.hpp"
 
 namespace vramscope::format {
 namespace {
 
-void put_varint(std::string& out, uint64_t value) {
-  while (value >= 0x80U) {
-    out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-    value >>= 7U;
-  }
-  out.push_back(static_cast<char>(value));
-}
-
-bool get_varint(std::string_view bytes, std::size_t& at, uint64_t& out) {
-  uint64_t value = 0;
-  for (unsigned shift = 0; shift < 64; shift += 7) {
-    if (at >= bytes.size()) return false;
-    const auto byte = static_cast<unsigned char>(bytes[at++]);
-    if (shift == 63 && byte > 1) return false;
-    value |= static_cast<uint64_t>(byte & 0x7FU) << shift;
-    if ((byte & 0x80U) == 0) {
-      out = value;
-      return true;
-    }
-  }
-  return false;
-}
-
-uint64_t zigzag(int64_t value) {
-  return (static_cast<uint64_t>(value) << 1U) ^ static_cast<uint64_t>(value >> 63);
-}
-
-int64_t unzigzag(uint64_t value) {
-  return static_cast<int64_t>((value >> 1U) ^ (0 - (value & 1U)));
-}
-
-uint16_t header_check(const char* header, std::size_t size) {
-  return static_cast<uint16_t>(crc32c_mask(crc32c(header, size)) & 0xFFFFU);
+/// The index reads every varint as 64 bits; any malformed one makes the chunk invalid.
+bool read_varint(std::string_view bytes, std::size_t& at, uint64_t& out) {
+  return get_varint(bytes, at, out) == VarintRead::Ok;
 }
 
 }  // namespace
@@ -69,7 +40,7 @@ void encode_index_chunk(const RecordingSegment& segment, uint64_t previous_offse
   const std::size_t start = out.size();
   out.push_back(index_marker);
   put_varint(out, body.size());
-  const uint16_t check = header_check(out.data() + start, out.size() - start);
+  const uint16_t check = crc32c_check16(out.data() + start, out.size() - start);
   out.append(reinterpret_cast<const char*>(&check), sizeof check);
   const uint32_t crc = crc32c_mask(crc32c(body));
   out.append(reinterpret_cast<const char*>(&crc), sizeof crc);
@@ -92,7 +63,7 @@ std::optional<IndexChunk> parse_index_chunk(std::string_view bytes, uint64_t off
   }
   std::size_t at = 1;
   uint64_t body_bytes = 0;
-  if (!get_varint(bytes, at, body_bytes)) {
+  if (!read_varint(bytes, at, body_bytes)) {
     *cut = at >= bytes.size();
     why = "malformed index chunk header";
     return std::nullopt;
@@ -103,7 +74,7 @@ std::optional<IndexChunk> parse_index_chunk(std::string_view bytes, uint64_t off
   }
   uint16_t check = 0;
   std::memcpy(&check, bytes.data() + at, sizeof check);
-  if (check != header_check(bytes.data(), at)) {
+  if (check != crc32c_check16(bytes.data(), at)) {
     why = "index chunk header checksum mismatch";
     return std::nullopt;
   }
@@ -138,9 +109,9 @@ std::optional<IndexChunk> parse_index_chunk(std::string_view bytes, uint64_t off
   uint64_t last = 0;
   uint64_t digest_bytes = 0;
   RecordingSegment& segment = chunk.segment;
-  if (!get_varint(body, b, chunk.previous_offset) || !get_varint(body, b, segment.offset) ||
-      !get_varint(body, b, segment.sample_count) || !get_varint(body, b, first) ||
-      !get_varint(body, b, last) || !get_varint(body, b, digest_bytes)) {
+  if (!read_varint(body, b, chunk.previous_offset) || !read_varint(body, b, segment.offset) ||
+      !read_varint(body, b, segment.sample_count) || !read_varint(body, b, first) ||
+      !read_varint(body, b, last) || !read_varint(body, b, digest_bytes)) {
     why = "malformed index chunk";
     return std::nullopt;
   }
@@ -155,7 +126,7 @@ std::optional<IndexChunk> parse_index_chunk(std::string_view bytes, uint64_t off
   }
   if (digest_bytes > 0) {
     uint64_t packed_bytes = 0;
-    if (!get_varint(body, b, packed_bytes) || packed_bytes != body.size() - b) {
+    if (!read_varint(body, b, packed_bytes) || packed_bytes != body.size() - b) {
       why = "malformed index chunk digest";
       return std::nullopt;
     }

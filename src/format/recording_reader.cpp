@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "core/crc32c.hpp"
+#include "core/posix_io.hpp"
 #include "format/packed_chunk.hpp"
 #include "format/recording_index.hpp"
 #include "format/recording_layout.hpp"
@@ -47,7 +48,7 @@ class FileSource final : public ByteSource {
 
   uint64_t size() override {
     struct stat info {};
-    if (::fstat(m_fd, &info) != 0) throw Error(m_path + ": cannot stat: " + std::strerror(errno));
+    if (::fstat(m_fd, &info) != 0) throw Error(m_path + ": cannot stat: " + errno_text(errno));
     return static_cast<uint64_t>(info.st_size);
   }
 
@@ -56,7 +57,7 @@ class FileSource final : public ByteSource {
     while (done < size) {
       const ssize_t got = ::pread(m_fd, out + done, size - done, static_cast<off_t>(offset + done));
       if (got < 0 && errno == EINTR) continue;
-      if (got < 0) throw Error(m_path + ": cannot read: " + std::strerror(errno));
+      if (got < 0) throw Error(m_path + ": cannot read: " + errno_text(errno));
       if (got == 0) break;
       done += static_cast<std::size_t>(got);
     }
@@ -438,7 +439,7 @@ std::unique_ptr<RecordingReader> RecordingReader::open(const std::string& path) 
   if (fd < 0) {
     const int error = errno;
     throw Error(path + ": cannot open recording: " +
-                    (error == ELOOP ? "too many levels of symbolic links" : std::strerror(error)),
+                    (error == ELOOP ? "too many levels of symbolic links" : errno_text(error)),
                 ExitError);
   }
   struct stat info {};

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/crc32c.hpp"
+#include "core/posix_io.hpp"
 #include "format/packed_chunk.hpp"
 #include "format/recording_index.hpp"
 #include "format/recording_layout.hpp"
@@ -30,24 +31,6 @@ using format::FileHeader;
 
 /// Samples in one chunk at most (the header stores the count in 32 bits).
 constexpr uint32_t max_chunk_samples = 1U << 20U;
-
-std::string errno_text(int error) {
-  return std::strerror(error);
-}
-
-/// Writes all of `bytes`, resuming after partial writes and EINTR. Returns 0 or an errno value.
-int write_all(int fd, const char* bytes, std::size_t size) {
-  while (size > 0) {
-    const ssize_t written = ::write(fd, bytes, size);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    bytes += written;
-    size -= static_cast<std::size_t>(written);
-  }
-  return 0;
-}
 
 /// Makes a new file's directory entry durable: without it, a power loss can lose the file itself.
 void sync_parent_directory(const std::string& path) {

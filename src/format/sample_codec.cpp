@@ -1,11 +1,14 @@
 // src/format/sample_codec.cpp -- SystemSample <-> bytes (layout described in sample_codec.hpp)
 //
-// Encoder and decoder are written field by field in the same order so they can be read side by
-// side; any change here is a format change and bumps recording_version. The encoder writes the
-// current version only; the decoder reads every version (a branch per field that changed).
+// Encoder and decoder share one walk over each record's fields (walk_*), so they cannot disagree
+// on the order; any change to a walk is a format change and bumps recording_version. The encoder
+// writes the current version only; the decoder reads every version (io.since() per field that
+// changed).
 #include "format/sample_codec.hpp"
 
 #include <string>
+
+#include "format/varint.hpp"
 
 namespace vramscope::format {
 
@@ -66,13 +69,13 @@ enum StepFlag : uint32_t {
 /// The first version whose step records carry flags and per-category bytes.
 constexpr uint16_t first_version_with_step_categories = 2;
 
-uint64_t zigzag(int64_t value) {
-  return (static_cast<uint64_t>(value) << 1U) ^ static_cast<uint64_t>(value >> 63);
-}
-
-int64_t unzigzag(uint64_t value) {
-  return static_cast<int64_t>((value >> 1U) ^ (0 - (value & 1U)));
-}
+// Allocator counters are stored in allocator_counters order, all of them in every version so
+// far. A new row there is a format change: bump recording_version and read the new counter
+// only from that version on (older files leave it 0).
+// The same holds for step_byte_fields and oom_byte_fields.
+static_assert(allocator_counter_count == 13 && step_byte_fields.size() == 5 &&
+                  oom_byte_fields.size() == 5,
+              "a new record field is a recording format change");
 
 /// Wrapping difference, so that any pair of int64 timestamps round-trips without overflow.
 int64_t wrapping_delta(int64_t value, int64_t base) {
@@ -81,14 +84,6 @@ int64_t wrapping_delta(int64_t value, int64_t base) {
 
 int64_t wrapping_add(int64_t base, int64_t delta) {
   return static_cast<int64_t>(static_cast<uint64_t>(base) + static_cast<uint64_t>(delta));
-}
-
-void put_varint(std::string& out, uint64_t value) {
-  while (value >= 0x80U) {
-    out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-    value >>= 7U;
-  }
-  out.push_back(static_cast<char>(value));
 }
 
 void put_signed(std::string& out, int64_t value) { put_varint(out, zigzag(value)); }
@@ -109,6 +104,181 @@ std::string_view clip_utf8(std::string_view text, std::size_t max_bytes) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The fields, once for both directions
+//
+// Each walk_* function names one record's fields in stored order. `Io` is the Emitter, which
+// writes a const record, or the Cursor, which fills a mutable one (reused from the previous
+// sample, so every field is assigned). Presence bits of optionals and booleans go through one
+// flag word: the Emitter's FlagWriter builds it from the record, the Cursor's FlagReader applies
+// it (engaging each present optional, whose value the following opt() then reads).
+
+namespace {
+
+/// Builds a flag word from a record (encoding).
+struct FlagWriter {
+  uint32_t bits = 0;
+  template <typename T>
+  void present(const std::optional<T>& value, uint32_t bit) {
+    if (value) bits |= bit;
+  }
+  void boolean(bool value, uint32_t bit) {
+    if (value) bits |= bit;
+  }
+  /// An optional<bool>: one bit for presence, one for the value.
+  void optional_bool(const std::optional<bool>& value, uint32_t has_bit, uint32_t value_bit) {
+    if (value) bits |= has_bit;
+    if (value.value_or(false)) bits |= value_bit;
+  }
+  void low_bits(uint8_t value, uint32_t /*mask*/) { bits |= value; }
+};
+
+/// Applies a flag word read from a file to a record (decoding).
+struct FlagReader {
+  uint32_t bits = 0;
+  template <typename T>
+  void present(std::optional<T>& value, uint32_t bit) {
+    if ((bits & bit) != 0) {
+      value.emplace();
+    } else {
+      value.reset();
+    }
+  }
+  void boolean(bool& value, uint32_t bit) const { value = (bits & bit) != 0; }
+  void optional_bool(std::optional<bool>& value, uint32_t has_bit, uint32_t value_bit) const {
+    if ((bits & value_bit) != 0 && (bits & has_bit) == 0) {
+      throw FormatError("MIG value without presence bit");
+    }
+    value.reset();
+    if ((bits & has_bit) != 0) value = (bits & value_bit) != 0;
+  }
+  void low_bits(uint8_t& value, uint32_t mask) const { value = static_cast<uint8_t>(bits & mask); }
+};
+
+template <typename Io, typename Mig>
+void walk_mig(Io& io, Mig& m) {
+  io.u32(m.index, "MIG index");
+  io.str(m.uuid);
+  io.flags(MigKnownFlags, "MIG", [&](auto& f) {
+    f.present(m.gpu_instance_id, MigHasGpuInstance);
+    f.present(m.compute_instance_id, MigHasComputeInstance);
+    f.present(m.total_bytes, MigHasTotal);
+    f.present(m.used_bytes, MigHasUsed);
+    f.present(m.free_bytes, MigHasFree);
+  });
+  io.opt(m.gpu_instance_id);
+  io.opt(m.compute_instance_id);
+  io.opt(m.total_bytes);
+  io.opt(m.used_bytes);
+  io.opt(m.free_bytes);
+}
+
+template <typename Io, typename Process>
+void walk_process(Io& io, Process& p) {
+  io.u32(p.pid, "pid");
+  io.flags(ProcessKnownFlags, "process", [&](auto& f) {
+    f.low_bits(p.kinds, ProcessKindsMask);
+    f.present(p.used_bytes, ProcessHasUsed);
+    f.present(p.gpu_instance_id, ProcessHasGpuInstance);
+    f.present(p.compute_instance_id, ProcessHasComputeInstance);
+    f.boolean(p.visible, ProcessVisible);
+  });
+  io.opt(p.used_bytes);
+  io.opt(p.gpu_instance_id);
+  io.opt(p.compute_instance_id);
+  io.str(p.user);
+  io.str(p.command);
+}
+
+template <typename Io, typename Device>
+void walk_device(Io& io, Device& d) {
+  io.u32(d.index, "device index");
+  io.str(d.name);
+  io.str(d.uuid);
+  io.str(d.pci_bus_id);
+  io.flags(DeviceKnownFlags, "device", [&](auto& f) {
+    f.present(d.total_bytes, DeviceHasTotal);
+    f.present(d.reserved_bytes, DeviceHasReserved);
+    f.present(d.used_bytes, DeviceHasUsed);
+    f.present(d.free_bytes, DeviceHasFree);
+    f.present(d.bar1_total_bytes, DeviceHasBar1Total);
+    f.present(d.bar1_used_bytes, DeviceHasBar1Used);
+    f.optional_bool(d.mig_enabled, DeviceHasMigEnabled, DeviceMigEnabled);
+    f.boolean(d.memory_v2, DeviceMemoryV2);
+    f.boolean(d.processes_supported, DeviceProcessesSupported);
+    f.boolean(d.lost, DeviceLost);
+  });
+  io.opt(d.total_bytes);
+  io.opt(d.reserved_bytes);
+  io.opt(d.used_bytes);
+  io.opt(d.free_bytes);
+  io.opt(d.bar1_total_bytes);
+  io.opt(d.bar1_used_bytes);
+  io.list(d.mig_instances, max_mig_instances, "MIG instance", [&](auto& m) { walk_mig(io, m); });
+  io.list(d.processes, max_processes, "process", [&](auto& p) { walk_process(io, p); });
+  io.str(d.error);
+}
+
+template <typename Io, typename Allocator>
+void walk_allocator(Io& io, Allocator& a, int64_t timestamp_ns) {
+  io.u32(a.pid, "pid");
+  io.s32(a.rank, "rank");
+  io.s32(a.world_size, "world size");
+  io.s32(a.cuda_device, "CUDA device");
+  io.str(a.device_uuid);
+  for (const AllocatorCounter& counter : allocator_counters) io.u64(a.*counter.member);
+  io.flags(AllocatorKnownFlags, "allocator",
+           [&](auto& f) { f.boolean(a.polling_only, AllocatorPollingOnly); });
+  io.time(a.updated_ns, timestamp_ns);
+}
+
+template <typename Io, typename Step>
+void walk_step(Io& io, Step& r, int64_t timestamp_ns) {
+  io.u32(r.pid, "pid");
+  io.s32(r.rank, "rank");
+  io.s32(r.cuda_device, "CUDA device");
+  io.str(r.device_uuid);
+  io.u64(r.step);
+  io.time(r.end_ns, timestamp_ns);
+  io.s64(r.duration_ns);
+  for (const auto& field : step_byte_fields) io.u64(r.*field.member);
+  if (!io.since(first_version_with_step_categories)) {
+    io.absent(r.category_bytes);
+    return;
+  }
+  io.flags(StepKnownFlags, "step",
+           [&](auto& f) { f.present(r.category_bytes, StepHasCategories); });
+  if (r.category_bytes) {
+    for (auto& value : *r.category_bytes) io.u64(value);
+  }
+}
+
+template <typename Io, typename Oom>
+void walk_oom(Io& io, Oom& r, int64_t timestamp_ns) {
+  io.u32(r.pid, "pid");
+  io.s32(r.rank, "rank");
+  io.s32(r.cuda_device, "CUDA device");
+  io.str(r.device_uuid);
+  io.time(r.timestamp_ns, timestamp_ns);
+  for (const auto& field : oom_byte_fields) io.u64(r.*field.member);
+}
+
+template <typename Io, typename Sample>
+void walk_sample(Io& io, Sample& sample, int64_t base_timestamp_ns) {
+  io.time(sample.timestamp_ns, base_timestamp_ns);
+  io.str(sample.hostname);
+  io.str(sample.driver_version);
+  // Record timestamps are deltas from the sample's own, which the Cursor has just read.
+  const int64_t at_ns = sample.timestamp_ns;
+  io.list(sample.devices, max_devices, "device", [&](auto& d) { walk_device(io, d); });
+  io.list(sample.allocators, max_allocators, "allocator",
+          [&](auto& a) { walk_allocator(io, a, at_ns); });
+  io.list(sample.steps, max_records, "step", [&](auto& r) { walk_step(io, r, at_ns); });
+  io.list(sample.ooms, max_records, "OOM", [&](auto& r) { walk_oom(io, r, at_ns); });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
 // Encoding
 
 /// Writes one sample's fields through the encoder's string table.
@@ -119,134 +289,35 @@ class Emitter {
   void u(uint64_t value) { put_varint(m_out, value); }
   void s(int64_t value) { put_signed(m_out, value); }
   void str(std::string_view text) { m_encoder.put_string(text, m_out); }
-  void opt(const std::optional<uint64_t>& value) {
+
+  // The field operations of the walk_* functions (see "The fields, once for both directions").
+  void u32(uint32_t value, const char* /*what*/) { u(value); }
+  void s32(int32_t value, const char* /*what*/) { s(value); }
+  void u64(uint64_t value) { u(value); }
+  void s64(int64_t value) { s(value); }
+  void time(int64_t value_ns, int64_t base_ns) { s(wrapping_delta(value_ns, base_ns)); }
+  template <typename T>
+  void opt(const std::optional<T>& value) {
     if (value) u(*value);
   }
-  void opt(const std::optional<uint32_t>& value) {
-    if (value) u(*value);
+  template <typename Fn>
+  void flags(uint32_t /*known*/, const char* /*what*/, Fn&& name_bits) {
+    FlagWriter writer;
+    name_bits(writer);
+    u(writer.bits);
   }
-
-  void device(const DeviceSample& d) {
-    u(d.index);
-    str(d.name);
-    str(d.uuid);
-    str(d.pci_bus_id);
-    uint32_t flags = 0;
-    if (d.total_bytes) flags |= DeviceHasTotal;
-    if (d.reserved_bytes) flags |= DeviceHasReserved;
-    if (d.used_bytes) flags |= DeviceHasUsed;
-    if (d.free_bytes) flags |= DeviceHasFree;
-    if (d.bar1_total_bytes) flags |= DeviceHasBar1Total;
-    if (d.bar1_used_bytes) flags |= DeviceHasBar1Used;
-    if (d.mig_enabled) flags |= DeviceHasMigEnabled;
-    if (d.mig_enabled.value_or(false)) flags |= DeviceMigEnabled;
-    if (d.memory_v2) flags |= DeviceMemoryV2;
-    if (d.processes_supported) flags |= DeviceProcessesSupported;
-    if (d.lost) flags |= DeviceLost;
-    u(flags);
-    opt(d.total_bytes);
-    opt(d.reserved_bytes);
-    opt(d.used_bytes);
-    opt(d.free_bytes);
-    opt(d.bar1_total_bytes);
-    opt(d.bar1_used_bytes);
-    u(d.mig_instances.size());
-    for (const auto& mig : d.mig_instances) mig_instance(mig);
-    u(d.processes.size());
-    for (const auto& process : d.processes) this->process(process);
-    str(d.error);
+  template <typename T, typename Fn>
+  void list(const std::vector<T>& items, uint32_t /*maximum*/, const char* /*what*/, Fn&& each) {
+    u(items.size());
+    for (const T& item : items) each(item);
   }
-
-  void mig_instance(const MigInstanceSample& m) {
-    u(m.index);
-    str(m.uuid);
-    uint32_t flags = 0;
-    if (m.gpu_instance_id) flags |= MigHasGpuInstance;
-    if (m.compute_instance_id) flags |= MigHasComputeInstance;
-    if (m.total_bytes) flags |= MigHasTotal;
-    if (m.used_bytes) flags |= MigHasUsed;
-    if (m.free_bytes) flags |= MigHasFree;
-    u(flags);
-    opt(m.gpu_instance_id);
-    opt(m.compute_instance_id);
-    opt(m.total_bytes);
-    opt(m.used_bytes);
-    opt(m.free_bytes);
-  }
-
-  void process(const ProcessSample& p) {
-    u(p.pid);
-    uint32_t flags = p.kinds;
-    if (p.used_bytes) flags |= ProcessHasUsed;
-    if (p.gpu_instance_id) flags |= ProcessHasGpuInstance;
-    if (p.compute_instance_id) flags |= ProcessHasComputeInstance;
-    if (p.visible) flags |= ProcessVisible;
-    u(flags);
-    opt(p.used_bytes);
-    opt(p.gpu_instance_id);
-    opt(p.compute_instance_id);
-    str(p.user);
-    str(p.command);
-  }
-
-  void allocator(const AllocatorSample& a, int64_t timestamp_ns) {
-    u(a.pid);
-    s(a.rank);
-    s(a.world_size);
-    s(a.cuda_device);
-    str(a.device_uuid);
-    for (uint64_t value : {a.allocated_bytes, a.reserved_bytes, a.requested_bytes, a.active_bytes,
-                           a.inactive_split_bytes, a.peak_allocated_bytes, a.peak_reserved_bytes,
-                           a.step, a.step_peak_allocated_bytes, a.step_peak_reserved_bytes,
-                           a.oom_count, a.event_count, a.dropped_event_count}) {
-      u(value);
-    }
-    u(a.polling_only ? AllocatorPollingOnly : 0U);
-    s(wrapping_delta(a.updated_ns, timestamp_ns));
-  }
-
-  void step(const StepRecord& r, int64_t timestamp_ns) {
-    u(r.pid);
-    s(r.rank);
-    s(r.cuda_device);
-    str(r.device_uuid);
-    u(r.step);
-    s(wrapping_delta(r.end_ns, timestamp_ns));
-    s(r.duration_ns);
-    for (uint64_t value : {r.peak_allocated_bytes, r.peak_reserved_bytes, r.peak_requested_bytes,
-                           r.allocated_bytes, r.reserved_bytes}) {
-      u(value);
-    }
-    u(r.category_bytes ? StepHasCategories : 0U);
-    if (r.category_bytes) {
-      for (uint64_t value : *r.category_bytes) u(value);
-    }
-  }
-
-  void oom(const OomRecord& r, int64_t timestamp_ns) {
-    u(r.pid);
-    s(r.rank);
-    s(r.cuda_device);
-    str(r.device_uuid);
-    s(wrapping_delta(r.timestamp_ns, timestamp_ns));
-    for (uint64_t value : {r.requested_bytes, r.device_total_bytes, r.device_free_bytes,
-                           r.allocated_bytes, r.reserved_bytes}) {
-      u(value);
-    }
-  }
+  /// The encoder writes the current version, which has every field.
+  bool since(uint16_t /*version*/) const { return true; }
+  template <typename T>
+  void absent(const std::optional<T>& /*value*/) {}
 
   void sample(const SystemSample& sample, int64_t base_timestamp_ns) {
-    s(wrapping_delta(sample.timestamp_ns, base_timestamp_ns));
-    str(sample.hostname);
-    str(sample.driver_version);
-    u(sample.devices.size());
-    for (const auto& d : sample.devices) device(d);
-    u(sample.allocators.size());
-    for (const auto& a : sample.allocators) allocator(a, sample.timestamp_ns);
-    u(sample.steps.size());
-    for (const auto& r : sample.steps) step(r, sample.timestamp_ns);
-    u(sample.ooms.size());
-    for (const auto& r : sample.ooms) oom(r, sample.timestamp_ns);
+    walk_sample(*this, sample, base_timestamp_ns);
   }
 
  private:
@@ -309,19 +380,18 @@ class Cursor {
 
   uint64_t u() {
     uint64_t value = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-      if (m_bytes.empty()) throw FormatError("varint runs past the end");
-      const auto byte = static_cast<unsigned char>(m_bytes.front());
-      m_bytes.remove_prefix(1);
-      // The 10th byte may only carry the top bit of a 64-bit value.
-      if (shift == 63 && byte > 1) throw FormatError("varint overflows 64 bits");
-      value |= static_cast<uint64_t>(byte & 0x7FU) << shift;
-      if ((byte & 0x80U) == 0) return value;
+    std::size_t at = 0;
+    switch (get_varint(m_bytes, at, value)) {
+      case VarintRead::Ok: break;
+      case VarintRead::Cut: throw FormatError("varint runs past the end");
+      case VarintRead::Overflow: throw FormatError("varint overflows 64 bits");
+      case VarintRead::TooLong: throw FormatError("varint longer than 10 bytes");
     }
-    throw FormatError("varint longer than 10 bytes");
+    m_bytes.remove_prefix(at);
+    return value;
   }
 
-  uint32_t u32(const char* what) {
+  uint32_t read_u32(const char* what) {
     const uint64_t value = u();
     if (value > UINT32_MAX) throw FormatError(std::string(what) + " exceeds 32 bits");
     return static_cast<uint32_t>(value);
@@ -329,7 +399,7 @@ class Cursor {
 
   int64_t s() { return unzigzag(u()); }
 
-  int32_t s32(const char* what) {
+  int32_t read_s32(const char* what) {
     const int64_t value = s();
     if (value < INT32_MIN || value > INT32_MAX) {
       throw FormatError(std::string(what) + " exceeds 32 bits");
@@ -349,7 +419,7 @@ class Cursor {
     return static_cast<std::size_t>(value);
   }
 
-  uint32_t flags(uint32_t known, const char* what) {
+  uint32_t read_flags(uint32_t known, const char* what) {
     const uint64_t value = u();
     if ((value & ~static_cast<uint64_t>(known)) != 0) {
       throw FormatError(std::string("unknown ") + what + " flag bits");
@@ -390,129 +460,42 @@ class Cursor {
     m_decoder.m_expanded_bytes += out.size();
   }
 
+  // The field operations of the walk_* functions (see "The fields, once for both directions").
+  void u32(uint32_t& out, const char* what) { out = read_u32(what); }
+  void s32(int32_t& out, const char* what) { out = read_s32(what); }
+  void u64(uint64_t& out) { out = u(); }
+  void s64(int64_t& out) { out = s(); }
+  void time(int64_t& out_ns, int64_t base_ns) { out_ns = wrapping_add(base_ns, s()); }
+  /// Reads the value of an optional that its presence bit engaged (flags() ran before).
   template <typename T>
-  void opt(std::optional<T>& out, bool present) {
-    if (!present) {
-      out.reset();
-    } else if constexpr (sizeof(T) == 4) {
-      out = u32("optional field");
+  void opt(std::optional<T>& out) {
+    if (!out) return;
+    if constexpr (sizeof(T) == 4) {
+      out = read_u32("optional field");
     } else {
       out = u();
     }
   }
-
-  void device(DeviceSample& d) {
-    d.index = u32("device index");
-    str(d.name);
-    str(d.uuid);
-    str(d.pci_bus_id);
-    const uint32_t f = flags(DeviceKnownFlags, "device");
-    opt(d.total_bytes, f & DeviceHasTotal);
-    opt(d.reserved_bytes, f & DeviceHasReserved);
-    opt(d.used_bytes, f & DeviceHasUsed);
-    opt(d.free_bytes, f & DeviceHasFree);
-    opt(d.bar1_total_bytes, f & DeviceHasBar1Total);
-    opt(d.bar1_used_bytes, f & DeviceHasBar1Used);
-    if ((f & DeviceMigEnabled) && !(f & DeviceHasMigEnabled)) {
-      throw FormatError("MIG value without presence bit");
-    }
-    d.mig_enabled.reset();
-    if (f & DeviceHasMigEnabled) d.mig_enabled = (f & DeviceMigEnabled) != 0;
-    d.memory_v2 = (f & DeviceMemoryV2) != 0;
-    d.processes_supported = (f & DeviceProcessesSupported) != 0;
-    d.lost = (f & DeviceLost) != 0;
-    d.mig_instances.resize(count<MigInstanceSample>(max_mig_instances, "MIG instance"));
-    for (auto& mig : d.mig_instances) mig_instance(mig);
-    d.processes.resize(count<ProcessSample>(max_processes, "process"));
-    for (auto& process : d.processes) this->process(process);
-    str(d.error);
+  template <typename Fn>
+  void flags(uint32_t known, const char* what, Fn&& name_bits) {
+    FlagReader reader{read_flags(known, what)};
+    name_bits(reader);
   }
-
-  void mig_instance(MigInstanceSample& m) {
-    m.index = u32("MIG index");
-    str(m.uuid);
-    const uint32_t f = flags(MigKnownFlags, "MIG");
-    opt(m.gpu_instance_id, f & MigHasGpuInstance);
-    opt(m.compute_instance_id, f & MigHasComputeInstance);
-    opt(m.total_bytes, f & MigHasTotal);
-    opt(m.used_bytes, f & MigHasUsed);
-    opt(m.free_bytes, f & MigHasFree);
+  template <typename T, typename Fn>
+  void list(std::vector<T>& items, uint32_t maximum, const char* what, Fn&& each) {
+    items.resize(count<T>(maximum, what));
+    for (T& item : items) each(item);
   }
-
-  void process(ProcessSample& p) {
-    p.pid = u32("pid");
-    const uint32_t f = flags(ProcessKnownFlags, "process");
-    p.kinds = static_cast<uint8_t>(f & ProcessKindsMask);
-    p.visible = (f & ProcessVisible) != 0;
-    opt(p.used_bytes, f & ProcessHasUsed);
-    opt(p.gpu_instance_id, f & ProcessHasGpuInstance);
-    opt(p.compute_instance_id, f & ProcessHasComputeInstance);
-    str(p.user);
-    str(p.command);
-  }
-
-  void allocator(AllocatorSample& a, int64_t timestamp_ns) {
-    a.pid = u32("pid");
-    a.rank = s32("rank");
-    a.world_size = s32("world size");
-    a.cuda_device = s32("CUDA device");
-    str(a.device_uuid);
-    for (uint64_t* field :
-         {&a.allocated_bytes, &a.reserved_bytes, &a.requested_bytes, &a.active_bytes,
-          &a.inactive_split_bytes, &a.peak_allocated_bytes, &a.peak_reserved_bytes, &a.step,
-          &a.step_peak_allocated_bytes, &a.step_peak_reserved_bytes, &a.oom_count,
-          &a.event_count, &a.dropped_event_count}) {
-      *field = u();
-    }
-    a.polling_only = (flags(AllocatorKnownFlags, "allocator") & AllocatorPollingOnly) != 0;
-    a.updated_ns = wrapping_add(timestamp_ns, s());
-  }
-
-  void step(StepRecord& r, int64_t timestamp_ns) {
-    r.pid = u32("pid");
-    r.rank = s32("rank");
-    r.cuda_device = s32("CUDA device");
-    str(r.device_uuid);
-    r.step = u();
-    r.end_ns = wrapping_add(timestamp_ns, s());
-    r.duration_ns = s();
-    for (uint64_t* field : {&r.peak_allocated_bytes, &r.peak_reserved_bytes,
-                            &r.peak_requested_bytes, &r.allocated_bytes, &r.reserved_bytes}) {
-      *field = u();
-    }
-    r.category_bytes.reset();
-    if (m_decoder.m_version < first_version_with_step_categories) return;
-    if ((flags(StepKnownFlags, "step") & StepHasCategories) != 0) {
-      CategoryBytes bytes{};
-      for (uint64_t& value : bytes) value = u();
-      r.category_bytes = bytes;
-    }
-  }
-
-  void oom(OomRecord& r, int64_t timestamp_ns) {
-    r.pid = u32("pid");
-    r.rank = s32("rank");
-    r.cuda_device = s32("CUDA device");
-    str(r.device_uuid);
-    r.timestamp_ns = wrapping_add(timestamp_ns, s());
-    for (uint64_t* field : {&r.requested_bytes, &r.device_total_bytes, &r.device_free_bytes,
-                            &r.allocated_bytes, &r.reserved_bytes}) {
-      *field = u();
-    }
+  /// Does the file's version carry fields added in `version`?
+  bool since(uint16_t version) const { return m_decoder.m_version >= version; }
+  /// A field the file's version does not carry: empty, not left over from a reused sample.
+  template <typename T>
+  void absent(std::optional<T>& out) {
+    out.reset();
   }
 
   void sample(SystemSample& out, int64_t base_timestamp_ns) {
-    out.timestamp_ns = wrapping_add(base_timestamp_ns, s());
-    str(out.hostname);
-    str(out.driver_version);
-    out.devices.resize(count<DeviceSample>(max_devices, "device"));
-    for (auto& d : out.devices) device(d);
-    out.allocators.resize(count<AllocatorSample>(max_allocators, "allocator"));
-    for (auto& a : out.allocators) allocator(a, out.timestamp_ns);
-    out.steps.resize(count<StepRecord>(max_records, "step"));
-    for (auto& r : out.steps) step(r, out.timestamp_ns);
-    out.ooms.resize(count<OomRecord>(max_records, "OOM"));
-    for (auto& r : out.ooms) oom(r, out.timestamp_ns);
+    walk_sample(*this, out, base_timestamp_ns);
   }
 
  private:

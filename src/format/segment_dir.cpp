@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/posix_io.hpp"
 #include "vramscope/agent_segment.hpp"
 
 namespace vramscope {
@@ -47,7 +48,7 @@ int open_segment_dir(const std::string& dir, bool create, std::string& error, bo
     return -1;
   }
   if (create && ::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    error = "cannot create " + dir + ": " + std::strerror(errno);
+    error = "cannot create " + dir + ": " + errno_text(errno);
     return -1;
   }
   // O_NOFOLLOW refuses a symlink planted in place of the directory; the checks below run on
@@ -55,7 +56,7 @@ int open_segment_dir(const std::string& dir, bool create, std::string& error, bo
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (missing != nullptr) *missing = errno == ENOENT;
-    error = dir + ": " + (errno == ELOOP ? "is a symbolic link" : std::strerror(errno)) +
+    error = dir + ": " + (errno == ELOOP ? "is a symbolic link" : errno_text(errno)) +
             (errno == ENOENT ? "" : unsafe_dir_hint);
     return -1;
   }

@@ -52,9 +52,11 @@ std::string csv_header(CsvRows rows) {
   }
   if (rows == CsvRows::Steps) {
     std::string header =
-        "timestamp_ns,hostname,pid,rank,cuda_device,device_uuid,step,end_ns,duration_ns,"
-        "peak_allocated_bytes,peak_reserved_bytes,peak_requested_bytes,allocated_bytes,"
-        "reserved_bytes";
+        "timestamp_ns,hostname,pid,rank,cuda_device,device_uuid,step,end_ns,duration_ns";
+    for (const auto& field : step_byte_fields) {
+      header += ',';
+      header += field.name;
+    }
     for (std::string_view name : memory_category_names) {
       header += ",category_";
       header += name;
@@ -82,16 +84,12 @@ std::string csv_rows(const SystemSample& sample, CsvRows rows) {
   }
   if (rows == CsvRows::Steps) {
     for (const StepRecord& r : sample.steps) {
-      std::string line = record({timestamp, host, std::to_string(r.pid), std::to_string(r.rank),
-                                 std::to_string(r.cuda_device), csv_field(r.device_uuid),
-                                 std::to_string(r.step), std::to_string(r.end_ns),
-                                 std::to_string(r.duration_ns),
-                                 std::to_string(r.peak_allocated_bytes),
-                                 std::to_string(r.peak_reserved_bytes),
-                                 std::to_string(r.peak_requested_bytes),
-                                 std::to_string(r.allocated_bytes),
-                                 std::to_string(r.reserved_bytes)});
-      line.resize(line.size() - 2);  // the category fields follow before the CRLF
+      std::string line =
+          record({timestamp, host, std::to_string(r.pid), std::to_string(r.rank),
+                  std::to_string(r.cuda_device), csv_field(r.device_uuid), std::to_string(r.step),
+                  std::to_string(r.end_ns), std::to_string(r.duration_ns)});
+      line.resize(line.size() - 2);  // the byte and category fields follow before the CRLF
+      for (const auto& field : step_byte_fields) line += ',' + std::to_string(r.*field.member);
       for (std::size_t c = 0; c < memory_category_count; ++c) {
         line += ',';
         // Empty, never 0, when the process did not track categories.

@@ -2,7 +2,6 @@
 #include "report/html_report.hpp"
 
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -277,12 +276,8 @@ std::string oom_html(const Timeline& t) {
   for (std::size_t k = 0; k < t.ooms.size(); ++k) {
     const OomRecord& r = t.ooms[k].record;
     // The agent names its post-mortem after the pid and the local time of the OOM.
-    const time_t seconds = static_cast<time_t>(r.timestamp_ns / 1'000'000'000);
-    struct tm parts {};
-    localtime_r(&seconds, &parts);
-    std::array<char, 32> stamp{};
-    strftime(stamp.data(), stamp.size(), "%Y%m%d-%H%M%S", &parts);
-    const std::string file = fmt::format("vramscope-oom-{}-{}.txt", r.pid, stamp.data());
+    const std::string file = fmt::format("vramscope-oom-{}-{}.txt", r.pid,
+                                         local_time_text(r.timestamp_ns, TimeText::FileStamp));
     out += fmt::format(
         "<tr "
         "id=\"oom-{}\"><td>+{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"

@@ -98,27 +98,18 @@ json device_json(const DeviceSample& d, const JoinedDevice& joined) {
 }
 
 json allocator_json(const AllocatorSample& a, bool joined) {
-  return json{{"pid", a.pid},
-              {"rank", a.rank},
-              {"world_size", a.world_size},
-              {"cuda_device", a.cuda_device},
-              {"device_uuid", a.device_uuid},
-              {"joined_device", joined},
-              {"allocated_bytes", a.allocated_bytes},
-              {"reserved_bytes", a.reserved_bytes},
-              {"requested_bytes", a.requested_bytes},
-              {"active_bytes", a.active_bytes},
-              {"inactive_split_bytes", a.inactive_split_bytes},
-              {"peak_allocated_bytes", a.peak_allocated_bytes},
-              {"peak_reserved_bytes", a.peak_reserved_bytes},
-              {"step", a.step},
-              {"step_peak_allocated_bytes", a.step_peak_allocated_bytes},
-              {"step_peak_reserved_bytes", a.step_peak_reserved_bytes},
-              {"oom_count", a.oom_count},
-              {"event_count", a.event_count},
-              {"dropped_event_count", a.dropped_event_count},
-              {"polling_only", a.polling_only},
-              {"updated_ns", a.updated_ns}};
+  json out{{"pid", a.pid},
+           {"rank", a.rank},
+           {"world_size", a.world_size},
+           {"cuda_device", a.cuda_device},
+           {"device_uuid", a.device_uuid},
+           {"joined_device", joined}};
+  for (const AllocatorCounter& counter : allocator_counters) {
+    out[std::string(counter.name)] = a.*counter.member;
+  }
+  out["polling_only"] = a.polling_only;
+  out["updated_ns"] = a.updated_ns;
+  return out;
 }
 
 json step_json(const StepRecord& s) {
@@ -130,32 +121,26 @@ json step_json(const StepRecord& s) {
       categories[std::string(memory_category_names[c])] = (*s.category_bytes)[c];
     }
   }
-  return json{{"pid", s.pid},
-              {"rank", s.rank},
-              {"cuda_device", s.cuda_device},
-              {"device_uuid", s.device_uuid},
-              {"step", s.step},
-              {"end_ns", s.end_ns},
-              {"duration_ns", s.duration_ns},
-              {"peak_allocated_bytes", s.peak_allocated_bytes},
-              {"peak_reserved_bytes", s.peak_reserved_bytes},
-              {"peak_requested_bytes", s.peak_requested_bytes},
-              {"allocated_bytes", s.allocated_bytes},
-              {"reserved_bytes", s.reserved_bytes},
-              {"category_bytes", categories}};
+  json out{{"pid", s.pid},
+           {"rank", s.rank},
+           {"cuda_device", s.cuda_device},
+           {"device_uuid", s.device_uuid},
+           {"step", s.step},
+           {"end_ns", s.end_ns},
+           {"duration_ns", s.duration_ns}};
+  for (const auto& field : step_byte_fields) out[std::string(field.name)] = s.*field.member;
+  out["category_bytes"] = categories;
+  return out;
 }
 
 json oom_json(const OomRecord& o) {
-  return json{{"pid", o.pid},
-              {"rank", o.rank},
-              {"cuda_device", o.cuda_device},
-              {"device_uuid", o.device_uuid},
-              {"timestamp_ns", o.timestamp_ns},
-              {"requested_bytes", o.requested_bytes},
-              {"device_total_bytes", o.device_total_bytes},
-              {"device_free_bytes", o.device_free_bytes},
-              {"allocated_bytes", o.allocated_bytes},
-              {"reserved_bytes", o.reserved_bytes}};
+  json out{{"pid", o.pid},
+           {"rank", o.rank},
+           {"cuda_device", o.cuda_device},
+           {"device_uuid", o.device_uuid},
+           {"timestamp_ns", o.timestamp_ns}};
+  for (const auto& field : oom_byte_fields) out[std::string(field.name)] = o.*field.member;
+  return out;
 }
 
 }  // namespace

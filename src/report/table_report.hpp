@@ -1,6 +1,6 @@
 // src/report/table_report.hpp -- the one-shot table of `vramscope`: every GPU and its processes
 //
-// Numbers are whole MiB rounded down by default so that they equal nvidia-smi's; the layout is
+// Numbers are whole MiB rounded up by default so that they equal nvidia-smi's; the layout is
 // fixed so that it fits 80 columns (only the command column grows on a wider terminal).
 #pragma once
 
@@ -15,7 +15,7 @@ namespace vramscope::report {
 
 /// How byte counts are printed.
 enum class UnitStyle {
-  /// "81559MiB": whole MiB, floor, like nvidia-smi.
+  /// "81559MiB": whole MiB, rounded up, like nvidia-smi.
   Mib,
   /// "79.6 GiB": binary units chosen per value.
   Human,

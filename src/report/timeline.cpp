@@ -9,20 +9,21 @@
 namespace vramscope::report {
 namespace {
 
-void merge_into(DeviceBin& into, const DeviceBin& from) {
-  if (!from.seen) return;
+/// Merges the maxima both bin kinds have; false when `from` saw nothing (then nothing moves).
+template <typename Bin>
+bool merge_maxima(Bin& into, const Bin& from) {
+  if (!from.seen) return false;
   into.seen = true;
   into.used_bytes = std::max(into.used_bytes, from.used_bytes);
   into.allocated_bytes = std::max(into.allocated_bytes, from.allocated_bytes);
   into.reserved_bytes = std::max(into.reserved_bytes, from.reserved_bytes);
+  return true;
 }
 
+void merge_into(DeviceBin& into, const DeviceBin& from) { merge_maxima(into, from); }
+
 void merge_into(ProcessBin& into, const ProcessBin& from) {
-  if (!from.seen) return;
-  into.seen = true;
-  into.used_bytes = std::max(into.used_bytes, from.used_bytes);
-  into.allocated_bytes = std::max(into.allocated_bytes, from.allocated_bytes);
-  into.reserved_bytes = std::max(into.reserved_bytes, from.reserved_bytes);
+  if (!merge_maxima(into, from)) return;
   if (from.peak_key_bytes > into.peak_key_bytes) {
     into.peak_key_bytes = from.peak_key_bytes;
     into.peak_allocated_bytes = from.peak_allocated_bytes;

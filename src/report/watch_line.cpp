@@ -1,31 +1,15 @@
 // src/report/watch_line.cpp -- compact per-GPU lines for streaming
 #include "report/watch_line.hpp"
 
-#include <time.h>
-
-#include <array>
 #include <cstdio>
 
+#include "vramscope/clock.hpp"
 #include "vramscope/join.hpp"
 
 namespace vramscope::report {
-namespace {
-
-std::string clock_text(int64_t timestamp_ns) {
-  const time_t seconds = static_cast<time_t>(timestamp_ns / 1'000'000'000);
-  const auto millis = static_cast<int>((timestamp_ns / 1'000'000) % 1000);
-  struct tm parts {};
-  localtime_r(&seconds, &parts);
-  std::array<char, 32> text{};
-  std::snprintf(text.data(), text.size(), "%02d:%02d:%02d.%03d", parts.tm_hour, parts.tm_min,
-                parts.tm_sec, millis);
-  return text.data();
-}
-
-}  // namespace
 
 std::string format_watch_lines(const SystemSample& sample, UnitStyle units) {
-  const std::string when = clock_text(sample.timestamp_ns);
+  const std::string when = local_time_text(sample.timestamp_ns, TimeText::ClockMillis);
   const JoinResult joined = join_processes(sample);
   std::string out;
   for (const JoinedDevice& jd : joined.devices) {

@@ -17,6 +17,35 @@ IntervalPeaks interval_peaks(const EventPeaks& peaks) {
   return {peaks.allocated_bytes, peaks.reserved_bytes, peaks.requested_bytes};
 }
 
+/// The current values that stats() and the published AllocatorSample share (`Out` is either):
+/// allocated/active/inactive_split from the last poll, reserved/requested from the counters.
+template <typename Device, typename Out>
+void fill_current(const Device& device, uint64_t step, Out& out) {
+  if (device.last_stats) {
+    out.allocated_bytes = device.last_stats->allocated_bytes;
+    out.active_bytes = device.last_stats->active_bytes;
+    out.inactive_split_bytes = device.last_stats->inactive_split_bytes;
+  }
+  out.reserved_bytes = device.counters->reserved_bytes();
+  out.requested_bytes = device.counters->requested_bytes();
+  out.step = step;
+  out.event_count = device.counters->total_event_count();
+  out.dropped_event_count = device.ring->dropped_count();
+  out.oom_count = device.oom_count;
+  out.polling_only = device.polling_only;
+}
+
+/// A record of `device` with the fields every record of this process shares.
+template <typename Record, typename Device>
+Record placed_record(const AgentConfig& config, const Device& device) {
+  Record record;
+  record.pid = config.pid;
+  record.rank = config.rank;
+  record.cuda_device = static_cast<int32_t>(device.index);
+  record.device_uuid = device.uuid;
+  return record;
+}
+
 }  // namespace
 
 AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
@@ -148,11 +177,7 @@ std::vector<StepRecord> AgentCore::step() {
     device.last_step_peak = interval_peaks(device.counters->restart(PeakMark::Step));
     const uint64_t allocated = device.last_stats ? device.last_stats->allocated_bytes : 0;
 
-    StepRecord record;
-    record.pid = m_config.pid;
-    record.rank = m_config.rank;
-    record.cuda_device = static_cast<int32_t>(device.index);
-    record.device_uuid = device.uuid;
+    auto record = placed_record<StepRecord>(m_config, device);
     record.step = m_step;
     record.end_ns = wall;
     record.duration_ns = now - m_step_started_ns;
@@ -201,27 +226,16 @@ DeviceStatsView AgentCore::stats(std::size_t device) {
   observe(d);
   const DeviceCounters& counters = *d.counters;
   DeviceStatsView view;
-  if (d.last_stats) {
-    view.allocated_bytes = d.last_stats->allocated_bytes;
-    view.active_bytes = d.last_stats->active_bytes;
-    view.inactive_split_bytes = d.last_stats->inactive_split_bytes;
-  }
-  view.reserved_bytes = counters.reserved_bytes();
-  view.requested_bytes = counters.requested_bytes();
+  fill_current(d, m_step, view);
   view.pending_free_bytes = counters.pending_free_bytes();
   view.peak = interval_peaks(counters.peaks(PeakMark::Global));
   view.current_step_peak = interval_peaks(counters.peaks(PeakMark::Step));
-  view.step = m_step;
   view.last_step_peak = d.last_step_peak;
   view.window_peak = d.window_peak;
-  view.event_count = counters.total_event_count();
-  view.dropped_event_count = d.ring->dropped_count();
   view.unknown_event_count = counters.unknown_event_count();
   view.anomaly_count = counters.anomaly_count();
   view.allocated_mismatch_count = counters.allocated_mismatch_count();
   view.unsettled_count = counters.unsettled_count();
-  view.oom_count = d.oom_count;
-  view.polling_only = d.polling_only;
   return view;
 }
 
@@ -233,11 +247,7 @@ OomRecord AgentCore::record_oom(std::size_t device, uint64_t requested_bytes,
   drain(d);
   observe(d);
   ++d.oom_count;
-  OomRecord record;
-  record.pid = m_config.pid;
-  record.rank = m_config.rank;
-  record.cuda_device = static_cast<int32_t>(device);
-  record.device_uuid = d.uuid;
+  auto record = placed_record<OomRecord>(m_config, d);
   record.timestamp_ns = wall_time_ns();
   record.requested_bytes = requested_bytes;
   record.device_total_bytes = device_total_bytes;
@@ -276,29 +286,14 @@ void AgentCore::close_segment() {
 
 AllocatorSample AgentCore::sample_of(const Device& device, int64_t now_ns) const {
   const DeviceCounters& counters = *device.counters;
-  AllocatorSample sample;
-  sample.pid = m_config.pid;
-  sample.rank = m_config.rank;
+  auto sample = placed_record<AllocatorSample>(m_config, device);
   sample.world_size = m_config.world_size;
-  sample.cuda_device = static_cast<int32_t>(device.index);
-  sample.device_uuid = device.uuid;
-  if (device.last_stats) {
-    sample.allocated_bytes = device.last_stats->allocated_bytes;
-    sample.active_bytes = device.last_stats->active_bytes;
-    sample.inactive_split_bytes = device.last_stats->inactive_split_bytes;
-  }
-  sample.reserved_bytes = counters.reserved_bytes();
-  sample.requested_bytes = counters.requested_bytes();
+  fill_current(device, m_step, sample);
   const EventPeaks global = counters.peaks(PeakMark::Global);
   sample.peak_allocated_bytes = global.allocated_bytes;
   sample.peak_reserved_bytes = global.reserved_bytes;
-  sample.step = m_step;
   sample.step_peak_allocated_bytes = device.last_step_peak.allocated_bytes;
   sample.step_peak_reserved_bytes = device.last_step_peak.reserved_bytes;
-  sample.oom_count = device.oom_count;
-  sample.event_count = counters.total_event_count();
-  sample.dropped_event_count = device.ring->dropped_count();
-  sample.polling_only = device.polling_only;
   sample.updated_ns = now_ns;
   return sample;
 }

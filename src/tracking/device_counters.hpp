@@ -31,7 +31,7 @@
 // event (it counts the rounded request until then; a poll, observe_allocated(), covers a step
 // or window that ends in that gap). Cost: small blocks add an add and a second, adjacent cache
 // line (the allocated marks) to an allocation; a large block costs two getDeviceStats() copies
-// (~35 ns each, notes/pytorch-allocator.md) on its allocation and one on its free.
+// (~35 ns each, docs/benchmarks.md) on its allocation and one on its free.
 // The ALLOC reading is also a check: if the arithmetic disagreed with torch (a rounding policy
 // this file does not model, e.g. roundup_power2_divisions), the device switches to reading
 // torch at every allocation and free, and the disagreement is counted.
@@ -44,6 +44,7 @@
 #include <optional>
 
 #include "tracking/events.hpp"
+#include "tracking/peak_mark.hpp"
 
 namespace vramscope::tracking {
 
@@ -83,19 +84,6 @@ inline constexpr uint64_t small_request_limit_bytes = uint64_t{1} << 20U;
 constexpr uint64_t small_block_bytes(uint64_t request_bytes) {
   return request_bytes < 512 ? 512 : (request_bytes + 511) & ~uint64_t{511};
 }
-
-/// Which peak a mark tracks. Each restarts independently.
-enum class PeakMark : uint8_t {
-  /// Since attach or the last reset_peak().
-  Global = 0,
-  /// Since the last step boundary.
-  Step = 1,
-  /// Since the agent thread last closed its time window.
-  Window = 2,
-  /// Since the current (or last) vramscope.profile() started.
-  Profile = 3,
-};
-inline constexpr std::size_t peak_mark_count = 4;
 
 /// Peaks of the event-exact quantities over one mark's interval.
 struct EventPeaks {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "vramscope/clock.hpp"
+#include "vramscope/units.hpp"
 
 namespace vramscope::view {
 
@@ -59,7 +60,7 @@ std::vector<Column> table_columns(int width) {
 }
 
 std::string optional_bytes(const std::optional<uint64_t>& bytes) {
-  return bytes ? compact_bytes(*bytes) : "-";
+  return bytes ? format_bytes_compact(*bytes) : "-";
 }
 
 std::string cell_text(const Column& column, const ProcessRow& row) {
@@ -69,7 +70,7 @@ std::string cell_text(const Column& column, const ProcessRow& row) {
   if (name == "GPU") return std::to_string(row.gpu_index);
   if (name == "USED") {
     if (!row.in_driver_list) return "?";
-    return row.driver_used_bytes ? compact_bytes(*row.driver_used_bytes) : "n/a";
+    return row.driver_used_bytes ? format_bytes_compact(*row.driver_used_bytes) : "n/a";
   }
   if (name == "ALLOC") return optional_bytes(row.torch_allocated_bytes);
   if (name == "RSRVD") return optional_bytes(row.torch_reserved_bytes);
@@ -166,11 +167,11 @@ void render_categories(const ProcessRow& row, const Rect& area, Canvas& canvas) 
   const std::string prefix = "pid " + std::to_string(row.pid) + " GPU " +
                              std::to_string(row.gpu_index) + " step " +
                              std::to_string(row.categories_step) + " peak " +
-                             compact_bytes(row.categories_peak_bytes) + ":";
+                             format_bytes_compact(row.categories_peak_bytes) + ":";
   int x = canvas.text(area, area.x, area.y, prefix, detail::title_style);
   for (std::size_t c = 0; c < memory_category_count; ++c) {
     const std::string_view name = category_short_names[c];
-    const std::string value = compact_bytes((*row.step_categories)[c]);
+    const std::string value = format_bytes_compact((*row.step_categories)[c]);
     // Two cells between categories, one before the first.
     const int gap = c == 0 ? 1 : 2;
     if (x + gap + text_width(name) + 1 + text_width(value) > area.right()) break;
@@ -203,7 +204,7 @@ void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas)
     left = "vramscope" + sep + model.hostname() + sep + "driver " +
            (model.driver_version().empty() ? "?" : model.driver_version()) + sep +
            std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs") + sep + "every " +
-           compact_duration(model.interval_ns);
+           format_duration_compact(model.interval_ns);
   }
   if (model.paused) left += sep + "PAUSED";
   if (layout.hidden_gpu_count > 0) {
@@ -328,40 +329,6 @@ void render(const ViewModel& model, Canvas& canvas) {
   render_table(model, table, canvas);
   render_footer(model, layout.footer, canvas);
   if (model.help_visible) render_help(canvas);
-}
-
-std::string compact_bytes(uint64_t bytes) {
-  if (bytes < 1000) return std::to_string(bytes) + "B";
-  constexpr std::array<char, 5> units{'K', 'M', 'G', 'T', 'P'};
-  double value = static_cast<double>(bytes) / 1024.0;
-  std::size_t unit = 0;
-  while (value >= 1000.0 && unit + 1 < units.size()) {
-    value /= 1024.0;
-    ++unit;
-  }
-  char out[16];
-  if (value < 99.95) {
-    std::snprintf(out, sizeof out, "%.1f%c", value, units[unit]);
-  } else {
-    std::snprintf(out, sizeof out, "%.0f%c", value, units[unit]);
-  }
-  return out;
-}
-
-std::string compact_duration(int64_t duration_ns) {
-  const int64_t ms = std::max<int64_t>(duration_ns, 0) / 1'000'000;
-  char out[32];
-  if (ms < 1000) {
-    std::snprintf(out, sizeof out, "%" PRId64 "ms", ms);
-  } else if (ms < 60'000) {
-    std::snprintf(out, sizeof out, "%" PRId64 "s", ms / 1000);
-  } else if (ms < 3'600'000) {
-    std::snprintf(out, sizeof out, "%" PRId64 "m%02" PRId64 "s", ms / 60'000, ms / 1000 % 60);
-  } else {
-    std::snprintf(out, sizeof out, "%" PRId64 "h%02" PRId64 "m", ms / 3'600'000,
-                  ms / 60'000 % 60);
-  }
-  return out;
 }
 
 }  // namespace vramscope::view

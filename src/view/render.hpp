@@ -19,13 +19,6 @@ void render(const ViewModel& model, Canvas& canvas);
 /// The layout render() uses for `model` on a `width` x `height` terminal.
 Layout layout_for(const ViewModel& model, int width, int height);
 
-/// Bytes in at most 5 cells, binary units: "0B", "512B", "9.5K", "12.3G", "140G", "1.2T".
-std::string compact_bytes(uint64_t bytes);
-
-
-/// Short duration: "850ms", "12s", "3m05s", "2h01m".
-std::string compact_duration(int64_t duration_ns);
-
 namespace detail {
 /// Colours of the memory owners, shared by bars, legends and graphs.
 inline constexpr Style allocated_style{Color::Green, Color::Default, AttrNone};

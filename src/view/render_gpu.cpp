@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "view/render.hpp"
+#include "vramscope/units.hpp"
 
 namespace vramscope::view::detail {
 
@@ -47,7 +48,7 @@ void draw_legend(const GpuView& gpu, const Rect& area, Canvas& canvas) {
   if (area.empty()) return;
   int x = area.x;
   for (const auto& item : legend_items(gpu)) {
-    const std::string text = std::string(item.label) + " " + compact_bytes(item.bytes);
+    const std::string text = std::string(item.label) + " " + format_bytes_compact(item.bytes);
     // Whole items only: a legend cut mid-number would be read as a different number.
     if (x + 2 + text_width(text) > area.right()) break;
     canvas.put(area, x, area.y, canvas.unicode() ? item.glyph : item.ascii, item.style);
@@ -78,8 +79,8 @@ std::string summary_text(const GpuView& gpu) {
   // The driver's own "used", so that the number matches nvidia-smi's.
   const uint64_t used = *d.used_bytes;
   const uint64_t percent = *d.total_bytes == 0 ? 0 : used * 100 / *d.total_bytes;
-  return compact_bytes(used) + "/" + compact_bytes(*d.total_bytes) + " " + std::to_string(percent) +
-         "%";
+  return format_bytes_compact(used) + "/" + format_bytes_compact(*d.total_bytes) + " " +
+         std::to_string(percent) + "%";
 }
 
 /// History graph: driver-used behind torch-allocated, scaled to the GPU's total, with a dotted
@@ -115,12 +116,12 @@ void draw_graph(const GpuView& gpu, const Rect& area, Canvas& canvas) {
                                                     free_style);
     }
   }
-  std::string label = "peak " + compact_bytes(peak_used);
-  if (any_torch) label += " torch " + compact_bytes(peak_torch);
+  std::string label = "peak " + format_bytes_compact(peak_used);
+  if (any_torch) label += " torch " + format_bytes_compact(peak_torch);
   canvas.text(area, area.x, area.y, label, Style{Color::Default, Color::Default, AttrDim});
   const int64_t span_ns = gpu.history.back().timestamp_ns - gpu.history[first].timestamp_ns;
   if (span_ns > 0) {
-    canvas.text_right(area.row(0), "last " + compact_duration(span_ns),
+    canvas.text_right(area.row(0), "last " + format_duration_compact(span_ns),
                       Style{Color::Default, Color::Default, AttrDim});
   }
 }

@@ -14,7 +14,7 @@ def recording(tmp_path):
     if cli_binary() is None or nvml_double() is None:
         pytest.skip("vramscope binary or NVML test double not built")
     env = double_env("two_gpus.json", tmp_path)
-    path = tmp_path / "run.vrs"
+    path = tmp_path / "run.vsrec"
     subprocess.run([str(cli_binary()), "record", "-o", str(path), "--interval", "10ms", "--duration", "200ms"],
                    env=env, check=True, capture_output=True, timeout=60)
     return path, env
@@ -68,7 +68,7 @@ def test_usage_errors(recording, tmp_path):
     none = export(recording)
     assert none.returncode == 2 and "at least one output" in none.stderr
     path, env = recording
-    foreign = tmp_path / "foreign.vrs"
+    foreign = tmp_path / "foreign.vsrec"
     foreign.write_bytes(b"not a recording at all")
     bad = subprocess.run([str(cli_binary()), "export", str(foreign), "--trace", str(tmp_path / "x.json")], env=env,
                          capture_output=True, text=True, timeout=60)
@@ -114,7 +114,7 @@ def test_a_step_with_categories_reaches_every_export(tmp_path):
     agent = subprocess.Popen([str(fake_agent_binary()), GPU0, str(allocated), str(reserved), "0"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                              env=dict(env, VRAMSCOPE_FAKE_AGENT_STEP="1"))
-    path = tmp_path / "run.vrs"
+    path = tmp_path / "run.vsrec"
     try:
         assert agent.stdout.readline().startswith("ready"), "the fake agent did not start"
         subprocess.run([str(cli_binary()), "record", "-o", str(path), "--interval", "10ms",

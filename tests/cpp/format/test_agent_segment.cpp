@@ -383,7 +383,7 @@ TEST(Seqlock, NeverReturnsATornCopy) {
   EXPECT_GE(good_reads.load(), wanted_reads);
   format::SlotStats last{};
   ASSERT_TRUE(format::seqlock_read(&block, last));
-  EXPECT_EQ(last.allocated_bytes, written.load());
+  EXPECT_EQ(last.counters[0], written.load());
 }
 
 TEST(AgentSegment, StepsAreReturnedOnceAcrossRingWrap) {

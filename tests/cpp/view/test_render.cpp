@@ -18,6 +18,7 @@
 #include "fixtures.hpp"
 #include "view/render.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/units.hpp"
 
 namespace vramscope::view {
 namespace {
@@ -284,25 +285,25 @@ TEST_F(Render, CategoriesLineTakesTheTablesLastRow) {
 }
 
 TEST(CompactBytes, FitsFiveCellsAndRoundsSensibly) {
-  EXPECT_EQ(compact_bytes(0), "0B");
-  EXPECT_EQ(compact_bytes(999), "999B");
-  EXPECT_EQ(compact_bytes(1000), "1.0K");
-  EXPECT_EQ(compact_bytes(12ULL * fixtures::gib + 300 * fixtures::mib), "12.3G");
-  EXPECT_EQ(compact_bytes(140 * fixtures::gib), "140G");
-  EXPECT_EQ(compact_bytes(999 * fixtures::mib), "999M");
-  EXPECT_EQ(compact_bytes(1023 * fixtures::mib), "1.0G");
-  EXPECT_EQ(compact_bytes(1ULL << 62U), "4096P");
+  EXPECT_EQ(format_bytes_compact(0), "0B");
+  EXPECT_EQ(format_bytes_compact(999), "999B");
+  EXPECT_EQ(format_bytes_compact(1000), "1.0K");
+  EXPECT_EQ(format_bytes_compact(12ULL * fixtures::gib + 300 * fixtures::mib), "12.3G");
+  EXPECT_EQ(format_bytes_compact(140 * fixtures::gib), "140G");
+  EXPECT_EQ(format_bytes_compact(999 * fixtures::mib), "999M");
+  EXPECT_EQ(format_bytes_compact(1023 * fixtures::mib), "1.0G");
+  EXPECT_EQ(format_bytes_compact(1ULL << 62U), "4096P");
   for (uint64_t b = 1; b < (1ULL << 60U); b = b * 3 + 1) {
-    EXPECT_LE(compact_bytes(b).size(), 5U) << b;
+    EXPECT_LE(format_bytes_compact(b).size(), 5U) << b;
   }
 }
 
 TEST(CompactDuration, PicksTheLargestUsefulUnit) {
-  EXPECT_EQ(compact_duration(250'000'000), "250ms");
-  EXPECT_EQ(compact_duration(12'500'000'000), "12s");
-  EXPECT_EQ(compact_duration(185'000'000'000), "3m05s");
-  EXPECT_EQ(compact_duration(7'260'000'000'000), "2h01m");
-  EXPECT_EQ(compact_duration(-5), "0ms");
+  EXPECT_EQ(format_duration_compact(250'000'000), "250ms");
+  EXPECT_EQ(format_duration_compact(12'500'000'000), "12s");
+  EXPECT_EQ(format_duration_compact(185'000'000'000), "3m05s");
+  EXPECT_EQ(format_duration_compact(7'260'000'000'000), "2h01m");
+  EXPECT_EQ(format_duration_compact(-5), "0ms");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// src/attribution/fragmentation.hpp -- the caching allocator's segments, and how fragmented they are
+// src/attribution/segment_view.hpp -- the allocator's segments, as the OOM observer copies them
 //
 // Filled from c10's snapshot() (without traces: ~0.2 ms, allowed in the OOM observer) by the
-// agent; everything here is torch-free so that the math is tested with synthetic segments.
+// agent; torch-free so that the OOM capture hands plain structs to Python, which judges the
+// fragmentation (python/vramscope/_oom_advice.py).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,14 @@ namespace vramscope::attribution {
 enum class BlockState : uint8_t { ActiveAllocated = 0, ActivePendingFree = 1, Inactive = 2 };
 
 /// "active_allocated", "active_pending_free" or "inactive".
-std::string_view block_state_name(BlockState state);
+inline std::string_view block_state_name(BlockState state) {
+  switch (state) {
+    case BlockState::ActiveAllocated: return "active_allocated";
+    case BlockState::ActivePendingFree: return "active_pending_free";
+    case BlockState::Inactive: return "inactive";
+  }
+  return "inactive";
+}
 
 /// One block of a segment (blocks are contiguous from the segment's address).
 struct BlockView {
@@ -37,21 +45,5 @@ struct SegmentView {
   bool is_expandable = false;
   std::vector<BlockView> blocks;
 };
-
-/// Free memory inside the cache, and how usable it is for one big request.
-struct Fragmentation {
-  /// Bytes in inactive blocks (reserved by the cache but not allocated).
-  uint64_t cached_free_bytes = 0;
-  /// The largest inactive block: the biggest request the cache can serve without new memory.
-  uint64_t largest_free_block_bytes = 0;
-  uint64_t free_block_count = 0;
-  uint64_t segment_count = 0;
-  /// 1 - largest / cached_free (0 when nothing is free): near 1 means the free memory is in
-  /// many small pieces.
-  double fragmentation = 0.0;
-};
-
-/// Fragmentation of `segments` (of every device given; filter first for one device).
-Fragmentation measure_fragmentation(const std::vector<SegmentView>& segments);
 
 }  // namespace vramscope::attribution
