@@ -13,10 +13,6 @@ CounterSeed seed_of(const TorchStats& torch) {
                      torch.peak_requested_bytes, torch.allocated_bytes, torch.peak_allocated_bytes};
 }
 
-IntervalPeaks interval_peaks(const EventPeaks& peaks) {
-  return {peaks.allocated_bytes, peaks.reserved_bytes, peaks.requested_bytes};
-}
-
 /// The current values that stats() and the published AllocatorSample share (`Out` is either):
 /// allocated/active/inactive_split from the last poll, reserved/requested from the counters.
 template <typename Device, typename Out>
@@ -154,7 +150,7 @@ void AgentCore::tick() {
   for (Device& device : m_devices) {
     drain(device);
     observe(device);
-    if (window_over) device.window_peak = interval_peaks(device.counters->restart(PeakMark::Window));
+    if (window_over) device.window_peak = device.counters->restart(PeakMark::Window);
   }
   if (window_over) m_window_started_ns = now;
   if (m_writer) {
@@ -174,7 +170,7 @@ std::vector<StepRecord> AgentCore::step() {
   records.reserve(m_devices.size());
   for (Device& device : m_devices) {
     observe(device);
-    device.last_step_peak = interval_peaks(device.counters->restart(PeakMark::Step));
+    device.last_step_peak = device.counters->restart(PeakMark::Step);
     const uint64_t allocated = device.last_stats ? device.last_stats->allocated_bytes : 0;
 
     auto record = placed_record<StepRecord>(m_config, device);
@@ -213,11 +209,11 @@ void AgentCore::restart_profile_peaks() {
   }
 }
 
-IntervalPeaks AgentCore::profile_peaks(std::size_t device) {
+EventPeaks AgentCore::profile_peaks(std::size_t device) {
   std::lock_guard lock(m_mutex);
   Device& d = m_devices[device];
   observe(d);
-  return interval_peaks(d.counters->peaks(PeakMark::Profile));
+  return d.counters->peaks(PeakMark::Profile);
 }
 
 DeviceStatsView AgentCore::stats(std::size_t device) {
@@ -228,8 +224,8 @@ DeviceStatsView AgentCore::stats(std::size_t device) {
   DeviceStatsView view;
   fill_current(d, m_step, view);
   view.pending_free_bytes = counters.pending_free_bytes();
-  view.peak = interval_peaks(counters.peaks(PeakMark::Global));
-  view.current_step_peak = interval_peaks(counters.peaks(PeakMark::Step));
+  view.peak = counters.peaks(PeakMark::Global);
+  view.current_step_peak = counters.peaks(PeakMark::Step);
   view.last_step_peak = d.last_step_peak;
   view.window_peak = d.window_peak;
   view.unknown_event_count = counters.unknown_event_count();

@@ -60,13 +60,6 @@ struct AgentConfig {
   std::size_t history_events = 4096;
 };
 
-/// Peaks of one interval over the three quantities.
-struct IntervalPeaks {
-  uint64_t allocated_bytes = 0;
-  uint64_t reserved_bytes = 0;
-  uint64_t requested_bytes = 0;
-};
-
 /// Everything known about one device, for stats() and the Python API.
 struct DeviceStatsView {
   uint64_t allocated_bytes = 0;
@@ -76,14 +69,14 @@ struct DeviceStatsView {
   uint64_t inactive_split_bytes = 0;
   uint64_t pending_free_bytes = 0;
   /// Since attach or reset_peak().
-  IntervalPeaks peak;
+  EventPeaks peak;
   /// Steps completed (0 before the first step()), the running step's peaks so far, and the
   /// peaks of the last completed step.
   uint64_t step = 0;
-  IntervalPeaks current_step_peak;
-  IntervalPeaks last_step_peak;
+  EventPeaks current_step_peak;
+  EventPeaks last_step_peak;
   /// Peaks of the last completed window of AgentConfig::window_ns.
-  IntervalPeaks window_peak;
+  EventPeaks window_peak;
   uint64_t event_count = 0;
   uint64_t dropped_event_count = 0;
   uint64_t unknown_event_count = 0;
@@ -166,7 +159,7 @@ class AgentCore {
   void reset_peak(std::size_t device);
   /// Restarts every device's profile peaks (vramscope.profile() starts), and reads them.
   void restart_profile_peaks();
-  IntervalPeaks profile_peaks(std::size_t device);
+  EventPeaks profile_peaks(std::size_t device);
   /// Current view of one device (polls the provider first, so allocated is fresh).
   DeviceStatsView stats(std::size_t device);
   /// Records an OOM seen by torch's observer on `device`; publishes it and returns it.
@@ -204,8 +197,8 @@ class AgentCore {
     EventRing* ring = nullptr;
     bool polling_only = false;
     std::optional<TorchStats> last_stats;
-    IntervalPeaks last_step_peak;
-    IntervalPeaks window_peak;
+    EventPeaks last_step_peak;
+    EventPeaks window_peak;
     uint64_t oom_count = 0;
   };
 

@@ -85,7 +85,7 @@ constexpr uint64_t small_block_bytes(uint64_t request_bytes) {
   return request_bytes < 512 ? 512 : (request_bytes + 511) & ~uint64_t{511};
 }
 
-/// Peaks of the event-exact quantities over one mark's interval.
+/// Peaks of the event-exact quantities over one interval (a mark's, a step's, a window's).
 struct EventPeaks {
   uint64_t reserved_bytes = 0;
   uint64_t requested_bytes = 0;
