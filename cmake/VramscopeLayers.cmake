@@ -19,7 +19,9 @@
 include_guard(GLOBAL)
 
 # Headers of third-party libraries (cmake/VramscopeThirdParty.cmake): a source that includes one
-# needs that library, so it is not part of a layer's third-party-free variant.
+# needs that library, so it is not part of a layer's third-party-free variant. Scanning sources
+# is enough because no header of src/ or include/ includes a third-party header: keep it so (a
+# layer uses its libraries in its .cpp files, privately).
 set(VRAMSCOPE_THIRD_PARTY_INCLUDE_REGEX "^#include <(zstd\\.h|fmt/|nlohmann/|httplib\\.h|CLI/)")
 
 function(vramscope_layer name)

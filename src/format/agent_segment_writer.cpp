@@ -29,8 +29,8 @@ std::string errno_text() { return std::strerror(errno); }
 
 class SegmentWriter final : public AgentSegmentWriter {
  public:
-  SegmentWriter(int dir_fd, int fd, void* map, const SegmentGeometry& geometry, std::string dir,
-                std::string name)
+  SegmentWriter(int dir_fd, int fd, void* map, const SegmentGeometry& geometry,
+                const std::string& dir, std::string name)
       : m_dir_fd(dir_fd),
         m_fd(fd),
         m_map(static_cast<std::byte*>(map)),
