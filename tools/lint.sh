@@ -57,9 +57,10 @@ if wanted clang-format; then
     passed clang-format "rewrote $(cxx_files | wc -l) files in place; review with git diff"
   else
     mapfile -t cxx < <(cxx_files)
-    # One warning per changed spot; a file is counted once.
-    bad="$(printf '%s\n' "${cxx[@]}" | xargs -r -P "$jobs" -n 16 clang-format --dry-run --Werror 2>&1 \
-           | grep -oE '^[^ :]+:[0-9]+:[0-9]+: (warning|error)' | cut -d: -f1 | sort -u)"
+    # Each failing file prints its own name in one short write, so parallel runs do not mix.
+    bad="$(printf '%s\n' "${cxx[@]}" | xargs -r -P "$jobs" -n 16 sh -c \
+           'for f; do clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || echo "$f"; done' sh \
+           | sort)"
     if [[ -z "$bad" ]]; then
       passed clang-format "${#cxx[@]} files"
     else
