@@ -93,7 +93,8 @@ mine = ("src/", "agent/", "cli/", "tests/", "bench/")
 wanted = {os.path.normpath(f) for f in sys.argv[2:]}
 for entry in json.load(open(sys.argv[1])):
     path = os.path.relpath(os.path.join(entry["directory"], entry["file"]), root)
-    if path.startswith(mine) and (not wanted or path in wanted):
+    # A file gone since the last configure is not checked (the next build re-globs).
+    if path.startswith(mine) and (not wanted or path in wanted) and os.path.exists(path):
         print(path)
 EOF
       )
