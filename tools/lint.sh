@@ -91,10 +91,13 @@ import json, os, sys
 root = os.getcwd()
 mine = ("src/", "agent/", "cli/", "tests/", "bench/")
 wanted = {os.path.normpath(f) for f in sys.argv[2:]}
+seen = set()  # a file built by several targets (the NVML double's variants) is checked once
 for entry in json.load(open(sys.argv[1])):
     path = os.path.relpath(os.path.join(entry["directory"], entry["file"]), root)
     # A file gone since the last configure is not checked (the next build re-globs).
-    if path.startswith(mine) and (not wanted or path in wanted) and os.path.exists(path):
+    if path.startswith(mine) and (not wanted or path in wanted) and os.path.exists(path) \
+            and path not in seen:
+        seen.add(path)
         print(path)
 EOF
       )
