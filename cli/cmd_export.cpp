@@ -12,7 +12,7 @@
 #include "commands.hpp"
 #include "file_args.hpp"
 #include "exporters/chrome_trace.hpp"
-#include "exporters/row_files.hpp"
+#include "report/row_files.hpp"
 #include "exporters/tensorboard.hpp"
 #include "validators.hpp"
 #include "vramscope/recording.hpp"
@@ -91,21 +91,21 @@ Command add_export_command(CLI::App& app) {
       sinks.push_back(std::move(writer));
     }
     if (!options->csv_path.empty()) {
-      sinks.push_back(std::make_unique<exporters::CsvFileSink>(options->csv_path, report::CsvRows::Devices, options->force));
+      sinks.push_back(std::make_unique<report::CsvFileSink>(options->csv_path, report::CsvRows::Devices, options->force));
       outputs.push_back(options->csv_path);
     }
     if (!options->csv_processes_path.empty()) {
-      sinks.push_back(std::make_unique<exporters::CsvFileSink>(options->csv_processes_path, report::CsvRows::Processes,
+      sinks.push_back(std::make_unique<report::CsvFileSink>(options->csv_processes_path, report::CsvRows::Processes,
                                                                options->force));
       outputs.push_back(options->csv_processes_path);
     }
     if (!options->csv_steps_path.empty()) {
       sinks.push_back(
-          std::make_unique<exporters::CsvFileSink>(options->csv_steps_path, report::CsvRows::Steps, options->force));
+          std::make_unique<report::CsvFileSink>(options->csv_steps_path, report::CsvRows::Steps, options->force));
       outputs.push_back(options->csv_steps_path);
     }
     if (!options->jsonl_path.empty()) {
-      sinks.push_back(std::make_unique<exporters::JsonlFileSink>(options->jsonl_path, options->force));
+      sinks.push_back(std::make_unique<report::JsonlFileSink>(options->jsonl_path, options->force));
       outputs.push_back(options->jsonl_path);
     }
 

@@ -65,9 +65,7 @@ int report_usage_error(const CLI::App& app, const CLI::ParseError& e) {
   return vramscope::ExitUsage;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   using namespace vramscope;
   CLI::App app{
       "vramscope: what is using GPU memory, right now, and why.\n"
@@ -120,4 +118,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "vramscope: internal error: %s\n", e.what());
     return ExitError;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Declaring the commands can throw too (an allocation, CLI11 refusing an option); whatever
+  // escapes run() still ends as one line and exit 1, never as std::terminate's abort.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vramscope: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "vramscope: internal error\n");
+  }
+  return vramscope::ExitError;
 }

@@ -18,7 +18,7 @@ endif()
 function(vramscope_add_test)
   cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE vramscope_core GTest::gtest GTest::gtest_main ${T_LIBS})
+  target_link_libraries(${T_NAME} PRIVATE vramscope::layers GTest::gtest GTest::gtest_main ${T_LIBS})
   vramscope_warnings(${T_NAME})
   # gtest_discover_tests flattens PROPERTIES into one key/value list, so a property can hold one
   # value only: a second label would be read as a property name and swallow ENVIRONMENT. Each

@@ -8,9 +8,10 @@
 # build needs no Debian package for it). What is still missing stops the configure with ONE line
 # naming the packages to install on Debian/Ubuntu, Fedora and conda.
 #
-# The core library (and so json and fmt) serves the CLI, the tests, the benchmarks and the
-# fuzzers only: the agent compiles its own share of src/ that uses none of them, so an
-# agent-only build (VRAMSCOPE_CLI=OFF) needs no third-party header at all.
+# The layer libraries (and so json, fmt and zstd) serve the CLI, the tests, the benchmarks and
+# the fuzzers only: the agent links the torch variants of its layers, which leave out every
+# source that includes one of these headers (cmake/VramscopeLayers.cmake), so an agent-only
+# build (VRAMSCOPE_CLI=OFF) needs no third-party header at all.
 
 set(VRAMSCOPE_THIRD_PARTY_INCLUDE "$ENV{VRAMSCOPE_THIRD_PARTY_INCLUDE}" CACHE PATH
     "Extra include folder holding nlohmann/, fmt/, CLI/, httplib.h")

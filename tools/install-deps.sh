@@ -20,8 +20,9 @@ packages=(build-essential cmake ninja-build pkg-config git
           libzstd-dev)
 if [[ $cli_only -eq 0 ]]; then
   # chromium (~300 MB installed) renders `vramscope report` pages in tests/e2e/report_chromium.sh.
+  # clang-format and clang-tidy: tools/lint.sh (the style and static checks of tools/test.sh).
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-dev tmux prometheus
-             python3 python3-venv python3-dev procps chromium)
+             python3 python3-venv python3-dev procps chromium clang-format clang-tidy)
 fi
 missing=()
 for p in "${packages[@]}"; do

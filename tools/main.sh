@@ -22,14 +22,13 @@ show_failure() {
 }
 if [[ ! -f "$build/build.ninja" ]]; then
   echo "configuring vramscope..." >&2
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVRAMSCOPE_TEST=OFF \
-        -DVRAMSCOPE_BENCH=OFF -DVRAMSCOPE_AGENT=OFF >"$build.configure.log" 2>&1 \
-    || show_failure "$build.configure.log"
+  # The folder's one description is its preset (CMakePresets.json: main).
+  cmake --preset main >"$build.configure.log" 2>&1 || show_failure "$build.configure.log"
 fi
 if ! cmake --build "$build" -- -n 2>/dev/null | grep -q "no work to do"; then
   echo "building vramscope (about a minute the first time)..." >&2
 fi
-cmake --build "$build" -j "$(nproc)" >"$build.build.log" 2>&1 || show_failure "$build.build.log"
+cmake --build --preset main -j "$(nproc)" >"$build.build.log" 2>&1 || show_failure "$build.build.log"
 cli="$build/cli/vramscope"
 
 set +e

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/test.sh -- set up everything and run the whole vramscope test suite (CI runs exactly this).
 #
-#   tools/test.sh              C++ tests (dev build + ASan/UBSan + TSan), fuzzing, the wheel + pytest
+#   tools/test.sh              C++ tests (dev, ASan/UBSan, TSan builds), lint, fuzzing, the wheel + pytest
 #   VRAMSCOPE_FUZZ_SECONDS=N   bound the fuzzing time (default 60)
 #   VRAMSCOPE_SKIP_SANITIZERS=1  skip the sanitizer builds (faster local runs)
 #
@@ -78,19 +78,20 @@ count_pytest() {
   done
 }
 
-# Configures, builds and runs ctest for one build folder. Extra args go to cmake configure.
+# Configures, builds and runs ctest for one build folder, all three through its preset in
+# CMakePresets.json (build/<preset>): the folder has one description, here and by hand.
 run_ctest() {
-  local name="$1" dir="build/$1"; shift
+  local name="$1" dir="build/$1"
   section "C++ tests ($name)"
-  cmake -S . -B "$dir" -G Ninja -DVRAMSCOPE_TEST=ON -DVRAMSCOPE_AGENT=OFF "$@" >"$dir.configure.log" 2>&1 \
+  cmake --preset "$name" >"$dir.configure.log" 2>&1 \
     || { cat "$dir.configure.log"; failed=$((failed + 1)); status=1; return; }
   echo "building $dir (minutes the first time, seconds after)"
-  if ! with_progress "$dir.build.log" cmake --build "$dir" -j "$jobs"; then
+  if ! with_progress "$dir.build.log" cmake --build --preset "$name" -j "$jobs"; then
     grep -E -A 8 'error:|FAILED:' "$dir.build.log" | head -n 60
     echo "the build failed; the whole log: $dir.build.log"
     failed=$((failed + 1)); status=1; return
   fi
-  with_progress "$dir.ctest.log" ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 300
+  with_progress "$dir.ctest.log" ctest --preset "$name" -j "$jobs"
   local ctest_status=$?
   tail -n 25 "$dir.ctest.log"
   count_ctest "$dir.ctest.log"
@@ -99,10 +100,19 @@ run_ctest() {
 }
 
 mkdir -p build
-run_ctest dev -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAMSCOPE_BENCH=ON
+run_ctest dev
 if [[ "${VRAMSCOPE_SKIP_SANITIZERS:-0}" != 1 ]]; then
-  run_ctest asan -DCMAKE_BUILD_TYPE=Debug -DVRAMSCOPE_BENCH=OFF "-DVRAMSCOPE_SANITIZE=address;undefined"
-  run_ctest tsan -DCMAKE_BUILD_TYPE=Debug -DVRAMSCOPE_BENCH=OFF -DVRAMSCOPE_SANITIZE=thread
+  run_ctest asan
+  run_ctest tsan
+fi
+
+# After the dev build: clang-tidy reads its compile_commands.json. One count in the totals.
+section "lint (tools/lint.sh: clang-format, clang-tidy, ruff, mypy)"
+if with_progress build/lint.log tools/lint.sh; then
+  tail -n 1 build/lint.log; passed=$((passed + 1))
+else
+  tail -n 30 build/lint.log; echo "the whole log: build/lint.log"
+  failed=$((failed + 1)); status=1
 fi
 
 if [[ -x tools/fuzz.sh ]]; then

@@ -59,7 +59,8 @@ class Sampler {
 Error backend_open_error(BackendFailure failure, const std::string& message);
 
 /// Opens NVML (and the agent reader unless disabled). Throws vramscope::Error (see
-/// backend_open_error) when the driver view is unavailable.
+/// backend_open_error) when the driver view is unavailable. Defined in src/backends (the layer
+/// that knows the concrete parts), not beside the Sampler: core links neither NVML nor format.
 std::unique_ptr<Sampler> open_sampler(const SamplerOptions& options = {});
 
 /// gethostname(), or "" when it fails.

@@ -5,7 +5,6 @@
 
 #include <array>
 #include <cstdlib>
-#include <exception>
 
 #include "vramscope/clock.hpp"
 
@@ -75,28 +74,6 @@ Error backend_open_error(BackendFailure failure, const std::string& message) {
       break;
   }
   return Error("cannot read GPUs: " + detail, ExitError);
-}
-
-std::unique_ptr<Sampler> open_sampler(const SamplerOptions& options) {
-  BackendOpenResult opened = open_nvml_backend(options.nvml);
-  if (!opened.backend) {
-    throw backend_open_error(
-        opened.failure == BackendFailure::None ? BackendFailure::Other : opened.failure,
-        opened.message);
-  }
-  std::unique_ptr<AgentSegmentReader> agents;
-  if (options.read_agents) {
-    // A missing or unreadable segment directory only means "no agents": the driver view
-    // still stands on its own.
-    try {
-      agents = AgentSegmentReader::create(options.agent_dir);
-    } catch (const std::exception&) {
-      agents.reset();
-    }
-  }
-  auto sampler = std::make_unique<Sampler>(std::move(opened.backend), std::move(agents));
-  sampler->set_warning_handler(options.on_warning);
-  return sampler;
 }
 
 }  // namespace vramscope

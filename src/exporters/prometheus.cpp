@@ -120,7 +120,7 @@ std::string device_labels(const DeviceSample& device, const std::string& hostnam
 
 /// Appends extra labels to an already rendered label set.
 std::string extend(const std::string& base, const Labels& extra) {
-  const std::string more = extra.text();
+  std::string more = extra.text();  // not const: `return more` moves it
   if (more.empty()) return base;
   if (base.empty()) return more;
   return base.substr(0, base.size() - 1) + "," + more.substr(1);

@@ -49,8 +49,8 @@ void push(SeqBlock<Payload>* ring, uint32_t capacity, uint64_t* published, uint6
 
 class SegmentWriter final : public AgentSegmentWriter {
  public:
-  SegmentWriter(int dir_fd, int fd, void* map, const SegmentGeometry& geometry, std::string dir,
-                std::string name)
+  SegmentWriter(int dir_fd, int fd, void* map, const SegmentGeometry& geometry,
+                const std::string& dir, std::string name)
       : m_dir_fd(dir_fd),
         m_fd(fd),
         m_map(static_cast<std::byte*>(map)),

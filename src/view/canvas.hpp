@@ -84,7 +84,7 @@ class Canvas {
   /// Resets every cell to a blank with the default style.
   void clear();
   /// The cell at (x, y); (x, y) must be inside the grid.
-  const Cell& at(int x, int y) const { return m_cells[static_cast<std::size_t>(y * m_width + x)]; }
+  const Cell& at(int x, int y) const { return m_cells[index(x, y)]; }
   /// Sets one cell if (x, y) lies inside both `clip` and the grid.
   void put(const Rect& clip, int x, int y, char32_t glyph, Style style);
   /// Writes UTF-8 `text` from (x, y), clipped to `clip`. Control characters and, in ASCII
@@ -111,7 +111,12 @@ class Canvas {
   std::vector<DirtySpan> diff(const Canvas& previous) const;
 
  private:
-  Cell& cell(int x, int y) { return m_cells[static_cast<std::size_t>(y * m_width + x)]; }
+  Cell& cell(int x, int y) { return m_cells[index(x, y)]; }
+  /// Row-major position of (x, y), computed in size_t: an int product could overflow first.
+  std::size_t index(int x, int y) const {
+    return static_cast<std::size_t>(y) * static_cast<std::size_t>(m_width) +
+           static_cast<std::size_t>(x);
+  }
   char32_t printable(char32_t glyph) const;
 
   int m_width;

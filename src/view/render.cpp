@@ -249,13 +249,13 @@ void render_footer(const ViewModel& model, const Rect& area, Canvas& canvas) {
       {"q", "quit"}, {"?", "help"}, {"s", "sort:" + std::string(sort_key_name(model.sort_key()))},
       {"/", model.filter().empty() ? "filter" : "filter:" + model.filter()}};
   if (model.replay) {
-    keys.push_back({"space", model.paused ? "play" : "pause"});
-    keys.push_back({u ? "←→" : "<>", "step"});
-    keys.push_back({"+-", "speed"});
-    keys.push_back({"gG", "start/end"});
+    keys.emplace_back("space", model.paused ? "play" : "pause");
+    keys.emplace_back(u ? "←→" : "<>", "step");
+    keys.emplace_back("+-", "speed");
+    keys.emplace_back("gG", "start/end");
   } else {
-    keys.push_back({u ? "↑↓" : "up/dn", "select"});
-    keys.push_back({"space", model.paused ? "resume" : "pause"});
+    keys.emplace_back(u ? "↑↓" : "up/dn", "select");
+    keys.emplace_back("space", model.paused ? "resume" : "pause");
   }
   int x = area.x;
   for (const auto& [key, what] : keys) {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "exporters/row_files.hpp"
+#include "report/row_files.hpp"
 #include "fixtures.hpp"
 #include "report/json_report.hpp"
 #include "golden.hpp"
@@ -18,7 +18,7 @@ TEST(RowFiles, CsvHasOneHeaderThenTheFormatterRows) {
   test::TempDir dir;
   const SystemSample sample = test::make_rich_sample();
   {
-    CsvFileSink sink(dir.file("d.csv"), report::CsvRows::Devices, false);
+    report::CsvFileSink sink(dir.file("d.csv"), report::CsvRows::Devices, false);
     sink.write(sample);
     sink.write(sample);
   }
@@ -28,7 +28,7 @@ TEST(RowFiles, CsvHasOneHeaderThenTheFormatterRows) {
 
 TEST(RowFiles, ProcessRowsUseTheProcessHeader) {
   test::TempDir dir;
-  { CsvFileSink sink(dir.file("p.csv"), report::CsvRows::Processes, false); }
+  { report::CsvFileSink sink(dir.file("p.csv"), report::CsvRows::Processes, false); }
   EXPECT_EQ(test::read_file(dir.file("p.csv")), report::csv_header(report::CsvRows::Processes));
 }
 
@@ -36,7 +36,7 @@ TEST(RowFiles, StepRowsCarryCategoriesOrEmptyFields) {
   test::TempDir dir;
   const SystemSample sample = test::make_rich_sample();
   {
-    CsvFileSink sink(dir.file("s.csv"), report::CsvRows::Steps, false);
+    report::CsvFileSink sink(dir.file("s.csv"), report::CsvRows::Steps, false);
     sink.write(sample);
   }
   const auto lines = test::split_lines(test::read_file(dir.file("s.csv")));
@@ -59,7 +59,7 @@ TEST(RowFiles, JsonlIsOneParsableDocumentPerLine) {
   test::TempDir dir;
   SystemSample sample = test::make_rich_sample();
   {
-    JsonlFileSink sink(dir.file("s.jsonl"), false);
+    report::JsonlFileSink sink(dir.file("s.jsonl"), false);
     for (int i = 0; i < 3; ++i) {
       sample.timestamp_ns += 1000;
       sink.write(sample);

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "exporters/chrome_trace.hpp"
-#include "exporters/row_files.hpp"
+#include "report/row_files.hpp"
 #include "exporters/sink.hpp"
 #include "fixtures.hpp"
 #include "temp_dir.hpp"
@@ -40,7 +40,7 @@ TEST(ExportFiles, ForceReplacesAPlantedSymlinkInsteadOfWritingThroughIt) {
   const std::string path = dir.file("out.csv");
   ASSERT_EQ(::symlink(victim.c_str(), path.c_str()), 0);
   {
-    CsvFileSink sink(path, report::CsvRows::Devices, /*overwrite=*/true);
+    report::CsvFileSink sink(path, report::CsvRows::Devices, /*overwrite=*/true);
     sink.write(test::make_rich_sample());
   }
   EXPECT_EQ(test::read_file(victim), "precious");
@@ -55,7 +55,7 @@ TEST(ExportFiles, AnOverwrittenExportIsPrivateWhateverTheOldMode) {
   write_text(path, "old\n");
   ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
   {
-    JsonlFileSink sink(path, /*overwrite=*/true);
+    report::JsonlFileSink sink(path, /*overwrite=*/true);
     sink.write(test::make_rich_sample());
   }
   EXPECT_EQ(mode_of(path) & 0777, 0600U);
@@ -68,7 +68,7 @@ TEST(ExportFiles, AFailedExportLeavesNoPartialFileAndKeepsTheOldOne) {
   const std::string kept = dir.file("kept.json");
   write_text(kept, "old trace");
   try {
-    CsvFileSink csv(fresh, report::CsvRows::Devices, /*overwrite=*/false);
+    report::CsvFileSink csv(fresh, report::CsvRows::Devices, /*overwrite=*/false);
     ChromeTraceOptions options;
     options.overwrite = true;
     ChromeTraceWriter trace(kept, options);
@@ -87,7 +87,7 @@ TEST(ExportFiles, ANewFileIsNeverCreatedThroughADanglingSymlink) {
   test::TempDir dir;
   const std::string path = dir.file("out.jsonl");
   ASSERT_EQ(::symlink(dir.file("target").c_str(), path.c_str()), 0);
-  EXPECT_THROW(JsonlFileSink(path, /*overwrite=*/false), Error);
+  EXPECT_THROW(report::JsonlFileSink(path, /*overwrite=*/false), Error);
   EXPECT_FALSE(std::filesystem::exists(dir.file("target")));
 }
 

@@ -12,6 +12,7 @@ namespace {
 
 using testing::dump;
 using testing::make_sample;
+using namespace std::string_literals;  // "\x05\x00..."s: the hostile bytes keep their NULs
 
 /// Encodes `samples` as one chunk would hold them and decodes them back.
 std::vector<SystemSample> round_trip(const std::vector<SystemSample>& samples,
@@ -129,17 +130,17 @@ TEST(SampleCodec, RejectsHostileEncodings) {
   };
   // Length, then: timestamp, hostname, driver, device count, ...
   EXPECT_THROW(decode(std::string("\x00", 1)), FormatError);                // empty sample
-  EXPECT_THROW(decode("\x05\x00\x00\x00\x05\x00"), FormatError);            // 5 devices, 1 byte
-  EXPECT_THROW(decode("\x04\x00\x07\x00\x00"), FormatError);                // string ref, no table
-  EXPECT_THROW(decode("\x05\x00\x01\x7F\x00\x00"), FormatError);            // literal past end
+  EXPECT_THROW(decode("\x05\x00\x00\x00\x05\x00"s), FormatError);            // 5 devices, 1 byte
+  EXPECT_THROW(decode("\x04\x00\x07\x00\x00"s), FormatError);                // string ref, no table
+  EXPECT_THROW(decode("\x05\x00\x01\x7F\x00\x00"s), FormatError);            // literal past end
   EXPECT_THROW(decode(std::string("\x08\x00\x00\x00\x00\x00\x00\x00\x00", 9)),
                FormatError);  // trailing byte inside the sample
-  EXPECT_THROW(decode("\x0C\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\x7F\x00\x00"),
+  EXPECT_THROW(decode("\x0C\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\x7F\x00\x00"s),
                FormatError);  // varint past 64 bits
   // One device whose flags carry an unknown bit.
   const std::string device_prefix("\x00\x00\x00\x01\x00\x00\x00\x00", 8);
   EXPECT_THROW(decode(std::string(1, static_cast<char>(device_prefix.size() + 6)) + device_prefix +
-                      "\x80\x10\x00\x00\x00\x00"),
+                      "\x80\x10\x00\x00\x00\x00"s),
                FormatError);
 }
 

@@ -356,7 +356,7 @@ VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t devic
   if (entity == nullptr || mig_device == nullptr || entity->is_mig) return CodeInvalidArgument;
   if (int error = entity->errors[ErrMigHandle]) return error;
   if (entity->mig_mode != 1 || index >= entity->max_mig_devices) return CodeInvalidArgument;
-  const int position = state().mig_position(*entity, index);
+  const int position = State::mig_position(*entity, index);
   if (position < 0) return CodeNotFound;
   *mig_device = State::handle_of(entity->index, position);
   return CodeSuccess;

@@ -1,3 +1,2 @@
-# tests/cpp/run/tests.cmake -- `vramscope run`'s pure helpers live in cli/, outside the core library.
-target_sources(test_run PRIVATE ${PROJECT_SOURCE_DIR}/cli/run_python.cpp)
-target_include_directories(test_run PRIVATE ${PROJECT_SOURCE_DIR}/cli)
+# tests/cpp/run/tests.cmake -- `vramscope run`'s pure helpers, tested in the CLI library the binary ships.
+target_link_libraries(test_run PRIVATE vramscope_cli)

@@ -7,7 +7,7 @@ target_compile_definitions(test_view PRIVATE
 
 # A stand-in trainer that publishes one agent segment for its own pid (for the e2e test).
 add_executable(top_fake_agent ${CMAKE_CURRENT_LIST_DIR}/top_fake_agent.cpp)
-target_link_libraries(top_fake_agent PRIVATE vramscope_core)
+target_link_libraries(top_fake_agent PRIVATE vramscope::layers)
 vramscope_warnings(top_fake_agent)
 
 # `vramscope top` in a real terminal (tmux) against the NVML double; needs the CLI.

@@ -1,4 +1,4 @@
-// src/exporters/row_files.hpp -- CSV and JSON-lines files of samples, using the report formatters
+// src/report/row_files.hpp -- CSV and JSON-lines files of samples, using the report formatters
 //
 // The rows are exactly what `vramscope --csv` and `watch --format csv|jsonl` print (src/report/):
 // one formatter, several destinations, so an exported file and a live stream never disagree.
@@ -10,23 +10,23 @@
 #include "exporters/sink.hpp"
 #include "report/csv_report.hpp"
 
-namespace vramscope::exporters {
+namespace vramscope::report {
 
 /// A CSV file: the header once, then one row per device (or per process) of every sample.
-class CsvFileSink : public Sink {
+class CsvFileSink : public exporters::Sink {
  public:
   /// Creates `path` (0600). Throws vramscope::Error on failure.
-  CsvFileSink(const std::string& path, report::CsvRows rows, bool overwrite);
+  CsvFileSink(const std::string& path, CsvRows rows, bool overwrite);
   void write(const SystemSample& sample) override;
   void flush() override;
 
  private:
-  report::CsvRows m_rows;
-  std::unique_ptr<BufferedFile> m_file;
+  CsvRows m_rows;
+  std::unique_ptr<exporters::BufferedFile> m_file;
 };
 
 /// A JSON-lines file: one `vramscope --json` document per sample, one per line.
-class JsonlFileSink : public Sink {
+class JsonlFileSink : public exporters::Sink {
  public:
   /// Creates `path` (0600). Throws vramscope::Error on failure.
   JsonlFileSink(const std::string& path, bool overwrite);
@@ -34,7 +34,7 @@ class JsonlFileSink : public Sink {
   void flush() override;
 
  private:
-  std::unique_ptr<BufferedFile> m_file;
+  std::unique_ptr<exporters::BufferedFile> m_file;
 };
 
-}  // namespace vramscope::exporters
+}  // namespace vramscope::report
