@@ -58,16 +58,19 @@ NB_MODULE(_agent, m) {
          const std::vector<std::string>& device_uuids) {
         return AgentState::instance().attach(interval_ms, publish, rank, world_size, device_uuids);
       },
-      "interval_ms"_a = 10.0, "publish"_a = true, "rank"_a = -1,
-        "world_size"_a = -1, "device_uuids"_a = std::vector<std::string>{},
-        "Attach the allocator trace tracker and OOM observer to every CUDA device, seed the "
-        "counters from torch and start the agent thread. Idempotent. Returns the mode: "
-        "'events' or 'polling: <reason>'. Raises RuntimeError without CUDA or before CUDA is "
-        "initialised.");
-  m.def("is_attached", [] { return attached_or_null() != nullptr; }, "Has attach() succeeded?");
-  m.def("mode", [] { return attached().mode_text(); }, "'events' or 'polling: <reason>'.");
-  m.def("device_count", [] { return attached().core->device_count(); },
-        "Number of CUDA devices tracked.");
+      "interval_ms"_a = 10.0, "publish"_a = true, "rank"_a = -1, "world_size"_a = -1,
+      "device_uuids"_a = std::vector<std::string>{},
+      "Attach the allocator trace tracker and OOM observer to every CUDA device, seed the "
+      "counters from torch and start the agent thread. Idempotent. Returns the mode: "
+      "'events' or 'polling: <reason>'. Raises RuntimeError without CUDA or before CUDA is "
+      "initialised.");
+  m.def(
+      "is_attached", [] { return attached_or_null() != nullptr; }, "Has attach() succeeded?");
+  m.def(
+      "mode", [] { return attached().mode_text(); }, "'events' or 'polling: <reason>'.");
+  m.def(
+      "device_count", [] { return attached().core->device_count(); },
+      "Number of CUDA devices tracked.");
   m.def(
       "memory_allocated",
       [](int device) {
@@ -140,10 +143,12 @@ NB_MODULE(_agent, m) {
       [] {
         Attachment& state = attached();
         uint64_t before = 0;
-        for (std::size_t d = 0; d < state.core->device_count(); ++d) before += reserved_now(state, d);
+        for (std::size_t d = 0; d < state.core->device_count(); ++d)
+          before += reserved_now(state, d);
         empty_cache();
         uint64_t after = 0;
-        for (std::size_t d = 0; d < state.core->device_count(); ++d) after += reserved_now(state, d);
+        for (std::size_t d = 0; d < state.core->device_count(); ++d)
+          after += reserved_now(state, d);
         return before > after ? before - after : uint64_t{0};
       },
       "Release cached memory (torch.cuda.empty_cache); returns the reserved bytes released.");
@@ -160,8 +165,8 @@ NB_MODULE(_agent, m) {
       [](int device, uint64_t requested_bytes, uint64_t device_total_bytes,
          uint64_t device_free_bytes) {
         Attachment& state = attached();
-        state.core->record_oom(checked_device(state, device), requested_bytes,
-                               device_total_bytes, device_free_bytes);
+        state.core->record_oom(checked_device(state, device), requested_bytes, device_total_bytes,
+                               device_free_bytes);
       },
       "device"_a, "requested_bytes"_a, "device_total_bytes"_a, "device_free_bytes"_a,
       "Record an OOM the observer did not see (published to the segment like the observer's).");
@@ -179,8 +184,9 @@ NB_MODULE(_agent, m) {
         return state == nullptr ? std::string() : state->core->segment_path();
       },
       "The shared-memory segment file ('' when not publishing or not attached).");
-  m.def("torch_version", [] { return std::string(VRAMSCOPE_TORCH_VERSION); },
-        "The torch version this module was built against.");
+  m.def(
+      "torch_version", [] { return std::string(VRAMSCOPE_TORCH_VERSION); },
+      "The torch version this module was built against.");
   m.def("allocator_backend", &allocator_backend,
         "torch's CUDA allocator backend: 'native', 'cudaMallocAsync' or 'pluggable'.");
   bind_attribution(m);
@@ -198,7 +204,9 @@ NB_MODULE(_agent, m) {
         "Benchmark support: skip (True) or resume (False) the tracker callback's work. While "
         "paused no event is counted: the agent's numbers stop being exact for good.");
 #endif
-  m.def("_shutdown", [] { AgentState::instance().shutdown(); }, "Stop the agent thread and remove the segment (run at exit).");
+  m.def(
+      "_shutdown", [] { AgentState::instance().shutdown(); },
+      "Stop the agent thread and remove the segment (run at exit).");
 
   nb::module_::import_("atexit").attr("register")(m.attr("_shutdown"));
 }

@@ -20,7 +20,8 @@ namespace nb = nanobind;
 namespace vramscope::agent {
 
 std::string Attachment::mode_text() const {
-  if (mode == TrackingMode::Events) return mode_reason.empty() ? "events" : "events (" + mode_reason + ")";
+  if (mode == TrackingMode::Events)
+    return mode_reason.empty() ? "events" : "events (" + mode_reason + ")";
   return "polling: " + mode_reason;
 }
 

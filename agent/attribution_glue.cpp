@@ -27,7 +27,8 @@ template <typename Fn>
 void for_each_ledger(Fn&& fn) {
   attribution::AttributionSession& s = session();
   s.core().flush([&] {
-    for (std::size_t d = 0; d < s.attributor().device_count(); ++d) s.attributor().with_ledger(d, fn);
+    for (std::size_t d = 0; d < s.attributor().device_count(); ++d)
+      s.attributor().with_ledger(d, fn);
   });
 }
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "attribution/segment_view.hpp"
 #include "attribution/ledger.hpp"
+#include "attribution/segment_view.hpp"
 #include "tracking/agent_core.hpp"
 #include "vramscope/agent_segment.hpp"
 

@@ -9,9 +9,9 @@
 #include <array>
 #include <vector>
 
-#include "attribution/segment_view.hpp"
 #include "attribution/ledger.hpp"
 #include "attribution/op_registry.hpp"
+#include "attribution/segment_view.hpp"
 #include "tracking/agent_core.hpp"
 #include "tracking/events.hpp"
 #include "vramscope/agent_segment.hpp"

@@ -115,12 +115,13 @@ void attach_trace_tracker(tracking::DeviceProducer* producers, std::size_t devic
   // inline storage, which torch reads anyway to make the call.
   auto tracker = [producers, device_count](const alloc::TraceEntry& entry) {
     const auto device = static_cast<int64_t>(entry.device_);
-    if (device < 0 || static_cast<std::size_t>(device) >= device_count) [[unlikely]] return;
+    if (device < 0 || static_cast<std::size_t>(device) >= device_count) [[unlikely]]
+      return;
     const auto raw = static_cast<int64_t>(entry.action_);
-    producers[device].on_tracker_event(tracking::action_from_raw(raw),
-                                       static_cast<uint64_t>(entry.size_),
-                                       static_cast<uint64_t>(entry.addr_), static_cast<uint8_t>(raw),
-                                       [] { return attribution::current_op(); });
+    producers[device].on_tracker_event(
+        tracking::action_from_raw(raw), static_cast<uint64_t>(entry.size_),
+        static_cast<uint64_t>(entry.addr_), static_cast<uint8_t>(raw),
+        [] { return attribution::current_op(); });
   };
   try {
     alloc::attachAllocatorTraceTracker(std::move(tracker));
@@ -165,9 +166,7 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   return nullptr;
 }
 
-void on_op_end(const at::RecordFunction& fn, at::ObserverContext* /*context*/) {
-  op_ended(&fn);
-}
+void on_op_end(const at::RecordFunction& fn, at::ObserverContext* /*context*/) { op_ended(&fn); }
 
 }  // namespace
 
@@ -200,7 +199,8 @@ std::vector<attribution::SegmentView> capture_segments(std::size_t max_blocks) {
   return out;
 }
 
-static_assert(std::is_same_v<at::CallbackHandle, uint64_t>, "RecordFunctionSwitch keeps handles as uint64_t");
+static_assert(std::is_same_v<at::CallbackHandle, uint64_t>,
+              "RecordFunctionSwitch keeps handles as uint64_t");
 
 void RecordFunctionSwitch::enable(double sampling) {
   auto found = m_callbacks.find(sampling);
@@ -233,13 +233,15 @@ void attach_noop_trace_tracker() {
 }
 
 double time_alloc_pairs(std::size_t pairs, std::size_t size_bytes) {
-  if (pairs == 0 || size_bytes == 0) throw std::invalid_argument("pairs and size_bytes must be > 0");
+  if (pairs == 0 || size_bytes == 0)
+    throw std::invalid_argument("pairs and size_bytes must be > 0");
   try {
     // One warm pair so the first timed pair does not pay for a cudaMalloc of a new segment.
     alloc::raw_delete(alloc::raw_alloc(size_bytes));
     const auto start = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < pairs; ++i) alloc::raw_delete(alloc::raw_alloc(size_bytes));
-    const std::chrono::duration<double, std::nano> elapsed = std::chrono::steady_clock::now() - start;
+    const std::chrono::duration<double, std::nano> elapsed =
+        std::chrono::steady_clock::now() - start;
     return elapsed.count() / static_cast<double>(pairs);
   } catch (const std::exception& error) {
     throw std::runtime_error(first_line(error.what()));

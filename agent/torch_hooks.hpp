@@ -8,10 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
-
-#include <map>
 #include <string_view>
 #include <vector>
 
@@ -52,8 +51,8 @@ uint64_t allocated_bytes_now(std::size_t device);
 void attach_trace_tracker(tracking::DeviceProducer* producers, std::size_t device_count);
 
 /// What the OOM observer hands on: device, rounded request, device total, device free.
-using OomSink = void (*)(std::size_t device, uint64_t requested_bytes,
-                         uint64_t device_total_bytes, uint64_t device_free_bytes) noexcept;
+using OomSink = void (*)(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
+                         uint64_t device_free_bytes) noexcept;
 
 /// Attaches an out-of-memory observer. Throws std::runtime_error when the backend refuses.
 void attach_oom_observer(OomSink sink, std::size_t device_count);

@@ -61,7 +61,9 @@ void BM_ScrapeLoopback_8x64(benchmark::State& state) {
     for (int i = 0; i < 200; ++i) {
       const auto start = std::chrono::steady_clock::now();
       const std::string answer = test::http_get(server.port(), "/metrics");
-      latencies_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+      latencies_us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count());
       benchmark::DoNotOptimize(answer.data());
     }
   }
@@ -97,7 +99,8 @@ void BM_ExporterCpuAt1Hz_8x64(benchmark::State& state) {
       cache.refresh();
       benchmark::DoNotOptimize(test::http_get(server.port(), "/metrics").size());
     }
-    cpu_per_round_s = (cpu_seconds() - before) / 100;  // includes the client's share: an upper bound
+    cpu_per_round_s =
+        (cpu_seconds() - before) / 100;  // includes the client's share: an upper bound
   }
   server.stop();
   serving.join();

@@ -45,7 +45,8 @@ double env_number(const char* name, double fallback) {
 /// file (0600, from mkstemps); returns its path.
 std::string write_script(int gpus) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string path = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/vramscope_bench_XXXXXX.json";
+  std::string path =
+      std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/vramscope_bench_XXXXXX.json";
   const int fd = mkstemps(path.data(), 5);
   if (fd < 0) return {};
   close(fd);
@@ -57,7 +58,8 @@ std::string write_script(int gpus) {
         << R"(}, "memory": {"total": 150754820096, "reserved": 553648128, "used": 80000000000},
               "bar1": {"total": 274877906944, "used": 5242880}, "mig_mode": 0, "processes": [)";
     for (int p = 0; p < 8; ++p) {
-      out << (p > 0 ? "," : "") << R"({"pid": )" << 5100000 + g * 8 + p << R"(, "used": 1073741824})";
+      out << (p > 0 ? "," : "") << R"({"pid": )" << 5100000 + g * 8 + p
+          << R"(, "used": 1073741824})";
     }
     out << "]}";
   }
@@ -92,9 +94,9 @@ void BM_SampleDevices(benchmark::State& state) {
   const auto devices = static_cast<int64_t>(opened.backend->device_count());
   state.SetItemsProcessed(state.iterations() * devices);
   state.counters["devices"] = static_cast<double>(devices);
-  state.counters["ns_per_device"] =
-      benchmark::Counter(static_cast<double>(devices), benchmark::Counter::kIsIterationInvariantRate |
-                                                           benchmark::Counter::kInvert);
+  state.counters["ns_per_device"] = benchmark::Counter(
+      static_cast<double>(devices),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 double cpu_seconds() {
@@ -132,7 +134,8 @@ void BM_Sustained(benchmark::State& state) {
       }
       timespec now{};
       clock_gettime(CLOCK_MONOTONIC, &now);
-      const int64_t late_ns = (now.tv_sec - deadline.tv_sec) * 1'000'000'000 + (now.tv_nsec - deadline.tv_nsec);
+      const int64_t late_ns =
+          (now.tv_sec - deadline.tv_sec) * 1'000'000'000 + (now.tv_nsec - deadline.tv_nsec);
       if (late_ns > 0) {
         // Overran the period: count it and restart the schedule from now (no burst to catch up).
         ++missed;
@@ -144,7 +147,8 @@ void BM_Sustained(benchmark::State& state) {
     }
     timespec end{};
     clock_gettime(CLOCK_MONOTONIC, &end);
-    const double wall = static_cast<double>(end.tv_sec - start.tv_sec) + static_cast<double>(end.tv_nsec - start.tv_nsec) * 1e-9;
+    const double wall = static_cast<double>(end.tv_sec - start.tv_sec) +
+                        static_cast<double>(end.tv_nsec - start.tv_nsec) * 1e-9;
     state.counters["cpu_percent_of_one_core"] = 100.0 * (cpu_seconds() - cpu_start) / wall;
     state.counters["achieved_hz"] = static_cast<double>(samples_wanted) / wall;
     state.counters["missed_deadlines"] = static_cast<double>(missed);
@@ -166,7 +170,8 @@ void BM_RealCall(benchmark::State& state, bool processes) {
     return;
   }
   vramscope::nvml::Device device = nullptr;
-  if (api.device_get_handle_by_index(static_cast<unsigned>(state.range(0)), &device) != vramscope::nvml::Success) {
+  if (api.device_get_handle_by_index(static_cast<unsigned>(state.range(0)), &device) !=
+      vramscope::nvml::Success) {
     api.shutdown();
     state.SkipWithError("no such device");
     return;
@@ -191,7 +196,10 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (real_nvml()) {
     benchmark::RegisterBenchmark("BM_SampleDevices/real", BM_SampleDevices)->Arg(0);
-    benchmark::RegisterBenchmark("BM_Sustained/real", BM_Sustained)->Arg(0)->Iterations(1)->UseRealTime()
+    benchmark::RegisterBenchmark("BM_Sustained/real", BM_Sustained)
+        ->Arg(0)
+        ->Iterations(1)
+        ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     BackendOpenResult probe = vramscope::open_nvml_backend({});
     const unsigned count = probe.backend ? probe.backend->device_count() : 0;
@@ -201,8 +209,15 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark("BM_RealComputeProcesses", BM_RealCall, true)->Arg(d);
     }
   } else {
-    benchmark::RegisterBenchmark("BM_SampleDevices", BM_SampleDevices)->Arg(1)->Arg(2)->Arg(4)->Arg(8);
-    benchmark::RegisterBenchmark("BM_Sustained", BM_Sustained)->Arg(8)->Iterations(1)->UseRealTime()
+    benchmark::RegisterBenchmark("BM_SampleDevices", BM_SampleDevices)
+        ->Arg(1)
+        ->Arg(2)
+        ->Arg(4)
+        ->Arg(8);
+    benchmark::RegisterBenchmark("BM_Sustained", BM_Sustained)
+        ->Arg(8)
+        ->Iterations(1)
+        ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
   benchmark::RunSpecifiedBenchmarks();

@@ -47,8 +47,9 @@ int main(int argc, char** argv) {
     std::perror("execvp");
     _exit(127);
   }
-  timespec wait_for{static_cast<time_t>(duration_s),
-                    static_cast<long>((duration_s - static_cast<double>(static_cast<time_t>(duration_s))) * 1e9)};
+  timespec wait_for{
+      static_cast<time_t>(duration_s),
+      static_cast<long>((duration_s - static_cast<double>(static_cast<time_t>(duration_s))) * 1e9)};
   while (nanosleep(&wait_for, &wait_for) != 0 && errno == EINTR) {
   }
   kill(child, SIGTERM);

@@ -176,7 +176,7 @@ void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
   // What torch stores: a lambda holding the producers and the device count.
   const std::function<void(std::size_t, Action, uint64_t)> tracker =
       [producers = core.producers(), devices = std::size_t{1}](std::size_t device, Action action,
-                                                                uint64_t size) {
+                                                               uint64_t size) {
         if (device >= devices) return;
         producers[device].on_tracker_event(action, size, 0x7f0000000000,
                                            static_cast<uint8_t>(action),

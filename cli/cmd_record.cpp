@@ -203,21 +203,25 @@ Command add_record_command(CLI::App& app) {
       "the command, recording continues until it exits, and its exit status is returned.");
   record->add_option("-o,--output", options->output, "Recording file to create (mode 0600)")
       ->required();
-  record->add_option("-i,--interval", options->interval,
-                     "Time between samples: 10ms, 0.5s, 2 (seconds); at least 1ms")
+  record
+      ->add_option("-i,--interval", options->interval,
+                   "Time between samples: 10ms, 0.5s, 2 (seconds); at least 1ms")
       ->capture_default_str();
   // Empty means "no limit" inside: given empty on the command line, it would record forever.
-  record->add_option("-d,--duration", options->duration,
-                     "Stop recording after this long (30s, 5m); a command keeps running")
+  record
+      ->add_option("-d,--duration", options->duration,
+                   "Stop recording after this long (30s, 5m); a command keeps running")
       ->check(non_empty());
   record->add_flag("--force", options->force, "Overwrite FILE if it exists");
-  CLI::Option* max_size = record->add_option("--max-size", options->max_size,
-                     "When FILE reaches this size (1GiB, 500MB), close it, rotate it to FILE.1 "
-                     "(FILE.1 to FILE.2, ...) and record on into a new FILE; for jobs that run "
-                     "for weeks");
-  record->add_option("--rotate", options->rotate,
-                     "With --max-size: rotated files to keep (FILE.1 ... FILE.N); older ones are "
-                     "removed")
+  CLI::Option* max_size =
+      record->add_option("--max-size", options->max_size,
+                         "When FILE reaches this size (1GiB, 500MB), close it, rotate it to FILE.1 "
+                         "(FILE.1 to FILE.2, ...) and record on into a new FILE; for jobs that run "
+                         "for weeks");
+  record
+      ->add_option("--rotate", options->rotate,
+                   "With --max-size: rotated files to keep (FILE.1 ... FILE.N); older ones are "
+                   "removed")
       ->capture_default_str()
       ->check(CLI::Range(0U, 1000U))
       ->needs(max_size);

@@ -49,9 +49,10 @@ std::string self_exe_path() {
 
 int run_python(const RunOptions& options, const std::vector<std::string>& program) {
   if (program.empty()) {
-    throw Error("run: missing the program: vramscope run [options] script.py [args] or "
-                "vramscope run [options] -m module [args]",
-                ExitUsage);
+    throw Error(
+        "run: missing the program: vramscope run [options] script.py [args] or "
+        "vramscope run [options] -m module [args]",
+        ExitUsage);
   }
   const int64_t interval_ns = parse_interval_ns("--interval", options.interval);
   const std::string python =

@@ -50,9 +50,8 @@ int run_snapshot(const SnapshotOptions& options) {
 
   // The report stands even when a GPU is lost; only "nothing could be read" is a failure.
   const bool all_lost =
-      !sample.devices.empty() &&
-      std::all_of(sample.devices.begin(), sample.devices.end(),
-                  [](const DeviceSample& d) { return d.lost; });
+      !sample.devices.empty() && std::all_of(sample.devices.begin(), sample.devices.end(),
+                                             [](const DeviceSample& d) { return d.lost; });
   return all_lost ? ExitError : ExitOk;
 }
 
@@ -63,8 +62,8 @@ Command add_snapshot_command(CLI::App& app) {
   auto* json = app.add_flag("--json", options->json,
                             "Print one JSON document (schema_version 1, see docs/json-schema.md): "
                             "byte counts as integers in keys ending _bytes, unsupported = null");
-  auto* csv = app.add_flag("--csv", options->csv,
-                           "Print CSV (RFC 4180): a header and one row per GPU");
+  auto* csv =
+      app.add_flag("--csv", options->csv, "Print CSV (RFC 4180): a header and one row per GPU");
   json->excludes(csv);
   app.add_flag("--processes", options->processes,
                "With --csv: one row per process instead of per GPU")

@@ -74,25 +74,44 @@ bool handle_view_key(const Key& key, view::ViewModel& model, int page_rows) {
       if (!model.help_visible) return false;
       model.help_visible = false;
       return true;
-    case KeyCode::Up: model.move_selection(-1); return true;
-    case KeyCode::Down: model.move_selection(1); return true;
-    case KeyCode::PageUp: model.move_selection(-page_rows); return true;
-    case KeyCode::PageDown: model.move_selection(page_rows); return true;
-    case KeyCode::Home: model.select_first(); return true;
-    case KeyCode::End: model.select_last(); return true;
-    default: break;
+    case KeyCode::Up:
+      model.move_selection(-1);
+      return true;
+    case KeyCode::Down:
+      model.move_selection(1);
+      return true;
+    case KeyCode::PageUp:
+      model.move_selection(-page_rows);
+      return true;
+    case KeyCode::PageDown:
+      model.move_selection(page_rows);
+      return true;
+    case KeyCode::Home:
+      model.select_first();
+      return true;
+    case KeyCode::End:
+      model.select_last();
+      return true;
+    default:
+      break;
   }
   if (key.code != KeyCode::Char) return true;
   switch (key.ch) {
     case U'q':
-    case U'Q': return false;
+    case U'Q':
+      return false;
     case U'?':
-    case U'h': model.help_visible = !model.help_visible; break;
-    case U's': model.cycle_sort_key(); break;
+    case U'h':
+      model.help_visible = !model.help_visible;
+      break;
+    case U's':
+      model.cycle_sort_key();
+      break;
     case U'/':
       model.filter_editing = true;
       break;
-    default: break;
+    default:
+      break;
   }
   return true;
 }
@@ -117,17 +136,16 @@ int run_interactive(TopSource& source, view::ViewModel& model, bool unicode) {
     int64_t wake = now + 1'000'000'000;
     if (const auto due = source.next_due_ns()) wake = std::min(wake, *due);
     if (dirty) wake = std::min(wake, last_draw_ns + redraw_period_ns);
-    const auto timeout_ms = static_cast<int>(std::clamp<int64_t>((wake - now + 999'999) / 1'000'000,
-                                                                 0, 1000));
+    const auto timeout_ms =
+        static_cast<int>(std::clamp<int64_t>((wake - now + 999'999) / 1'000'000, 0, 1000));
     const Key key = screen.read_key(timeout_ms);
     if (key.code == KeyCode::None) continue;
     now = monotonic_ns();
     const int page_rows = std::max(1, screen.height() / 2);
     bool handled = false;
     if (key.code == KeyCode::Char || key.code == KeyCode::Left || key.code == KeyCode::Right) {
-      handled = !model.filter_editing &&
-                source.on_key(key.ch, key.code == KeyCode::Left, key.code == KeyCode::Right,
-                              model, now);
+      handled = !model.filter_editing && source.on_key(key.ch, key.code == KeyCode::Left,
+                                                       key.code == KeyCode::Right, model, now);
     }
     if (!handled && !handle_view_key(key, model, page_rows)) return ExitOk;
     dirty = true;
@@ -139,8 +157,8 @@ int run_interactive(TopSource& source, view::ViewModel& model, bool unicode) {
 int run_once(view::ViewModel& model, bool unicode) {
   const int width = env_int("COLUMNS", 100);
   // Tall enough for every GPU (two lines each) and every process row, unless $LINES says.
-  const int wanted = 3 + 2 * static_cast<int>(model.gpus().size()) +
-                     static_cast<int>(model.rows().size()) + 1;
+  const int wanted =
+      3 + 2 * static_cast<int>(model.gpus().size()) + static_cast<int>(model.rows().size()) + 1;
   const int height = env_int("LINES", std::clamp(wanted, view::min_height_cells, 1000));
   view::Canvas canvas(width, height, unicode);
   view::render(model, canvas);

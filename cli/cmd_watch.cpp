@@ -29,8 +29,8 @@ struct WatchOptions {
 std::string render(const WatchOptions& options, const SystemSample& sample) {
   if (options.format == "jsonl") return report::format_sample_json(sample, false) + "\n";
   if (options.format == "csv") {
-    return report::csv_rows(sample, options.processes ? report::CsvRows::Processes
-                                                      : report::CsvRows::Devices);
+    return report::csv_rows(
+        sample, options.processes ? report::CsvRows::Processes : report::CsvRows::Devices);
   }
   return report::format_watch_lines(
       sample, options.units == "human" ? report::UnitStyle::Human : report::UnitStyle::Mib);
@@ -73,15 +73,17 @@ Command add_watch_command(CLI::App& app) {
       "Print a sample of every GPU at a fixed interval until Ctrl-C (or --count). Each record is "
       "flushed at once, so it pipes into other tools; the cadence follows absolute deadlines and "
       "does not drift.");
-  watch->add_option("-i,--interval", options->interval,
-                    "Time between samples: 10ms, 0.5s, 2 (seconds), 1m; at least 1ms")
+  watch
+      ->add_option("-i,--interval", options->interval,
+                   "Time between samples: 10ms, 0.5s, 2 (seconds), 1m; at least 1ms")
       ->capture_default_str();
   watch->add_option("-n,--count", options->count, "Stop after N samples (0: until Ctrl-C)")
       ->check(count_number())
       ->capture_default_str();
-  watch->add_option("-f,--format", options->format,
-                    "table: one line per GPU per sample; csv: a header, then rows as `vramscope "
-                    "--csv`; jsonl: one `vramscope --json` document per line")
+  watch
+      ->add_option("-f,--format", options->format,
+                   "table: one line per GPU per sample; csv: a header, then rows as `vramscope "
+                   "--csv`; jsonl: one `vramscope --json` document per line")
       ->check(CLI::IsMember({"table", "csv", "jsonl"}))
       ->capture_default_str();
   watch->add_option("--units", options->units, "table units: mib (as nvidia-smi) or human")

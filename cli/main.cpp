@@ -70,12 +70,14 @@ int run(int argc, char** argv) {
   CLI::App app{
       "vramscope: what is using GPU memory, right now, and why.\n"
       "With no subcommand, prints every GPU and its processes (like nvidia-smi -q -d MEMORY).\n"
-      "Exit codes: 0 ok, 1 error, 2 usage error, 3 no NVIDIA driver or no GPU, 4 a requested check failed.",
+      "Exit codes: 0 ok, 1 error, 2 usage error, 3 no NVIDIA driver or no GPU, 4 a requested check "
+      "failed.",
       "vramscope"};
   app.set_version_flag("--version", std::string("vramscope ") + version);
   app.require_subcommand(0, 1);
-  app.footer("Environment: VRAMSCOPE_NVML_LIBRARY=/path/libnvidia-ml.so loads that NVML library; "
-             "NO_COLOR disables colour.\nRun `vramscope COMMAND --help` for a command's options.");
+  app.footer(
+      "Environment: VRAMSCOPE_NVML_LIBRARY=/path/libnvidia-ml.so loads that NVML library; "
+      "NO_COLOR disables colour.\nRun `vramscope COMMAND --help` for a command's options.");
 
   std::vector<cli::Command> commands;
   commands.push_back(cli::add_snapshot_command(app));

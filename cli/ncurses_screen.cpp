@@ -26,15 +26,24 @@ extern "C" void on_quit_signal(int /*signal*/) { g_quit_signal = 1; }
 
 short curses_color(view::Color color) {
   switch (color) {
-    case view::Color::Default: return -1;
-    case view::Color::Black: return COLOR_BLACK;
-    case view::Color::Red: return COLOR_RED;
-    case view::Color::Green: return COLOR_GREEN;
-    case view::Color::Yellow: return COLOR_YELLOW;
-    case view::Color::Blue: return COLOR_BLUE;
-    case view::Color::Magenta: return COLOR_MAGENTA;
-    case view::Color::Cyan: return COLOR_CYAN;
-    case view::Color::White: return COLOR_WHITE;
+    case view::Color::Default:
+      return -1;
+    case view::Color::Black:
+      return COLOR_BLACK;
+    case view::Color::Red:
+      return COLOR_RED;
+    case view::Color::Green:
+      return COLOR_GREEN;
+    case view::Color::Yellow:
+      return COLOR_YELLOW;
+    case view::Color::Blue:
+      return COLOR_BLUE;
+    case view::Color::Magenta:
+      return COLOR_MAGENTA;
+    case view::Color::Cyan:
+      return COLOR_CYAN;
+    case view::Color::White:
+      return COLOR_WHITE;
   }
   return -1;
 }
@@ -116,8 +125,8 @@ int NcursesScreen::height() const { return LINES; }
 
 bool NcursesScreen::locale_is_utf8() {
   const char* codeset = nl_langinfo(CODESET);
-  return codeset != nullptr && (std::strcmp(codeset, "UTF-8") == 0 ||
-                                std::strcmp(codeset, "utf8") == 0);
+  return codeset != nullptr &&
+         (std::strcmp(codeset, "UTF-8") == 0 || std::strcmp(codeset, "utf8") == 0);
 }
 
 void NcursesScreen::blit(const view::Canvas& frame) {
@@ -157,26 +166,41 @@ Key NcursesScreen::read_key(int timeout_ms) {
       case KEY_RESIZE:
         m_state->shown = view::Canvas(0, 0);  // force a full redraw at the new size
         return {KeyCode::Resize};
-      case KEY_UP: return {KeyCode::Up};
-      case KEY_DOWN: return {KeyCode::Down};
-      case KEY_LEFT: return {KeyCode::Left};
-      case KEY_RIGHT: return {KeyCode::Right};
-      case KEY_PPAGE: return {KeyCode::PageUp};
-      case KEY_NPAGE: return {KeyCode::PageDown};
-      case KEY_HOME: return {KeyCode::Home};
-      case KEY_END: return {KeyCode::End};
-      case KEY_ENTER: return {KeyCode::Enter};
-      case KEY_BACKSPACE: return {KeyCode::Backspace};
-      default: return {};
+      case KEY_UP:
+        return {KeyCode::Up};
+      case KEY_DOWN:
+        return {KeyCode::Down};
+      case KEY_LEFT:
+        return {KeyCode::Left};
+      case KEY_RIGHT:
+        return {KeyCode::Right};
+      case KEY_PPAGE:
+        return {KeyCode::PageUp};
+      case KEY_NPAGE:
+        return {KeyCode::PageDown};
+      case KEY_HOME:
+        return {KeyCode::Home};
+      case KEY_END:
+        return {KeyCode::End};
+      case KEY_ENTER:
+        return {KeyCode::Enter};
+      case KEY_BACKSPACE:
+        return {KeyCode::Backspace};
+      default:
+        return {};
     }
   }
   switch (ch) {
-    case 27: return {KeyCode::Escape};
+    case 27:
+      return {KeyCode::Escape};
     case '\r':
-    case '\n': return {KeyCode::Enter};
+    case '\n':
+      return {KeyCode::Enter};
     case 127:
-    case 8: return {KeyCode::Backspace};
-    default: break;
+    case 8:
+      return {KeyCode::Backspace};
+    default:
+      break;
   }
   if (ch < 0x20) return {};
   return {KeyCode::Char, static_cast<char32_t>(ch)};

@@ -67,8 +67,7 @@ class LiveSource final : public TopSource {
 class ReplaySource final : public TopSource {
  public:
   ReplaySource(const std::string& path, double speed, bool at_peak, view::ViewModel& model)
-      : m_path(path),
-        m_cursor([path] { return RecordingReader::open(path); }) {
+      : m_path(path), m_cursor([path] { return RecordingReader::open(path); }) {
     m_cursor.set_speed(speed, monotonic_ns());
     if (at_peak) {
       // The recording's peak, with the history leading up to it: one frame (a pipe, --once)

@@ -40,8 +40,8 @@ class DeviceBackend {
   /// Number of devices the backend enumerates (including lost ones).
   virtual unsigned device_count() const = 0;
   /// Replaces the content of `out` with one sample per device, reusing its buffers (callers
-  /// pass the previous sample back in; it is not cleared first). Per-device failures (a lost GPU, a field that is
-  /// not supported) are recorded in that DeviceSample and never abort the others.
+  /// pass the previous sample back in; it is not cleared first). Per-device failures (a lost GPU, a
+  /// field that is not supported) are recorded in that DeviceSample and never abort the others.
   virtual void sample_devices(std::vector<DeviceSample>& out) = 0;
 };
 

@@ -12,7 +12,7 @@ constexpr uint32_t max_op_id = 1U << 20U;
 
 int64_t signed_size(uint64_t size_bytes) {
   return size_bytes > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
-                                                        : static_cast<int64_t>(size_bytes);
+                                                       : static_cast<int64_t>(size_bytes);
 }
 
 }  // namespace
@@ -32,10 +32,13 @@ CategoryBytes category_bytes_at_peak(const std::array<CategoryTotals, category_c
 
 Category category_of_phase(Phase phase) {
   switch (phase) {
-    case Phase::Forward: return Category::Activations;
+    case Phase::Forward:
+      return Category::Activations;
     case Phase::Backward:
-    case Phase::Optimizer: return Category::Temporaries;
-    case Phase::Other: break;
+    case Phase::Optimizer:
+      return Category::Temporaries;
+    case Phase::Other:
+      break;
   }
   return Category::Other;
 }
@@ -147,10 +150,10 @@ bool Ledger::tag(uint64_t address, uint64_t size_bytes, Category category) {
   if (found == m_allocations.end()) {
     if (size_bytes == 0) return false;
     // Sequence 0: live before any peak this ledger knows, so live at all of them.
-    found = m_allocations
-                .emplace(address,
-                         Allocation{size_bytes, 0, no_frame, before_op_id, 0, Category::Other})
-                .first;
+    found =
+        m_allocations
+            .emplace(address, Allocation{size_bytes, 0, no_frame, before_op_id, 0, Category::Other})
+            .first;
   }
   Allocation& allocation = found->second;
   if (allocation.category == category) return true;

@@ -18,7 +18,8 @@ ModuleTotals& ModuleFrames::row(uint32_t module_id) {
   if (module_id >= m_rows.size()) {
     const std::size_t old = m_rows.size();
     m_rows.resize(std::max<std::size_t>(module_id + 1, old * 2));
-    for (std::size_t i = old; i < m_rows.size(); ++i) m_rows[i].module_id = static_cast<uint32_t>(i);
+    for (std::size_t i = old; i < m_rows.size(); ++i)
+      m_rows[i].module_id = static_cast<uint32_t>(i);
   }
   return m_rows[module_id];
 }

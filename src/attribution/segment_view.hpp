@@ -17,9 +17,12 @@ enum class BlockState : uint8_t { ActiveAllocated = 0, ActivePendingFree = 1, In
 /// "active_allocated", "active_pending_free" or "inactive".
 inline std::string_view block_state_name(BlockState state) {
   switch (state) {
-    case BlockState::ActiveAllocated: return "active_allocated";
-    case BlockState::ActivePendingFree: return "active_pending_free";
-    case BlockState::Inactive: return "inactive";
+    case BlockState::ActiveAllocated:
+      return "active_allocated";
+    case BlockState::ActivePendingFree:
+      return "active_pending_free";
+    case BlockState::Inactive:
+      return "inactive";
   }
   return "inactive";
 }

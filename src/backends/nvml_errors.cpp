@@ -9,33 +9,60 @@ namespace vramscope::nvml {
 
 std::string return_name(Return code) {
   switch (code) {
-    case Success: return "SUCCESS";
-    case ErrorUninitialized: return "UNINITIALIZED";
-    case ErrorInvalidArgument: return "INVALID_ARGUMENT";
-    case ErrorNotSupported: return "NOT_SUPPORTED";
-    case ErrorNoPermission: return "NO_PERMISSION";
-    case ErrorNotFound: return "NOT_FOUND";
-    case ErrorInsufficientSize: return "INSUFFICIENT_SIZE";
-    case ErrorInsufficientPower: return "INSUFFICIENT_POWER";
-    case ErrorDriverNotLoaded: return "DRIVER_NOT_LOADED";
-    case ErrorTimeout: return "TIMEOUT";
-    case ErrorIrqIssue: return "IRQ_ISSUE";
-    case ErrorLibraryNotFound: return "LIBRARY_NOT_FOUND";
-    case ErrorFunctionNotFound: return "FUNCTION_NOT_FOUND";
-    case ErrorCorruptedInforom: return "CORRUPTED_INFOROM";
-    case ErrorGpuIsLost: return "GPU_IS_LOST";
-    case ErrorResetRequired: return "RESET_REQUIRED";
-    case ErrorOperatingSystem: return "OPERATING_SYSTEM";
-    case ErrorLibRmVersionMismatch: return "LIB_RM_VERSION_MISMATCH";
-    case ErrorInUse: return "IN_USE";
-    case ErrorMemory: return "MEMORY";
-    case ErrorNoData: return "NO_DATA";
-    case ErrorArgumentVersionMismatch: return "ARGUMENT_VERSION_MISMATCH";
-    case ErrorDeprecated: return "DEPRECATED";
-    case ErrorNotReady: return "NOT_READY";
-    case ErrorGpuNotFound: return "GPU_NOT_FOUND";
-    case ErrorUnknown: return "UNKNOWN";
-    default: return "ERROR_" + std::to_string(code);
+    case Success:
+      return "SUCCESS";
+    case ErrorUninitialized:
+      return "UNINITIALIZED";
+    case ErrorInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case ErrorNotSupported:
+      return "NOT_SUPPORTED";
+    case ErrorNoPermission:
+      return "NO_PERMISSION";
+    case ErrorNotFound:
+      return "NOT_FOUND";
+    case ErrorInsufficientSize:
+      return "INSUFFICIENT_SIZE";
+    case ErrorInsufficientPower:
+      return "INSUFFICIENT_POWER";
+    case ErrorDriverNotLoaded:
+      return "DRIVER_NOT_LOADED";
+    case ErrorTimeout:
+      return "TIMEOUT";
+    case ErrorIrqIssue:
+      return "IRQ_ISSUE";
+    case ErrorLibraryNotFound:
+      return "LIBRARY_NOT_FOUND";
+    case ErrorFunctionNotFound:
+      return "FUNCTION_NOT_FOUND";
+    case ErrorCorruptedInforom:
+      return "CORRUPTED_INFOROM";
+    case ErrorGpuIsLost:
+      return "GPU_IS_LOST";
+    case ErrorResetRequired:
+      return "RESET_REQUIRED";
+    case ErrorOperatingSystem:
+      return "OPERATING_SYSTEM";
+    case ErrorLibRmVersionMismatch:
+      return "LIB_RM_VERSION_MISMATCH";
+    case ErrorInUse:
+      return "IN_USE";
+    case ErrorMemory:
+      return "MEMORY";
+    case ErrorNoData:
+      return "NO_DATA";
+    case ErrorArgumentVersionMismatch:
+      return "ARGUMENT_VERSION_MISMATCH";
+    case ErrorDeprecated:
+      return "DEPRECATED";
+    case ErrorNotReady:
+      return "NOT_READY";
+    case ErrorGpuNotFound:
+      return "GPU_NOT_FOUND";
+    case ErrorUnknown:
+      return "UNKNOWN";
+    default:
+      return "ERROR_" + std::to_string(code);
   }
 }
 
@@ -63,12 +90,14 @@ std::string init_failure_message(const Api& api, Return code) {
     case ErrorDriverNotLoaded:
       return "NVIDIA driver not loaded" + nvml;
     case ErrorLibRmVersionMismatch:
-      return "NVIDIA driver and NVML library versions differ: reboot after a driver upgrade?" + nvml;
+      return "NVIDIA driver and NVML library versions differ: reboot after a driver upgrade?" +
+             nvml;
     case ErrorNoPermission:
       return "no permission to use the NVIDIA driver (check /dev/nvidia* access)" + nvml;
     case ErrorOperatingSystem:
       return "the operating system blocked access to the NVIDIA driver (cgroups or container "
-             "device rules?)" + nvml;
+             "device rules?)" +
+             nvml;
     case ErrorLibraryNotFound:
       return "NVML could not find the NVIDIA driver's libraries" + nvml;
     default:

@@ -45,7 +45,8 @@ SymbolVersion version_from_position(int position) {
 const char* resolve_api(void* handle, Api& api) {
   if (resolve_first(handle, api.init, {"nvmlInit_v2", "nvmlInit"}) < 0) return "nvmlInit_v2";
   if (resolve_first(handle, api.shutdown, {"nvmlShutdown"}) < 0) return "nvmlShutdown";
-  if (resolve_first(handle, api.device_get_count, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}) < 0) {
+  if (resolve_first(handle, api.device_get_count, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}) <
+      0) {
     return "nvmlDeviceGetCount_v2";
   }
   if (resolve_first(handle, api.device_get_handle_by_index,
@@ -76,12 +77,14 @@ const char* resolve_api(void* handle, Api& api) {
   for (const auto& [call, base] : lists) {
     const std::string v3 = std::string(base) + "_v3";
     const std::string v2 = std::string(base) + "_v2";
-    call->version = version_from_position(resolve_first(handle, call->fn, {v3.c_str(), v2.c_str(), base}));
+    call->version =
+        version_from_position(resolve_first(handle, call->fn, {v3.c_str(), v2.c_str(), base}));
   }
 
   resolve_first(handle, api.device_get_mig_mode, {"nvmlDeviceGetMigMode"});
   resolve_first(handle, api.device_get_max_mig_device_count, {"nvmlDeviceGetMaxMigDeviceCount"});
-  resolve_first(handle, api.device_get_mig_device_handle_by_index, {"nvmlDeviceGetMigDeviceHandleByIndex"});
+  resolve_first(handle, api.device_get_mig_device_handle_by_index,
+                {"nvmlDeviceGetMigDeviceHandleByIndex"});
   resolve_first(handle, api.device_get_gpu_instance_id, {"nvmlDeviceGetGpuInstanceId"});
   resolve_first(handle, api.device_get_compute_instance_id, {"nvmlDeviceGetComputeInstanceId"});
   return nullptr;
@@ -135,7 +138,8 @@ LoadResult load_library(const std::string& explicit_path) {
     void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
       const char* text = dlerror();
-      if (first_error.empty()) first_error = text != nullptr ? text : candidate + ": cannot be loaded";
+      if (first_error.empty())
+        first_error = text != nullptr ? text : candidate + ": cannot be loaded";
       continue;
     }
     std::string path = loaded_path(handle, candidate);

@@ -46,9 +46,7 @@ ProcessMemoryProbe::ProcessMemoryProbe(std::unique_ptr<Library> library,
                                        std::vector<std::string> uuids)
     : m_library(std::move(library)), m_uuids(std::move(uuids)) {}
 
-ProcessMemoryProbe::~ProcessMemoryProbe() {
-  m_library->api().shutdown();
-}
+ProcessMemoryProbe::~ProcessMemoryProbe() { m_library->api().shutdown(); }
 
 std::optional<uint64_t> ProcessMemoryProbe::used_bytes(const std::string& uuid, uint32_t pid) {
   if (uuid.empty()) return std::nullopt;

@@ -23,7 +23,8 @@ Return ProcessListReader::read(const ProcessListCall& call, Device device) {
     const std::size_t capacity = v1 ? m_infos_v1.size() : m_infos.size();
     auto count = static_cast<unsigned>(capacity);
     void* buffer = nullptr;
-    if (capacity > 0) buffer = v1 ? static_cast<void*>(m_infos_v1.data()) : static_cast<void*>(m_infos.data());
+    if (capacity > 0)
+      buffer = v1 ? static_cast<void*>(m_infos_v1.data()) : static_cast<void*>(m_infos.data());
     const Return ret = call.fn(device, &count, buffer);
     if (ret == Success) {
       m_count = std::min<std::size_t>(count, capacity);
@@ -31,7 +32,8 @@ Return ProcessListReader::read(const ProcessListCall& call, Device device) {
         // Convert into the v2 layout so callers see one shape.
         if (m_infos.size() < m_count) m_infos.resize(m_count);
         for (std::size_t i = 0; i < m_count; ++i) {
-          m_infos[i] = {m_infos_v1[i].pid, m_infos_v1[i].usedGpuMemory, no_instance_id, no_instance_id};
+          m_infos[i] = {m_infos_v1[i].pid, m_infos_v1[i].usedGpuMemory, no_instance_id,
+                        no_instance_id};
         }
       }
       return Success;
@@ -47,11 +49,12 @@ Return ProcessListReader::read(const ProcessListCall& call, Device device) {
   return ErrorInsufficientSize;
 }
 
-void merge_processes(std::vector<MergedProcess>& merged, std::span<const ProcessInfo> entries, uint8_t kind,
-                     uint32_t default_gi, uint32_t default_ci) {
+void merge_processes(std::vector<MergedProcess>& merged, std::span<const ProcessInfo> entries,
+                     uint8_t kind, uint32_t default_gi, uint32_t default_ci) {
   for (const ProcessInfo& info : entries) {
     const uint32_t gi = info.gpuInstanceId == no_instance_id ? default_gi : info.gpuInstanceId;
-    const uint32_t ci = info.computeInstanceId == no_instance_id ? default_ci : info.computeInstanceId;
+    const uint32_t ci =
+        info.computeInstanceId == no_instance_id ? default_ci : info.computeInstanceId;
     // Lists hold a few dozen entries at most: a linear search beats any map here.
     auto it = std::find_if(merged.begin(), merged.end(), [&](const MergedProcess& p) {
       return p.pid == info.pid && p.gpu_instance_id == gi && p.compute_instance_id == ci;

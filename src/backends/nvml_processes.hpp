@@ -44,8 +44,9 @@ struct MergedProcess {
 /// Adds `entries` (of one list, of kind `kind`) to `merged`: a process already there (same
 /// pid and MIG instance) gains the kind bit. `default_gi`/`default_ci` replace
 /// no_instance_id (a MIG device handle's lists do not always carry the instance ids).
-void merge_processes(std::vector<MergedProcess>& merged, std::span<const ProcessInfo> entries, uint8_t kind,
-                     uint32_t default_gi = no_instance_id, uint32_t default_ci = no_instance_id);
+void merge_processes(std::vector<MergedProcess>& merged, std::span<const ProcessInfo> entries,
+                     uint8_t kind, uint32_t default_gi = no_instance_id,
+                     uint32_t default_ci = no_instance_id);
 
 /// Sorts by pid, then MIG instance, so that output is stable across samples.
 void sort_processes(std::vector<MergedProcess>& merged);

@@ -36,7 +36,8 @@ ssize_t read_small_file(const char* path, char* buffer, std::size_t capacity) {
 }
 
 /// "<root>/<pid>/<name>" into a fixed buffer (no allocation on the hot path).
-void proc_path(std::array<char, 256>& out, const std::string& root, uint32_t pid, const char* name) {
+void proc_path(std::array<char, 256>& out, const std::string& root, uint32_t pid,
+               const char* name) {
   std::snprintf(out.data(), out.size(), "%s/%u/%s", root.c_str(), pid, name);
 }
 
@@ -45,7 +46,8 @@ void proc_path(std::array<char, 256>& out, const std::string& root, uint32_t pid
 bool parse_stat(std::string_view stat, uint64_t& start_ticks, std::string* comm) {
   const std::size_t open = stat.find('(');
   const std::size_t close = stat.rfind(')');
-  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return false;
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open)
+    return false;
   if (comm != nullptr) comm->assign(stat.substr(open + 1, close - open - 1));
   std::size_t pos = close + 1;
   // Field 3 (state) follows ") "; field 22 is the 20th field after the ')'.
@@ -85,7 +87,8 @@ std::optional<uint64_t> read_start_ticks(uint32_t pid, const std::string& proc_r
   proc_path(path, proc_root, pid, "stat");
   const ssize_t n = read_small_file(path.data(), buffer.data(), buffer.size());
   uint64_t ticks = 0;
-  if (n <= 0 || !parse_stat({buffer.data(), static_cast<std::size_t>(n)}, ticks, nullptr)) return std::nullopt;
+  if (n <= 0 || !parse_stat({buffer.data(), static_cast<std::size_t>(n)}, ticks, nullptr))
+    return std::nullopt;
   return ticks;
 }
 
@@ -97,7 +100,8 @@ ProcIdentity read_proc_identity(uint32_t pid, const std::string& proc_root) {
   proc_path(path, proc_root, pid, "stat");
   ssize_t n = read_small_file(path.data(), buffer.data(), buffer.size());
   std::string comm;
-  if (n <= 0 || !parse_stat({buffer.data(), static_cast<std::size_t>(n)}, identity.start_ticks, &comm)) {
+  if (n <= 0 ||
+      !parse_stat({buffer.data(), static_cast<std::size_t>(n)}, identity.start_ticks, &comm)) {
     return identity;  // not visible from this pid namespace (or already gone)
   }
   identity.visible = true;
@@ -176,7 +180,8 @@ void ProcCache::resolve(ProcessSample& process) {
 }
 
 void ProcCache::end_sample() {
-  std::erase_if(m_entries, [this](const auto& item) { return item.second.seen_sample != m_sample; });
+  std::erase_if(m_entries,
+                [this](const auto& item) { return item.second.seen_sample != m_sample; });
 }
 
 }  // namespace vramscope

@@ -42,9 +42,9 @@ uint32_t update(uint32_t state, const unsigned char* bytes, std::size_t size) {
     // The tables assume little-endian loads (x86-64 and aarch64 Linux).
     low ^= state;
     state = tables[7][low & 0xFFU] ^ tables[6][(low >> 8U) & 0xFFU] ^
-            tables[5][(low >> 16U) & 0xFFU] ^ tables[4][low >> 24U] ^
-            tables[3][high & 0xFFU] ^ tables[2][(high >> 8U) & 0xFFU] ^
-            tables[1][(high >> 16U) & 0xFFU] ^ tables[0][high >> 24U];
+            tables[5][(low >> 16U) & 0xFFU] ^ tables[4][low >> 24U] ^ tables[3][high & 0xFFU] ^
+            tables[2][(high >> 8U) & 0xFFU] ^ tables[1][(high >> 16U) & 0xFFU] ^
+            tables[0][high >> 24U];
     bytes += 8;
     size -= 8;
   }

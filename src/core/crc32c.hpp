@@ -21,9 +21,7 @@ uint32_t crc32c_extend(uint32_t crc, const void* data, std::size_t size);
 
 /// TFRecord/LevelDB mask: rotate right by 15, add 0xA282EAD8. Stored CRCs are masked because
 /// the CRC of data that itself embeds CRCs is weak.
-constexpr uint32_t crc32c_mask(uint32_t crc) {
-  return ((crc >> 15U) | (crc << 17U)) + 0xA282EAD8U;
-}
+constexpr uint32_t crc32c_mask(uint32_t crc) { return ((crc >> 15U) | (crc << 17U)) + 0xA282EAD8U; }
 
 /// Inverse of crc32c_mask().
 constexpr uint32_t crc32c_unmask(uint32_t masked) {

@@ -112,17 +112,17 @@ constexpr std::array<UnitMultiplier, 17> size_units{{
     {"k", kib},
     {"kib", kib},
     {"kb", 1000},
-    {"m", kib * kib},
-    {"mib", kib * kib},
+    {"m", kib* kib},
+    {"mib", kib* kib},
     {"mb", 1000 * 1000},
-    {"g", kib * kib * kib},
-    {"gib", kib * kib * kib},
+    {"g", kib* kib* kib},
+    {"gib", kib* kib* kib},
     {"gb", 1000 * 1000 * 1000},
-    {"t", kib * kib * kib * kib},
-    {"tib", kib * kib * kib * kib},
+    {"t", kib* kib* kib* kib},
+    {"tib", kib* kib* kib* kib},
     {"tb", 1000ULL * 1000 * 1000 * 1000},
-    {"p", kib * kib * kib * kib * kib},
-    {"pib", kib * kib * kib * kib * kib},
+    {"p", kib* kib* kib* kib* kib},
+    {"pib", kib* kib* kib* kib* kib},
     {"pb", 1000ULL * 1000 * 1000 * 1000 * 1000},
 }};
 
@@ -194,8 +194,8 @@ std::string format_bytes(uint64_t bytes) { return format_magnitude(bytes); }
 std::string format_bytes_delta(int64_t delta_bytes) {
   if (delta_bytes == 0) return "0 B";
   // Negate in unsigned arithmetic so that INT64_MIN has a magnitude too.
-  const uint64_t magnitude = delta_bytes < 0 ? 0 - static_cast<uint64_t>(delta_bytes)
-                                             : static_cast<uint64_t>(delta_bytes);
+  const uint64_t magnitude =
+      delta_bytes < 0 ? 0 - static_cast<uint64_t>(delta_bytes) : static_cast<uint64_t>(delta_bytes);
   // Appending (rather than "-" + string) also sidesteps a GCC 12 -Wrestrict false positive.
   std::string out(1, delta_bytes < 0 ? '-' : '+');
   out += format_magnitude(magnitude);
@@ -217,13 +217,16 @@ std::string format_duration_ns(int64_t duration_ns) {
   if (ns < ns_per_us) {
     std::snprintf(buffer, sizeof buffer, "%llu ns", static_cast<unsigned long long>(ns));
   } else if (ns < ns_per_ms) {
-    std::snprintf(buffer, sizeof buffer, "%llu us", static_cast<unsigned long long>(ns / ns_per_us));
+    std::snprintf(buffer, sizeof buffer, "%llu us",
+                  static_cast<unsigned long long>(ns / ns_per_us));
   } else if (ns < ns_per_s) {
-    std::snprintf(buffer, sizeof buffer, "%llu ms", static_cast<unsigned long long>(ns / ns_per_ms));
+    std::snprintf(buffer, sizeof buffer, "%llu ms",
+                  static_cast<unsigned long long>(ns / ns_per_ms));
   } else if (ns < 60 * ns_per_s - ns_per_s / 20) {
     // Tenths of a second, rounded; 59.95 s and above would print "60.0 s" and becomes "1m00s".
     const uint64_t tenths = (ns + ns_per_s / 20) / (ns_per_s / 10);
-    std::snprintf(buffer, sizeof buffer, "%llu.%llu s", static_cast<unsigned long long>(tenths / 10),
+    std::snprintf(buffer, sizeof buffer, "%llu.%llu s",
+                  static_cast<unsigned long long>(tenths / 10),
                   static_cast<unsigned long long>(tenths % 10));
   } else if (ns < 3600 * ns_per_s) {
     // Below 60 s only the rounding band above lands here; it reads as a full minute.

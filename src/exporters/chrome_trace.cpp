@@ -17,7 +17,8 @@ using nlohmann::json;
 
 double to_trace_us(int64_t timestamp_ns) { return static_cast<double>(timestamp_ns) / 1000.0; }
 
-std::string describe_process(uint32_t pid, int32_t rank, int32_t world_size, const std::string& command) {
+std::string describe_process(uint32_t pid, int32_t rank, int32_t world_size,
+                             const std::string& command) {
   std::string name = "pid " + std::to_string(pid);
   if (rank >= 0) {
     name += " rank " + std::to_string(rank);
@@ -56,7 +57,8 @@ void ChromeTraceWriter::emit(const std::string& event_json, bool bounded) {
   ++m_events_written;
 }
 
-void ChromeTraceWriter::counter(int64_t pid, const std::string& name, uint64_t value, int64_t timestamp_ns) {
+void ChromeTraceWriter::counter(int64_t pid, const std::string& name, uint64_t value,
+                                int64_t timestamp_ns) {
   const Track track{pid, name};
   const auto found = m_last_value.find(track);
   if (found != m_last_value.end() && found->second.first == value) return;
@@ -65,8 +67,8 @@ void ChromeTraceWriter::counter(int64_t pid, const std::string& name, uint64_t v
     return;  // Do not record the value: the final repeat must not invent a change we dropped.
   }
   m_last_value[track] = {value, timestamp_ns};
-  const json event = {{"name", name}, {"ph", "C"}, {"ts", to_trace_us(timestamp_ns)}, {"pid", pid}, {"tid", 0},
-                      {"args", {{"bytes", value}}}};
+  const json event = {{"name", name}, {"ph", "C"}, {"ts", to_trace_us(timestamp_ns)},
+                      {"pid", pid},   {"tid", 0},  {"args", {{"bytes", value}}}};
   emit(json_text(event), true);
 }
 
@@ -76,7 +78,8 @@ void ChromeTraceWriter::note_process(int64_t pid, const std::string& name, int64
   info.sort_index = sort_index;
 }
 
-void ChromeTraceWriter::note_host_process(uint32_t pid, int32_t rank, int32_t world_size, const std::string& command) {
+void ChromeTraceWriter::note_host_process(uint32_t pid, int32_t rank, int32_t world_size,
+                                          const std::string& command) {
   ProcessInfo& info = m_processes[pid];
   if (rank >= 0) info.rank = rank;
   if (world_size >= 0) info.world_size = world_size;
@@ -86,7 +89,8 @@ void ChromeTraceWriter::note_host_process(uint32_t pid, int32_t rank, int32_t wo
   info.sort_index = info.rank >= 0 ? 100 + info.rank : 1000 + static_cast<int64_t>(pid);
 }
 
-std::string ChromeTraceWriter::gpu_label(const SystemSample& sample, const std::string& uuid, int32_t cuda_device) const {
+std::string ChromeTraceWriter::gpu_label(const SystemSample& sample, const std::string& uuid,
+                                         int32_t cuda_device) const {
   for (const DeviceSample& device : sample.devices) {
     if (!uuid.empty() && device.uuid == uuid) return "GPU" + std::to_string(device.index);
   }
@@ -103,7 +107,9 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
   for (const DeviceSample& device : sample.devices) {
     const int64_t pid = chrome_trace_gpu_pid_base + device.index;
     const std::string gpu = "GPU" + std::to_string(device.index);
-    note_process(pid, "GPU " + std::to_string(device.index) + " (" + device.name + ", " + device.uuid + ")", device.index);
+    note_process(
+        pid, "GPU " + std::to_string(device.index) + " (" + device.name + ", " + device.uuid + ")",
+        device.index);
     if (device.used_bytes) counter(pid, gpu + " used", *device.used_bytes, ts);
     if (device.reserved_bytes) counter(pid, gpu + " reserved (driver)", *device.reserved_bytes, ts);
     if (device.free_bytes) counter(pid, gpu + " free", *device.free_bytes, ts);
@@ -159,8 +165,8 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
       // One counter per category, set at the step's start: the value then spans the step whose
       // peak it describes.
       for (std::size_t c = 0; c < memory_category_count; ++c) {
-        counter(pid, gpu + " step peak " + std::string(memory_category_names[c]), (*step.category_bytes)[c],
-                start_ns);
+        counter(pid, gpu + " step peak " + std::string(memory_category_names[c]),
+                (*step.category_bytes)[c], start_ns);
       }
     }
   }
@@ -193,8 +199,8 @@ void ChromeTraceWriter::close() {
   for (const auto& [track, last] : m_last_value) {
     const auto [value, written_ns] = last;
     if (written_ns >= m_last_ns) continue;
-    const json event = {{"name", track.name}, {"ph", "C"}, {"ts", to_trace_us(m_last_ns)}, {"pid", track.pid},
-                        {"tid", 0}, {"args", {{"bytes", value}}}};
+    const json event = {{"name", track.name}, {"ph", "C"}, {"ts", to_trace_us(m_last_ns)},
+                        {"pid", track.pid},   {"tid", 0},  {"args", {{"bytes", value}}}};
     emit(json_text(event), false);
   }
   for (const auto& [pid, info] : m_processes) {

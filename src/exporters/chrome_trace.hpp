@@ -2,7 +2,8 @@
 //
 // Layout (notes §12), one trace "process" per track owner so both viewers group sensibly:
 //   pid 100000000+N  "GPU N (<model>, <uuid>)": counters "GPUN used", "GPUN reserved (driver)",
-//                    "GPUN free", each its own counter name so chrome://tracing does not stack them.
+//                    "GPUN free", each its own counter name so chrome://tracing does not stack
+//                    them.
 //   pid <host pid>   "pid P rank R (<command>)": counters "GPUN driver used", "GPUN torch
 //                    allocated", "GPUN torch reserved"; one complete event per training step
 //                    (args: peaks, rank, category bytes) on thread "GPUN steps"; for processes that
@@ -58,7 +59,9 @@ class ChromeTraceWriter : public Sink {
   struct Track {
     int64_t pid;
     std::string name;
-    bool operator<(const Track& other) const { return std::tie(pid, name) < std::tie(other.pid, other.name); }
+    bool operator<(const Track& other) const {
+      return std::tie(pid, name) < std::tie(other.pid, other.name);
+    }
   };
 
   void emit(const std::string& event_json, bool bounded);
@@ -66,8 +69,10 @@ class ChromeTraceWriter : public Sink {
   /// Remembers what is known about a trace pid; metadata is written at close(), when the driver's
   /// command line and the agent's rank (which arrive separately) are both known.
   void note_process(int64_t pid, const std::string& name, int64_t sort_index);
-  void note_host_process(uint32_t pid, int32_t rank, int32_t world_size, const std::string& command);
-  std::string gpu_label(const SystemSample& sample, const std::string& uuid, int32_t cuda_device) const;
+  void note_host_process(uint32_t pid, int32_t rank, int32_t world_size,
+                         const std::string& command);
+  std::string gpu_label(const SystemSample& sample, const std::string& uuid,
+                        int32_t cuda_device) const;
 
   ChromeTraceOptions m_options;
   std::unique_ptr<BufferedFile> m_file;

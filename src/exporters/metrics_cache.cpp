@@ -60,11 +60,13 @@ void MetricsCache::keep_latest_steps(SystemSample& sample) {
     if (!step.category_bytes) continue;
     const auto key = std::make_pair(step.pid, step.cuda_device);
     const auto found = m_latest_steps.find(key);
-    if (found == m_latest_steps.end() || step.step >= found->second.step) m_latest_steps[key] = std::move(step);
+    if (found == m_latest_steps.end() || step.step >= found->second.step)
+      m_latest_steps[key] = std::move(step);
   }
   // A process whose agent is gone takes its breakdown with it.
   std::set<std::pair<uint32_t, int32_t>> live;
-  for (const AllocatorSample& allocator : sample.allocators) live.emplace(allocator.pid, allocator.cuda_device);
+  for (const AllocatorSample& allocator : sample.allocators)
+    live.emplace(allocator.pid, allocator.cuda_device);
   for (auto it = m_latest_steps.begin(); it != m_latest_steps.end();) {
     it = live.count(it->first) != 0 ? std::next(it) : m_latest_steps.erase(it);
   }

@@ -58,7 +58,9 @@ class Labels {
     m_text += '"';
     return *this;
   }
-  Labels& add(std::string_view name, uint64_t value) { return add(name, std::string_view(fmt::format_int(value).c_str())); }
+  Labels& add(std::string_view name, uint64_t value) {
+    return add(name, std::string_view(fmt::format_int(value).c_str()));
+  }
   /// The rendered set, "" when no label was added.
   std::string text() const { return m_text.empty() ? std::string() : m_text + "}"; }
 
@@ -79,7 +81,9 @@ class Exposition {
     m_header_written = false;
   }
 
-  void sample(const std::string& labels, uint64_t value) { line(labels, fmt::format_int(value).c_str()); }
+  void sample(const std::string& labels, uint64_t value) {
+    line(labels, fmt::format_int(value).c_str());
+  }
   void sample(const std::string& labels, double value) { line(labels, fmt::format("{}", value)); }
   void sample(const std::string& labels, const std::optional<uint64_t>& value) {
     if (value) sample(labels, *value);
@@ -126,17 +130,23 @@ std::string extend(const std::string& base, const Labels& extra) {
   return base.substr(0, base.size() - 1) + "," + more.substr(1);
 }
 
-void render_devices(Exposition& out, const SystemSample& sample, const std::vector<std::string>& labels) {
+void render_devices(Exposition& out, const SystemSample& sample,
+                    const std::vector<std::string>& labels) {
   const auto& devices = sample.devices;
-  out.family("vramscope_gpu_info", "gauge", "GPU identity: always 1, the labels carry driver version, memory API and MIG mode.");
+  out.family("vramscope_gpu_info", "gauge",
+             "GPU identity: always 1, the labels carry driver version, memory API and MIG mode.");
   for (std::size_t i = 0; i < devices.size(); ++i) {
     Labels extra;
-    extra.add("driver_version", sample.driver_version).add("memory_info_version", devices[i].memory_v2 ? "v2" : "v1");
-    if (devices[i].mig_enabled) extra.add("mig_mode", *devices[i].mig_enabled ? "enabled" : "disabled");
+    extra.add("driver_version", sample.driver_version)
+        .add("memory_info_version", devices[i].memory_v2 ? "v2" : "v1");
+    if (devices[i].mig_enabled)
+      extra.add("mig_mode", *devices[i].mig_enabled ? "enabled" : "disabled");
     out.sample(extend(labels[i], extra), uint64_t{1});
   }
-  out.family("vramscope_gpu_lost", "gauge", "1 when the GPU fell off the bus (NVML GPU_IS_LOST), else 0.");
-  for (std::size_t i = 0; i < devices.size(); ++i) out.sample(labels[i], uint64_t{devices[i].lost ? 1U : 0U});
+  out.family("vramscope_gpu_lost", "gauge",
+             "1 when the GPU fell off the bus (NVML GPU_IS_LOST), else 0.");
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    out.sample(labels[i], uint64_t{devices[i].lost ? 1U : 0U});
 
   struct Field {
     const char* name;
@@ -144,16 +154,25 @@ void render_devices(Exposition& out, const SystemSample& sample, const std::vect
     std::optional<uint64_t> DeviceSample::*member;
   };
   static const Field fields[] = {
-      {"vramscope_gpu_memory_total_bytes", "Framebuffer size reported by the driver (ECC reduces it).", &DeviceSample::total_bytes},
-      {"vramscope_gpu_memory_reserved_bytes", "Framebuffer kept by the driver and firmware (NVML memory info v2).", &DeviceSample::reserved_bytes},
-      {"vramscope_gpu_memory_used_bytes", "Framebuffer used by allocations; excludes reserved unless memory_info_version is v1.", &DeviceSample::used_bytes},
-      {"vramscope_gpu_memory_free_bytes", "Framebuffer free for new allocations.", &DeviceSample::free_bytes},
-      {"vramscope_bar1_total_bytes", "BAR1 aperture size (CPU/peer mapping window, not framebuffer use).", &DeviceSample::bar1_total_bytes},
+      {"vramscope_gpu_memory_total_bytes",
+       "Framebuffer size reported by the driver (ECC reduces it).", &DeviceSample::total_bytes},
+      {"vramscope_gpu_memory_reserved_bytes",
+       "Framebuffer kept by the driver and firmware (NVML memory info v2).",
+       &DeviceSample::reserved_bytes},
+      {"vramscope_gpu_memory_used_bytes",
+       "Framebuffer used by allocations; excludes reserved unless memory_info_version is v1.",
+       &DeviceSample::used_bytes},
+      {"vramscope_gpu_memory_free_bytes", "Framebuffer free for new allocations.",
+       &DeviceSample::free_bytes},
+      {"vramscope_bar1_total_bytes",
+       "BAR1 aperture size (CPU/peer mapping window, not framebuffer use).",
+       &DeviceSample::bar1_total_bytes},
       {"vramscope_bar1_used_bytes", "BAR1 aperture in use.", &DeviceSample::bar1_used_bytes},
   };
   for (const Field& field : fields) {
     out.family(field.name, "gauge", field.help);
-    for (std::size_t i = 0; i < devices.size(); ++i) out.sample(labels[i], devices[i].*field.member);
+    for (std::size_t i = 0; i < devices.size(); ++i)
+      out.sample(labels[i], devices[i].*field.member);
   }
 
   struct MigField {
@@ -162,9 +181,12 @@ void render_devices(Exposition& out, const SystemSample& sample, const std::vect
     std::optional<uint64_t> MigInstanceSample::*member;
   };
   static const MigField mig_fields[] = {
-      {"vramscope_mig_memory_total_bytes", "Framebuffer size of one MIG instance.", &MigInstanceSample::total_bytes},
-      {"vramscope_mig_memory_used_bytes", "Framebuffer used in one MIG instance.", &MigInstanceSample::used_bytes},
-      {"vramscope_mig_memory_free_bytes", "Framebuffer free in one MIG instance.", &MigInstanceSample::free_bytes},
+      {"vramscope_mig_memory_total_bytes", "Framebuffer size of one MIG instance.",
+       &MigInstanceSample::total_bytes},
+      {"vramscope_mig_memory_used_bytes", "Framebuffer used in one MIG instance.",
+       &MigInstanceSample::used_bytes},
+      {"vramscope_mig_memory_free_bytes", "Framebuffer free in one MIG instance.",
+       &MigInstanceSample::free_bytes},
   };
   for (const MigField& field : mig_fields) {
     out.family(field.name, "gauge", field.help);
@@ -179,18 +201,25 @@ void render_devices(Exposition& out, const SystemSample& sample, const std::vect
     }
   }
 
-  out.family("vramscope_gpu_processes", "gauge", "Processes holding memory on the GPU (compute, graphics and MPS lists merged).");
+  out.family("vramscope_gpu_processes", "gauge",
+             "Processes holding memory on the GPU (compute, graphics and MPS lists merged).");
   for (std::size_t i = 0; i < devices.size(); ++i) {
-    if (devices[i].processes_supported) out.sample(labels[i], uint64_t{devices[i].processes.size()});
+    if (devices[i].processes_supported)
+      out.sample(labels[i], uint64_t{devices[i].processes.size()});
   }
 }
 
 void render_processes(Exposition& out, const SystemSample& sample) {
   out.family("vramscope_process_gpu_memory_used_bytes", "gauge",
-             "Driver-side memory of one process on one GPU (host pid; the driver knows no pid namespaces).");
+             "Driver-side memory of one process on one GPU (host pid; the driver knows no pid "
+             "namespaces).");
   std::set<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>> seen;
   for (const DeviceSample& device : sample.devices) {
-    const std::string base = Labels().add("gpu", device.index).add("uuid", device.uuid).add("hostname", sample.hostname).text();
+    const std::string base = Labels()
+                                 .add("gpu", device.index)
+                                 .add("uuid", device.uuid)
+                                 .add("hostname", sample.hostname)
+                                 .text();
     for (const ProcessSample& process : device.processes) {
       if (!process.used_bytes) continue;
       const uint32_t gi = process.gpu_instance_id.value_or(UINT32_MAX);
@@ -200,7 +229,8 @@ void render_processes(Exposition& out, const SystemSample& sample) {
       Labels extra;
       extra.add("pid", process.pid);
       if (process.gpu_instance_id) extra.add("gpu_instance_id", *process.gpu_instance_id);
-      if (process.compute_instance_id) extra.add("compute_instance_id", *process.compute_instance_id);
+      if (process.compute_instance_id)
+        extra.add("compute_instance_id", *process.compute_instance_id);
       out.sample(extend(base, extra), process.used_bytes);
     }
   }
@@ -240,10 +270,12 @@ void render_allocators(Exposition& out, const SystemSample& sample) {
     labels.push_back(process_labels(index_of_uuid, sample.hostname, allocator));
   }
 
-  out.family("vramscope_torch_info", "gauge", "A process with the vramscope agent: always 1, labels carry world size and mode.");
+  out.family("vramscope_torch_info", "gauge",
+             "A process with the vramscope agent: always 1, labels carry world size and mode.");
   for (std::size_t i = 0; i < allocators.size(); ++i) {
     Labels extra;
-    if (allocators[i]->world_size >= 0) extra.add("world_size", fmt::format("{}", allocators[i]->world_size));
+    if (allocators[i]->world_size >= 0)
+      extra.add("world_size", fmt::format("{}", allocators[i]->world_size));
     extra.add("polling_only", allocators[i]->polling_only ? "true" : "false");
     out.sample(extend(labels[i], extra), uint64_t{1});
   }
@@ -268,15 +300,18 @@ void render_categories(Exposition& out, const SystemSample& sample) {
   if (latest.empty()) return;
   const auto index_of_uuid = device_index_of_uuid(sample);
 
-  out.family("vramscope_category_bytes", "gauge",
-             "What the last completed training step's peak was made of: requested bytes per category "
-             "(parameters, gradients, optimizer_state, activations, temporaries, other) live at the step's "
-             "peak; only for processes that track categories (Monitor(model=...)).");
+  out.family(
+      "vramscope_category_bytes", "gauge",
+      "What the last completed training step's peak was made of: requested bytes per category "
+      "(parameters, gradients, optimizer_state, activations, temporaries, other) live at the "
+      "step's "
+      "peak; only for processes that track categories (Monitor(model=...)).");
   for (const auto& [key, step] : latest) {
     // The same label set as the vramscope_torch_* series of that process and device.
     const std::string base = process_labels(index_of_uuid, sample.hostname, *step);
     for (std::size_t c = 0; c < memory_category_count; ++c) {
-      out.sample(extend(base, Labels().add("category", memory_category_names[c])), (*step->category_bytes)[c]);
+      out.sample(extend(base, Labels().add("category", memory_category_names[c])),
+                 (*step->category_bytes)[c]);
     }
   }
 }
@@ -289,20 +324,24 @@ std::string render_prometheus(const SystemSample& sample, const PrometheusOption
   // About 150 bytes per series; reserving avoids regrowth on large hosts (8 GPUs x 64 processes).
   std::size_t processes = 0;
   for (const DeviceSample& device : sample.devices) processes += device.processes.size();
-  body.reserve(2048 + sample.devices.size() * 2048 + processes * 160 + sample.allocators.size() * 3000);
+  body.reserve(2048 + sample.devices.size() * 2048 + processes * 160 +
+               sample.allocators.size() * 3000);
 
   Exposition out(body);
-  out.family("vramscope_up", "gauge", "1 when the driver backend delivered the last sample, else 0.");
+  out.family("vramscope_up", "gauge",
+             "1 when the driver backend delivered the last sample, else 0.");
   out.sample("", uint64_t{status.up ? 1U : 0U});
   if (status.sample_duration_seconds) {
-    out.family("vramscope_scrape_duration_seconds", "gauge",
-               "Seconds the last sampling of driver and agents took (scrapes serve a cached sample).");
+    out.family(
+        "vramscope_scrape_duration_seconds", "gauge",
+        "Seconds the last sampling of driver and agents took (scrapes serve a cached sample).");
     out.sample("", *status.sample_duration_seconds);
   }
 
   std::vector<std::string> labels;
   labels.reserve(sample.devices.size());
-  for (const DeviceSample& device : sample.devices) labels.push_back(device_labels(device, sample.hostname));
+  for (const DeviceSample& device : sample.devices)
+    labels.push_back(device_labels(device, sample.hostname));
   render_devices(out, sample, labels);
   if (options.per_process) render_processes(out, sample);
   render_allocators(out, sample);

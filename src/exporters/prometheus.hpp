@@ -15,7 +15,8 @@
 namespace vramscope::exporters {
 
 /// The Content-Type a /metrics response must carry, exactly (Prometheus 3 rejects variants).
-inline constexpr std::string_view prometheus_content_type = "text/plain; version=0.0.4; charset=utf-8";
+inline constexpr std::string_view prometheus_content_type =
+    "text/plain; version=0.0.4; charset=utf-8";
 
 /// What to render besides the sample itself.
 struct PrometheusOptions {
@@ -24,9 +25,11 @@ struct PrometheusOptions {
   bool per_process = true;
 };
 
-/// Health of the sampling that produced the sample (vramscope_up, vramscope_scrape_duration_seconds).
+/// Health of the sampling that produced the sample (vramscope_up,
+/// vramscope_scrape_duration_seconds).
 struct PrometheusStatus {
-  /// Did the driver backend deliver a sample? false renders vramscope_up 0 (agent data still shown).
+  /// Did the driver backend deliver a sample? false renders vramscope_up 0 (agent data still
+  /// shown).
   bool up = true;
   /// How long collecting the sample took; omitted when unknown.
   std::optional<double> sample_duration_seconds;

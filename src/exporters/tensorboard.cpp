@@ -70,7 +70,8 @@ std::string encode_file_version_event(double wall_time_s) {
   return event;
 }
 
-std::string encode_scalars_event(const std::vector<TensorBoardScalar>& scalars, int64_t step, double wall_time_s) {
+std::string encode_scalars_event(const std::vector<TensorBoardScalar>& scalars, int64_t step,
+                                 double wall_time_s) {
   std::string summary;
   for (const TensorBoardScalar& scalar : scalars) {
     std::string value;
@@ -104,7 +105,8 @@ std::string frame_tfrecord(std::string_view payload) {
   return record;
 }
 
-std::string tensorboard_file_name(int64_t unix_seconds, std::string_view hostname, uint32_t pid, uint32_t counter) {
+std::string tensorboard_file_name(int64_t unix_seconds, std::string_view hostname, uint32_t pid,
+                                  uint32_t counter) {
   // No fmt here: this file is also linked into the agent extension, which stays small.
   std::array<char, 32> seconds{};
   std::snprintf(seconds.data(), seconds.size(), "%010lld", static_cast<long long>(unix_seconds));
@@ -153,18 +155,21 @@ void TensorBoardWriter::append_event(const std::string& payload) {
   }
 }
 
-void TensorBoardWriter::add_scalar(std::string_view tag, double value, int64_t step, double wall_time_s) {
+void TensorBoardWriter::add_scalar(std::string_view tag, double value, int64_t step,
+                                   double wall_time_s) {
   add_scalars({TensorBoardScalar{std::string(tag), value}}, step, wall_time_s);
 }
 
-void TensorBoardWriter::add_scalars(const std::vector<TensorBoardScalar>& scalars, int64_t step, double wall_time_s) {
+void TensorBoardWriter::add_scalars(const std::vector<TensorBoardScalar>& scalars, int64_t step,
+                                    double wall_time_s) {
   if (scalars.empty()) return;
   append_event(encode_scalars_event(scalars, step, wall_time_s));
 }
 
 std::string TensorBoardWriter::torch_prefix(uint32_t pid, int32_t rank, int32_t cuda_device) const {
   std::string prefix = "memory/";
-  if (m_options.qualify_process) prefix += rank >= 0 ? "rank" + std::to_string(rank) + "/" : "pid" + std::to_string(pid) + "/";
+  if (m_options.qualify_process)
+    prefix += rank >= 0 ? "rank" + std::to_string(rank) + "/" : "pid" + std::to_string(pid) + "/";
   return prefix + "cuda" + std::to_string(cuda_device) + "/";
 }
 

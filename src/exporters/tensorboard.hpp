@@ -38,11 +38,13 @@ struct TensorBoardScalar {
 /// Serializes Event{wall_time, file_version="brain.Event:2"} (the first event of every file).
 std::string encode_file_version_event(double wall_time_s);
 /// Serializes Event{wall_time, step, summary{value...}} with simple_value scalars.
-std::string encode_scalars_event(const std::vector<TensorBoardScalar>& scalars, int64_t step, double wall_time_s);
+std::string encode_scalars_event(const std::vector<TensorBoardScalar>& scalars, int64_t step,
+                                 double wall_time_s);
 /// Wraps a payload in TFRecord framing with masked CRC-32C.
 std::string frame_tfrecord(std::string_view payload);
 /// `events.out.tfevents.<10-digit seconds>.<hostname>.<pid>.<counter>` (the Python writers' form).
-std::string tensorboard_file_name(int64_t unix_seconds, std::string_view hostname, uint32_t pid, uint32_t counter);
+std::string tensorboard_file_name(int64_t unix_seconds, std::string_view hostname, uint32_t pid,
+                                  uint32_t counter);
 
 /// A tag suffix and the sample field it carries (a member pointer into `Record`).
 template <typename Record, typename Value>

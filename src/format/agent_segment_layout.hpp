@@ -255,8 +255,7 @@ inline void copy_fixed_string(char (&field)[segment_uuid_bytes], const char* tex
 /// Length of a fixed field that may lack its NUL (a reader never trusts the writer).
 inline std::size_t fixed_string_length(const char (&field)[segment_uuid_bytes]) {
   const void* nul = std::memchr(field, 0, segment_uuid_bytes);
-  return nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - field)
-             : segment_uuid_bytes;
+  return nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - field) : segment_uuid_bytes;
 }
 
 }  // namespace vramscope::format

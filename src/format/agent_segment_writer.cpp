@@ -125,12 +125,8 @@ class SegmentWriter final : public AgentSegmentWriter {
 
  private:
   SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(m_map); }
-  SlotBlock* slots() const {
-    return reinterpret_cast<SlotBlock*>(m_map + m_geometry.slots_offset);
-  }
-  StepEntry* steps() const {
-    return reinterpret_cast<StepEntry*>(m_map + m_geometry.steps_offset);
-  }
+  SlotBlock* slots() const { return reinterpret_cast<SlotBlock*>(m_map + m_geometry.slots_offset); }
+  StepEntry* steps() const { return reinterpret_cast<StepEntry*>(m_map + m_geometry.steps_offset); }
   OomEntry* ooms() const { return reinterpret_cast<OomEntry*>(m_map + m_geometry.ooms_offset); }
 
   int m_dir_fd;
@@ -152,8 +148,8 @@ int create_temp_file(int dir_fd, uint32_t pid, std::string& name) {
     name = ".agent-" + std::to_string(pid) + ".tmp" + std::to_string(::getpid()) + "-" +
            std::to_string(attempt);
     // O_EXCL | O_NOFOLLOW: never reuse or follow anything already under that name.
-    const int fd = ::openat(dir_fd, name.c_str(),
-                            O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const int fd =
+        ::openat(dir_fd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0 || errno != EEXIST) return fd;
   }
   return -1;

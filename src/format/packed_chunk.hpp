@@ -48,7 +48,8 @@ class TimestampPredictor {
   void restart() { *this = TimestampPredictor(); }
   /// The base for the next sample.
   int64_t base_ns() const {
-    return static_cast<int64_t>(static_cast<uint64_t>(m_last_ns) + static_cast<uint64_t>(m_step_ns));
+    return static_cast<int64_t>(static_cast<uint64_t>(m_last_ns) +
+                                static_cast<uint64_t>(m_step_ns));
   }
   /// Takes the timestamp of the sample just coded.
   void observe(int64_t timestamp_ns) {

@@ -31,8 +31,8 @@ void encode_index_chunk(const RecordingSegment& segment, uint64_t previous_offse
   put_varint(body, segment.digest.size());
   if (!segment.digest.empty()) {
     std::string packed(ZSTD_compressBound(segment.digest.size()), '\0');
-    const std::size_t size =
-        ZSTD_compress(packed.data(), packed.size(), segment.digest.data(), segment.digest.size(), 3);
+    const std::size_t size = ZSTD_compress(packed.data(), packed.size(), segment.digest.data(),
+                                           segment.digest.size(), 3);
     packed.resize(ZSTD_isError(size) != 0 ? 0 : size);
     put_varint(body, packed.size());
     body += packed;
@@ -118,7 +118,8 @@ std::optional<IndexChunk> parse_index_chunk(std::string_view bytes, uint64_t off
   segment.first_ns = unzigzag(first);
   segment.last_ns = unzigzag(last);
   segment.end_offset = offset + chunk.chunk_bytes;
-  if (segment.offset >= offset || (chunk.previous_offset != 0 && chunk.previous_offset >= segment.offset) ||
+  if (segment.offset >= offset ||
+      (chunk.previous_offset != 0 && chunk.previous_offset >= segment.offset) ||
       segment.sample_count == 0 || segment.sample_count > offset - segment.offset ||
       digest_bytes > max_digest_bytes) {
     why = "implausible index chunk fields";
@@ -157,7 +158,8 @@ std::optional<IndexChunk> index_ending_at(const ReadAt& read_at, uint64_t end,
                                           uint64_t first_chunk_offset) {
   if (end < first_chunk_offset + index_trailer_bytes) return std::nullopt;
   char trailer[index_trailer_bytes];
-  if (read_at(end - index_trailer_bytes, trailer, sizeof trailer) != sizeof trailer) return std::nullopt;
+  if (read_at(end - index_trailer_bytes, trailer, sizeof trailer) != sizeof trailer)
+    return std::nullopt;
   if (std::memcmp(trailer + 4, index_trailer_magic, 4) != 0) return std::nullopt;
   uint32_t chunk_bytes = 0;
   std::memcpy(&chunk_bytes, trailer, sizeof chunk_bytes);
@@ -181,7 +183,8 @@ std::optional<IndexChunk> find_last_index(const ReadAt& read_at, uint64_t file_s
                                           uint64_t first_chunk_offset) {
   if (auto chunk = index_ending_at(read_at, file_size, first_chunk_offset)) return chunk;
   const uint64_t floor =
-      std::max(first_chunk_offset, file_size > max_index_search_bytes ? file_size - max_index_search_bytes : 0);
+      std::max(first_chunk_offset,
+               file_size > max_index_search_bytes ? file_size - max_index_search_bytes : 0);
   constexpr std::size_t block = 1U << 20U;
   std::string window;
   uint64_t window_end = file_size;

@@ -37,11 +37,11 @@
 //  frame of the chunks before it (the writer flushes the stream at every chunk, so each decodes
 //  as soon as it is read), keeps the string table and the timestamp bases. Each sample's
 //  timestamp is coded against the previous one plus the previous step (TimestampPredictor in
-//  packed_chunk.hpp; the second sample after a key chunk against the first). The first chunk is a key chunk, and the writer opens another once 4 MiB of
-//  samples have gone out, so a reader may start at any key chunk. The header is this small
-//  because `vramscope record` writes a chunk per 100 ms: one sample that resembles the ones
-//  before takes ~10 bytes of zstd data, where a raw chunk took 40 bytes of header and ~200 of
-//  payload.
+//  packed_chunk.hpp; the second sample after a key chunk against the first). The first chunk is a
+//  key chunk, and the writer opens another once 4 MiB of samples have gone out, so a reader may
+//  start at any key chunk. The header is this small because `vramscope record` writes a chunk per
+//  100 ms: one sample that resembles the ones before takes ~10 bytes of zstd data, where a raw
+//  chunk took 40 bytes of header and ~200 of payload.
 //
 //  Index chunk (version 3; written by src/format/recording_index.cpp):
 //  ┌────────┬────────────┬──────────────┬──────────┬────────────┬─────────────┬──────────┐

@@ -106,8 +106,7 @@ class RecordingReaderImpl final : public RecordingReader {
       if (m_finished || !load_chunk()) return false;
     }
     try {
-      m_decoder.decode(m_cursor, m_packed ? m_timestamps.base_ns() : m_previous_timestamp_ns,
-                       out);
+      m_decoder.decode(m_cursor, m_packed ? m_timestamps.base_ns() : m_previous_timestamp_ns, out);
       if (m_decoder.take_expanded_bytes() > max_decoded_sample_bytes) {
         throw format::FormatError("sample expands implausibly");
       }
@@ -273,13 +272,17 @@ class RecordingReaderImpl final : public RecordingReader {
     format::PackedChunkHeader header;
     std::string why;
     switch (format::parse_packed_header(std::string_view(head, got), header, why)) {
-      case format::PackedHeaderStatus::Cut: return stop_torn();
-      case format::PackedHeaderStatus::Bad: return stop_corrupt(why);
-      case format::PackedHeaderStatus::Ok: break;
+      case format::PackedHeaderStatus::Cut:
+        return stop_torn();
+      case format::PackedHeaderStatus::Bad:
+        return stop_corrupt(why);
+      case format::PackedHeaderStatus::Ok:
+        break;
     }
     if (m_chunk_count == 0 && !header.key) {
-      return stop_corrupt(m_offset == m_first_chunk_offset ? "first chunk is not a key chunk"
-                                                           : "segment does not start with a key chunk");
+      return stop_corrupt(m_offset == m_first_chunk_offset
+                              ? "first chunk is not a key chunk"
+                              : "segment does not start with a key chunk");
     }
     const uint64_t stored_at = m_offset + header.header_bytes;
     if (file_size - stored_at < header.stored_bytes) return stop_torn();
@@ -321,8 +324,8 @@ class RecordingReaderImpl final : public RecordingReader {
   /// chunk. An index chunk must end a segment: it may not come first.
   bool skip_index_chunk(uint64_t file_size) {
     if (m_chunk_count == 0) return stop_corrupt("index chunk before any key chunk");
-    const uint64_t size = std::min<uint64_t>(file_size - m_offset,
-                                             format::max_index_chunk_bytes + 64);
+    const uint64_t size =
+        std::min<uint64_t>(file_size - m_offset, format::max_index_chunk_bytes + 64);
     m_stored.resize(static_cast<std::size_t>(size));
     m_stored.resize(m_source->read_at(m_offset, m_stored.data(), m_stored.size()));
     std::string why;

@@ -382,10 +382,14 @@ class Cursor {
     uint64_t value = 0;
     std::size_t at = 0;
     switch (get_varint(m_bytes, at, value)) {
-      case VarintRead::Ok: break;
-      case VarintRead::Cut: throw FormatError("varint runs past the end");
-      case VarintRead::Overflow: throw FormatError("varint overflows 64 bits");
-      case VarintRead::TooLong: throw FormatError("varint longer than 10 bytes");
+      case VarintRead::Ok:
+        break;
+      case VarintRead::Cut:
+        throw FormatError("varint runs past the end");
+      case VarintRead::Overflow:
+        throw FormatError("varint overflows 64 bits");
+      case VarintRead::TooLong:
+        throw FormatError("varint longer than 10 bytes");
     }
     m_bytes.remove_prefix(at);
     return value;
@@ -503,8 +507,7 @@ class Cursor {
   std::string_view m_bytes;
 };
 
-void SampleDecoder::decode(std::string_view& bytes, int64_t base_timestamp_ns,
-                           SystemSample& out) {
+void SampleDecoder::decode(std::string_view& bytes, int64_t base_timestamp_ns, SystemSample& out) {
   Cursor outer(*this, bytes);
   const uint64_t size = outer.u();
   if (size == 0 || size > outer.remaining()) throw FormatError("bad sample length");

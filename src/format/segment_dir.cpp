@@ -77,9 +77,7 @@ int open_segment_dir(const std::string& dir, bool create, std::string& error, bo
   return -1;
 }
 
-std::string segment_file_name(uint32_t pid) {
-  return "agent-" + std::to_string(pid) + ".seg";
-}
+std::string segment_file_name(uint32_t pid) { return "agent-" + std::to_string(pid) + ".seg"; }
 
 std::optional<uint32_t> parse_segment_file_name(std::string_view name) {
   constexpr std::string_view prefix = "agent-";

@@ -74,8 +74,8 @@ std::string csv_rows(const SystemSample& sample, CsvRows rows) {
   std::string out;
   if (rows == CsvRows::Devices) {
     for (const DeviceSample& d : sample.devices) {
-      out += record({timestamp, host, std::to_string(d.index), csv_field(d.name),
-                     csv_field(d.uuid), csv_field(d.pci_bus_id), number_or_empty(d.total_bytes),
+      out += record({timestamp, host, std::to_string(d.index), csv_field(d.name), csv_field(d.uuid),
+                     csv_field(d.pci_bus_id), number_or_empty(d.total_bytes),
                      number_or_empty(d.reserved_bytes), number_or_empty(d.used_bytes),
                      number_or_empty(d.free_bytes), d.memory_v2 ? "2" : "1", bool_text(d.lost),
                      csv_field(d.error)});
@@ -111,13 +111,13 @@ std::string csv_rows(const SystemSample& sample, CsvRows rows) {
         torch_allocated = row.torch->allocated_bytes;
         torch_reserved = row.torch->reserved_bytes;
       }
-      out += record({timestamp, host, std::to_string(d.index), csv_field(d.uuid),
-                     std::to_string(row.pid), p ? process_type_text(p->kinds) : std::string(),
-                     p ? number_or_empty(p->used_bytes) : std::string(), bool_text(p != nullptr),
-                     bool_text(visible), visible ? csv_field(p->user) : std::string(),
-                     visible ? csv_field(p->command) : std::string(),
-                     number_or_empty(torch_allocated), number_or_empty(torch_reserved),
-                     number_or_empty(row.non_pytorch_bytes)});
+      out +=
+          record({timestamp, host, std::to_string(d.index), csv_field(d.uuid),
+                  std::to_string(row.pid), p ? process_type_text(p->kinds) : std::string(),
+                  p ? number_or_empty(p->used_bytes) : std::string(), bool_text(p != nullptr),
+                  bool_text(visible), visible ? csv_field(p->user) : std::string(),
+                  visible ? csv_field(p->command) : std::string(), number_or_empty(torch_allocated),
+                  number_or_empty(torch_reserved), number_or_empty(row.non_pytorch_bytes)});
     }
   }
   return out;

@@ -55,10 +55,11 @@ json torch_json(const JoinedProcess& row) {
 json process_json(const JoinedProcess& row) {
   if (!row.driver) {
     // Agent-only row: the driver did not list this pid on this device.
-    return json{{"pid", row.pid},        {"used_bytes", nullptr}, {"type", nullptr},
-                {"user", nullptr},       {"command", nullptr},    {"visible", false},
-                {"in_driver_list", false}, {"gpu_instance_id", nullptr},
-                {"compute_instance_id", nullptr}, {"torch", torch_json(row)}};
+    return json{
+        {"pid", row.pid},          {"used_bytes", nullptr},      {"type", nullptr},
+        {"user", nullptr},         {"command", nullptr},         {"visible", false},
+        {"in_driver_list", false}, {"gpu_instance_id", nullptr}, {"compute_instance_id", nullptr},
+        {"torch", torch_json(row)}};
   }
   const ProcessSample& p = *row.driver;
   return json{{"pid", p.pid},
@@ -153,12 +154,11 @@ std::string format_sample_json(const SystemSample& sample, bool pretty) {
   }
   json allocators = json::array();
   for (const AllocatorSample& a : sample.allocators) {
-    const bool unmatched =
-        std::any_of(joined.unmatched_allocators.begin(), joined.unmatched_allocators.end(),
-                    [&](const AllocatorSample& u) {
-                      return u.pid == a.pid && u.cuda_device == a.cuda_device &&
-                             u.device_uuid == a.device_uuid;
-                    });
+    const bool unmatched = std::any_of(
+        joined.unmatched_allocators.begin(), joined.unmatched_allocators.end(),
+        [&](const AllocatorSample& u) {
+          return u.pid == a.pid && u.cuda_device == a.cuda_device && u.device_uuid == a.device_uuid;
+        });
     allocators.push_back(allocator_json(a, !unmatched));
   }
   json steps = json::array();

@@ -35,7 +35,9 @@ const DeviceSample* find_device(const SystemSample& sample, const std::string& u
   return nullptr;
 }
 
-std::string mib(const std::optional<uint64_t>& bytes) { return format_amount(bytes, UnitStyle::Mib); }
+std::string mib(const std::optional<uint64_t>& bytes) {
+  return format_amount(bytes, UnitStyle::Mib);
+}
 
 std::string offset_text(int64_t offset_ns) {
   return offset_ns == 0 ? std::string("start") : "+" + format_duration_ns(offset_ns);
@@ -111,7 +113,8 @@ void RecordingSummary::add(const SystemSample& sample) {
     ProcessPeak& peak = process(step.pid, d->uuid, d->index);
     raise(peak.step_count, step.step);
     raise(peak.max_step_peak_allocated_bytes, step.peak_allocated_bytes);
-    if (step.category_bytes && raise(peak.category_step_peak_requested_bytes, step.peak_requested_bytes)) {
+    if (step.category_bytes &&
+        raise(peak.category_step_peak_requested_bytes, step.peak_requested_bytes)) {
       peak.category_step = step.step;
       peak.category_step_bytes = step.category_bytes;
     }
@@ -204,13 +207,13 @@ std::string format_summary_json(const std::string& path, const RecordingMetadata
   };
   json devices = json::array();
   for (const auto& [uuid, d] : summary.devices()) {
-    devices.push_back(json{{"index", d.index},
-                           {"name", d.name},
-                           {"uuid", uuid},
-                           {"total_bytes", or_null(d.total_bytes)},
-                           {"peak_used_bytes", or_null(d.peak_used_bytes)},
-                           {"peak_used_offset_ns",
-                            d.peak_used_bytes ? json(d.peak_offset_ns) : json(nullptr)}});
+    devices.push_back(
+        json{{"index", d.index},
+             {"name", d.name},
+             {"uuid", uuid},
+             {"total_bytes", or_null(d.total_bytes)},
+             {"peak_used_bytes", or_null(d.peak_used_bytes)},
+             {"peak_used_offset_ns", d.peak_used_bytes ? json(d.peak_offset_ns) : json(nullptr)}});
   }
   json processes = json::array();
   for (const auto& [key, p] : summary.processes()) {
@@ -244,9 +247,9 @@ std::string format_summary_json(const std::string& path, const RecordingMetadata
   doc["end_ns"] = empty ? json(nullptr) : json(summary.end_ns());
   doc["duration_ns"] =
       empty ? json(nullptr) : json(saturating_sub_ns(summary.end_ns(), summary.start_ns()));
-  doc["tail"] = json{{"state", tail_state_name(tail.state)},
-                     {"message", tail.state == TailState::Clean ? json(nullptr)
-                                                                : text_or_null(tail.message)}};
+  doc["tail"] = json{
+      {"state", tail_state_name(tail.state)},
+      {"message", tail.state == TailState::Clean ? json(nullptr) : text_or_null(tail.message)}};
   doc["oom_count"] = summary.oom_count();
   doc["devices"] = devices;
   doc["processes"] = processes;

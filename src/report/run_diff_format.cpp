@@ -54,9 +54,7 @@ std::string run_line(const char* which, const RunProfile& run) {
   return out + ")\n";
 }
 
-json or_null(const std::optional<uint64_t>& value) {
-  return value ? json(*value) : json(nullptr);
-}
+json or_null(const std::optional<uint64_t>& value) { return value ? json(*value) : json(nullptr); }
 
 json change_json(const Change& c) {
   const std::optional<int64_t> delta = c.delta();

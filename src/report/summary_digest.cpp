@@ -82,17 +82,17 @@ void RecordingSummary::merge(const RecordingSummary& later) {
 std::string RecordingSummary::serialize() const {
   Json devices = Json::array();
   for (const auto& [uuid, d] : m_devices) {
-    devices.push_back(Json::array({d.index, d.name, d.uuid, opt(d.total_bytes),
-                                   opt(d.peak_used_bytes), d.peak_offset_ns}));
+    devices.push_back(Json::array(
+        {d.index, d.name, d.uuid, opt(d.total_bytes), opt(d.peak_used_bytes), d.peak_offset_ns}));
   }
   Json processes = Json::array();
   for (const auto& [key, p] : m_processes) {
     Json categories = nullptr;
     if (p.category_step_bytes) categories = *p.category_step_bytes;
     processes.push_back(Json::array(
-        {p.pid, p.device_uuid, p.device_index, p.command, opt(p.peak_used_bytes),
-         p.peak_offset_ns, opt(p.torch_peak_allocated_bytes), opt(p.torch_peak_reserved_bytes),
-         opt(p.step_count), opt(p.max_step_peak_allocated_bytes), opt(p.category_step),
+        {p.pid, p.device_uuid, p.device_index, p.command, opt(p.peak_used_bytes), p.peak_offset_ns,
+         opt(p.torch_peak_allocated_bytes), opt(p.torch_peak_reserved_bytes), opt(p.step_count),
+         opt(p.max_step_peak_allocated_bytes), opt(p.category_step),
          opt(p.category_step_peak_requested_bytes), categories}));
   }
   const Json doc = {{"v", 1},          {"n", m_sample_count}, {"start", m_start_ns},

@@ -56,7 +56,8 @@ std::string percent_cell(const DeviceSample& d, const Painter& paint) {
   return paint(pad_left(std::to_string(percent) + "%", percent_columns), tone);
 }
 
-std::string amount_cells(const std::optional<uint64_t>& total, const std::optional<uint64_t>& reserved,
+std::string amount_cells(const std::optional<uint64_t>& total,
+                         const std::optional<uint64_t>& reserved,
                          const std::optional<uint64_t>& used, const std::optional<uint64_t>& free,
                          UnitStyle units) {
   std::string cells;
@@ -96,34 +97,37 @@ class TableWriter {
 
   /// A message under a device row, wrapped rather than cut: it says why numbers are missing.
   void note(const std::string& text, Tone tone) {
-    for (const std::string& part : wrap_text(text, m_width - 5)) line(m_paint("     " + part, tone));
+    for (const std::string& part : wrap_text(text, m_width - 5))
+      line(m_paint("     " + part, tone));
   }
 
   void header() {
     std::string text = local_time_text(m_sample.timestamp_ns);
-    text += "  driver " + (m_sample.driver_version.empty() ? std::string("N/A")
-                                                          : m_sample.driver_version);
+    text += "  driver " +
+            (m_sample.driver_version.empty() ? std::string("N/A") : m_sample.driver_version);
     text += "  host " + m_sample.hostname;
     line(fit_text(text, m_width));
     line(m_paint(pad_left("GPU", index_columns) + "  " + pad_right("Name", name_columns) + " " +
-                     pad_left("Total", amount_columns) + " " + pad_left("Reserved", amount_columns) +
-                     " " + pad_left("Used", amount_columns) + " " + pad_left("Free", amount_columns) +
-                     " " + pad_left("Use%", percent_columns),
+                     pad_left("Total", amount_columns) + " " +
+                     pad_left("Reserved", amount_columns) + " " + pad_left("Used", amount_columns) +
+                     " " + pad_left("Free", amount_columns) + " " +
+                     pad_left("Use%", percent_columns),
                  Tone::Bold));
   }
 
   void device(const DeviceSample& d, const JoinedDevice& jd) {
-    const std::string lead = pad_left(std::to_string(d.index), index_columns) + "  " +
-                             pad_right(d.name, name_columns);
+    const std::string lead =
+        pad_left(std::to_string(d.index), index_columns) + "  " + pad_right(d.name, name_columns);
     if (d.lost) {
       // The reason gets a line of its own: it is the one thing worth reading about this GPU.
       line(lead + " " + m_paint("GPU lost", Tone::Red));
       if (!d.error.empty()) note(d.error, Tone::Red);
       return;
     }
-    line(lead + amount_cells(d.total_bytes, d.reserved_bytes, d.used_bytes, d.free_bytes,
-                             m_options.units) +
-         " " + percent_cell(d, m_paint));
+    line(
+        lead +
+        amount_cells(d.total_bytes, d.reserved_bytes, d.used_bytes, d.free_bytes, m_options.units) +
+        " " + percent_cell(d, m_paint));
     for (const MigInstanceSample& mig : d.mig_instances) {
       std::string name = "MIG " + std::to_string(mig.index);
       if (mig.gpu_instance_id) name += " GI " + std::to_string(*mig.gpu_instance_id);
@@ -168,20 +172,19 @@ class TableWriter {
       command = not_visible_text;
       m_state.any_not_visible = true;
     }
-    std::string text = pad_left(std::to_string(row.pid), pid_columns) + " " +
-                       pad_right(user, user_columns) + " " +
-                       pad_right(p ? process_type_text(p->kinds) : "-", type_columns) + " " +
-                       pad_left(p ? format_amount(p->used_bytes, m_options.units) : "-",
-                                used_columns) +
-                       "  " + fit_text(command, command_columns());
+    std::string text =
+        pad_left(std::to_string(row.pid), pid_columns) + " " + pad_right(user, user_columns) + " " +
+        pad_right(p ? process_type_text(p->kinds) : "-", type_columns) + " " +
+        pad_left(p ? format_amount(p->used_bytes, m_options.units) : "-", used_columns) + "  " +
+        fit_text(command, command_columns());
     // No trailing blanks when the command is empty (an agent-only row).
     while (!text.empty() && text.back() == ' ') text.pop_back();
     line(text);
     const std::string indent(pid_columns + 1, ' ');
     if (row.torch) {
       line(fit_text(indent + "torch: alloc " +
-                        format_amount(row.torch->allocated_bytes, m_options.units) +
-                        "  reserved " + format_amount(row.torch->reserved_bytes, m_options.units) +
+                        format_amount(row.torch->allocated_bytes, m_options.units) + "  reserved " +
+                        format_amount(row.torch->reserved_bytes, m_options.units) +
                         "  non-PyTorch " + format_amount(row.non_pytorch_bytes, m_options.units),
                     m_width));
     }

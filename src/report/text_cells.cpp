@@ -70,11 +70,13 @@ std::vector<std::string> wrap_text(std::string_view text, std::size_t width) {
   std::size_t at = 0;
   while (at < clean.size()) {
     const std::size_t space = clean.find(' ', at);
-    const std::string word = clean.substr(at, space == std::string::npos ? std::string::npos : space - at);
+    const std::string word =
+        clean.substr(at, space == std::string::npos ? std::string::npos : space - at);
     at = space == std::string::npos ? clean.size() : space + 1;
     if (word.empty()) continue;
     std::string& current = lines.back();
-    const std::size_t needed = display_width(current) + (current.empty() ? 0 : 1) + display_width(word);
+    const std::size_t needed =
+        display_width(current) + (current.empty() ? 0 : 1) + display_width(word);
     if (needed <= width) {
       if (!current.empty()) current += ' ';
       current += word;

@@ -46,9 +46,7 @@ Bin& bin_at(std::vector<Bin>& bins, std::size_t index) {
   return bins[index];
 }
 
-double bytes(uint64_t value) {
-  return static_cast<double>(value);
-}
+double bytes(uint64_t value) { return static_cast<double>(value); }
 
 }  // namespace
 

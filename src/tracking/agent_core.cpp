@@ -9,8 +9,9 @@ namespace vramscope::tracking {
 namespace {
 
 CounterSeed seed_of(const TorchStats& torch) {
-  return CounterSeed{torch.reserved_bytes,  torch.peak_reserved_bytes,  torch.requested_bytes,
-                     torch.peak_requested_bytes, torch.allocated_bytes, torch.peak_allocated_bytes};
+  return CounterSeed{torch.reserved_bytes,  torch.peak_reserved_bytes,
+                     torch.requested_bytes, torch.peak_requested_bytes,
+                     torch.allocated_bytes, torch.peak_allocated_bytes};
 }
 
 /// The current values that stats() and the published AllocatorSample share (`Out` is either):
@@ -44,8 +45,8 @@ Record placed_record(const AgentConfig& config, const Device& device) {
 
 }  // namespace
 
-AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
-                     AgentConfig config, std::unique_ptr<AgentSegmentWriter> writer)
+AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats, AgentConfig config,
+                     std::unique_ptr<AgentSegmentWriter> writer)
     : m_producers(device_uuids.size(), config.ring_capacity, config.history_events),
       m_stats(std::move(stats)),
       m_config(config),

@@ -81,9 +81,9 @@ void DeviceCounters::on_block_read(Action action, uint64_t size_bytes) noexcept 
     bump(m_allocated_mismatches, uint64_t{1});
     m_read_every_block.store(true, std::memory_order_relaxed);
   }
-  m_allocated_raw.store(signed_size(now.allocated_bytes) -
-                            m_allocated_base.load(std::memory_order_relaxed),
-                        std::memory_order_relaxed);
+  m_allocated_raw.store(
+      signed_size(now.allocated_bytes) - m_allocated_base.load(std::memory_order_relaxed),
+      std::memory_order_relaxed);
   if (action == Action::Alloc) {
     // The block is at least the rounded request; the next event says how much more it kept.
     m_pending_before = now;
@@ -134,15 +134,15 @@ bool DeviceCounters::seed(const std::function<std::optional<CounterSeed>()>& rea
 }
 
 void DeviceCounters::set_polled(const CounterSeed& polled) {
-  m_reserved_base.store(signed_size(polled.reserved_bytes) -
-                            m_reserved_raw.load(std::memory_order_relaxed),
-                        std::memory_order_relaxed);
-  m_requested_base.store(signed_size(polled.requested_bytes) -
-                             m_requested_raw.load(std::memory_order_relaxed),
-                         std::memory_order_relaxed);
-  m_allocated_base.store(signed_size(polled.allocated_bytes) -
-                             m_allocated_raw.load(std::memory_order_relaxed),
-                         std::memory_order_relaxed);
+  m_reserved_base.store(
+      signed_size(polled.reserved_bytes) - m_reserved_raw.load(std::memory_order_relaxed),
+      std::memory_order_relaxed);
+  m_requested_base.store(
+      signed_size(polled.requested_bytes) - m_requested_raw.load(std::memory_order_relaxed),
+      std::memory_order_relaxed);
+  m_allocated_base.store(
+      signed_size(polled.allocated_bytes) - m_allocated_raw.load(std::memory_order_relaxed),
+      std::memory_order_relaxed);
   const bool first = !m_seeded.exchange(true, std::memory_order_acq_rel);
   if (first) {
     for (std::size_t m = 0; m < peak_mark_count; ++m) restart(static_cast<PeakMark>(m));

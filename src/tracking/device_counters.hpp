@@ -120,7 +120,8 @@ class DeviceCounters {
         add(m_requested_raw, m_requested_base, -size);
       }
       if (!reads) [[likely]] {
-        add(m_allocated_raw, m_allocated_base, -static_cast<int64_t>(small_block_bytes(size_bytes)));
+        add(m_allocated_raw, m_allocated_base,
+            -static_cast<int64_t>(small_block_bytes(size_bytes)));
       }
     } else if (action == Action::FreeCompleted) {
       const int64_t pending = m_pending_raw.load(std::memory_order_relaxed) - size;
@@ -135,7 +136,8 @@ class DeviceCounters {
     } else {
       on_rare_event(action, size);
     }
-    if (reads) [[unlikely]] on_block_read(action, size_bytes);
+    if (reads) [[unlikely]]
+      on_block_read(action, size_bytes);
     // Release: seed() pairs this with its acquire loads to detect a concurrent event.
     m_total_events.store(m_total_events.load(std::memory_order_relaxed) + 1,
                          std::memory_order_release);

@@ -30,7 +30,8 @@ std::size_t EventRing::drain(std::vector<Event>& out, std::size_t max_events) {
   const uint64_t tail = m_tail.load(std::memory_order_relaxed);
   const uint64_t head = m_head.load(std::memory_order_acquire);
   const uint64_t available = head - tail;
-  const std::size_t count = available < max_events ? static_cast<std::size_t>(available) : max_events;
+  const std::size_t count =
+      available < max_events ? static_cast<std::size_t>(available) : max_events;
   for (std::size_t i = 0; i < count; ++i) out.push_back(m_events[(tail + i) & m_mask]);
   m_tail.store(tail + count, std::memory_order_release);
   return count;

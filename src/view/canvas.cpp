@@ -166,8 +166,8 @@ void Canvas::bar(const Rect& area, std::span<const BarSegment> segments, uint64_
   long double cumulative = 0;
   for (const auto& segment : segments) {
     cumulative += segment.amount;
-    ends.push_back(static_cast<int>(std::min<long double>(std::llround(cumulative * scale),
-                                                          row.width * 8.0L)));
+    ends.push_back(static_cast<int>(
+        std::min<long double>(std::llround(cumulative * scale), row.width * 8.0L)));
   }
   for (int column = 0; column < row.width; ++column) {
     const int lo = column * 8;

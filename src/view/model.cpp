@@ -67,8 +67,8 @@ MemorySplit split_memory(const DeviceSample& device, const std::vector<ProcessRo
   split.driver_reserved_bytes = device.memory_v2 ? device.reserved_bytes.value_or(0) : 0;
   const uint64_t used = device.used_bytes.value_or(0);
   const uint64_t accounted = used + split.driver_reserved_bytes;
-  split.free_bytes = device.free_bytes.value_or(
-      split.total_bytes > accounted ? split.total_bytes - accounted : 0);
+  split.free_bytes =
+      device.free_bytes.value_or(split.total_bytes > accounted ? split.total_bytes - accounted : 0);
   uint64_t attributed = 0;
   for (const auto& row : rows) {
     if (row.gpu_index != device.index || !row.has_agent) continue;
@@ -91,11 +91,16 @@ MemorySplit split_memory(const DeviceSample& device, const std::vector<ProcessRo
 
 std::string_view sort_key_name(SortKey key) {
   switch (key) {
-    case SortKey::Memory: return "memory";
-    case SortKey::Pid: return "pid";
-    case SortKey::Allocated: return "allocated";
-    case SortKey::Gpu: return "gpu";
-    case SortKey::Command: return "command";
+    case SortKey::Memory:
+      return "memory";
+    case SortKey::Pid:
+      return "pid";
+    case SortKey::Allocated:
+      return "allocated";
+    case SortKey::Gpu:
+      return "gpu";
+    case SortKey::Command:
+      return "command";
   }
   return "memory";
 }

@@ -38,20 +38,25 @@ struct Column {
 constexpr int command_min_width = 10;
 
 std::vector<Column> table_columns(int width) {
-  std::vector<Column> columns{
-      {"PID", 7, true, 0, SortKey::Pid},   {"USER", 8, false, 3, {}},
-      {"GPU", 4, true, 0, SortKey::Gpu},   {"USED", 6, true, 0, SortKey::Memory},
-      {"ALLOC", 6, true, 0, SortKey::Allocated}, {"RSRVD", 6, true, 4, {}},
-      {"PEAK", 6, true, 5, {}},            {"STEP", 7, true, 6, {}},
-      {"RANK", 4, true, 7, {}},            {"COMMAND", 0, false, 0, SortKey::Command}};
+  std::vector<Column> columns{{"PID", 7, true, 0, SortKey::Pid},
+                              {"USER", 8, false, 3, {}},
+                              {"GPU", 4, true, 0, SortKey::Gpu},
+                              {"USED", 6, true, 0, SortKey::Memory},
+                              {"ALLOC", 6, true, 0, SortKey::Allocated},
+                              {"RSRVD", 6, true, 4, {}},
+                              {"PEAK", 6, true, 5, {}},
+                              {"STEP", 7, true, 6, {}},
+                              {"RANK", 4, true, 7, {}},
+                              {"COMMAND", 0, false, 0, SortKey::Command}};
   const auto fixed = [&] {
     int sum = 0;
     for (const auto& c : columns) sum += c.width + 1;
     return sum;
   };
   while (fixed() + command_min_width > width) {
-    auto it = std::max_element(columns.begin(), columns.end(),
-                               [](const Column& a, const Column& b) { return a.drop_rank < b.drop_rank; });
+    auto it = std::max_element(
+        columns.begin(), columns.end(),
+        [](const Column& a, const Column& b) { return a.drop_rank < b.drop_rank; });
     if (it->drop_rank == 0) break;
     columns.erase(it);
   }
@@ -79,7 +84,8 @@ std::string cell_text(const Column& column, const ProcessRow& row) {
   if (name == "RANK") return row.rank ? std::to_string(*row.rank) : "-";
   if (!row.command.empty()) return row.command;
   // Explain the gap instead of leaving it blank (see user request 2: containers).
-  if (!row.in_driver_list) return "(agent only: pid not in the driver's list, other pid namespace?)";
+  if (!row.in_driver_list)
+    return "(agent only: pid not in the driver's list, other pid namespace?)";
   return "(not visible here: other pid namespace?)";
 }
 
@@ -119,8 +125,8 @@ void render_table(const ViewModel& model, const Rect& area, Canvas& canvas) {
 
   const int visible = area.height - 1;
   if (rows.empty()) {
-    const std::string why = model.filter().empty() ? "no process is using a GPU"
-                                                   : "no process matches the filter";
+    const std::string why =
+        model.filter().empty() ? "no process is using a GPU" : "no process matches the filter";
     canvas.text(area.row(1), area.x + 1, area.y + 1, why, free_style);
     return;
   }
@@ -239,14 +245,16 @@ void render_footer(const ViewModel& model, const Rect& area, Canvas& canvas) {
   }
   if (!model.key_hints) return;
   if (model.filter_editing) {
-    const std::string prompt = "/" + model.filter() + (canvas.unicode() ? "█" : "_") +
-                               "   Enter keep, Esc clear";
+    const std::string prompt =
+        "/" + model.filter() + (canvas.unicode() ? "█" : "_") + "   Enter keep, Esc clear";
     canvas.text(area, area.x, area.y, prompt, key_style);
     return;
   }
   const bool u = canvas.unicode();
   std::vector<std::pair<std::string, std::string>> keys{
-      {"q", "quit"}, {"?", "help"}, {"s", "sort:" + std::string(sort_key_name(model.sort_key()))},
+      {"q", "quit"},
+      {"?", "help"},
+      {"s", "sort:" + std::string(sort_key_name(model.sort_key()))},
       {"/", model.filter().empty() ? "filter" : "filter:" + model.filter()}};
   if (model.replay) {
     keys.emplace_back("space", model.paused ? "play" : "pause");

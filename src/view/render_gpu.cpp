@@ -108,12 +108,13 @@ void draw_graph(const GpuView& gpu, const Rect& area, Canvas& canvas) {
   const std::vector<GraphSeries> series{{used, other_style, ':'}, {torch, allocated_style, '#'}};
   canvas.graph(area, any_torch ? std::span(series) : std::span(series).first(1));
 
-  const long peak_eighths = std::lround(static_cast<double>(peak_used) / static_cast<double>(total) * area.height * 8);
+  const long peak_eighths =
+      std::lround(static_cast<double>(peak_used) / static_cast<double>(total) * area.height * 8);
   if (peak_eighths > 0) {
     const int y = area.bottom() - 1 - static_cast<int>((peak_eighths - 1) / 8);
     for (int x = area.x; x < area.right(); ++x) {
-      if (canvas.at(x, y).glyph == U' ') canvas.put(area, x, y, canvas.unicode() ? U'┈' : U'-',
-                                                    free_style);
+      if (canvas.at(x, y).glyph == U' ')
+        canvas.put(area, x, y, canvas.unicode() ? U'┈' : U'-', free_style);
     }
   }
   std::string label = "peak " + format_bytes_compact(peak_used);
@@ -136,8 +137,7 @@ void render_gpu(const GpuView& gpu, const GpuPanelLayout& panel, Canvas& canvas)
     std::string title = " GPU " + std::to_string(d.index) + (unicode ? " · " : " - ") + d.name;
     if (d.mig_enabled.value_or(false)) title += " [MIG]";
     canvas.text(panel.title, panel.title.x, panel.title.y, title + " ", title_style);
-    canvas.text_right(panel.summary, " " + summary_text(gpu) + " ",
-                      d.lost ? error_style : Style{});
+    canvas.text_right(panel.summary, " " + summary_text(gpu) + " ", d.lost ? error_style : Style{});
   } else {
     canvas.text(panel.title, panel.title.x, panel.title.y,
                 std::to_string(d.index) + " " + short_name(d.name), title_style);

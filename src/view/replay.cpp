@@ -89,7 +89,8 @@ bool ReplayCursor::jump_near(uint64_t index) {
   // Land some samples before the target when possible, so that steps back stay in memory.
   const uint64_t lead = std::min<uint64_t>(index, m_window_capacity / 2);
   std::size_t found = m_segments.size();
-  for (std::size_t i = 0; i < m_segments.size() && m_segment_first[i] <= index - lead; ++i) found = i;
+  for (std::size_t i = 0; i < m_segments.size() && m_segment_first[i] <= index - lead; ++i)
+    found = i;
   if (found == m_segments.size()) return false;
   const uint64_t first = m_segment_first[found];
   const bool before_window = index < m_window_first;
@@ -163,13 +164,9 @@ void ReplayCursor::set_speed(double speed, int64_t now_ns) {
   anchor(now_ns);
 }
 
-void ReplayCursor::faster(int64_t now_ns) {
-  set_speed(m_speed * 2.0, now_ns);
-}
+void ReplayCursor::faster(int64_t now_ns) { set_speed(m_speed * 2.0, now_ns); }
 
-void ReplayCursor::slower(int64_t now_ns) {
-  set_speed(m_speed / 2.0, now_ns);
-}
+void ReplayCursor::slower(int64_t now_ns) { set_speed(m_speed / 2.0, now_ns); }
 
 std::size_t ReplayCursor::advance(int64_t now_ns) {
   if (!m_playing) return 0;

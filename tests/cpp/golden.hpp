@@ -13,7 +13,8 @@
 
 namespace vramscope::testing {
 
-/// tests/data, as CTest passes it (VRAMSCOPE_TEST_DATA); falls back to a path relative to the repository root.
+/// tests/data, as CTest passes it (VRAMSCOPE_TEST_DATA); falls back to a path relative to the
+/// repository root.
 inline std::string test_data_dir() {
   const char* dir = std::getenv("VRAMSCOPE_TEST_DATA");
   return dir != nullptr ? dir : "tests/data";
@@ -29,7 +30,8 @@ inline std::string read_text_file(const std::string& path) {
 /// Replaces every occurrence of `from` in `text` with `to`.
 inline std::string replace_all(std::string text, const std::string& from, const std::string& to) {
   if (from.empty()) return text;
-  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+  for (std::size_t at = text.find(from); at != std::string::npos;
+       at = text.find(from, at + to.size())) {
     text.replace(at, from.size(), to);
   }
   return text;

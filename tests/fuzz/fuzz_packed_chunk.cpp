@@ -6,7 +6,8 @@
 //   raw_bytes (u16) then pieces, each a u16 length and that many bytes of zstd data
 // The first piece is a key chunk and the rest continue it; every piece is expanded by
 // PackedChunkDecompressor and what it yields is decoded as samples. The input as a whole also goes
-// through parse_packed_header() and parse_index_chunk(). Nothing may crash, and nothing may expand past raw_bytes + 1
+// through parse_packed_header() and parse_index_chunk(). Nothing may crash, and nothing may expand
+// past raw_bytes + 1
 // (-rss_limit_mb enforces that a crafted frame cannot make the decoder allocate without bound).
 #include <cstddef>
 #include <cstdint>
@@ -42,7 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     bool cut = false;
     const auto index = parse_index_chunk(bytes, 1U << 30U, why, &cut);
-    if (index && (index->chunk_bytes > bytes.size() || index->segment.digest.size() > max_digest_bytes)) {
+    if (index &&
+        (index->chunk_bytes > bytes.size() || index->segment.digest.size() > max_digest_bytes)) {
       __builtin_trap();  // an accepted index chunk lies inside the bytes, its digest bounded
     }
   }

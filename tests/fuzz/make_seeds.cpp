@@ -2,8 +2,9 @@
 //
 // Usage: make_seeds RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR [PACKED_SEED_DIR]].
 // Seeds are small valid recordings (so the fuzzer starts from the real structure) plus a truncated
-// and a header-only one, a bare packed stream (fuzz_packed_chunk.cpp), and agent segments written by the real writer with every machine-specific field (pid, uid, start
-// time, namespace, clocks) fixed, so that the seeds are the same on every machine.
+// and a header-only one, a bare packed stream (fuzz_packed_chunk.cpp), and agent segments written
+// by the real writer with every machine-specific field (pid, uid, start time, namespace, clocks)
+// fixed, so that the seeds are the same on every machine.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -177,9 +178,10 @@ void write_packed_seed(const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 3 || argc > 5) {
-    std::fprintf(stderr,
-                 "usage: %s RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR [PACKED_SEED_DIR]]\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s RECORDING_SEED_DIR PAYLOAD_SEED_DIR [SEGMENT_SEED_DIR [PACKED_SEED_DIR]]\n",
+        argv[0]);
     return vramscope::ExitUsage;
   }
   const std::string dir = argv[1];

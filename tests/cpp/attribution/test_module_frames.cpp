@@ -223,7 +223,7 @@ TEST(ModuleLive, AModuleKeepingOneBlockPerForwardGrowsByItsSizePerCall) {
   for (uint64_t step = 0; step < 5; ++step) {
     m.forward_enter(seq);
     m.forward_enter(cache);
-    alloc(ledger, 0x9000, 64);  // a temporary, freed inside
+    alloc(ledger, 0x9000, 64);                    // a temporary, freed inside
     alloc(ledger, 0x1000 + step * 0x1000, 1536);  // kept in the list
     release(ledger, 0x9000, 64);
     m.forward_exit(cache);
@@ -233,7 +233,7 @@ TEST(ModuleLive, AModuleKeepingOneBlockPerForwardGrowsByItsSizePerCall) {
     m.forward_exit(seq);
     EXPECT_EQ(m.live_bytes(linear0), 4096U) << "step " << step;
     release(ledger, 0x8000, 4096);  // backward, after the forward returned
-    alloc(ledger, 0xA000, 256);  // a gradient: outside any forward
+    alloc(ledger, 0xA000, 256);     // a gradient: outside any forward
     release(ledger, 0xA000, 256);
     EXPECT_EQ(m.live_bytes(cache), (step + 1) * 1536) << "step " << step;
     EXPECT_EQ(m.live_bytes(linear0), 0U) << "step " << step;

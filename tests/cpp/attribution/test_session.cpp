@@ -29,8 +29,8 @@ AgentCore make_core(std::size_t devices) {
   config.history_events = 16;
   std::vector<std::string> uuids;
   for (std::size_t d = 0; d < devices; ++d) uuids.push_back("GPU-" + std::to_string(d));
-  return AgentCore(uuids, [](std::size_t) { return std::optional<tracking::TorchStats>(); },
-                   config, nullptr);
+  return AgentCore(
+      uuids, [](std::size_t) { return std::optional<tracking::TorchStats>(); }, config, nullptr);
 }
 
 bool streaming(AgentCore& core, std::size_t device) {

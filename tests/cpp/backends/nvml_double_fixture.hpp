@@ -39,7 +39,8 @@ class NvmlDoubleTest : public ::testing::Test {
 
   /// Uses a canonical script of tests/data/nvml/.
   static void use_data_script(const std::string& name) {
-    setenv("VRAMSCOPE_NVML_DOUBLE_SCRIPT", (std::string(VRAMSCOPE_NVML_DATA_DIR) + "/" + name).c_str(), 1);
+    setenv("VRAMSCOPE_NVML_DOUBLE_SCRIPT",
+           (std::string(VRAMSCOPE_NVML_DATA_DIR) + "/" + name).c_str(), 1);
   }
 
   /// Options that read every call at every sample: tests must not depend on how much time

@@ -182,7 +182,8 @@ TEST_F(NvmlBackendTest, NoPermissionLeavesFieldEmptyWithReason) {
   EXPECT_EQ(gpu.error, "no permission to read BAR1 memory (NVML: Insufficient Permissions)");
 }
 
-class MemoryV2Fallback : public NvmlDoubleTest, public ::testing::WithParamInterface<const char*> {};
+class MemoryV2Fallback : public NvmlDoubleTest,
+                         public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(MemoryV2Fallback, UsesV1AndStopsAskingV2) {
   use_script(one_gpu(std::string(R"(, "errors": {"memory_v2": ")") + GetParam() + "\"}"));
@@ -199,8 +200,8 @@ TEST_P(MemoryV2Fallback, UsesV1AndStopsAskingV2) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OldDriverAnswers, MemoryV2Fallback,
-                         ::testing::Values("FUNCTION_NOT_FOUND", "ARGUMENT_VERSION_MISMATCH", "UNKNOWN",
-                                           "NOT_SUPPORTED"));
+                         ::testing::Values("FUNCTION_NOT_FOUND", "ARGUMENT_VERSION_MISMATCH",
+                                           "UNKNOWN", "NOT_SUPPORTED"));
 
 TEST_F(NvmlBackendTest, SteadyStateMakesFiveCallsPerGpu) {
   use_data_script("eight_gpus_64_procs.json");
@@ -304,7 +305,8 @@ TEST_F(NvmlBackendTest, LostGpuLeavesOthersAndRecovers) {
 }
 
 TEST_F(NvmlBackendTest, GpuLostMidSampleIsRetriedWithAFreshHandle) {
-  use_script(one_gpu(R"(, "errors": {"memory_v2": "GPU_IS_LOST"}}, {"name": "B", "memory": {"total": 5})"));
+  use_script(one_gpu(
+      R"(, "errors": {"memory_v2": "GPU_IS_LOST"}}, {"name": "B", "memory": {"total": 5})"));
   auto backend = open_ok();
   auto samples = sample(*backend);
   EXPECT_TRUE(samples[0].lost);

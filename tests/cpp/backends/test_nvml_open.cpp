@@ -31,7 +31,8 @@ TEST_F(NvmlOpenTest, VersionMismatchSuggestsReboot) {
   use_script(R"({"init": "LIB_RM_VERSION_MISMATCH"})");
   const BackendOpenResult result = open();
   EXPECT_EQ(result.failure, BackendFailure::DriverNotLoaded);
-  EXPECT_NE(result.message.find("reboot after a driver upgrade?"), std::string::npos) << result.message;
+  EXPECT_NE(result.message.find("reboot after a driver upgrade?"), std::string::npos)
+      << result.message;
   expect_one_line(result.message);
 }
 
@@ -70,7 +71,8 @@ TEST_F(NvmlOpenTest, LibraryNotFoundCarriesDlerror) {
   options.library_path = "/nonexistent/libnvidia-ml.so.1";
   const BackendOpenResult result = open_nvml_backend(options);
   EXPECT_EQ(result.failure, BackendFailure::LibraryNotFound);
-  EXPECT_NE(result.message.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos) << result.message;
+  EXPECT_NE(result.message.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos)
+      << result.message;
   EXPECT_NE(result.message.find("No such file"), std::string::npos) << result.message;
   expect_one_line(result.message);
 }
@@ -101,13 +103,15 @@ TEST_F(NvmlOpenTest, MissingMandatorySymbol) {
   use_script(R"({"devices": [{"name": "x"}]})");
   const BackendOpenResult result = open(VRAMSCOPE_NVML_DOUBLE_NOCOUNT_PATH);
   EXPECT_EQ(result.failure, BackendFailure::MissingSymbol);
-  EXPECT_NE(result.message.find("lacks nvmlDeviceGetCount_v2"), std::string::npos) << result.message;
+  EXPECT_NE(result.message.find("lacks nvmlDeviceGetCount_v2"), std::string::npos)
+      << result.message;
   expect_one_line(result.message);
 }
 
 TEST(NvmlLoader, CandidatesInOrder) {
   unsetenv("VRAMSCOPE_NVML_LIBRARY");
-  EXPECT_EQ(nvml::library_candidates(""), (std::vector<std::string>{"libnvidia-ml.so.1", "libnvidia-ml.so"}));
+  EXPECT_EQ(nvml::library_candidates(""),
+            (std::vector<std::string>{"libnvidia-ml.so.1", "libnvidia-ml.so"}));
   EXPECT_EQ(nvml::library_candidates("/x/lib.so"), (std::vector<std::string>{"/x/lib.so"}));
   setenv("VRAMSCOPE_NVML_LIBRARY", "/y/lib.so", 1);
   EXPECT_EQ(nvml::library_candidates(""), (std::vector<std::string>{"/y/lib.so"}));
@@ -116,14 +120,16 @@ TEST(NvmlLoader, CandidatesInOrder) {
 }
 
 TEST(NvmlLoader, StubPaths) {
-  EXPECT_TRUE(nvml::is_stub_path("/usr/local/cuda-13.0/targets/x86_64-linux/lib/stubs/libnvidia-ml.so"));
+  EXPECT_TRUE(
+      nvml::is_stub_path("/usr/local/cuda-13.0/targets/x86_64-linux/lib/stubs/libnvidia-ml.so"));
   EXPECT_FALSE(nvml::is_stub_path("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"));
   EXPECT_FALSE(nvml::is_stub_path("libnvidia-ml.so.1"));
 }
 
 TEST(NvmlErrors, InitFailureKinds) {
   EXPECT_EQ(nvml::init_failure_kind(nvml::ErrorDriverNotLoaded), BackendFailure::DriverNotLoaded);
-  EXPECT_EQ(nvml::init_failure_kind(nvml::ErrorLibRmVersionMismatch), BackendFailure::DriverNotLoaded);
+  EXPECT_EQ(nvml::init_failure_kind(nvml::ErrorLibRmVersionMismatch),
+            BackendFailure::DriverNotLoaded);
   EXPECT_EQ(nvml::init_failure_kind(nvml::ErrorNoPermission), BackendFailure::NoPermission);
   EXPECT_EQ(nvml::init_failure_kind(nvml::ErrorUnknown), BackendFailure::Other);
 }
@@ -132,7 +138,8 @@ TEST(NvmlErrors, TextWithoutErrorString) {
   const nvml::Api api;  // no nvmlErrorString resolved
   EXPECT_EQ(nvml::error_text(api, nvml::ErrorGpuIsLost), "NVML: GPU_IS_LOST");
   EXPECT_EQ(nvml::error_text(api, 12345), "NVML: ERROR_12345");
-  EXPECT_EQ(nvml::device_error_message(api, nvml::ErrorTimeout, "memory"), "cannot read memory (NVML: TIMEOUT)");
+  EXPECT_EQ(nvml::device_error_message(api, nvml::ErrorTimeout, "memory"),
+            "cannot read memory (NVML: TIMEOUT)");
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ class NvmlProbeTest : public testing::NvmlDoubleTest {
 constexpr const char* gpu0 = "GPU-5d0c1a52-1c2e-4c3f-9b7e-0a1b2c3d4e00";
 constexpr const char* gpu1 = "GPU-5d0c1a53-1c2e-4c3f-9b7e-0a1b2c3d4e01";
 
-std::unique_ptr<nvml::ProcessMemoryProbe> open_probe(const char* library = VRAMSCOPE_NVML_DOUBLE_PATH) {
+std::unique_ptr<nvml::ProcessMemoryProbe> open_probe(
+    const char* library = VRAMSCOPE_NVML_DOUBLE_PATH) {
   std::string error;
   auto probe = nvml::ProcessMemoryProbe::open(library, error);
   EXPECT_NE(probe, nullptr) << error;

@@ -4,8 +4,6 @@
 // machine); skipped everywhere else.
 #include <gtest/gtest.h>
 
-#include "vramscope/units.hpp"
-
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "vramscope/backend.hpp"
+#include "vramscope/units.hpp"
 
 namespace vramscope {
 namespace {
@@ -60,7 +59,8 @@ TEST(RealNvml, MatchesNvidiaSmi) {
   opened.backend->sample_devices(samples);
 
   const auto smi = run_lines(
-      "nvidia-smi --query-gpu=index,uuid,pci.bus_id,memory.total,memory.reserved,memory.used,memory.free "
+      "nvidia-smi "
+      "--query-gpu=index,uuid,pci.bus_id,memory.total,memory.reserved,memory.used,memory.free "
       "--format=csv,noheader,nounits");
   ASSERT_EQ(smi.size(), samples.size());
   for (std::size_t i = 0; i < smi.size(); ++i) {

@@ -44,15 +44,16 @@ class FakeProc : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(m_root); }
 
-  void write_process(uint32_t pid, const std::string& comm, uint64_t start_ticks, const std::string& cmdline,
-                     uint32_t uid = 0) {
+  void write_process(uint32_t pid, const std::string& comm, uint64_t start_ticks,
+                     const std::string& cmdline, uint32_t uid = 0) {
     const fs::path dir = fs::path(m_root) / std::to_string(pid);
     fs::create_directories(dir);
     // Fields 3..21 are filler; field 22 is the start time.
-    std::ofstream(dir / "stat") << pid << " (" << comm << ") S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 "
+    std::ofstream(dir / "stat") << pid << " (" << comm
+                                << ") S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 "
                                 << start_ticks << " 999 888\n";
-    std::ofstream(dir / "status") << "Name:\t" << comm << "\nUmask:\t0022\nUid:\t" << uid << "\t" << uid
-                                  << "\t0\t0\nGid:\t0\t0\t0\t0\n";
+    std::ofstream(dir / "status") << "Name:\t" << comm << "\nUmask:\t0022\nUid:\t" << uid << "\t"
+                                  << uid << "\t0\t0\nGid:\t0\t0\t0\t0\n";
     std::ofstream(dir / "cmdline", std::ios::binary) << cmdline;
   }
 
@@ -60,7 +61,11 @@ class FakeProc : public ::testing::Test {
 };
 
 TEST_F(FakeProc, ParsesCommWithSpacesAndParentheses) {
-  write_process(42, "my (odd) name", 123456, std::string("python\0train.py\0--lr\0" "0.1\0", 25), 0);
+  write_process(42, "my (odd) name", 123456,
+                std::string("python\0train.py\0--lr\0"
+                            "0.1\0",
+                            25),
+                0);
   const ProcIdentity identity = read_proc_identity(42, m_root);
   EXPECT_TRUE(identity.visible);
   EXPECT_EQ(identity.start_ticks, 123456U);

@@ -40,8 +40,7 @@ std::string nvml_double_path() {
 std::string nvml_script(const std::string& name) { return test_data_dir() + "/nvml/" + name; }
 
 std::map<std::string, std::optional<std::string>> double_env(const std::string& script) {
-  return {{"VRAMSCOPE_NVML_LIBRARY", nvml_double_path()},
-          {"VRAMSCOPE_NVML_DOUBLE_SCRIPT", script}};
+  return {{"VRAMSCOPE_NVML_LIBRARY", nvml_double_path()}, {"VRAMSCOPE_NVML_DOUBLE_SCRIPT", script}};
 }
 
 pid_t spawn_cli(const TempDir& dir, const std::vector<std::string>& args,

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-
 #include <sys/types.h>
 
 #include <map>
@@ -66,9 +65,9 @@ std::map<std::string, std::optional<std::string>> double_env(const std::string& 
   do {                                                                            \
     if (::vramscope::testing::cli_path().empty()) GTEST_SKIP() << "no CLI built"; \
   } while (0)
-#define VRAMSCOPE_REQUIRE_DOUBLE()                                                         \
-  do {                                                                                     \
-    VRAMSCOPE_REQUIRE_CLI();                                                               \
+#define VRAMSCOPE_REQUIRE_DOUBLE()                                                          \
+  do {                                                                                      \
+    VRAMSCOPE_REQUIRE_CLI();                                                                \
     if (::vramscope::testing::nvml_double_path().empty()) GTEST_SKIP() << "no NVML double"; \
   } while (0)
 

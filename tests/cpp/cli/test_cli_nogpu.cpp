@@ -19,7 +19,9 @@ TEST(CliNoGpu, MissingLibraryExitsThreeWithOneLine) {
   const std::map<std::string, std::optional<std::string>> env = {
       {"VRAMSCOPE_NVML_LIBRARY", dir.file("libnvidia-ml-absent.so.1")}};
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{}, {"--json"}, {"watch", "--count", "1"},
+       {std::vector<std::string>{},
+        {"--json"},
+        {"watch", "--count", "1"},
         {"record", "-o", dir.file("r.vsrec"), "--duration", "1s"}}) {
     const CliResult r = run_cli(dir, args, env);
     EXPECT_EQ(r.exit_code, 3) << r.err;
@@ -37,9 +39,12 @@ TEST(CliNoGpu, ArgumentsAreCheckedBeforeTheDriver) {
   TempDir dir;
   const std::map<std::string, std::optional<std::string>> env = {
       {"VRAMSCOPE_NVML_LIBRARY", dir.file("libnvidia-ml-absent.so.1")}};
-  const CliResult record = run_cli(dir, {"record", "-o", "/nonexistent/dir/x", "--duration", "1s"}, env);
+  const CliResult record =
+      run_cli(dir, {"record", "-o", "/nonexistent/dir/x", "--duration", "1s"}, env);
   EXPECT_EQ(record.exit_code, 1) << record.err;
-  EXPECT_EQ(record.err.rfind("vramscope: /nonexistent/dir/x: cannot create it (/nonexistent/dir: ", 0), 0U)
+  EXPECT_EQ(
+      record.err.rfind("vramscope: /nonexistent/dir/x: cannot create it (/nonexistent/dir: ", 0),
+      0U)
       << record.err;
   for (const char* listen : {"999.1.1.1:80", "1.2.3:80", "[::zz]:80"}) {
     const CliResult exporter = run_cli(dir, {"exporter", "--listen", listen}, env);
@@ -92,7 +97,8 @@ TEST(CliNoGpu, HelpTeachesAndSucceeds) {
             std::string::npos)
       << run.out;
   const CliResult export_help = run_cli(dir, {"export", "--help"});
-  EXPECT_NE(export_help.out.find("vramscope export run.vsrec --trace"), std::string::npos) << export_help.out;
+  EXPECT_NE(export_help.out.find("vramscope export run.vsrec --trace"), std::string::npos)
+      << export_help.out;
   EXPECT_EQ(export_help.out.find(".vrs "), std::string::npos) << export_help.out;
 }
 
@@ -119,16 +125,16 @@ TEST(CliNoGpu, AMissingOrUnreadableInputFileIsExitOneEverywhere) {
   TempDir dir;
   const std::string absent = dir.file("absent.vsrec");
   const std::string folder = dir.file("");
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"show", absent}, {"top", "--replay", absent, "--once"},
-        {"export", absent, "--csv", dir.file("out.csv")}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"show", absent},
+                                               {"top", "--replay", absent, "--once"},
+                                               {"export", absent, "--csv", dir.file("out.csv")}}) {
     const CliResult r = run_cli(dir, args);
     EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
     EXPECT_EQ(r.err, "vramscope: " + absent + ": no such file\n");
   }
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"show", folder}, {"top", "--replay", folder, "--once"},
-        {"export", folder, "--csv", dir.file("out.csv")}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"show", folder},
+                                               {"top", "--replay", folder, "--once"},
+                                               {"export", folder, "--csv", dir.file("out.csv")}}) {
     const CliResult r = run_cli(dir, args);
     EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
     EXPECT_EQ(r.err, "vramscope: " + folder + ": is a directory, not a file\n");
@@ -150,9 +156,14 @@ TEST(CliNoGpu, UsageErrorsAreOneLineInVramscopesWords) {
   const CliResult option = run_cli(dir, {"watch", "--frob"});
   EXPECT_EQ(option.err, "vramscope: unexpected argument '--frob' (vramscope watch --help)\n");
   EXPECT_EQ(run_cli(dir, {"show"}).err, "vramscope: show: missing file (vramscope show --help)\n");
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"--json", "--csv"}, {"--units", "furlongs"}, {"watch", "--format", "xml"},
-        {"record"}, {"top", "--speed", "1000"}, {"export"}, {"run"}, {"--frob"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--json", "--csv"},
+                                               {"--units", "furlongs"},
+                                               {"watch", "--format", "xml"},
+                                               {"record"},
+                                               {"top", "--speed", "1000"},
+                                               {"export"},
+                                               {"run"},
+                                               {"--frob"}}) {
     const CliResult r = run_cli(dir, args);
     EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
     EXPECT_TRUE(one_line(r.err)) << r.err;

@@ -22,7 +22,8 @@ namespace {
 using nlohmann::json;
 
 json show_json(const TempDir& dir, const std::string& file) {
-  const CliResult r = run_cli(dir, {"show", "--json", file}, {{"VRAMSCOPE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+  const CliResult r = run_cli(dir, {"show", "--json", file},
+                              {{"VRAMSCOPE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return json::parse(r.out);
 }
@@ -31,8 +32,9 @@ TEST(CliRecord, CommandExitStatusIsReturnedAndShowReadsTheFile) {
   VRAMSCOPE_REQUIRE_DOUBLE();
   TempDir dir;
   const std::string file = dir.file("run.vsrec");
-  const CliResult r = run_cli(dir, {"record", "-o", file, "-i", "10ms", "--", "/bin/sh", "-c", "exit 7"},
-                              double_env(nvml_script("two_gpus.json")));
+  const CliResult r =
+      run_cli(dir, {"record", "-o", file, "-i", "10ms", "--", "/bin/sh", "-c", "exit 7"},
+              double_env(nvml_script("two_gpus.json")));
   EXPECT_EQ(r.exit_code, 7) << r.err;
   struct stat info {};
   ASSERT_EQ(stat(file.c_str(), &info), 0);
@@ -48,7 +50,8 @@ TEST(CliRecord, CommandExitStatusIsReturnedAndShowReadsTheFile) {
   EXPECT_EQ(summary["processes"].size(), 4U);
 
   // The text summary works without any NVML and says the same.
-  const CliResult text = run_cli(dir, {"show", file}, {{"VRAMSCOPE_NVML_LIBRARY", "/nonexistent.so"}});
+  const CliResult text =
+      run_cli(dir, {"show", file}, {{"VRAMSCOPE_NVML_LIBRARY", "/nonexistent.so"}});
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("Tail      clean"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("79360MiB"), std::string::npos) << text.out;
@@ -57,8 +60,9 @@ TEST(CliRecord, CommandExitStatusIsReturnedAndShowReadsTheFile) {
 TEST(CliRecord, KilledCommandGivesOneHundredTwentyEightPlusSignal) {
   VRAMSCOPE_REQUIRE_DOUBLE();
   TempDir dir;
-  const CliResult r = run_cli(dir, {"record", "-o", dir.file("k.vsrec"), "--", "/bin/sh", "-c", "kill -TERM $$"},
-                              double_env(nvml_script("two_gpus.json")));
+  const CliResult r =
+      run_cli(dir, {"record", "-o", dir.file("k.vsrec"), "--", "/bin/sh", "-c", "kill -TERM $$"},
+              double_env(nvml_script("two_gpus.json")));
   EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
 }
 
@@ -67,10 +71,10 @@ TEST(CliRecord, InterruptSentToTheRecorderReachesTheCommand) {
   TempDir dir;
   // The command interrupts its recorder (as `kill -INT` from elsewhere would): the recorder
   // passes SIGINT on, keeps recording until the command ends, and returns its status.
-  const CliResult r =
-      run_cli(dir, {"record", "-o", dir.file("i.vsrec"), "-i", "5ms", "--", "/bin/sh", "-c",
-                    "kill -INT $PPID; exec sleep 30"},
-              double_env(nvml_script("two_gpus.json")));
+  const CliResult r = run_cli(dir,
+                              {"record", "-o", dir.file("i.vsrec"), "-i", "5ms", "--", "/bin/sh",
+                               "-c", "kill -INT $PPID; exec sleep 30"},
+                              double_env(nvml_script("two_gpus.json")));
   EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
   EXPECT_EQ(show_json(dir, dir.file("i.vsrec"))["tail"]["state"], "clean");
 }
@@ -89,8 +93,8 @@ TEST(CliRecord, DurationBoundsTheRecording) {
   EXPECT_LT(summary["duration_ns"].get<int64_t>(), 200'000'000);
   EXPECT_EQ(summary["command"], nullptr);
   // Off a terminal there is no status line: success is still said, with the count kept.
-  EXPECT_EQ(r.err, "vramscope: wrote " + std::to_string(summary["sample_count"].get<int>()) + " samples to " +
-                       file + "\n");
+  EXPECT_EQ(r.err, "vramscope: wrote " + std::to_string(summary["sample_count"].get<int>()) +
+                       " samples to " + file + "\n");
 }
 
 TEST(CliRecord, RefusesToOverwriteWithoutForce) {
@@ -99,11 +103,13 @@ TEST(CliRecord, RefusesToOverwriteWithoutForce) {
   const std::string file = dir.file("keep.vsrec");
   std::ofstream(file) << "precious";
   const auto env = double_env(nvml_script("two_gpus.json"));
-  const CliResult refused = run_cli(dir, {"record", "-o", file, "--duration", "10ms", "--", "true"}, env);
+  const CliResult refused =
+      run_cli(dir, {"record", "-o", file, "--duration", "10ms", "--", "true"}, env);
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("--force"), std::string::npos) << refused.err;
   EXPECT_EQ(read_text_file(file), "precious");
-  const CliResult forced = run_cli(dir, {"record", "-o", file, "--force", "--duration", "10ms"}, env);
+  const CliResult forced =
+      run_cli(dir, {"record", "-o", file, "--force", "--duration", "10ms"}, env);
   EXPECT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_GE(show_json(dir, file)["sample_count"].get<int>(), 1);
 }
@@ -154,10 +160,10 @@ TEST(CliRecord, MaxSizeRotatesAndKeepsTheNewestFiles) {
   const std::string victim = dir.file("victim.txt");
   std::ofstream(victim) << "precious";
   ASSERT_EQ(::symlink(victim.c_str(), (file + ".1").c_str()), 0);
-  const CliResult r =
-      run_cli(dir, {"record", "-o", file, "-i", "5ms", "--duration", "1500ms", "--max-size", "1KiB",
-                    "--rotate", "2"},
-              double_env(nvml_script("two_gpus.json")));
+  const CliResult r = run_cli(dir,
+                              {"record", "-o", file, "-i", "5ms", "--duration", "1500ms",
+                               "--max-size", "1KiB", "--rotate", "2"},
+                              double_env(nvml_script("two_gpus.json")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(read_text_file(victim), "precious");
   int samples = 0;
@@ -234,14 +240,17 @@ TEST(CliTop, OnceOfAReplayShowsTheRecordingsPeakWithoutKeyHints) {
   TempDir dir;
   // The bundled H200 recording (tools/main.sh replays it): its first sample shows nothing
   // running yet, its peak shows the training run.
-  const std::string recording = std::string(VRAMSCOPE_NVML_DATA_DIR) + "/../../../data/h200-training.vsrec";
+  const std::string recording =
+      std::string(VRAMSCOPE_NVML_DATA_DIR) + "/../../../data/h200-training.vsrec";
   const json summary = show_json(dir, recording);
   ASSERT_EQ(summary["devices"].size(), 1U);
   char peak[32];
-  std::snprintf(peak, sizeof peak, "%.1fG/", summary["devices"][0]["peak_used_bytes"].get<double>() / (1 << 30));
+  std::snprintf(peak, sizeof peak, "%.1fG/",
+                summary["devices"][0]["peak_used_bytes"].get<double>() / (1 << 30));
   const CliResult r = run_cli(dir, {"top", "--replay", recording, "--once"}, {{"COLUMNS", "120"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string gpu_line = r.out.substr(r.out.find('\n') + 1, r.out.find('\n', r.out.find('\n') + 1));
+  const std::string gpu_line =
+      r.out.substr(r.out.find('\n') + 1, r.out.find('\n', r.out.find('\n') + 1));
   EXPECT_NE(gpu_line.find(peak), std::string::npos) << peak << "\n" << r.out;
   EXPECT_EQ(r.out.find("quit"), std::string::npos) << r.out;
 }

@@ -25,8 +25,8 @@ namespace {
 using nlohmann::ordered_json;
 
 std::string normalize_table(const std::string& text) {
-  std::string out = std::regex_replace(
-      text, std::regex("^\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d"), "<TIME>");
+  std::string out =
+      std::regex_replace(text, std::regex("^\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d"), "<TIME>");
   return replace_all(out, "  host " + local_hostname() + "\n", "  host <HOSTNAME>\n");
 }
 
@@ -114,8 +114,7 @@ TEST(CliSnapshot, EveryLineFitsEightyColumnsForEightGpus) {
 TEST(CliSnapshot, EveryGpuLostExitsOne) {
   VRAMSCOPE_REQUIRE_DOUBLE();
   TempDir dir;
-  const CliResult r =
-      run_cli(dir, {}, double_env(test_data_dir() + "/cli/all_lost.json"));
+  const CliResult r = run_cli(dir, {}, double_env(test_data_dir() + "/cli/all_lost.json"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.out.find("GPU lost"), std::string::npos);
 }

@@ -23,8 +23,9 @@ std::vector<std::string> lines_of(const std::string& text, char end = '\n') {
 TEST(CliWatch, JsonlGivesOneDocumentPerLinePerSample) {
   VRAMSCOPE_REQUIRE_DOUBLE();
   TempDir dir;
-  const CliResult r = run_cli(dir, {"watch", "--count", "3", "--interval", "10ms", "--format", "jsonl"},
-                              double_env(nvml_script("two_gpus.json")));
+  const CliResult r =
+      run_cli(dir, {"watch", "--count", "3", "--interval", "10ms", "--format", "jsonl"},
+              double_env(nvml_script("two_gpus.json")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<std::string> lines = lines_of(r.out);
   ASSERT_EQ(lines.size(), 3U) << r.out;
@@ -34,7 +35,8 @@ TEST(CliWatch, JsonlGivesOneDocumentPerLinePerSample) {
     EXPECT_EQ(doc["schema_version"], 1);
     EXPECT_EQ(doc["devices"].size(), 2U);
     timestamps_ns.push_back(doc["timestamp_ns"].get<int64_t>());
-    if (timestamps_ns.size() > 1) EXPECT_GT(timestamps_ns.back(), timestamps_ns[timestamps_ns.size() - 2]);
+    if (timestamps_ns.size() > 1)
+      EXPECT_GT(timestamps_ns.back(), timestamps_ns[timestamps_ns.size() - 2]);
   }
   // Absolute deadlines promise that sample k is taken no earlier than start + k * interval, not
   // that consecutive samples are an interval apart: a late sample is followed by an early one.
@@ -52,14 +54,15 @@ TEST(CliWatch, CsvPrintsTheHeaderOnce) {
   const std::vector<std::string> lines = lines_of(r.out);
   ASSERT_EQ(lines.size(), 1U + 2U * 2U) << r.out;
   EXPECT_EQ(lines[0].rfind("timestamp_ns,hostname,index,", 0), 0U);
-  for (std::size_t i = 1; i < lines.size(); ++i) EXPECT_NE(lines[i].find(",NVIDIA H200,"), std::string::npos);
+  for (std::size_t i = 1; i < lines.size(); ++i)
+    EXPECT_NE(lines[i].find(",NVIDIA H200,"), std::string::npos);
 }
 
 TEST(CliWatch, TableIsOneLinePerGpuPerSample) {
   VRAMSCOPE_REQUIRE_DOUBLE();
   TempDir dir;
-  const CliResult r = run_cli(dir, {"watch", "-n", "2", "-i", "1ms"},
-                              double_env(nvml_script("two_gpus.json")));
+  const CliResult r =
+      run_cli(dir, {"watch", "-n", "2", "-i", "1ms"}, double_env(nvml_script("two_gpus.json")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<std::string> lines = lines_of(r.out);
   ASSERT_EQ(lines.size(), 4U) << r.out;

@@ -1,11 +1,11 @@
 // tests/cpp/core/test_crc32c.cpp -- CRC-32C check values, incremental use, TFRecord mask
-#include "core/crc32c.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/crc32c.hpp"
 
 namespace vramscope {
 namespace {

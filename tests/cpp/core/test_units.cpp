@@ -1,9 +1,9 @@
 // tests/cpp/core/test_units.cpp -- interval and size parsing, byte and duration printing
-#include "vramscope/units.hpp"
-
 #include <gtest/gtest.h>
 
 #include <limits>
+
+#include "vramscope/units.hpp"
 
 namespace vramscope {
 namespace {

@@ -1,10 +1,12 @@
 // tests/cpp/exporters/exporters_fixture.cpp -- drives the exporters with hand-built samples for the
-// Python tests that check them with the real consumers (TensorBoard's reader, promtool, Prometheus).
+// Python tests that check them with the real consumers (TensorBoard's reader, promtool,
+// Prometheus).
 //
-//   exporters_fixture tensorboard DIR   writes an event file of known samples into DIR, prints its path
-//   exporters_fixture serve             serves /metrics of 8 GPUs x 64 processes plus the rich host's
-//                                       agents and steps on 127.0.0.1, a free port; prints "port N";
-//                                       SIGTERM/SIGINT stop it
+//   exporters_fixture tensorboard DIR   writes an event file of known samples into DIR, prints its
+//   path exporters_fixture serve             serves /metrics of 8 GPUs x 64 processes plus the rich
+//   host's
+//                                       agents and steps on 127.0.0.1, a free port; prints "port
+//                                       N"; SIGTERM/SIGINT stop it
 #include <pthread.h>
 
 #include <csignal>

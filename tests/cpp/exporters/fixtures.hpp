@@ -144,7 +144,8 @@ inline SystemSample make_rich_sample(int64_t timestamp_ns = 1700000000000000000)
 }
 
 /// The scale case from the benchmarks: `gpus` H200s with `processes_per_gpu` processes each.
-inline SystemSample make_large_sample(uint32_t gpus, uint32_t processes_per_gpu, int64_t timestamp_ns = 1700000000000000000) {
+inline SystemSample make_large_sample(uint32_t gpus, uint32_t processes_per_gpu,
+                                      int64_t timestamp_ns = 1700000000000000000) {
   SystemSample s;
   s.timestamp_ns = timestamp_ns;
   s.hostname = "node-large";

@@ -63,8 +63,8 @@ inline void expect_golden(const std::string& name, const std::string& actual) {
   const auto golden = split_lines(golden_text.str());
   const auto lines = split_lines(actual);
   for (std::size_t i = 0; i < std::min(golden.size(), lines.size()); ++i) {
-    EXPECT_TRUE(line_matches(golden[i], lines[i])) << name << ":" << i + 1 << "\n  golden: " << golden[i]
-                                                   << "\n  actual: " << lines[i];
+    EXPECT_TRUE(line_matches(golden[i], lines[i]))
+        << name << ":" << i + 1 << "\n  golden: " << golden[i] << "\n  actual: " << lines[i];
   }
   EXPECT_EQ(golden.size(), lines.size()) << name << ": line count differs";
 }

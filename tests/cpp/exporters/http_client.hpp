@@ -1,10 +1,10 @@
 // tests/cpp/exporters/http_client.hpp -- a blocking loopback HTTP client for tests and benches
 #pragma once
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include <stdexcept>
 #include <string>
@@ -31,7 +31,8 @@ inline std::string http_exchange(int port, const std::string& request) {
   }
   std::string answer;
   char buffer[65536];
-  for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) answer.append(buffer, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;)
+    answer.append(buffer, static_cast<std::size_t>(n));
   ::close(fd);
   return answer;
 }

@@ -50,7 +50,9 @@ TEST(ChromeTrace, CountersStepsAndOomsHaveTheExpectedShape) {
   int ooms = 0;
   std::set<std::string> process_names;
   for (const json& event : trace["traceEvents"]) {
-    if (event["ph"] == "C") counters[event["name"].get<std::string>() + "@" + std::to_string(event["pid"].get<int64_t>())].push_back(event["args"]["bytes"]);
+    if (event["ph"] == "C")
+      counters[event["name"].get<std::string>() + "@" + std::to_string(event["pid"].get<int64_t>())]
+          .push_back(event["args"]["bytes"]);
     if (event["ph"] == "X") {
       ++steps;
       EXPECT_EQ(event["args"]["peak_allocated_bytes"], 13 * test::gib);
@@ -62,17 +64,21 @@ TEST(ChromeTrace, CountersStepsAndOomsHaveTheExpectedShape) {
       EXPECT_EQ(event["s"], "g");
       EXPECT_EQ(event["args"]["requested_bytes"], 8 * test::gib);
     }
-    if (event["ph"] == "M" && event["name"] == "process_name") process_names.insert(event["args"]["name"]);
+    if (event["ph"] == "M" && event["name"] == "process_name")
+      process_names.insert(event["args"]["name"]);
   }
   EXPECT_EQ(steps, 2);
   EXPECT_EQ(ooms, 1);
   // Used changed: two points. Free unchanged: first point plus the extension to the end.
-  EXPECT_EQ(counters["GPU0 used@100000000"], (std::vector<uint64_t>{40 * test::gib, 41 * test::gib}));
+  EXPECT_EQ(counters["GPU0 used@100000000"],
+            (std::vector<uint64_t>{40 * test::gib, 41 * test::gib}));
   EXPECT_EQ(counters["GPU0 free@100000000"].size(), 2U);
-  EXPECT_EQ(counters["GPU0 torch allocated@4242"], (std::vector<uint64_t>{12 * test::gib, 13 * test::gib}));
+  EXPECT_EQ(counters["GPU0 torch allocated@4242"],
+            (std::vector<uint64_t>{12 * test::gib, 13 * test::gib}));
   EXPECT_EQ(counters.count("GPU0 torch reserved@4243"), 1U);
   EXPECT_EQ(counters.count("GPU1 driver used@5000"), 1U);
-  EXPECT_EQ(counters.count("GPU0 driver used@999"), 0U) << "unavailable value must not become a counter";
+  EXPECT_EQ(counters.count("GPU0 driver used@999"), 0U)
+      << "unavailable value must not become a counter";
   EXPECT_EQ(process_names.count("pid 4243 rank 1/2 (python train.py --cfg \"a b\")"), 1U);
   EXPECT_EQ(trace["otherData"]["dropped_events"], 0);
 }
@@ -87,8 +93,8 @@ TEST(ChromeTrace, StepCategoriesAreCounterTracksOfTheirProcess) {
   json rank0_args;
   for (const json& event : trace["traceEvents"]) {
     if (event["ph"] == "C") {
-      counters[event["name"].get<std::string>() + "@" + std::to_string(event["pid"].get<int64_t>())].emplace_back(
-          event["ts"].get<double>(), event["args"]["bytes"].get<uint64_t>());
+      counters[event["name"].get<std::string>() + "@" + std::to_string(event["pid"].get<int64_t>())]
+          .emplace_back(event["ts"].get<double>(), event["args"]["bytes"].get<uint64_t>());
     }
     if (event["ph"] == "X" && event["pid"] == 4242) rank0_args = event["args"];
   }
@@ -102,8 +108,10 @@ TEST(ChromeTrace, StepCategoriesAreCounterTracksOfTheirProcess) {
     ASSERT_FALSE(counters[name].empty());
     EXPECT_DOUBLE_EQ(counters[name][0].first, start_us) << name;
     EXPECT_EQ(counters[name][0].second, (*step.category_bytes)[c]) << name;
-    EXPECT_EQ(rank0_args["category_bytes"][std::string(memory_category_names[c])], (*step.category_bytes)[c]);
-    EXPECT_EQ(counters.count("GPU0 step peak " + std::string(memory_category_names[c]) + "@4243"), 0U)
+    EXPECT_EQ(rank0_args["category_bytes"][std::string(memory_category_names[c])],
+              (*step.category_bytes)[c]);
+    EXPECT_EQ(counters.count("GPU0 step peak " + std::string(memory_category_names[c]) + "@4243"),
+              0U)
         << "rank 1 tracks no categories";
   }
 }
@@ -122,7 +130,8 @@ TEST(ChromeTrace, MaxEventsBoundsTheFileAndStaysValid) {
   writer.close();
   const json trace = json::parse(test::read_file(dir.file("trace.json")));
   std::size_t bounded = 0;
-  for (const json& event : trace["traceEvents"]) bounded += event["ph"] == "C" || event["ph"] == "X";
+  for (const json& event : trace["traceEvents"])
+    bounded += event["ph"] == "C" || event["ph"] == "X";
   EXPECT_LE(bounded, 50U + 2U * 3U + 16U);  // the bound plus one end-extension per track
   EXPECT_GT(trace["otherData"]["dropped_events"].get<uint64_t>(), 0U);
   EXPECT_EQ(writer.events_dropped(), trace["otherData"]["dropped_events"].get<uint64_t>());

@@ -36,7 +36,8 @@ TEST(HttpServer, ServesMetricsWithTheExactContentType) {
   ASSERT_GT(running.server.port(), 0);
   const std::string answer = test::http_get(running.server.port(), "/metrics?x=1");
   EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0U) << answer;
-  EXPECT_NE(answer.find("\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"), std::string::npos);
+  EXPECT_NE(answer.find("\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"),
+            std::string::npos);
   EXPECT_NE(answer.find("\r\nContent-Length: 15\r\n"), std::string::npos);
   EXPECT_EQ(answer.substr(answer.size() - 15), "vramscope_up 1\n");
 }
@@ -45,7 +46,8 @@ TEST(HttpServer, StatusCodesForOtherRequests) {
   RunningServer running;
   const int port = running.server.port();
   EXPECT_EQ(test::http_get(port, "/nope").rfind("HTTP/1.1 404 ", 0), 0U);
-  EXPECT_EQ(test::http_exchange(port, "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405 ", 0), 0U);
+  EXPECT_EQ(test::http_exchange(port, "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405 ", 0),
+            0U);
   EXPECT_EQ(test::http_exchange(port, "garbage\r\n\r\n").rfind("HTTP/1.1 400 ", 0), 0U);
   const std::string head = test::http_exchange(port, "HEAD /metrics HTTP/1.1\r\n\r\n");
   EXPECT_EQ(head.rfind("HTTP/1.1 200 ", 0), 0U);
@@ -58,7 +60,8 @@ TEST(HttpServer, StatusCodesForOtherRequests) {
 TEST(HttpServer, PortInUseIsAClearError) {
   RunningServer running;
   try {
-    HttpServer second("127.0.0.1", running.server.port(), [](const std::string&) { return HttpResponse{}; });
+    HttpServer second("127.0.0.1", running.server.port(),
+                      [](const std::string&) { return HttpResponse{}; });
     FAIL() << "a second server bound the same port";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos) << e.what();
@@ -66,7 +69,9 @@ TEST(HttpServer, PortInUseIsAClearError) {
 }
 
 TEST(HttpServer, BadHostIsAClearError) {
-  EXPECT_THROW(HttpServer("not-an-address.invalid", 0, [](const std::string&) { return HttpResponse{}; }), Error);
+  EXPECT_THROW(
+      HttpServer("not-an-address.invalid", 0, [](const std::string&) { return HttpResponse{}; }),
+      Error);
 }
 
 TEST(HttpServer, StopBeforeServeReturnsImmediately) {

@@ -75,7 +75,8 @@ TEST(MetricsCache, CategoriesOfTheLatestStepOutliveTheSampleThatBroughtThem) {
 }
 
 TEST(MetricsCache, ThrowingSourceIsContained) {
-  MetricsCache cache([](SystemSample&) -> bool { throw std::runtime_error("NVML exploded"); }, 1000000000LL, {});
+  MetricsCache cache([](SystemSample&) -> bool { throw std::runtime_error("NVML exploded"); },
+                     1000000000LL, {});
   cache.refresh();
   EXPECT_NE(cache.body()->find("vramscope_up 0\n"), std::string::npos);
   EXPECT_EQ(cache.last_error(), "NVML exploded");

@@ -15,7 +15,8 @@ namespace {
 TEST(Prometheus, RichSampleMatchesGolden) {
   PrometheusStatus status;
   status.sample_duration_seconds = 0.00125;
-  test::expect_golden("prometheus_rich.prom", render_prometheus(test::make_rich_sample(), {}, status));
+  test::expect_golden("prometheus_rich.prom",
+                      render_prometheus(test::make_rich_sample(), {}, status));
 }
 
 TEST(Prometheus, EscapesLabelValuesAndHelp) {
@@ -34,7 +35,8 @@ TEST(Prometheus, UnsupportedValuesAreOmittedNeverZero) {
   device.used_bytes = 5;  // total, free, reserved unsupported
   sample.devices.push_back(device);
   const std::string body = render_prometheus(sample, {}, {});
-  EXPECT_NE(body.find("vramscope_gpu_memory_used_bytes{gpu=\"3\",uuid=\"GPU-x\"} 5\n"), std::string::npos);
+  EXPECT_NE(body.find("vramscope_gpu_memory_used_bytes{gpu=\"3\",uuid=\"GPU-x\"} 5\n"),
+            std::string::npos);
   EXPECT_EQ(body.find("vramscope_gpu_memory_total_bytes"), std::string::npos);
   EXPECT_EQ(body.find("vramscope_gpu_memory_free_bytes"), std::string::npos);
   // Processes not read: no count rather than a misleading 0.
@@ -62,15 +64,19 @@ TEST(Prometheus, CategoryBytesOfTheLatestStepPerProcess) {
   sample.steps.push_back(older);
   const std::string body = render_prometheus(sample, {}, {});
   const std::string labels =
-      "gpu=\"0\",uuid=\"GPU-11111111-2222-3333-4444-555555555555\",hostname=\"node-01\",pid=\"4242\","
+      "gpu=\"0\",uuid=\"GPU-11111111-2222-3333-4444-555555555555\",hostname=\"node-01\",pid="
+      "\"4242\","
       "cuda_device=\"0\",rank=\"0\"";
   EXPECT_NE(body.find("# TYPE vramscope_category_bytes gauge\n"), std::string::npos);
-  EXPECT_NE(body.find("vramscope_category_bytes{" + labels + ",category=\"parameters\"} 3221225472\n"),
-            std::string::npos)
+  EXPECT_NE(
+      body.find("vramscope_category_bytes{" + labels + ",category=\"parameters\"} 3221225472\n"),
+      std::string::npos)
       << body;
-  EXPECT_NE(body.find("vramscope_category_bytes{" + labels + ",category=\"optimizer_state\"} 6442450944\n"),
+  EXPECT_NE(body.find("vramscope_category_bytes{" + labels +
+                      ",category=\"optimizer_state\"} 6442450944\n"),
             std::string::npos);
-  EXPECT_NE(body.find("vramscope_category_bytes{" + labels + ",category=\"other\"} 0\n"), std::string::npos)
+  EXPECT_NE(body.find("vramscope_category_bytes{" + labels + ",category=\"other\"} 0\n"),
+            std::string::npos)
       << "a tracked zero is a value";
   EXPECT_EQ(body.find("pid=\"4243\",cuda_device=\"0\",rank=\"1\",category="), std::string::npos)
       << "rank 1 tracks no categories: no series rather than zeros";
@@ -106,7 +112,8 @@ TEST(Prometheus, FamiliesContiguousAndSeriesUnique) {
   const std::string body = render_prometheus(sample, {}, {});
   ASSERT_EQ(body.back(), '\n');
 
-  const std::regex sample_line(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? ([0-9.e+-]+|NaN|[+-]Inf)$)");
+  const std::regex sample_line(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? ([0-9.e+-]+|NaN|[+-]Inf)$)");
   std::set<std::string> closed_families;
   std::set<std::string> series;
   std::map<std::string, int> help_count;
@@ -127,11 +134,13 @@ TEST(Prometheus, FamiliesContiguousAndSeriesUnique) {
     ASSERT_TRUE(std::regex_match(line, match, sample_line)) << line;
     EXPECT_EQ(match[1].str(), current) << "sample outside its family: " << line;
     EXPECT_EQ(closed_families.count(match[1].str()), 0U);
-    EXPECT_TRUE(series.insert(match[1].str() + match[2].str()).second) << "duplicate series " << line;
+    EXPECT_TRUE(series.insert(match[1].str() + match[2].str()).second)
+        << "duplicate series " << line;
   }
   // 8 GPUs x 64 processes, the duplicate dropped.
   std::size_t process_series = 0;
-  for (const std::string& s : series) process_series += s.rfind("vramscope_process_gpu_memory_used_bytes", 0) == 0;
+  for (const std::string& s : series)
+    process_series += s.rfind("vramscope_process_gpu_memory_used_bytes", 0) == 0;
   EXPECT_EQ(process_series, 8U * 64U);
 }
 

@@ -25,9 +25,7 @@ namespace vramscope {
 namespace {
 
 /// The value counter `i` carries: distinct per counter and far from 0 and from each other.
-uint64_t value_of(std::size_t i) {
-  return (uint64_t{i} + 1) * 1'000'003;
-}
+uint64_t value_of(std::size_t i) { return (uint64_t{i} + 1) * 1'000'003; }
 
 AllocatorSample numbered_sample() {
   AllocatorSample a;

@@ -2,13 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
-#include "report/row_files.hpp"
 #include "fixtures.hpp"
-#include "report/json_report.hpp"
 #include "golden.hpp"
+#include "report/json_report.hpp"
+#include "report/row_files.hpp"
 #include "temp_dir.hpp"
 
 namespace vramscope::exporters {
@@ -23,7 +22,8 @@ TEST(RowFiles, CsvHasOneHeaderThenTheFormatterRows) {
     sink.write(sample);
   }
   const std::string rows = report::csv_rows(sample, report::CsvRows::Devices);
-  EXPECT_EQ(test::read_file(dir.file("d.csv")), report::csv_header(report::CsvRows::Devices) + rows + rows);
+  EXPECT_EQ(test::read_file(dir.file("d.csv")),
+            report::csv_header(report::CsvRows::Devices) + rows + rows);
 }
 
 TEST(RowFiles, ProcessRowsUseTheProcessHeader) {
@@ -43,14 +43,17 @@ TEST(RowFiles, StepRowsCarryCategoriesOrEmptyFields) {
   ASSERT_EQ(lines.size(), 3U);
   EXPECT_EQ(lines[0],
             "timestamp_ns,hostname,pid,rank,cuda_device,device_uuid,step,end_ns,duration_ns,"
-            "peak_allocated_bytes,peak_reserved_bytes,peak_requested_bytes,allocated_bytes,reserved_bytes,"
+            "peak_allocated_bytes,peak_reserved_bytes,peak_requested_bytes,allocated_bytes,"
+            "reserved_bytes,"
             "category_parameters_bytes,category_gradients_bytes,category_optimizer_state_bytes,"
             "category_activations_bytes,category_temporaries_bytes,category_other_bytes\r");
   const std::string rank0_tail = ",3221225472,3221225472,6442450944,1069547520,3145728,0\r";
   EXPECT_EQ(lines[1].substr(0, 24), "1700000000000000000,node");
   EXPECT_EQ(lines[1].substr(lines[1].size() - rank0_tail.size()), rank0_tail) << lines[1];
   EXPECT_EQ(lines[2].substr(lines[2].size() - 7), ",,,,,,\r") << "rank 1: empty, never 0";
-  const auto count_fields = [](const std::string& line) { return std::count(line.begin(), line.end(), ',') + 1; };
+  const auto count_fields = [](const std::string& line) {
+    return std::count(line.begin(), line.end(), ',') + 1;
+  };
   EXPECT_EQ(count_fields(lines[1]), count_fields(lines[0]));
   EXPECT_EQ(count_fields(lines[2]), count_fields(lines[0]));
 }

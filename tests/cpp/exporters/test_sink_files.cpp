@@ -9,18 +9,16 @@
 #include <string>
 
 #include "exporters/chrome_trace.hpp"
-#include "report/row_files.hpp"
 #include "exporters/sink.hpp"
 #include "fixtures.hpp"
+#include "report/row_files.hpp"
 #include "temp_dir.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {
 namespace {
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 mode_t mode_of(const std::string& path) {
   struct stat info {};

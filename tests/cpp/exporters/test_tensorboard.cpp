@@ -66,7 +66,8 @@ TEST(TensorBoard, ScalarEventEncoding) {
 }
 
 TEST(TensorBoard, FileNameFollowsPythonWriters) {
-  EXPECT_EQ(tensorboard_file_name(1700000000, "node-01", 4242, 3), "events.out.tfevents.1700000000.node-01.4242.3");
+  EXPECT_EQ(tensorboard_file_name(1700000000, "node-01", 4242, 3),
+            "events.out.tfevents.1700000000.node-01.4242.3");
   EXPECT_EQ(tensorboard_file_name(42, "h", 1, 0), "events.out.tfevents.0000000042.h.1.0");
 }
 
@@ -125,7 +126,8 @@ TEST(TensorBoard, StepCategoriesBecomeTagsOnlyWhenTracked) {
   const auto records = read_records(test::read_file(writer.path()));
   ASSERT_EQ(records.size(), 3U);
   for (std::string_view name : memory_category_names) {
-    EXPECT_NE(records[1].find("memory/rank0/cuda0/category/" + std::string(name) + "_bytes"), std::string::npos)
+    EXPECT_NE(records[1].find("memory/rank0/cuda0/category/" + std::string(name) + "_bytes"),
+              std::string::npos)
         << name;
   }
   // Value check: 3 GiB of parameters as the float32 simple_value right after its tag.

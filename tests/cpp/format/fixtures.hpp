@@ -129,8 +129,8 @@ inline SystemSample make_sample(uint64_t seed, int gpus = 1, int processes = 8) 
       proc.visible = p % 5 != 4;
       if (proc.visible) {
         proc.user = p % 2 == 0 ? "alice" : "1001";
-        proc.command = "python train.py --model=llama-3-8b --rank=" + std::to_string(p) +
-                       " --tag=训练-😀";
+        proc.command =
+            "python train.py --model=llama-3-8b --rank=" + std::to_string(p) + " --tag=训练-😀";
       }
       d.processes.push_back(proc);
     }
@@ -178,8 +178,9 @@ inline SystemSample make_sample(uint64_t seed, int gpus = 1, int processes = 8) 
     step.reserved_bytes = 72'000'000'000ULL;
     // Every other seed: a process that tracks categories (the second step never does).
     if (seed % 2 == 0) {
-      step.category_bytes = CategoryBytes{20'000'000'000ULL + seed, 20'000'000'000ULL, 27'000'000'000ULL,
-                                          2'500'000'000ULL, 499'000'000ULL, 0};
+      step.category_bytes =
+          CategoryBytes{20'000'000'000ULL + seed, 20'000'000'000ULL, 27'000'000'000ULL,
+                        2'500'000'000ULL,         499'000'000ULL,    0};
     }
     s.steps.push_back(step);
     step.step += 1000;

@@ -20,8 +20,8 @@ int main(int argc, char** argv) {
   try {
     vramscope::RecordingWriterOptions options;
     options.overwrite = true;
-    auto writer =
-        vramscope::RecordingWriter::create(argv[1], vramscope::testing::v2_small_metadata(), options);
+    auto writer = vramscope::RecordingWriter::create(
+        argv[1], vramscope::testing::v2_small_metadata(), options);
     for (const auto& chunk : vramscope::testing::v2_small_chunks()) {
       for (const auto& sample : chunk) writer->append(sample);
       writer->flush();

@@ -89,9 +89,10 @@ int main(int argc, char** argv) {
   }
   writer->close();
   const uint64_t body_bytes = writer->file_bytes() - header_bytes;
-  std::printf("%llu samples, %llu bytes after the header: %.1f bytes/sample, writer %.2f us/sample\n",
-              static_cast<unsigned long long>(samples), static_cast<unsigned long long>(body_bytes),
-              static_cast<double>(body_bytes) / static_cast<double>(samples),
-              cpu_s * 1e6 / static_cast<double>(samples));
+  std::printf(
+      "%llu samples, %llu bytes after the header: %.1f bytes/sample, writer %.2f us/sample\n",
+      static_cast<unsigned long long>(samples), static_cast<unsigned long long>(body_bytes),
+      static_cast<double>(body_bytes) / static_cast<double>(samples),
+      cpu_s * 1e6 / static_cast<double>(samples));
   return 0;
 }

@@ -40,8 +40,8 @@ class TempDir {
   std::string m_path;
 };
 
-using testing::Polled;
 using testing::poll;
+using testing::Polled;
 
 uint32_t self_pid() { return static_cast<uint32_t>(::getpid()); }
 
@@ -173,8 +173,8 @@ TEST(AgentSegment, StepCategoriesRoundTripAndStayOptional) {
   auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
   StepRecord with = step_for(1);
   // Values above 2^32 and one zero: every byte of each field matters.
-  with.category_bytes = CategoryBytes{5'000'000'001ULL, 5'000'000'002ULL, 10'000'000'004ULL,
-                                      123'456'789ULL, 0, 42};
+  with.category_bytes =
+      CategoryBytes{5'000'000'001ULL, 5'000'000'002ULL, 10'000'000'004ULL, 123'456'789ULL, 0, 42};
   writer->push_step(with);
   writer->push_step(step_for(2));
   auto reader = AgentSegmentReader::create(dir.path());
@@ -195,15 +195,17 @@ TEST(AgentSegment, StepWithUnknownFlagBitsLosesItsCategoriesOnly) {
   writer->push_step(step);
   // Damage the entry's flags in place (as a buggy or hostile writer would); the seqlock stays
   // even, so the reader takes the entry and must judge the flags itself.
-  const auto geometry = format::segment_geometry(sizeof(format::SegmentHeader), 1,
-                                                 format::segment_step_capacity,
-                                                 format::segment_oom_capacity);
-  const off_t flags_at = static_cast<off_t>(geometry.steps_offset + offsetof(format::StepEntry, payload) +
-                                            offsetof(format::StepPayload, flags));
+  const auto geometry =
+      format::segment_geometry(sizeof(format::SegmentHeader), 1, format::segment_step_capacity,
+                               format::segment_oom_capacity);
+  const off_t flags_at =
+      static_cast<off_t>(geometry.steps_offset + offsetof(format::StepEntry, payload) +
+                         offsetof(format::StepPayload, flags));
   const uint64_t bad_flags = format::step_flag_categories | (1U << 5U);
   const int fd = ::open(writer->path().c_str(), O_WRONLY);
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(::pwrite(fd, &bad_flags, sizeof bad_flags, flags_at), static_cast<ssize_t>(sizeof bad_flags));
+  ASSERT_EQ(::pwrite(fd, &bad_flags, sizeof bad_flags, flags_at),
+            static_cast<ssize_t>(sizeof bad_flags));
   ::close(fd);
   auto reader = AgentSegmentReader::create(dir.path());
   const Polled out = poll(*reader);
@@ -238,7 +240,8 @@ TEST(AgentSegment, OtherFormatVersionIsRefusedWithOneClearWarning) {
   ASSERT_EQ(warnings.size(), 1U);
   EXPECT_NE(warnings[0].find("agent-1.seg"), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[0].find("format v1"), std::string::npos) << warnings[0];
-  EXPECT_NE(warnings[0].find("reads v" + std::to_string(format::segment_version)), std::string::npos)
+  EXPECT_NE(warnings[0].find("reads v" + std::to_string(format::segment_version)),
+            std::string::npos)
       << warnings[0];
   poll(*reader);
   EXPECT_TRUE(reader->take_warnings().empty()) << "each file is reported once";
@@ -545,9 +548,9 @@ TEST(AgentSegment, ReaderOfMissingDirectorySeesNothing) {
 TEST(SegmentDir, ParsesOnlyWellFormedNames) {
   EXPECT_EQ(format::parse_segment_file_name("agent-42.seg"), 42U);
   EXPECT_EQ(format::segment_file_name(42), "agent-42.seg");
-  for (const char* bad : {"agent-.seg", "agent-0.seg", "agent--1.seg", "agent-+1.seg",
-                          "agent-1.seg.tmp", ".agent-1.tmp", "agent-99999999999.seg",
-                          "agent-1x.seg", "xagent-1.seg"}) {
+  for (const char* bad :
+       {"agent-.seg", "agent-0.seg", "agent--1.seg", "agent-+1.seg", "agent-1.seg.tmp",
+        ".agent-1.tmp", "agent-99999999999.seg", "agent-1x.seg", "xagent-1.seg"}) {
     EXPECT_FALSE(format::parse_segment_file_name(bad).has_value()) << bad;
   }
 }

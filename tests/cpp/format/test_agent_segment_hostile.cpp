@@ -18,8 +18,8 @@
 #include "format/agent_segment_layout.hpp"
 #include "format/process_identity.hpp"
 #include "format/segment_dir.hpp"
-#include "format/test_data.hpp"
 #include "format/temp_dir.hpp"
+#include "format/test_data.hpp"
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/status.hpp"
 
@@ -40,12 +40,10 @@ class SegmentDir {
   std::string m_path;
 };
 
-using testing::Polled;
 using testing::poll;
+using testing::Polled;
 
-uint32_t self_pid() {
-  return static_cast<uint32_t>(::getpid());
-}
+uint32_t self_pid() { return static_cast<uint32_t>(::getpid()); }
 
 AllocatorSample plausible_sample() {
   AllocatorSample s;

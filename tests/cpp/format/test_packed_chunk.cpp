@@ -1,7 +1,6 @@
 // tests/cpp/format/test_packed_chunk.cpp -- version 3 packed chunks: size, key chunks, hostile data
-#include <zstd.h>
-
 #include <gtest/gtest.h>
+#include <zstd.h>
 
 #include <cstring>
 
@@ -137,7 +136,8 @@ TEST(PackedChunks, SteadyStateIsAtLeastTenTimesSmallerThanRawChunks) {
     encoder.encode(samples[1], samples[0].timestamp_ns, raw);
     const double raw_per_sample = static_cast<double>(raw.size() + sizeof(format::ChunkHeader));
     const uint64_t packed = write_one_per_chunk(dir.file("steady.vsrec"), samples);
-    const double packed_per_sample = static_cast<double>(packed) / static_cast<double>(samples.size());
+    const double packed_per_sample =
+        static_cast<double>(packed) / static_cast<double>(samples.size());
     EXPECT_GE(raw_per_sample / packed_per_sample, 10.0)
         << gpus << "x" << processes << ": " << raw_per_sample << " B raw, " << packed_per_sample
         << " B packed per sample";
@@ -159,7 +159,8 @@ TEST(PackedChunks, TimestampsOfAnyValueRoundTrip) {
   write_one_per_chunk(dir.file("ts.vsrec"), samples);
   const std::vector<SystemSample> back = read_samples(read_file(dir.file("ts.vsrec")));
   ASSERT_EQ(back.size(), samples.size());
-  for (std::size_t i = 0; i < samples.size(); ++i) EXPECT_EQ(back[i].timestamp_ns, samples[i].timestamp_ns);
+  for (std::size_t i = 0; i < samples.size(); ++i)
+    EXPECT_EQ(back[i].timestamp_ns, samples[i].timestamp_ns);
 }
 
 /// A digest that says how many samples it saw and the first one's timestamp.
@@ -295,7 +296,8 @@ TEST(RecordingIndex, ADamagedIndexChunkIsCorruptAndDisablesTheIndex) {
   for (SystemSample s; reader->next(s);) ++samples;
   EXPECT_EQ(samples, segments[0].sample_count);
   EXPECT_EQ(reader->tail_state(), TailState::Corrupt);
-  EXPECT_NE(reader->tail_message().find("index chunk"), std::string::npos) << reader->tail_message();
+  EXPECT_NE(reader->tail_message().find("index chunk"), std::string::npos)
+      << reader->tail_message();
 }
 
 TEST(PackedChunks, AKeyChunkReadsWithoutAnythingBeforeIt) {
@@ -307,14 +309,17 @@ TEST(PackedChunks, AKeyChunkReadsWithoutAnythingBeforeIt) {
   // The file header followed by the second segment decodes the same samples: nothing in a
   // segment refers to the one before. (Its index chunk then fails: it holds file offsets.)
   const std::string header = rec.bytes.substr(0, rec.header_bytes);
-  const std::vector<SystemSample> back = read_samples(header + rec.bytes.substr(segments[1].offset));
+  const std::vector<SystemSample> back =
+      read_samples(header + rec.bytes.substr(segments[1].offset));
   ASSERT_EQ(back.size(), segments[1].sample_count);
-  for (std::size_t i = 0; i < back.size(); ++i) ASSERT_EQ(dump(back[i]), dump(rec.samples[firsts[1] + i]));
+  for (std::size_t i = 0; i < back.size(); ++i)
+    ASSERT_EQ(dump(back[i]), dump(rec.samples[firsts[1] + i]));
   // A continuation chunk cannot be read that way.
   format::PackedChunkHeader key;
   std::string why;
-  ASSERT_EQ(format::parse_packed_header(std::string_view(rec.bytes).substr(segments[1].offset), key, why),
-            format::PackedHeaderStatus::Ok);
+  ASSERT_EQ(
+      format::parse_packed_header(std::string_view(rec.bytes).substr(segments[1].offset), key, why),
+      format::PackedHeaderStatus::Ok);
   const uint64_t continuation = segments[1].offset + key.header_bytes + key.stored_bytes;
   TailState tail{};
   std::string message;

@@ -1,10 +1,9 @@
 // tests/cpp/format/test_recording.cpp -- recording files: round trip, damaged tails, bad headers
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <csignal>
 #include <cstring>
@@ -192,13 +191,12 @@ TEST(Recording, RejectsForeignFilesWithClearMessages) {
   write_file(path, "");
   EXPECT_NE(error_of([&] { RecordingReader::open(path); }).find("empty file"), std::string::npos);
   write_file(path, "hello, this is a text file\n");
-  EXPECT_EQ(error_of([&] { RecordingReader::open(path); }),
-            path + ": not a vramscope recording");
+  EXPECT_EQ(error_of([&] { RecordingReader::open(path); }), path + ": not a vramscope recording");
   write_file(path, "VRAMSC");
-  EXPECT_EQ(error_of([&] { RecordingReader::open(path); }),
-            path + ": not a vramscope recording");
-  EXPECT_NE(error_of([&] { RecordingReader::open(dir.file("missing")); })
-                .find("cannot open recording: No such file or directory"),
+  EXPECT_EQ(error_of([&] { RecordingReader::open(path); }), path + ": not a vramscope recording");
+  EXPECT_NE(error_of([&] {
+              RecordingReader::open(dir.file("missing"));
+            }).find("cannot open recording: No such file or directory"),
             std::string::npos);
 }
 
@@ -207,9 +205,9 @@ TEST(Recording, RejectsDamagedHeaders) {
   const Recorded rec = record(dir, 1, 1);
   const auto header_bytes = rec.chunk_offsets.front();
   for (uint64_t size = 8; size < header_bytes; ++size) {
-    EXPECT_NE(error_of([&] { RecordingReader::open_bytes(rec.bytes.substr(0, size)); })
-                  .find("cut short"),
-              std::string::npos)
+    EXPECT_NE(
+        error_of([&] { RecordingReader::open_bytes(rec.bytes.substr(0, size)); }).find("cut short"),
+        std::string::npos)
         << size;
   }
   std::string damaged = rec.bytes;
@@ -239,8 +237,9 @@ TEST(Recording, CreatesPrivateFilesAndRefusesToOverwrite) {
   EXPECT_EQ(info.st_mode & 0777, 0600U);
 
   const std::string before = read_file(path);
-  EXPECT_NE(error_of([&] { RecordingWriter::create(path, make_metadata()); }).find("already exists"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { RecordingWriter::create(path, make_metadata()); }).find("already exists"),
+      std::string::npos);
   EXPECT_EQ(read_file(path), before);
 
   ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
@@ -254,8 +253,9 @@ TEST(Recording, CreatesPrivateFilesAndRefusesToOverwrite) {
 
 TEST(Recording, WriterReportsUnwritablePaths) {
   TempDir dir;
-  EXPECT_NE(error_of([&] { RecordingWriter::create(dir.file("no/such/dir.vsrec"), {}); })
-                .find("cannot create recording: No such file or directory"),
+  EXPECT_NE(error_of([&] {
+              RecordingWriter::create(dir.file("no/such/dir.vsrec"), {});
+            }).find("cannot create recording: No such file or directory"),
             std::string::npos);
 }
 
@@ -309,9 +309,9 @@ TEST(Recording, FailedWriteIsCutOffAndRetriedByTheNextFlush) {
   {
     // Room for a part of the next chunk only: the write is torn, as on a full disk.
     FileSizeLimit limit(good_bytes + 30);
-    EXPECT_NE(error_of([&] { writer->flush(); })
-                  .find(path + ": cannot write recording: File too large"),
-              std::string::npos);
+    EXPECT_NE(
+        error_of([&] { writer->flush(); }).find(path + ": cannot write recording: File too large"),
+        std::string::npos);
   }
   EXPECT_EQ(read_file(path).size(), good_bytes);  // the torn part was cut off
   EXPECT_EQ(read_all(*RecordingReader::open(path)).tail, TailState::Clean);

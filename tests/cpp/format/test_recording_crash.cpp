@@ -3,11 +3,10 @@
 // A child process records in a loop and reports each completed flush() through a pipe; the parent
 // blocks on that pipe (no sleeps) and kills the child once enough chunks are on disk, while it is
 // busy writing the next one. Everything reported as flushed must read back.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include "format/fixtures.hpp"
 #include "format/temp_dir.hpp"

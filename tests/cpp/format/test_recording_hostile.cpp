@@ -98,7 +98,8 @@ TEST(HostileRecording, AChunkAppendedAgainIsCorruptNotOldSamplesReplayed) {
   for (const auto& [copied, message] :
        {std::pair{bytes.substr(first_chunk),
                   "repeats the chunk at byte " + std::to_string(first_chunk)},
-        std::pair{bytes.substr(last_chunk), std::string("segment does not start with a key chunk")}}) {
+        std::pair{bytes.substr(last_chunk),
+                  std::string("segment does not start with a key chunk")}}) {
     std::string doctored = bytes;
     for (int i = 0; i < 50; ++i) doctored += copied;
     auto reader = RecordingReader::open_bytes(doctored);

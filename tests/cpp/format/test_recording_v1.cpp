@@ -9,8 +9,8 @@
 #include "format/fixtures.hpp"
 #include "format/recording_layout.hpp"
 #include "format/temp_dir.hpp"
-#include "format/v1_small_fixture.hpp"
 #include "format/test_data.hpp"
+#include "format/v1_small_fixture.hpp"
 #include "vramscope/recording.hpp"
 
 namespace vramscope {

@@ -1,11 +1,10 @@
 // tests/cpp/format/test_sample_codec.cpp -- SystemSample encoding: round trips and hostile input
-#include "format/sample_codec.hpp"
-
 #include <gtest/gtest.h>
 
 #include <limits>
 
 #include "format/fixtures.hpp"
+#include "format/sample_codec.hpp"
 
 namespace vramscope::format {
 namespace {
@@ -85,7 +84,8 @@ TEST(SampleCodec, RepeatedStringsAreStoredOnce) {
   round_trip({make_sample(1, 8, 8), make_sample(2, 8, 8)}, &both);
   const auto occurrences = [](const std::string& haystack, const std::string& needle) {
     int count = 0;
-    for (auto at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) {
+    for (auto at = haystack.find(needle); at != std::string::npos;
+         at = haystack.find(needle, at + 1)) {
       ++count;
     }
     return count;
@@ -129,10 +129,10 @@ TEST(SampleCodec, RejectsHostileEncodings) {
     decoder.decode(cursor, 0, out);
   };
   // Length, then: timestamp, hostname, driver, device count, ...
-  EXPECT_THROW(decode(std::string("\x00", 1)), FormatError);                // empty sample
-  EXPECT_THROW(decode("\x05\x00\x00\x00\x05\x00"s), FormatError);            // 5 devices, 1 byte
-  EXPECT_THROW(decode("\x04\x00\x07\x00\x00"s), FormatError);                // string ref, no table
-  EXPECT_THROW(decode("\x05\x00\x01\x7F\x00\x00"s), FormatError);            // literal past end
+  EXPECT_THROW(decode(std::string("\x00", 1)), FormatError);       // empty sample
+  EXPECT_THROW(decode("\x05\x00\x00\x00\x05\x00"s), FormatError);  // 5 devices, 1 byte
+  EXPECT_THROW(decode("\x04\x00\x07\x00\x00"s), FormatError);      // string ref, no table
+  EXPECT_THROW(decode("\x05\x00\x01\x7F\x00\x00"s), FormatError);  // literal past end
   EXPECT_THROW(decode(std::string("\x08\x00\x00\x00\x00\x00\x00\x00\x00", 9)),
                FormatError);  // trailing byte inside the sample
   EXPECT_THROW(decode("\x0C\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\x7F\x00\x00"s),

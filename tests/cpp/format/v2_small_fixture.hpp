@@ -30,7 +30,7 @@ inline std::vector<std::vector<SystemSample>> v2_small_chunks() {
   tracked.step = 13;
   tracked.end_ns = steps.timestamp_ns - 30'000'000;
   tracked.category_bytes = CategoryBytes{5'368'709'120ULL, 5'368'709'120ULL, 10'737'418'240ULL,
-                                         4'294'967'296ULL, 536'870'912ULL, 131'072ULL};
+                                         4'294'967'296ULL, 536'870'912ULL,   131'072ULL};
   StepRecord untracked = steps.steps[0];
   untracked.pid = 31338;
   untracked.step = 2;

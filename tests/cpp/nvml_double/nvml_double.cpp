@@ -44,14 +44,14 @@
 //
 // Test hooks (dlsym them from the test process): vramscope_nvml_double_reload(),
 // vramscope_nvml_double_calls("nvmlDeviceGetMemoryInfo_v2"), vramscope_nvml_double_reset_calls().
-#include "nvml_double_script.hpp"
-
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+
+#include "nvml_double_script.hpp"
 
 #ifndef VRAMSCOPE_NVML_DOUBLE_VERSIONED
 #define VRAMSCOPE_NVML_DOUBLE_VERSIONED 1
@@ -100,9 +100,9 @@ constexpr unsigned memory_v2_version = static_cast<unsigned>(sizeof(nvmlMemory_v
 
 /// Counts the call, then answers UNINITIALIZED outside nvmlInit/nvmlShutdown like the driver.
 /// The counter is looked up once per call site, so counting costs one increment.
-#define VRAMSCOPE_DOUBLE_ENTER(fn)                                  \
-  static unsigned long long& vramscope_calls_ = call_counter(fn);   \
-  ++vramscope_calls_;                                               \
+#define VRAMSCOPE_DOUBLE_ENTER(fn)                                \
+  static unsigned long long& vramscope_calls_ = call_counter(fn); \
+  ++vramscope_calls_;                                             \
   if (state().init_depth == 0) return CodeUninitialized
 
 Entity* entity_of(nvmlDevice_t device) { return state().entity_of(device); }
@@ -114,7 +114,8 @@ Entity* entity_of(nvmlDevice_t device) { return state().entity_of(device); }
   return CodeSuccess;
 }
 
-[[maybe_unused]] int get_processes(nvmlDevice_t device, unsigned* count, void* infos, ProcessKindBit kind, ErrorKey key, bool v1) {
+[[maybe_unused]] int get_processes(nvmlDevice_t device, unsigned* count, void* infos,
+                                   ProcessKindBit kind, ErrorKey key, bool v1) {
   Entity* entity = entity_of(device);
   if (entity == nullptr || count == nullptr) return CodeInvalidArgument;
   if (int error = entity->errors[key]) return error;
@@ -132,7 +133,8 @@ Entity* entity_of(nvmlDevice_t device) { return state().entity_of(device); }
     if (v1) {
       static_cast<nvmlProcessInfo_v1_t*>(infos)[i] = {p.pid, p.used};
     } else {
-      static_cast<nvmlProcessInfo_t*>(infos)[i] = {p.pid, p.used, p.gpu_instance_id, p.compute_instance_id};
+      static_cast<nvmlProcessInfo_t*>(infos)[i] = {p.pid, p.used, p.gpu_instance_id,
+                                                   p.compute_instance_id};
     }
     ++i;
   }
@@ -153,8 +155,8 @@ Entity* entity_of(nvmlDevice_t device) { return state().entity_of(device); }
   pci->pciSubSystemId = 0x18A610DE;
   // Older calls have no room for busId: leave the caller's bytes alone, as they would.
   if (v3) {
-    std::snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.0", entity->pci_domain, entity->pci_bus,
-                  entity->pci_device);
+    std::snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.0", entity->pci_domain,
+                  entity->pci_bus, entity->pci_device);
   }
   return CodeSuccess;
 }
@@ -265,17 +267,21 @@ VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciIn
   return get_pci(device, pci, false);
 }
 
-#define VRAMSCOPE_DOUBLE_PROCESS_LIST(name, kind, key)                                             \
-  VRAMSCOPE_NVML_EXPORT int name##_v3(nvmlDevice_t device, unsigned* count, nvmlProcessInfo_t* infos) { \
-    VRAMSCOPE_DOUBLE_ENTER(#name "_v3");                                                           \
-    return get_processes(device, count, infos, kind, key, false);                                  \
-  }                                                                                                \
-  VRAMSCOPE_NVML_EXPORT int name##_v2(nvmlDevice_t device, unsigned* count, nvmlProcessInfo_t* infos) { \
-    VRAMSCOPE_DOUBLE_ENTER(#name "_v2");                                                           \
-    return get_processes(device, count, infos, kind, key, false);                                  \
+#define VRAMSCOPE_DOUBLE_PROCESS_LIST(name, kind, key)                      \
+  VRAMSCOPE_NVML_EXPORT int name##_v3(nvmlDevice_t device, unsigned* count, \
+                                      nvmlProcessInfo_t* infos) {           \
+    VRAMSCOPE_DOUBLE_ENTER(#name "_v3");                                    \
+    return get_processes(device, count, infos, kind, key, false);           \
+  }                                                                         \
+  VRAMSCOPE_NVML_EXPORT int name##_v2(nvmlDevice_t device, unsigned* count, \
+                                      nvmlProcessInfo_t* infos) {           \
+    VRAMSCOPE_DOUBLE_ENTER(#name "_v2");                                    \
+    return get_processes(device, count, infos, kind, key, false);           \
   }
-VRAMSCOPE_DOUBLE_PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses, KindCompute, ErrComputeProcesses)
-VRAMSCOPE_DOUBLE_PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses, KindGraphics, ErrGraphicsProcesses)
+VRAMSCOPE_DOUBLE_PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses, KindCompute,
+                              ErrComputeProcesses)
+VRAMSCOPE_DOUBLE_PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses, KindGraphics,
+                              ErrGraphicsProcesses)
 VRAMSCOPE_DOUBLE_PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses, KindMps, ErrMpsProcesses)
 #endif
 
@@ -320,16 +326,20 @@ VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlB
   return CodeSuccess;
 }
 
-#define VRAMSCOPE_DOUBLE_PROCESS_LIST_V1(name, kind, key)                                          \
-  VRAMSCOPE_NVML_EXPORT int name(nvmlDevice_t device, unsigned* count, nvmlProcessInfo_v1_t* infos) { \
-    VRAMSCOPE_DOUBLE_ENTER(#name);                                                                 \
-    return get_processes(device, count, infos, kind, key, true);                                   \
+#define VRAMSCOPE_DOUBLE_PROCESS_LIST_V1(name, kind, key)              \
+  VRAMSCOPE_NVML_EXPORT int name(nvmlDevice_t device, unsigned* count, \
+                                 nvmlProcessInfo_v1_t* infos) {        \
+    VRAMSCOPE_DOUBLE_ENTER(#name);                                     \
+    return get_processes(device, count, infos, kind, key, true);       \
   }
-VRAMSCOPE_DOUBLE_PROCESS_LIST_V1(nvmlDeviceGetComputeRunningProcesses, KindCompute, ErrComputeProcesses)
-VRAMSCOPE_DOUBLE_PROCESS_LIST_V1(nvmlDeviceGetGraphicsRunningProcesses, KindGraphics, ErrGraphicsProcesses)
+VRAMSCOPE_DOUBLE_PROCESS_LIST_V1(nvmlDeviceGetComputeRunningProcesses, KindCompute,
+                                 ErrComputeProcesses)
+VRAMSCOPE_DOUBLE_PROCESS_LIST_V1(nvmlDeviceGetGraphicsRunningProcesses, KindGraphics,
+                                 ErrGraphicsProcesses)
 VRAMSCOPE_DOUBLE_PROCESS_LIST_V1(nvmlDeviceGetMPSComputeRunningProcesses, KindMps, ErrMpsProcesses)
 
-VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned* current, unsigned* pending) {
+VRAMSCOPE_NVML_EXPORT int nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned* current,
+                                               unsigned* pending) {
   VRAMSCOPE_DOUBLE_ENTER("nvmlDeviceGetMigMode");
   Entity* entity = entity_of(device);
   if (entity == nullptr || current == nullptr || pending == nullptr) return CodeInvalidArgument;

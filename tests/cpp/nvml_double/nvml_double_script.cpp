@@ -26,15 +26,32 @@ using nlohmann::json;
 /// Codes by their nvml.h name without NVML_ERROR_ (and SUCCESS).
 const std::map<std::string, int>& code_names() {
   static const std::map<std::string, int> names = {
-      {"SUCCESS", 0},           {"UNINITIALIZED", 1},      {"INVALID_ARGUMENT", 2},
-      {"NOT_SUPPORTED", 3},     {"NO_PERMISSION", 4},      {"NOT_FOUND", 6},
-      {"INSUFFICIENT_SIZE", 7}, {"INSUFFICIENT_POWER", 8}, {"DRIVER_NOT_LOADED", 9},
-      {"TIMEOUT", 10},          {"IRQ_ISSUE", 11},         {"LIBRARY_NOT_FOUND", 12},
-      {"FUNCTION_NOT_FOUND", 13}, {"CORRUPTED_INFOROM", 14}, {"GPU_IS_LOST", 15},
-      {"RESET_REQUIRED", 16},   {"OPERATING_SYSTEM", 17},  {"LIB_RM_VERSION_MISMATCH", 18},
-      {"IN_USE", 19},           {"MEMORY", 20},            {"NO_DATA", 21},
-      {"ARGUMENT_VERSION_MISMATCH", 25}, {"DEPRECATED", 26}, {"NOT_READY", 27},
-      {"GPU_NOT_FOUND", 28},    {"UNKNOWN", 999},
+      {"SUCCESS", 0},
+      {"UNINITIALIZED", 1},
+      {"INVALID_ARGUMENT", 2},
+      {"NOT_SUPPORTED", 3},
+      {"NO_PERMISSION", 4},
+      {"NOT_FOUND", 6},
+      {"INSUFFICIENT_SIZE", 7},
+      {"INSUFFICIENT_POWER", 8},
+      {"DRIVER_NOT_LOADED", 9},
+      {"TIMEOUT", 10},
+      {"IRQ_ISSUE", 11},
+      {"LIBRARY_NOT_FOUND", 12},
+      {"FUNCTION_NOT_FOUND", 13},
+      {"CORRUPTED_INFOROM", 14},
+      {"GPU_IS_LOST", 15},
+      {"RESET_REQUIRED", 16},
+      {"OPERATING_SYSTEM", 17},
+      {"LIB_RM_VERSION_MISMATCH", 18},
+      {"IN_USE", 19},
+      {"MEMORY", 20},
+      {"NO_DATA", 21},
+      {"ARGUMENT_VERSION_MISMATCH", 25},
+      {"DEPRECATED", 26},
+      {"NOT_READY", 27},
+      {"GPU_NOT_FOUND", 28},
+      {"UNKNOWN", 999},
   };
   return names;
 }
@@ -71,7 +88,8 @@ void check_keys(const json& object, std::initializer_list<const char*> allowed, 
   for (const auto& item : object.items()) {
     bool known = false;
     for (const char* key : allowed) known = known || item.key() == key;
-    if (!known) throw std::runtime_error(std::string("unknown key \"") + item.key() + "\" in " + where);
+    if (!known)
+      throw std::runtime_error(std::string("unknown key \"") + item.key() + "\" in " + where);
   }
 }
 
@@ -79,11 +97,14 @@ Process parse_process(const json& p) {
   check_keys(p, {"pid", "used", "kinds", "gpu_instance_id", "compute_instance_id"}, "a process");
   Process process;
   const json& pid = p.at("pid");
-  process.pid = pid.is_string() && pid.get<std::string>() == "self" ? static_cast<unsigned>(getpid())
-                                                                    : pid.get<unsigned>();
+  process.pid = pid.is_string() && pid.get<std::string>() == "self"
+                    ? static_cast<unsigned>(getpid())
+                    : pid.get<unsigned>();
   if (p.contains("used")) {
     const json& used = p["used"];
-    process.used = used.is_string() && used.get<std::string>() == "n/a" ? ~0ULL : used.get<unsigned long long>();
+    process.used = used.is_string() && used.get<std::string>() == "n/a"
+                       ? ~0ULL
+                       : used.get<unsigned long long>();
   }
   if (p.contains("kinds")) {
     process.kinds = 0;
@@ -120,17 +141,21 @@ void parse_common(const json& d, Entity& entity) {
     }
     entity.free = m.value("free", entity.total - entity.reserved - entity.used);
   }
-  for (const json& p : d.value("processes", json::array())) entity.processes.push_back(parse_process(p));
+  for (const json& p : d.value("processes", json::array()))
+    entity.processes.push_back(parse_process(p));
   const json errors = d.value("errors", json::object());
   for (const auto& item : errors.items()) {
     const auto key = error_keys().find(item.key());
-    if (key == error_keys().end()) throw std::runtime_error("unknown error key \"" + item.key() + "\"");
+    if (key == error_keys().end())
+      throw std::runtime_error("unknown error key \"" + item.key() + "\"");
     entity.errors[key->second] = parse_code(item.value());
   }
 }
 
 Entity parse_mig(const json& m, unsigned parent, unsigned position) {
-  check_keys(m, {"slot", "name", "uuid", "gpu_instance_id", "compute_instance_id", "memory", "processes", "errors"},
+  check_keys(m,
+             {"slot", "name", "uuid", "gpu_instance_id", "compute_instance_id", "memory",
+              "processes", "errors"},
              "a MIG instance");
   Entity entity;
   entity.is_mig = true;
@@ -143,8 +168,9 @@ Entity parse_mig(const json& m, unsigned parent, unsigned position) {
 }
 
 Entity parse_device(const json& d, unsigned index) {
-  check_keys(d, {"name", "uuid", "pci", "memory", "bar1", "mig_mode", "max_mig_devices", "mig_instances",
-                 "processes", "errors", "grow_processes"},
+  check_keys(d,
+             {"name", "uuid", "pci", "memory", "bar1", "mig_mode", "max_mig_devices",
+              "mig_instances", "processes", "errors", "grow_processes"},
              "a device");
   Entity entity;
   entity.index = index;
@@ -193,15 +219,16 @@ void Entity::grow() {
   if (grow_times == 0) return;
   --grow_times;
   for (unsigned i = 0; i < grow_by; ++i) {
-    processes.push_back({90'000'000U + index * 100'000U + grown++, 1ULL << 20U, KindCompute, 0xFFFFFFFFU,
-                         0xFFFFFFFFU});
+    processes.push_back({90'000'000U + index * 100'000U + grown++, 1ULL << 20U, KindCompute,
+                         0xFFFFFFFFU, 0xFFFFFFFFU});
   }
 }
 
 bool State::load_from_env() {
   const char* path = std::getenv("VRAMSCOPE_NVML_DOUBLE_SCRIPT");
   if (path == nullptr || path[0] == '\0') {
-    std::fprintf(stderr, "vramscope_nvml_double: set VRAMSCOPE_NVML_DOUBLE_SCRIPT to a script file\n");
+    std::fprintf(stderr,
+                 "vramscope_nvml_double: set VRAMSCOPE_NVML_DOUBLE_SCRIPT to a script file\n");
     return false;
   }
   try {
@@ -215,7 +242,8 @@ bool State::load_from_env() {
     if (script.contains("init")) fresh.init_result = parse_code(script["init"]);
     if (script.contains("count")) fresh.count_result = parse_code(script["count"]);
     unsigned index = 0;
-    for (const json& d : script.value("devices", json::array())) fresh.devices.push_back(parse_device(d, index++));
+    for (const json& d : script.value("devices", json::array()))
+      fresh.devices.push_back(parse_device(d, index++));
     *this = std::move(fresh);
     return true;
   } catch (const std::exception& e) {
@@ -225,7 +253,8 @@ bool State::load_from_env() {
 }
 
 void* State::handle_of(unsigned device, int mig_position) {
-  const auto value = (static_cast<uintptr_t>(device) + 1U) << 8U | static_cast<uintptr_t>(mig_position + 1);
+  const auto value =
+      (static_cast<uintptr_t>(device) + 1U) << 8U | static_cast<uintptr_t>(mig_position + 1);
   return reinterpret_cast<void*>(value);
 }
 
@@ -255,20 +284,34 @@ State& state() {
 
 const char* error_string(int code) {
   switch (code) {
-    case 0: return "Success";
-    case 1: return "Uninitialized";
-    case 2: return "Invalid Argument";
-    case 3: return "Not Supported";
-    case 4: return "Insufficient Permissions";
-    case 6: return "Not Found";
-    case 7: return "Insufficient Size";
-    case 9: return "Driver Not Loaded";
-    case 13: return "Function Not Found";
-    case 15: return "GPU is lost";
-    case 17: return "Operating System Error";
-    case 18: return "RM has detected an NVML/RM version mismatch.";
-    case 25: return "Argument version mismatch";
-    default: return "Unknown Error";
+    case 0:
+      return "Success";
+    case 1:
+      return "Uninitialized";
+    case 2:
+      return "Invalid Argument";
+    case 3:
+      return "Not Supported";
+    case 4:
+      return "Insufficient Permissions";
+    case 6:
+      return "Not Found";
+    case 7:
+      return "Insufficient Size";
+    case 9:
+      return "Driver Not Loaded";
+    case 13:
+      return "Function Not Found";
+    case 15:
+      return "GPU is lost";
+    case 17:
+      return "Operating System Error";
+    case 18:
+      return "RM has detected an NVML/RM version mismatch.";
+    case 25:
+      return "Argument version mismatch";
+    default:
+      return "Unknown Error";
   }
 }
 

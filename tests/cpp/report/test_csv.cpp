@@ -21,8 +21,9 @@ TEST(Csv, QuotesOnlyWhatNeedsQuoting) {
 }
 
 TEST(Csv, DeviceRowsMatchGolden) {
-  testing::expect_golden("report/two_gpus_devices.csv",
-                         csv_header(CsvRows::Devices) + csv_rows(make_two_gpu_sample(), CsvRows::Devices));
+  testing::expect_golden(
+      "report/two_gpus_devices.csv",
+      csv_header(CsvRows::Devices) + csv_rows(make_two_gpu_sample(), CsvRows::Devices));
 }
 
 TEST(Csv, ProcessRowsMatchGolden) {

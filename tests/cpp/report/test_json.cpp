@@ -29,7 +29,8 @@ void expect_bytes_are_integers(const json& node, const std::string& where) {
 }
 
 TEST(Json, PrettyDocumentMatchesGolden) {
-  testing::expect_golden("report/two_gpus.json", format_sample_json(make_two_gpu_sample(), true) + "\n");
+  testing::expect_golden("report/two_gpus.json",
+                         format_sample_json(make_two_gpu_sample(), true) + "\n");
 }
 
 TEST(Json, InvalidUtf8FromOtherProcessesIsReplacedNotFatal) {
@@ -107,7 +108,8 @@ TEST(Json, UnsupportedIsNullNeverZero) {
 TEST(Json, InconsistentJoinIsReportedNotHidden) {
   SystemSample s = make_two_gpu_sample();
   s.allocators[0].reserved_bytes = 40000 * mib;  // more than the driver's 30000 MiB
-  const json torch = json::parse(format_sample_json(s, false))["devices"][0]["processes"][0]["torch"];
+  const json torch =
+      json::parse(format_sample_json(s, false))["devices"][0]["processes"][0]["torch"];
   EXPECT_EQ(torch["non_pytorch_bytes"], nullptr);
   ASSERT_EQ(torch["issues"].size(), 1U);
   EXPECT_EQ(torch["issues"][0], "torch reserved > driver used");

@@ -155,12 +155,15 @@ TEST(RecordingSummary, ShowsWhatTheLargestCategorisedStepPeakWasMadeOf) {
 
   RecordingMetadata metadata;
   const std::string text = format_summary_text("c.vsrec", metadata, summary, {});
-  EXPECT_NE(text.find("      step 4 peak: parameters 1000MiB, gradients 1000MiB, optimizer_state 2000MiB, "
-                      "activations 2500MiB, temporaries 500MiB, other 0MiB\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          "      step 4 peak: parameters 1000MiB, gradients 1000MiB, optimizer_state 2000MiB, "
+          "activations 2500MiB, temporaries 500MiB, other 0MiB\n"),
+      std::string::npos)
       << text;
   EXPECT_EQ(text.find("step 5 peak"), std::string::npos) << text;
-  const nlohmann::json doc = nlohmann::json::parse(format_summary_json("c.vsrec", metadata, summary, {}));
+  const nlohmann::json doc =
+      nlohmann::json::parse(format_summary_json("c.vsrec", metadata, summary, {}));
   for (const auto& p : doc["processes"]) {
     if (p["pid"] == 4021) {
       EXPECT_EQ(p["category_step"], 4);
@@ -177,7 +180,8 @@ TEST(RecordingSummary, EmptyRecordingSaysSo) {
   const RecordingSummary empty;
   const std::string text = format_summary_text("e.vsrec", metadata, empty, {});
   EXPECT_NE(text.find("Span      no samples"), std::string::npos) << text;
-  const nlohmann::json doc = nlohmann::json::parse(format_summary_json("e.vsrec", metadata, empty, {}));
+  const nlohmann::json doc =
+      nlohmann::json::parse(format_summary_json("e.vsrec", metadata, empty, {}));
   EXPECT_EQ(doc["start_ns"], nullptr);
   EXPECT_EQ(doc["sample_count"], 0);
 }
@@ -188,9 +192,10 @@ TEST(WatchLine, SumsAgentsPerGpuAndMarksLostOnes) {
   SystemSample s = make_two_gpu_sample();
   s.devices[1].lost = true;
   s.devices[1].error = "GPU is lost";
-  EXPECT_EQ(format_watch_lines(s, UnitStyle::Mib),
-            "22:13:20.123  gpu 0  used 40961MiB  free 102290MiB  torch alloc 20480MiB resv 24576MiB\n"
-            "22:13:20.123  gpu 1  GPU lost: GPU is lost\n");
+  EXPECT_EQ(
+      format_watch_lines(s, UnitStyle::Mib),
+      "22:13:20.123  gpu 0  used 40961MiB  free 102290MiB  torch alloc 20480MiB resv 24576MiB\n"
+      "22:13:20.123  gpu 1  GPU lost: GPU is lost\n");
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // tests/cpp/report/test_summary_digest.cpp -- `show` through the index equals `show` of every sample
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -119,7 +118,8 @@ TEST(SummaryDigest, SerializesAndParsesBack) {
   const std::optional<RecordingSummary> back = RecordingSummary::parse(summary.serialize());
   ASSERT_TRUE(back.has_value());
   RecordingMetadata metadata;
-  EXPECT_EQ(format_summary_json("x", metadata, *back, {}), format_summary_json("x", metadata, summary, {}));
+  EXPECT_EQ(format_summary_json("x", metadata, *back, {}),
+            format_summary_json("x", metadata, summary, {}));
   EXPECT_FALSE(RecordingSummary::parse("not cbor").has_value());
   EXPECT_FALSE(RecordingSummary::parse("").has_value());
 }

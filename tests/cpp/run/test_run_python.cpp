@@ -43,12 +43,12 @@ TEST(FindPython, FallsBackToPathSearch) {
 TEST(PythonRunArgv, ForwardsTheProgramVerbatim) {
   const std::vector<std::string> script{"train.py", "--epochs", "3", "-m", "x"};
   EXPECT_EQ(python_run_argv("python3", script),
-            (std::vector<std::string>{"python3", "-m", "vramscope.run", "train.py", "--epochs",
-                                      "3", "-m", "x"}));
+            (std::vector<std::string>{"python3", "-m", "vramscope.run", "train.py", "--epochs", "3",
+                                      "-m", "x"}));
   const std::vector<std::string> module{"-m", "pkg.train", "-q"};
-  EXPECT_EQ(python_run_argv("/v/python3", module),
-            (std::vector<std::string>{"/v/python3", "-m", "vramscope.run", "-m", "pkg.train",
-                                      "-q"}));
+  EXPECT_EQ(
+      python_run_argv("/v/python3", module),
+      (std::vector<std::string>{"/v/python3", "-m", "vramscope.run", "-m", "pkg.train", "-q"}));
 }
 
 }  // namespace

@@ -51,8 +51,11 @@ class ReferenceAllocator {
   static constexpr uint64_t kMinLargeAlloc = uint64_t{10} << 20U;
   static constexpr uint64_t kRoundLarge = uint64_t{2} << 20U;
 
-  ReferenceAllocator(uint64_t seed, bool expandable) : m_rng(seed) { m_settings.expandable = expandable; }
-  ReferenceAllocator(uint64_t seed, ReferenceSettings settings) : m_rng(seed), m_settings(settings) {}
+  ReferenceAllocator(uint64_t seed, bool expandable) : m_rng(seed) {
+    m_settings.expandable = expandable;
+  }
+  ReferenceAllocator(uint64_t seed, ReferenceSettings settings)
+      : m_rng(seed), m_settings(settings) {}
 
   /// Where events go (nothing before attach: events before it are "missed").
   void attach(Sink sink) {
@@ -68,7 +71,8 @@ class ReferenceAllocator {
     if (dice < 75) return free_one(m_live[m_rng() % m_live.size()], /*deferred=*/m_rng() % 4 == 0);
     if (dice < 88) return complete_pending();
     if (dice < 94) return empty_cache();
-    if (dice < 97) return emit(Action::Unknown, m_rng() % 1000, 0, static_cast<uint8_t>(9 + m_rng() % 5));
+    if (dice < 97)
+      return emit(Action::Unknown, m_rng() % 1000, 0, static_cast<uint8_t>(9 + m_rng() % 5));
     return emit(m_rng() % 2 ? Action::Snapshot : Action::Oom, m_rng() % 4096, 0,
                 m_rng() % 2 ? 7 : 8);
   }
@@ -203,7 +207,8 @@ class ReferenceAllocator {
     for (auto it = m_blocks.begin(); it != m_blocks.end(); ++it) {
       const Block& b = it->second;
       if (b.allocated || b.pending || b.small != small || b.size < size) continue;
-      if (size < m_settings.max_split_size_bytes && b.size >= m_settings.max_split_size_bytes) continue;
+      if (size < m_settings.max_split_size_bytes && b.size >= m_settings.max_split_size_bytes)
+        continue;
       if (size >= m_settings.max_split_size_bytes && b.size >= size + kLargeBuffer) continue;
       if (best == m_blocks.end() || b.size < best->second.size) best = it;
     }
@@ -231,7 +236,8 @@ class ReferenceAllocator {
       events += emit(m_settings.expandable ? Action::SegmentMap : Action::SegmentAlloc,
                      segment_size, address, m_settings.expandable ? 5 : 3);
       add(m_truth.reserved_bytes, m_truth.peak_reserved_bytes, static_cast<int64_t>(segment_size));
-      it = m_blocks.emplace(address, Block{segment_size, 0, m_segments.size() - 1, false, false, small})
+      it = m_blocks
+               .emplace(address, Block{segment_size, 0, m_segments.size() - 1, false, false, small})
                .first;
     }
     Block& block = it->second;
@@ -285,14 +291,15 @@ class ReferenceAllocator {
     }
     // Merge with free neighbours of the same segment.
     auto next = std::next(it);
-    if (next != m_blocks.end() && next->second.segment == block.segment && !next->second.allocated &&
-        !next->second.pending) {
+    if (next != m_blocks.end() && next->second.segment == block.segment &&
+        !next->second.allocated && !next->second.pending) {
       block.size += next->second.size;
       m_blocks.erase(next);
     }
     if (it != m_blocks.begin()) {
       auto prev = std::prev(it);
-      if (prev->second.segment == block.segment && !prev->second.allocated && !prev->second.pending) {
+      if (prev->second.segment == block.segment && !prev->second.allocated &&
+          !prev->second.pending) {
         prev->second.size += block.size;
         m_blocks.erase(it);
       }
@@ -319,8 +326,8 @@ class ReferenceAllocator {
       }
       segment.released = true;
       add(m_truth.reserved_bytes, m_truth.peak_reserved_bytes, -static_cast<int64_t>(segment.size));
-      events += emit(m_settings.expandable ? Action::SegmentUnmap : Action::SegmentFree, segment.size,
-                     segment.address, m_settings.expandable ? 6 : 4);
+      events += emit(m_settings.expandable ? Action::SegmentUnmap : Action::SegmentFree,
+                     segment.size, segment.address, m_settings.expandable ? 6 : 4);
       it = m_blocks.erase(it);
     }
     return events;

@@ -93,7 +93,7 @@ std::unique_ptr<AgentCore> tracking_core(std::vector<std::unique_ptr<ReferenceAl
   for (std::size_t d = 0; d < models.size(); ++d) {
     core->set_totals_probe(d, &ReferenceAllocator::probe, models[d].get());
     models[d]->attach([producer = core->producers() + d](Action action, uint64_t size,
-                                                        uint64_t address, uint8_t raw) {
+                                                         uint64_t address, uint8_t raw) {
       producer->on_event(action, size, address, raw, 0, 0);
     });
     EXPECT_TRUE(core->seed(d));
@@ -164,7 +164,8 @@ TEST(AgentCore, StepAndGlobalAllocatedPeaksAreTorchsOverTheSameIntervals) {
   core->step();
   for (auto& model : models) static_cast<void>(model->take_interval_peak_allocated());
   std::mt19937_64 rng(5);
-  uint64_t global[2] = {models[0]->stats().peak_allocated_bytes, models[1]->stats().peak_allocated_bytes};
+  uint64_t global[2] = {models[0]->stats().peak_allocated_bytes,
+                        models[1]->stats().peak_allocated_bytes};
   uint64_t profiled[2] = {0, 0};  // a profile() from step 250 on
   for (int step = 0; step < 400; ++step) {
     if (step == 250) {
@@ -480,13 +481,16 @@ TEST(AgentCore, StepAnnotatorSeesEveryEventOfTheStepAndPublishesItsBreakdown) {
   ASSERT_EQ(first.size(), 1U);
   ASSERT_TRUE(first[0].category_bytes.has_value());
   const CategoryBytes& at_peak = *first[0].category_bytes;
-  const auto bytes_of = [&](const CategoryBytes& b, MemoryCategory c) { return b[static_cast<std::size_t>(c)]; };
+  const auto bytes_of = [&](const CategoryBytes& b, MemoryCategory c) {
+    return b[static_cast<std::size_t>(c)];
+  };
   EXPECT_EQ(bytes_of(at_peak, MemoryCategory::Activations), 1000U);
   EXPECT_EQ(bytes_of(at_peak, MemoryCategory::Temporaries), 300U);
   EXPECT_EQ(bytes_of(at_peak, MemoryCategory::Other), 0U) << "allocated after the peak";
   uint64_t sum = 0;
   for (uint64_t b : at_peak) sum += b;
-  EXPECT_EQ(sum, first[0].peak_requested_bytes) << "the breakdown sums to the step's requested peak";
+  EXPECT_EQ(sum, first[0].peak_requested_bytes)
+      << "the breakdown sums to the step's requested peak";
 
   // Step 2 starts from the live bytes (350): its peak is what is live then.
   const std::vector<StepRecord> second = core.step();

@@ -70,8 +70,7 @@ TEST_P(CountersVsModel, ExactAfterLateAttachAndSeed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Streams, CountersVsModel,
-                         ::testing::Combine(::testing::Values(1U, 2U, 3U, 42U),
-                                            ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(1U, 2U, 3U, 42U), ::testing::Bool()));
 
 /// What AgentCore::step() does at a boundary: poll torch (here the model), then close the step.
 uint64_t close_step(DeviceCounters& counters, ReferenceAllocator& model) {
@@ -79,7 +78,8 @@ uint64_t close_step(DeviceCounters& counters, ReferenceAllocator& model) {
   return counters.restart(PeakMark::Step).allocated_bytes;
 }
 
-class AllocatedVsModel : public ::testing::TestWithParam<std::tuple<uint64_t, ReferenceSettings>> {};
+class AllocatedVsModel : public ::testing::TestWithParam<std::tuple<uint64_t, ReferenceSettings>> {
+};
 
 TEST_P(AllocatedVsModel, EveryStepPeakIsTorchsAllocatedPeak) {
   const auto& [seed, settings] = GetParam();
@@ -97,7 +97,8 @@ TEST_P(AllocatedVsModel, EveryStepPeakIsTorchsAllocatedPeak) {
     model.random_operation();
     if (boundaries() % 23 != 0) continue;
     ++steps;
-    ASSERT_EQ(close_step(counters, model), model.take_interval_peak_allocated()) << "step " << steps;
+    ASSERT_EQ(close_step(counters, model), model.take_interval_peak_allocated())
+        << "step " << steps;
     ASSERT_EQ(counters.peaks(PeakMark::Global).allocated_bytes, model.stats().peak_allocated_bytes)
         << "step " << steps;
   }
@@ -126,12 +127,12 @@ std::string stream_name(const ::testing::TestParamInfo<AllocatedVsModel::ParamTy
          (settings.max_split_size_bytes != UINT64_MAX ? "_max_split_24MiB" : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Pools, AllocatedVsModel,
-    ::testing::Combine(::testing::Values(1U, 7U, 99U),
-                       ::testing::Values(with(false, UINT64_MAX), with(true, UINT64_MAX),
-                                         with(false, uint64_t{24} << 20U))),
-    stream_name);
+INSTANTIATE_TEST_SUITE_P(Pools, AllocatedVsModel,
+                         ::testing::Combine(::testing::Values(1U, 7U, 99U),
+                                            ::testing::Values(with(false, UINT64_MAX),
+                                                              with(true, UINT64_MAX),
+                                                              with(false, uint64_t{24} << 20U))),
+                         stream_name);
 
 TEST(DeviceCounters, SmallBlocksAreArithmeticAndNeverReadTorch) {
   ReferenceSettings small_only;

@@ -104,7 +104,8 @@ inline SystemSample eight_gpus() {
     s.allocators.push_back(agent(pid, d, (20 + g) * gib, (26 + g) * gib, static_cast<int32_t>(g)));
     ++pid;
     for (uint32_t k = 0; k < 7; ++k) {
-      d.processes.push_back(process(pid++, (1 + k) * 256 * mib, "worker-" + std::to_string(k), "bob"));
+      d.processes.push_back(
+          process(pid++, (1 + k) * 256 * mib, "worker-" + std::to_string(k), "bob"));
     }
     s.devices.push_back(std::move(d));
   }

@@ -28,7 +28,9 @@ TEST(Canvas, TextIsClippedToTheRectAndTheGrid) {
 TEST(Canvas, Utf8IsDecodedAndControlAndWideCharactersArePlaceholders) {
   Canvas canvas(12, 1);
   canvas.text(canvas.bounds(), 0, 0, "é\tü漢\xff!", Style{});
-  EXPECT_EQ(row_text(canvas, 0), "é?ü?" "?!      ");  // split: "??!" is a trigraph
+  EXPECT_EQ(row_text(canvas, 0),
+            "é?ü?"
+            "?!      ");  // split: "??!" is a trigraph
   EXPECT_EQ(text_width("é\tü漢\xff!"), 6);
   Canvas ascii(4, 1, false);
   ascii.text(ascii.bounds(), 0, 0, "aé─b", Style{});

@@ -94,7 +94,8 @@ TEST_F(Render, HelpOverlay) {
 
 TEST_F(Render, NoticeReplacesTheKeyHintsInTheFooter) {
   ViewModel model = one_gpu_with_history();
-  model.notice = "vramscope: agent segment agent-42.seg (pid 42) has format v9; this vramscope reads v2";
+  model.notice =
+      "vramscope: agent segment agent-42.seg (pid 42) has format v9; this vramscope reads v2";
   const std::string text = frame(model, 100, 20);
   const std::string footer = text.substr(text.rfind('\n', text.size() - 2) + 1);
   EXPECT_NE(footer.find("has format v9"), std::string::npos) << text;
@@ -124,19 +125,22 @@ TEST_F(Render, ReplayBanner) {
 
 TEST_F(Render, ReplayStateSurvivesAnEightyColumnTerminal) {
   ViewModel model = one_gpu_with_history();
-  model.replay = ReplayStatus{"h200-training.vsrec", "gpu-node-17", fixtures::base_ns, 812, 1500, 2.0,
-                              true, ""};
+  model.replay = ReplayStatus{
+      "h200-training.vsrec", "gpu-node-17", fixtures::base_ns, 812, 1500, 2.0, true, ""};
   model.paused = true;
   const std::string text = frame(model, 80, 24);
   const std::string header = text.substr(0, text.find('\n'));
-  EXPECT_NE(header.find("REPLAY │ sample 812/1500 │ 2x │ END │ PAUSED"), std::string::npos) << header;
+  EXPECT_NE(header.find("REPLAY │ sample 812/1500 │ 2x │ END │ PAUSED"), std::string::npos)
+      << header;
   // The state and the clock stay; where the recording comes from shrinks to what fits.
   EXPECT_NE(header.find(local_time_text(model.timestamp_ns())), std::string::npos) << header;
   const std::string medium = frame(model, 100, 24);
-  EXPECT_NE(medium.substr(0, medium.find('\n')).find("PAUSED │ h200-training.vsrec  "), std::string::npos)
+  EXPECT_NE(medium.substr(0, medium.find('\n')).find("PAUSED │ h200-training.vsrec  "),
+            std::string::npos)
       << medium;
   const std::string wide = frame(model, 160, 24);
-  EXPECT_NE(wide.find("h200-training.vsrec, recorded on gpu-node-17 at "), std::string::npos) << wide;
+  EXPECT_NE(wide.find("h200-training.vsrec, recorded on gpu-node-17 at "), std::string::npos)
+      << wide;
 }
 
 TEST_F(Render, NoKeyHintsInAFramePrintedAsText) {

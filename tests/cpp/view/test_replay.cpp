@@ -157,7 +157,7 @@ TEST(ReplayCursor, PlaybackFollowsRecordedTimeTimesSpeed) {
   EXPECT_EQ(cursor.advance(t0 + 100 * ms), 1U);
   EXPECT_EQ(cursor.advance(t0 + 450 * ms), 3U);
   EXPECT_EQ(index_of(cursor), 4);
-  cursor.set_speed(4.0, t0 + 450 * ms);  // re-anchors at sample 4
+  cursor.set_speed(4.0, t0 + 450 * ms);          // re-anchors at sample 4
   EXPECT_EQ(cursor.advance(t0 + 550 * ms), 4U);  // 100 ms at 4x = 400 ms of recording
   EXPECT_EQ(index_of(cursor), 8);
   cursor.set_playing(false, t0 + 600 * ms);
@@ -281,10 +281,12 @@ TEST(ReplayCursor, SeeksThroughTheIndexWithoutReadingEarlierSegments) {
   const uint64_t at = (segments[0].offset + segments[0].end_offset) / 2;
   damaged[at] = static_cast<char>(damaged[at] ^ 0x40);
   int opens = 0;
-  ReplayCursor cursor([&] {
-    ++opens;
-    return RecordingReader::open_bytes(damaged);
-  }, 8);
+  ReplayCursor cursor(
+      [&] {
+        ++opens;
+        return RecordingReader::open_bytes(damaged);
+      },
+      8);
   const uint64_t target = 500;
   cursor.seek(target);
   EXPECT_EQ(index_of(cursor), target);
