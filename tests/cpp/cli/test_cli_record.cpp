@@ -160,11 +160,22 @@ TEST(CliRecord, MaxSizeRotatesAndKeepsTheNewestFiles) {
   const std::string victim = dir.file("victim.txt");
   std::ofstream(victim) << "precious";
   ASSERT_EQ(::symlink(victim.c_str(), (file + ".1").c_str()), 0);
+  // Recording lasts as long as the command, which waits until a second rotation happened (the
+  // planted link reaches FILE.2 at the first, a recording at the second) and
+  // the new FILE holds a flushed chunk (a fixed duration rotated too rarely on a loaded machine).
+  // It gives up, exiting 1, after about a minute.
+  const std::string wait_for_rotations =
+      "f=\"$0\"; n=0; "
+      "until [ -f \"$f.2\" ] && [ ! -h \"$f.2\" ]; do n=$((n+1)); [ $n -gt 6000 ] && exit 1; sleep "
+      "0.01; done; "
+      "s=$(stat -c %s \"$f\"); "
+      "while [ \"$(stat -c %s \"$f\" 2>/dev/null || echo 0)\" -le \"$s\" ]; do "
+      "n=$((n+1)); [ $n -gt 12000 ] && exit 1; sleep 0.01; done";
   const CliResult r = run_cli(dir,
-                              {"record", "-o", file, "-i", "5ms", "--duration", "1500ms",
-                               "--max-size", "1KiB", "--rotate", "2"},
+                              {"record", "-o", file, "-i", "5ms", "--max-size", "1KiB", "--rotate",
+                               "2", "--", "sh", "-c", wait_for_rotations, file},
                               double_env(nvml_script("two_gpus.json")));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << "no second rotation within a minute\n" << r.err;
   EXPECT_EQ(read_text_file(victim), "precious");
   int samples = 0;
   for (const std::string& name : {file, file + ".1", file + ".2"}) {
