@@ -13,6 +13,16 @@ if(VRAMSCOPE_SANITIZE)
   add_link_options(-fsanitize=${_vramscope_san})
 endif()
 
+# A fuzzing build (tools/fuzz.sh, a build folder of its own) instruments every library for
+# libFuzzer's coverage and ASan+UBSan, so that the fuzz targets link the layers like any program
+# instead of compiling a hand-picked list of their sources again (such a list missed core's clock
+# once the segment writer used it).
+if(VRAMSCOPE_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+                      -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 # vramscope_add_test(NAME name SOURCES a.cpp b.cpp [LIBS extra...] [LABELS l...])
 # Declares one gtest executable and registers each of its tests with CTest (gtest_discover_tests).
 function(vramscope_add_test)

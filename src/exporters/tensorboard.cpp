@@ -191,6 +191,7 @@ void TensorBoardWriter::write(const SystemSample& sample) {
   for (const AllocatorSample& allocator : sample.allocators) {
     const std::string prefix = torch_prefix(allocator.pid, allocator.rank, allocator.cuda_device);
     std::vector<TensorBoardScalar> scalars;
+    scalars.reserve(std::size(tensorboard_allocator_tags));
     for (const auto& [tag, member] : tensorboard_allocator_tags) {
       scalars.push_back({prefix + std::string(tag), static_cast<double>(allocator.*member)});
     }
@@ -208,6 +209,7 @@ void TensorBoardWriter::write(const SystemSample& sample) {
 void TensorBoardWriter::write_step(const StepRecord& step) {
   const std::string prefix = torch_prefix(step.pid, step.rank, step.cuda_device);
   std::vector<TensorBoardScalar> scalars;
+  scalars.reserve(std::size(tensorboard_step_tags) + memory_category_count);
   for (const auto& [tag, member] : tensorboard_step_tags) {
     scalars.push_back({prefix + std::string(tag), static_cast<double>(step.*member)});
   }
