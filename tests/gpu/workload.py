@@ -107,12 +107,14 @@ def scenario_mode(device):
     x = torch.ones(1 << 20, device=device)
     assert vramscope.memory_allocated(device) >= x.numel() * 4
     assert vramscope.memory_stats(device)
-    # A second attach (from the agent too) is never fatal: it answers the mode, counting goes on.
+    # A second attach (from the agent too) is never fatal: it answers the mode, and in events
+    # mode counting goes on (polling has no events to count).
     events = vramscope.memory_stats(device)["event_count"]
     assert vramscope.attach() == vramscope.mode()
     assert vramscope._agent.attach() == vramscope._agent.mode()
     y = torch.ones(1 << 20, device=device)
-    assert vramscope.memory_stats(device)["event_count"] > events
+    if vramscope.mode() == "events":
+        assert vramscope.memory_stats(device)["event_count"] > events
     assert vramscope.memory_allocated(device) == torch.cuda.memory_allocated(device)
     del y
     print("ok", vramscope.mode())

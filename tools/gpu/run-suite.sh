@@ -40,7 +40,7 @@ export VRAMSCOPE_CLI="$cli"   # pip's VRAMSCOPE_CLI=OFF was for the build only
 
 if [[ "$what" == *" tests "* ]]; then
   echo "== tests/gpu"
-  python3 -m pytest tests/gpu -v -rs -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.log" | tail -n 60
+  python3 -m pytest tests/gpu -v -rs --tb=short -o faulthandler_timeout=300 -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.log" | tail -n 60
 fi
 if [[ "$what" == *" record "* ]]; then
   echo "== recording a demo training run"
