@@ -360,14 +360,19 @@ class OomAgentWithSnapshot(OomAgent):
         raise AssertionError("the post-mortem read the live agent instead of the snapshot")
 
 
-def test_collected_evidence_separates_the_cap_from_the_device(monkeypatch):
+@pytest.fixture
+def capped_device(monkeypatch):
+    """torch.cuda as after an OOM under a 12 GiB cap on a TOTAL-byte device (127 GiB free)."""
     torch = pytest.importorskip("torch")
-    from _vram_double import installed
-
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (127 * GiB, TOTAL))
     monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction",
                         lambda device=None: 12 * GiB / TOTAL)
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+
+
+def test_collected_evidence_separates_the_cap_from_the_device(monkeypatch, capped_device):
+    from _vram_double import installed
+
     # The session asks NVML through the agent by the device's UUID.
     with installed(OomAgent(), uuids=["GPU-test"]):
         e = oom.collect_evidence(0)
@@ -382,14 +387,9 @@ def test_collected_evidence_separates_the_cap_from_the_device(monkeypatch):
         assert oom.collect_evidence(0).expandable_segments is True
 
 
-def test_collected_evidence_is_the_observers_snapshot_not_the_state_after_it(monkeypatch):
-    torch = pytest.importorskip("torch")
+def test_collected_evidence_is_the_observers_snapshot_not_the_state_after_it(capped_device):
     from _vram_double import installed
 
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (127 * GiB, TOTAL))
-    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction",
-                        lambda device=None: 12 * GiB / TOTAL)
-    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
     with installed(OomAgentWithSnapshot(), uuids=["GPU-test"]):
         e = oom.collect_evidence(0)
     assert e.requested_bytes == 576 * MiB and e.reserved_bytes == 11 * GiB + 600 * MiB
