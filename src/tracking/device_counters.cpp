@@ -5,6 +5,51 @@
 
 namespace vramscope::tracking {
 
+void DeviceCounters::on_event_general(Action action, uint64_t size_bytes) noexcept {
+  const int64_t size = signed_size(size_bytes);
+  // Reads torch when a large allocation waits for this event to learn its block size, and
+  // for large blocks (file comment); everything else is arithmetic.
+  const bool block_event = action == Action::Alloc || action == Action::FreeRequested;
+  const bool reads = m_large_pending.load(std::memory_order_relaxed) ||
+                     (block_event && (size_bytes > small_request_limit_bytes ||
+                                      m_read_every_block.load(std::memory_order_relaxed)));
+  if (action == Action::Alloc) {
+    const int64_t raw = add(m_requested_raw, m_requested_base, size);
+    raise(m_requested_peaks, raw + m_requested_base.load(std::memory_order_relaxed));
+    if (!reads) {
+      const int64_t allocated = add(m_allocated_raw, m_allocated_base,
+                                    static_cast<int64_t>(small_block_bytes(size_bytes)));
+      raise(m_allocated_peaks, allocated + m_allocated_base.load(std::memory_order_relaxed));
+    }
+  } else if (action == Action::FreeRequested) {
+    bump(m_pending_raw, size);
+    if constexpr (requested_release_action == Action::FreeRequested) {
+      add(m_requested_raw, m_requested_base, -size);
+    }
+    if (!reads) {
+      add(m_allocated_raw, m_allocated_base, -static_cast<int64_t>(small_block_bytes(size_bytes)));
+    }
+  } else if (action == Action::FreeCompleted) {
+    const int64_t pending = m_pending_raw.load(std::memory_order_relaxed) - size;
+    if (pending < 0) {
+      on_unmatched_completion();
+    } else {
+      m_pending_raw.store(pending, std::memory_order_relaxed);
+    }
+    if constexpr (requested_release_action == Action::FreeCompleted) {
+      add(m_requested_raw, m_requested_base, -size);
+    }
+  } else {
+    on_rare_event(action, size);
+  }
+  if (reads) on_block_read(action, size_bytes);
+  count_event();
+}
+
+void DeviceCounters::raise_mark_out_of_line(std::atomic<int64_t>& mark, int64_t absolute) noexcept {
+  raise_mark(mark, absolute);
+}
+
 void DeviceCounters::on_rare_event(Action action, int64_t size) noexcept {
   switch (action) {
     case Action::SegmentAlloc:
@@ -22,7 +67,7 @@ void DeviceCounters::on_rare_event(Action action, int64_t size) noexcept {
       break;
     case Action::Alloc:
     case Action::FreeRequested:
-    case Action::FreeCompleted:  // handled inline by on_event()
+    case Action::FreeCompleted:  // handled by on_event_general()
     case Action::Snapshot:
     case Action::Oom:
       break;

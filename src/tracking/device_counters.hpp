@@ -29,8 +29,8 @@
 // allocated from torch directly. Every peak is then torch's own over the same interval; the
 // current value is torch's after every event except between a large allocation and the next
 // event (it counts the rounded request until then; a poll, observe_allocated(), covers a step
-// or window that ends in that gap). Cost: small blocks add an add and a second, adjacent cache
-// line (the allocated marks) to an allocation; a large block costs two getDeviceStats() copies
+// or window that ends in that gap). Cost: small blocks add an add and four compares on the
+// peak marks' line to an allocation; a large block costs two getDeviceStats() copies
 // (~35 ns each, docs/benchmarks.md) on its allocation and one on its free.
 // The ALLOC reading is also a check: if the arithmetic disagreed with torch (a rounding policy
 // this file does not model, e.g. roundup_power2_divisions), the device switches to reading
@@ -97,33 +97,36 @@ class DeviceCounters {
  public:
   /// Applies one event. Called with the device's allocator mutex held (see file comment);
   /// never blocks, allocates or throws. Inline, as the tracker's whole hot path is (see
-  /// device_producer.hpp): allocations and frees make no call; segment events do.
+  /// device_producer.hpp), and laid out for the common case: a small allocation, free or
+  /// completion, while no large allocation waits for its reading, is a few adds and compares
+  /// in straight-line code; everything else (segments, large blocks, readings, anomalies) is one
+  /// call to on_event_general(), so that its instructions stay off the lines the common case
+  /// fetches (a launch-bound step evicts both between two events).
   void on_event(Action action, uint64_t size_bytes) noexcept {
-    const int64_t size = signed_size(size_bytes);
-    // Reads torch when a large allocation waits for this event to learn its block size, and
-    // for large blocks (file comment); everything else is arithmetic.
-    const bool block_event = action == Action::Alloc || action == Action::FreeRequested;
-    const bool reads = m_large_pending.load(std::memory_order_relaxed) ||
-                       (block_event && (size_bytes > small_request_limit_bytes ||
-                                        m_read_every_block.load(std::memory_order_relaxed)));
+    // One branch decides: bitwise, not short-circuit, so that the common case is one jump.
+    const bool general = static_cast<bool>(
+        static_cast<unsigned>(m_large_pending.load(std::memory_order_relaxed)) |
+        static_cast<unsigned>(m_read_every_block.load(std::memory_order_relaxed)) |
+        static_cast<unsigned>(size_bytes > small_request_limit_bytes) |
+        static_cast<unsigned>(action > Action::FreeCompleted));
+    if (general) [[unlikely]] {
+      on_event_general(action, size_bytes);
+      return;
+    }
+    const auto size = static_cast<int64_t>(size_bytes);  // at most 1 MiB here
     if (action == Action::Alloc) {
-      const int64_t raw = add(m_requested_raw, m_requested_base, size);
-      raise(m_requested_peaks, raw + m_requested_base.load(std::memory_order_relaxed));
-      if (!reads) [[likely]] {
-        const int64_t allocated = add(m_allocated_raw, m_allocated_base,
-                                      static_cast<int64_t>(small_block_bytes(size_bytes)));
-        raise(m_allocated_peaks, allocated + m_allocated_base.load(std::memory_order_relaxed));
-      }
+      const int64_t requested = add(m_requested_raw, m_requested_base, size);
+      raise(m_requested_peaks, requested + m_requested_base.load(std::memory_order_relaxed));
+      const int64_t allocated = add(m_allocated_raw, m_allocated_base,
+                                    static_cast<int64_t>(small_block_bytes(size_bytes)));
+      raise(m_allocated_peaks, allocated + m_allocated_base.load(std::memory_order_relaxed));
     } else if (action == Action::FreeRequested) {
       bump(m_pending_raw, size);
       if constexpr (requested_release_action == Action::FreeRequested) {
         add(m_requested_raw, m_requested_base, -size);
       }
-      if (!reads) [[likely]] {
-        add(m_allocated_raw, m_allocated_base,
-            -static_cast<int64_t>(small_block_bytes(size_bytes)));
-      }
-    } else if (action == Action::FreeCompleted) {
+      add(m_allocated_raw, m_allocated_base, -static_cast<int64_t>(small_block_bytes(size_bytes)));
+    } else {  // FreeCompleted
       const int64_t pending = m_pending_raw.load(std::memory_order_relaxed) - size;
       if (pending < 0) [[unlikely]] {
         on_unmatched_completion();
@@ -133,14 +136,8 @@ class DeviceCounters {
       if constexpr (requested_release_action == Action::FreeCompleted) {
         add(m_requested_raw, m_requested_base, -size);
       }
-    } else {
-      on_rare_event(action, size);
     }
-    if (reads) [[unlikely]]
-      on_block_read(action, size_bytes);
-    // Release: seed() pairs this with its acquire loads to detect a concurrent event.
-    m_total_events.store(m_total_events.load(std::memory_order_relaxed) + 1,
-                         std::memory_order_release);
+    count_event();
   }
 
   /// Finds absolute values: reads `read_torch` (which must take the same lock the producer
@@ -215,20 +212,33 @@ class DeviceCounters {
     }
     return updated;
   }
-  /// Raises one peak mark to `absolute` if that is higher (CAS only when exceeded).
+  /// Raises one peak mark to `absolute` (CAS; another thread may restart the mark meanwhile).
   static void raise_mark(std::atomic<int64_t>& mark, int64_t absolute) noexcept {
     int64_t current = mark.load(std::memory_order_relaxed);
     while (absolute > current &&
            !mark.compare_exchange_weak(current, absolute, std::memory_order_relaxed)) {
     }
   }
-  /// Raises each mark of `marks` to `absolute` if it is higher. Writes only when a peak is
-  /// exceeded, which is rare once a program reaches steady state.
+  /// Raises each mark of `marks` to `absolute` if it is higher. The compares are inline; the
+  /// CAS, needed only when a peak is exceeded (rare once a program reaches steady state), is not.
   static void raise(std::array<std::atomic<int64_t>, peak_mark_count>& marks,
                     int64_t absolute) noexcept {
-    for (std::atomic<int64_t>& mark : marks) raise_mark(mark, absolute);
+    for (std::atomic<int64_t>& mark : marks) {
+      if (absolute > mark.load(std::memory_order_relaxed)) [[unlikely]]
+        raise_mark_out_of_line(mark, absolute);
+    }
+  }
+  /// One more event seen. Release: seed() pairs this with its acquire loads to detect a
+  /// concurrent event.
+  void count_event() noexcept {
+    m_total_events.store(m_total_events.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_release);
   }
   // Out of line: rare, and kept off the hot path's instruction lines.
+  /// Every event on_event() does not handle inline: the same arithmetic, plus segment and
+  /// unknown events and the readings of torch's totals for large blocks.
+  void on_event_general(Action action, uint64_t size_bytes) noexcept;
+  static void raise_mark_out_of_line(std::atomic<int64_t>& mark, int64_t absolute) noexcept;
   /// Segment, unknown, snapshot and OOM events.
   void on_rare_event(Action action, int64_t size) noexcept;
   /// A FREE_COMPLETED whose FREE_REQUESTED came before attach.
@@ -244,10 +254,12 @@ class DeviceCounters {
 
   // Layout: between two events a training step evicts these from the near caches, so every
   // line the callback touches is a miss. A free touches the first line only, an allocation the
-  // first two -- one aligned 128-byte pair, which the L2's adjacent-line prefetcher fetches
-  // together; segment and unknown events (rare) also the third, large blocks the fourth.
-  // (Per-action counts, a line of their own, went: only the unknown count was ever read.)
-  alignas(128) std::atomic<int64_t> m_requested_raw{0};
+  // first two; segment and unknown events (rare) also the third, large blocks the fourth. The
+  // first line is 64-aligned, not 128: DeviceProducer puts its own line (stamp, flags, recorder)
+  // just before it, the two making one 128-byte pair that the L2's adjacent-line prefetcher
+  // fetches as one. (Per-action counts, a line of their own, went: only the unknown count was
+  // ever read.)
+  alignas(64) std::atomic<int64_t> m_requested_raw{0};
   std::atomic<int64_t> m_pending_raw{0};
   std::atomic<int64_t> m_requested_base{0};
   std::atomic<int64_t> m_allocated_raw{0};

@@ -54,19 +54,23 @@ struct DeviceProducer {
     counters.on_event(action, size_bytes);
     // No clock read here: in a launch-bound step the vDSO clock costs ~10 of the callback's
     // ~35 ns per event (its data page is a miss). The stamp is the agent thread's last tick,
-    // kept in tick_ns on the recorder's cache line.
+    // kept in tick_ns on this line.
     const int64_t stamp_ns = tick_ns.load(std::memory_order_relaxed);
-    const Event event{size_bytes, address, stamp_ns, action, raw_action, phase_stamp, op_id};
-    recorder.record(event);
-    if (streaming.load(std::memory_order_relaxed)) ring.push(event);
+    recorder.record(size_bytes, address, stamp_ns,
+                    EventRecorder::pack(action, raw_action, phase_stamp, op_id));
+    if (streaming.load(std::memory_order_relaxed)) [[unlikely]]
+      push_to_ring(Event{size_bytes, address, stamp_ns, action, raw_action, phase_stamp, op_id});
   }
 
-  DeviceCounters counters;
-  // One cache line for what every event reads besides the counters: the stamp, the flags, the
-  // attribution context and the recorder's head, mask and storage pointer.
+  // Layout. Between two events a launch-bound step evicts all of this from the near caches, so
+  // each line the callback touches is a miss; the L2's adjacent-line prefetcher fetches an
+  // aligned 128-byte pair as one. This first line (the stamp, the flags, the recorder's head,
+  // mask and storage pointer) and the counters' first line (the current values) are such a
+  // pair: a free touches that pair and the recorder's slot, an allocation the counters' peak
+  // marks besides (tests/cpp/tracking checks the offsets).
   /// coarse_monotonic_ns() at the agent thread's last tick: the stamp of events until the next
   /// one (at most one agent interval before the event, never after it).
-  alignas(64) std::atomic<int64_t> tick_ns{0};
+  alignas(128) std::atomic<int64_t> tick_ns{0};
   /// Set while a consumer (attribution) wants every event through the ring; otherwise only
   /// the counters and the recorder see them.
   std::atomic<bool> streaming{false};
@@ -83,7 +87,13 @@ struct DeviceProducer {
   std::atomic<bool> paused{false};
 #endif
   EventRecorder recorder;
+  /// Starts on the line after the one above (DeviceCounters aligns its first line to 64).
+  DeviceCounters counters;
   EventRing ring;
+
+ private:
+  /// Out of line: attribution only, and its call setup stays off the common path's lines.
+  [[gnu::noinline]] void push_to_ring(Event event) noexcept { ring.push(event); }
 };
 
 /// A fixed array of DeviceProducer (each is cache-line aligned and not movable: the callback

@@ -34,16 +34,28 @@ class EventRecorder {
 
   /// Appends `event`, overwriting the oldest one when full. Producer only; never blocks.
   void record(const Event& event) noexcept {
+    record(event.size_bytes, event.address, event.timestamp_ns,
+           pack(event.action, event.raw_action, event.phase, event.op_id));
+  }
+  /// The same from an event's words (`packed` from pack()): the tracker's form, which keeps the
+  /// event in registers instead of building it on the stack first.
+  void record(uint64_t size_bytes, uint64_t address, int64_t timestamp_ns,
+              uint64_t packed) noexcept {
     const uint64_t head = m_head.load(std::memory_order_relaxed);
     // Orders the previous head store before this slot's writes: a reader that sees any word
     // of this event then sees a head of at least `head` and discards the slot (see snapshot).
     std::atomic_thread_fence(std::memory_order_release);
     Slot& slot = m_slots[head & m_mask];
-    slot[0].store(event.size_bytes, std::memory_order_relaxed);
-    slot[1].store(event.address, std::memory_order_relaxed);
-    slot[2].store(static_cast<uint64_t>(event.timestamp_ns), std::memory_order_relaxed);
-    slot[3].store(pack(event), std::memory_order_relaxed);
+    slot[0].store(size_bytes, std::memory_order_relaxed);
+    slot[1].store(address, std::memory_order_relaxed);
+    slot[2].store(static_cast<uint64_t>(timestamp_ns), std::memory_order_relaxed);
+    slot[3].store(packed, std::memory_order_relaxed);
     m_head.store(head + 1, std::memory_order_release);
+  }
+  /// Word 3 of a slot: action, raw action, phase and op id.
+  static uint64_t pack(Action action, uint8_t raw_action, uint8_t phase, uint32_t op_id) {
+    return static_cast<uint64_t>(action) | (uint64_t{raw_action} << 8U) | (uint64_t{phase} << 16U) |
+           (uint64_t{op_id} << 32U);
   }
 
   /// The kept events, oldest first: at most capacity() - 1 of them (the oldest slot may be the
@@ -57,12 +69,8 @@ class EventRecorder {
 
  private:
   // Four words per event, each an atomic so that a concurrent copy is well defined (relaxed
-  // atomics compile to plain moves). Word 3 packs action, raw action, phase and op id.
+  // atomics compile to plain moves). Word 3 is pack()'s.
   using Slot = std::array<std::atomic<uint64_t>, 4>;
-  static uint64_t pack(const Event& event) {
-    return static_cast<uint64_t>(event.action) | (uint64_t{event.raw_action} << 8U) |
-           (uint64_t{event.phase} << 16U) | (uint64_t{event.op_id} << 32U);
-  }
   static Event unpack(const Slot& slot);
 
   std::atomic<uint64_t> m_head{0};

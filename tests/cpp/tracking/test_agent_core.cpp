@@ -519,5 +519,20 @@ TEST(AgentCore, WithoutAnAnnotatorStepsCarryNoCategories) {
   EXPECT_FALSE(steps[0].category_bytes.has_value());
 }
 
+TEST(DeviceProducer, TheStampLineAndTheCountersFirstLineAreOne128BytePair) {
+  // device_producer.hpp's layout: a free must touch one aligned 128-byte pair (the stamp, flags
+  // and recorder line, then the counters' current values) besides the recorder's slot. A
+  // member added to the wrong place would silently cost every event a line.
+  DeviceProducers producers(3, 64, 64);
+  for (std::size_t d = 0; d < 3; ++d) {
+    const auto base = reinterpret_cast<std::uintptr_t>(&producers[d]);
+    const auto at = [](const auto& member) { return reinterpret_cast<std::uintptr_t>(&member); };
+    EXPECT_EQ(base % 128, 0U) << d;
+    EXPECT_EQ(at(producers[d].tick_ns), base);
+    EXPECT_LE(at(producers[d].recorder) + sizeof(EventRecorder), base + 64);
+    EXPECT_EQ(at(producers[d].counters), base + 64);
+  }
+}
+
 }  // namespace
 }  // namespace vramscope::tracking
