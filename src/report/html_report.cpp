@@ -181,7 +181,7 @@ std::string process_html(const RunProfile& run, const Timeline& t, std::size_t k
     const ProcessBin& b = p.bins[i];
     a[i] = b.peak_allocated_bytes;
     ac[i] = a[i] + b.peak_cached_free_bytes;
-    acn[i] = ac[i] + b.peak_non_pytorch_bytes;
+    acn[i] = ac[i] + b.peak_outside_pytorch_bytes;
     if (b.seen && p.any_driver) used[i] = b.used_bytes;
     if (b.seen && p.any_torch) {
       allocated[i] = b.allocated_bytes;

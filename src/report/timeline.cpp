@@ -28,7 +28,7 @@ void merge_into(ProcessBin& into, const ProcessBin& from) {
     into.peak_key_bytes = from.peak_key_bytes;
     into.peak_allocated_bytes = from.peak_allocated_bytes;
     into.peak_cached_free_bytes = from.peak_cached_free_bytes;
-    into.peak_non_pytorch_bytes = from.peak_non_pytorch_bytes;
+    into.peak_outside_pytorch_bytes = from.peak_outside_pytorch_bytes;
   }
 }
 
@@ -119,7 +119,7 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
         pbin.peak_allocated_bytes = row.torch ? bytes(row.torch->allocated_bytes) : 0;
         pbin.peak_cached_free_bytes = row.cached_free_bytes ? bytes(*row.cached_free_bytes) : 0;
         // Without an agent all of driver used is outside PyTorch.
-        pbin.peak_non_pytorch_bytes = row.non_pytorch_bytes ? bytes(*row.non_pytorch_bytes)
+        pbin.peak_outside_pytorch_bytes = row.non_pytorch_bytes ? bytes(*row.non_pytorch_bytes)
                                                             : (row.torch ? 0 : std::max(key, 0.0));
       }
     }

@@ -39,11 +39,14 @@ struct ProcessBin {
   double allocated_bytes = 0;
   double reserved_bytes = 0;
   /// At the bin's sample with the highest driver used (reserved without one): the parts of
-  /// driver used (allocated + cached free + non-PyTorch); -1 until a sample arrived.
+  /// driver used (allocated + cached free + outside PyTorch); -1 until a sample arrived.
   double peak_key_bytes = -1;
   double peak_allocated_bytes = 0;
   double peak_cached_free_bytes = 0;
-  double peak_non_pytorch_bytes = 0;
+  /// Driver used outside the caching allocator: for a process with an agent its
+  /// JoinedProcess::non_pytorch_bytes (driver used - reserved), for one without an agent all
+  /// of its driver used (nothing of it is known to be PyTorch's).
+  double peak_outside_pytorch_bytes = 0;
 };
 
 /// One GPU over the recording.

@@ -58,14 +58,14 @@ TEST(Timeline, DecompositionAtTheBinPeakAddsUpToDriverUse) {
   EXPECT_TRUE(trainer->any_torch && trainer->any_driver);
   for (const ProcessBin& b : trainer->bins) {
     ASSERT_TRUE(b.seen);
-    EXPECT_EQ(b.peak_allocated_bytes + b.peak_cached_free_bytes + b.peak_non_pytorch_bytes,
+    EXPECT_EQ(b.peak_allocated_bytes + b.peak_cached_free_bytes + b.peak_outside_pytorch_bytes,
               b.used_bytes);
     EXPECT_EQ(b.peak_allocated_bytes, static_cast<double>(20480 * mib));
   }
   // Xorg has no agent: all of its use is outside PyTorch.
   for (const TimelineProcess& p : t.processes) {
     if (p.pid == 5177) {
-      EXPECT_EQ(p.bins[0].peak_non_pytorch_bytes, static_cast<double>(900 * mib));
+      EXPECT_EQ(p.bins[0].peak_outside_pytorch_bytes, static_cast<double>(900 * mib));
     }
   }
 }
