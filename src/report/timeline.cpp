@@ -119,8 +119,9 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
         pbin.peak_allocated_bytes = row.torch ? bytes(row.torch->allocated_bytes) : 0;
         pbin.peak_cached_free_bytes = row.cached_free_bytes ? bytes(*row.cached_free_bytes) : 0;
         // Without an agent all of driver used is outside PyTorch.
-        pbin.peak_outside_pytorch_bytes = row.non_pytorch_bytes ? bytes(*row.non_pytorch_bytes)
-                                                            : (row.torch ? 0 : std::max(key, 0.0));
+        pbin.peak_outside_pytorch_bytes = row.non_pytorch_bytes
+                                              ? bytes(*row.non_pytorch_bytes)
+                                              : (row.torch ? 0 : std::max(key, 0.0));
       }
     }
     dbin.allocated_bytes = std::max(dbin.allocated_bytes, allocated);
