@@ -21,6 +21,14 @@ baselines after over before, so what is fixed for its life cancels. Workers run 
 address-space randomisation and with a fixed hash seed, so that layout is not one of the
 differences (whether that narrows the spread is not measured yet).
 
+Mode agent_toggled measures what neither comparison can separate from the spread between
+processes: vramscope's own share of the callback, inside one process. It attaches at once
+(--midway or not), and each of its turns runs two blocks a moment apart, one with the callback
+doing its work and one with it paused (returning after one load: torch's share, the TraceEntry
+and the call, stays), in an order that flips every turn; its cost is the median over turns of
+the first against the second. Its row in the table against the baselines is that of an agent
+attached for the whole run (about zero with --midway, where it is attached before and after).
+
 Every process pins its stepping thread to --main-cpu (after attaching, so the agent's own thread
 keeps --cpus): whichever process has its turn runs on the same core.
 """
@@ -37,12 +45,13 @@ import subprocess
 import sys
 import time
 
-from agent_workers import (attach_mode, gpt2_training_step, parse_cpus, small_ops_step,
-                           timed_steps)
+from agent_workers import (attach_mode, gpt2_training_step, parse_cpus, require_bench_hooks,
+                           small_ops_step, timed_steps)
 
 # mode -> what attach_mode() attaches
 MODES = {"baseline": "", "noop_tracker": "noop", "agent": "agent", "agent_paused": "agent_paused",
-         "agent_1s": "agent_1s", "agent_ledgers": "agent_ledgers"}
+         "agent_1s": "agent_1s", "agent_ledgers": "agent_ledgers", "agent_toggled": "agent"}
+TOGGLED = "agent_toggled"
 STEPS = {"small-ops": small_ops_step, "gpt2": gpt2_training_step}
 ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
 
@@ -50,7 +59,8 @@ ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
 # ----------------------------------------------------------------------------- worker side
 def worker(step_name, mode, main_cpu, midway):
     """Sets up (attaching at once unless `midway`), says "ready", then answers each "run N" with
-    N step times (JSON) and "attach" with "attached", until EOF."""
+    N step times (JSON; agent_toggled: {"working": [N times], "paused": [N times]}) and "attach"
+    with "attached", until EOF."""
     import torch
     torch.cuda.init()
     process_cpus = os.sched_getaffinity(0)
@@ -64,22 +74,38 @@ def worker(step_name, mode, main_cpu, midway):
             os.sched_setaffinity(0, {main_cpu})
 
     step = STEPS[step_name](torch)
-    if not midway:
+    toggled = mode == TOGGLED
+    if toggled:
+        require_bench_hooks()
+    if not midway or toggled:
         attach()
     elif main_cpu is not None:
         os.sched_setaffinity(0, {main_cpu})
     timed_steps(step, torch.cuda.synchronize, 5)  # warm: caches, the allocator's blocks
     print("ready", flush=True)
+    turn = 0
     for line in sys.stdin:
         if line.strip() == "attach":
-            attach()
-            timed_steps(step, torch.cuda.synchronize, 5)  # the recorder's and ring's first touch
+            if not toggled:  # attached from the start
+                attach()
+                timed_steps(step, torch.cuda.synchronize, 5)  # the recorder's first touch
             print("attached", flush=True)
             continue
         count = int(line.split()[1])
         step()  # untimed: the core's caches and the GPU were another process's a moment ago
         torch.cuda.synchronize()
-        print(json.dumps(timed_steps(step, torch.cuda.synchronize, count)), flush=True)
+        if not toggled:
+            print(json.dumps(timed_steps(step, torch.cuda.synchronize, count)), flush=True)
+            continue
+        from vramscope import _agent
+        times = {}
+        for paused in ((False, True) if turn % 2 == 0 else (True, False)):
+            _agent._bench_pause_tracking(paused)
+            times["paused" if paused else "working"] = timed_steps(step, torch.cuda.synchronize,
+                                                                    count)
+        _agent._bench_pause_tracking(False)
+        turn += 1
+        print(json.dumps(times), flush=True)
 
 
 # ----------------------------------------------------------------------------- runner side
@@ -156,6 +182,29 @@ def mode_estimate(costs, members, baseline_members):
     return mean, math.sqrt(variance)
 
 
+def toggle_costs(toggles):
+    """Per agent_toggled process: the median over its turns of the working block against the
+    paused one, minus one."""
+    return {name: statistics.median(w / p - 1 for w, p in pairs) for name, pairs in toggles.items()}
+
+
+def toggle_rows(toggles):
+    """Markdown rows for the agent_toggled processes, and the JSON of the same."""
+    costs = toggle_costs(toggles)
+    if not costs:
+        return {}, ""
+    values = list(costs.values())
+    mean = statistics.fmean(values)
+    error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else float("nan")
+    rows = ["", "| in one process: working against paused blocks | turns | median over turns |",
+            "|---|---:|---:|"]
+    rows += [f"| {n} | {len(toggles[n])} | {c * 100:+.2f} % |" for n, c in costs.items()]
+    rows.append(f"| {TOGGLED}: mean ± standard error | | "
+                f"**{mean * 100:+.2f} % ± {error * 100:.2f}** |")
+    return {"processes": {n: c * 100 for n, c in costs.items()}, "mean_pct": mean * 100,
+            "standard_error_pct": error * 100}, "\n".join(rows)
+
+
 def summarize(turns, blocks, attach_round=None):
     """Markdown rows: each mode's cost against the baselines of the same rounds, then each
     process's. With `attach_round` (midway), a process's cost is its ratio to the baselines
@@ -202,7 +251,9 @@ def main():
                         "default) or gpt2 (GPT-2-small training step)")
     parser.add_argument("--modes", default="noop_tracker,agent",
                         help=f"modes besides the baselines, from {sorted(set(MODES) - {'baseline'})} "
-                        "(default noop_tracker,agent)")
+                        "(default noop_tracker,agent; agent_toggled: the agent attached "
+                        "throughout, each turn a block with its callback working and one paused, "
+                        "compared in-process)")
     parser.add_argument("--midway", action="store_true",
                         help="start every process unattached and attach halfway (after half of "
                         "--rounds, or of --seconds): each process is then its own reference, "
@@ -240,6 +291,7 @@ def main():
     turns = [Turn(name, args.step, mode, cpus, args.main_cpu, args.midway) for name, mode in specs]
     start = time.monotonic()
     blocks = []
+    toggles = {}  # agent_toggled process -> (working, paused) block medians, one pair a turn
     attach_round = None
     try:
         for t in turns:
@@ -264,13 +316,23 @@ def main():
             order = turns[shift:] + turns[:shift]
             if (r // len(turns)) % 2:
                 order.reverse()  # who goes first and who follows whom both vary
-            blocks.append({t.name: statistics.median(t.run(args.block)) for t in order})
+            block = {}
+            for t in order:
+                times = t.run(args.block)
+                if t.mode == TOGGLED:
+                    working, paused = (statistics.median(times[k]) for k in ("working", "paused"))
+                    toggles.setdefault(t.name, []).append((working, paused))
+                    times = times["working"]
+                block[t.name] = statistics.median(times)
+            blocks.append(block)
     finally:
         for t in turns:
             t.close()
     if args.midway and (attach_round is None or attach_round < 2 or len(blocks) - attach_round < 2):
         sys.exit("too few rounds before or after the midway attach to compare")
     result, table = summarize(turns, blocks, attach_round)
+    result["toggled"], toggle_table = toggle_rows(toggles)
+    table += toggle_table
     when = f", attached after round {attach_round}" if args.midway else ""
     print(f"{args.step} step, {len(turns)} processes, {len(blocks)} rounds of {args.block} timed "
           f"steps per process{when}, {time.monotonic() - start:.0f} s")
