@@ -88,10 +88,11 @@ if [[ "$what" == *" bench-alloc "* ]]; then
   # Launch-bound steps drift between a fast and a slow state for seconds at a time, and
   # processes differ for life by a few percent: bench_turns runs every process at once, taking
   # turns (the baselines pair each round), and attaches halfway (each process its own
-  # reference). ~5 min: 16 processes, 4 steps per turn. The paused agent (tracker attached, its
-  # work skipped) separates torch's cost of having a tracker from vramscope's own.
+  # reference). ~5 min: 16 processes, 3 steps per turn. agent_toggled (one process, blocks with
+  # the callback working and paused a moment apart) gives vramscope's own share of the callback
+  # without the spread between processes; noop_tracker is torch's cost of having a tracker.
   python3 bench/bench_turns.py --step small-ops --midway --procs 4 \
-    --modes noop_tracker,agent,agent_paused --rounds 200 --seconds 280 --cpus 2-7 --main-cpu 3 \
+    --modes noop_tracker,agent,agent_toggled --rounds 200 --seconds 280 --cpus 2-7 --main-cpu 3 \
     --json "$out/bench-alloc.json" 2>&1 | tee "$out/bench-alloc.log" | tail -n 24
 fi
 if [[ "$what" == *" bench-pairs "* ]]; then
