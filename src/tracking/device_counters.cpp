@@ -13,32 +13,15 @@ void DeviceCounters::on_event_general(Action action, uint64_t size_bytes) noexce
   const bool reads = m_large_pending.load(std::memory_order_relaxed) ||
                      (block_event && (size_bytes > small_request_limit_bytes ||
                                       m_read_every_block.load(std::memory_order_relaxed)));
+  const auto block = static_cast<int64_t>(small_block_bytes(size_bytes));
   if (action == Action::Alloc) {
-    const int64_t raw = add(m_requested_raw, m_requested_base, size);
-    raise(m_requested_peaks, raw + m_requested_base.load(std::memory_order_relaxed));
-    if (!reads) {
-      const int64_t allocated = add(m_allocated_raw, m_allocated_base,
-                                    static_cast<int64_t>(small_block_bytes(size_bytes)));
-      raise(m_allocated_peaks, allocated + m_allocated_base.load(std::memory_order_relaxed));
-    }
+    add_requested(size);
+    if (!reads) add_allocated(block);
   } else if (action == Action::FreeRequested) {
-    bump(m_pending_raw, size);
-    if constexpr (requested_release_action == Action::FreeRequested) {
-      add(m_requested_raw, m_requested_base, -size);
-    }
-    if (!reads) {
-      add(m_allocated_raw, m_allocated_base, -static_cast<int64_t>(small_block_bytes(size_bytes)));
-    }
+    free_requested(size);
+    if (!reads) add(m_allocated_raw, m_allocated_base, -block);
   } else if (action == Action::FreeCompleted) {
-    const int64_t pending = m_pending_raw.load(std::memory_order_relaxed) - size;
-    if (pending < 0) {
-      on_unmatched_completion();
-    } else {
-      m_pending_raw.store(pending, std::memory_order_relaxed);
-    }
-    if constexpr (requested_release_action == Action::FreeCompleted) {
-      add(m_requested_raw, m_requested_base, -size);
-    }
+    free_completed(size);
   } else {
     on_rare_event(action, size);
   }
@@ -100,8 +83,7 @@ void DeviceCounters::on_block_read(Action action, uint64_t size_bytes) noexcept 
     const auto block = static_cast<int64_t>(small_block_bytes(size_bytes));
     if (action == Action::Alloc) {
       if (size_bytes > small_request_limit_bytes) bump(m_unsettled, uint64_t{1});
-      const int64_t raw = add(m_allocated_raw, m_allocated_base, block);
-      raise(m_allocated_peaks, raw + m_allocated_base.load(std::memory_order_relaxed));
+      add_allocated(block);
     } else if (action == Action::FreeRequested) {
       add(m_allocated_raw, m_allocated_base, -block);
     }
@@ -133,9 +115,7 @@ void DeviceCounters::on_block_read(Action action, uint64_t size_bytes) noexcept 
     // The block is at least the rounded request; the next event says how much more it kept.
     m_pending_before = now;
     m_large_pending.store(true, std::memory_order_relaxed);
-    const int64_t raw =
-        add(m_allocated_raw, m_allocated_base, static_cast<int64_t>(small_block_bytes(size_bytes)));
-    raise(m_allocated_peaks, raw + m_allocated_base.load(std::memory_order_relaxed));
+    add_allocated(static_cast<int64_t>(small_block_bytes(size_bytes)));
   }
 }
 

@@ -114,28 +114,15 @@ class DeviceCounters {
       return;
     }
     const auto size = static_cast<int64_t>(size_bytes);  // at most 1 MiB here
+    const auto block = static_cast<int64_t>(small_block_bytes(size_bytes));
     if (action == Action::Alloc) {
-      const int64_t requested = add(m_requested_raw, m_requested_base, size);
-      raise(m_requested_peaks, requested + m_requested_base.load(std::memory_order_relaxed));
-      const int64_t allocated = add(m_allocated_raw, m_allocated_base,
-                                    static_cast<int64_t>(small_block_bytes(size_bytes)));
-      raise(m_allocated_peaks, allocated + m_allocated_base.load(std::memory_order_relaxed));
+      add_requested(size);
+      add_allocated(block);
     } else if (action == Action::FreeRequested) {
-      bump(m_pending_raw, size);
-      if constexpr (requested_release_action == Action::FreeRequested) {
-        add(m_requested_raw, m_requested_base, -size);
-      }
-      add(m_allocated_raw, m_allocated_base, -static_cast<int64_t>(small_block_bytes(size_bytes)));
-    } else {  // FreeCompleted
-      const int64_t pending = m_pending_raw.load(std::memory_order_relaxed) - size;
-      if (pending < 0) [[unlikely]] {
-        on_unmatched_completion();
-      } else {
-        m_pending_raw.store(pending, std::memory_order_relaxed);
-      }
-      if constexpr (requested_release_action == Action::FreeCompleted) {
-        add(m_requested_raw, m_requested_base, -size);
-      }
+      free_requested(size);
+      add(m_allocated_raw, m_allocated_base, -block);
+    } else {
+      free_completed(size);
     }
     count_event();
   }
@@ -226,6 +213,36 @@ class DeviceCounters {
     for (std::atomic<int64_t>& mark : marks) {
       if (absolute > mark.load(std::memory_order_relaxed)) [[unlikely]]
         raise_mark_out_of_line(mark, absolute);
+    }
+  }
+  /// An allocation's requested bytes, with their peaks.
+  void add_requested(int64_t size) noexcept {
+    const int64_t raw = add(m_requested_raw, m_requested_base, size);
+    raise(m_requested_peaks, raw + m_requested_base.load(std::memory_order_relaxed));
+  }
+  /// A block's allocated bytes, with their peaks.
+  void add_allocated(int64_t block) noexcept {
+    const int64_t raw = add(m_allocated_raw, m_allocated_base, block);
+    raise(m_allocated_peaks, raw + m_allocated_base.load(std::memory_order_relaxed));
+  }
+  /// A FREE_REQUESTED's requested side: pending until completed (and requested down now, if
+  /// that is the release action).
+  void free_requested(int64_t size) noexcept {
+    bump(m_pending_raw, size);
+    if constexpr (requested_release_action == Action::FreeRequested) {
+      add(m_requested_raw, m_requested_base, -size);
+    }
+  }
+  /// A FREE_COMPLETED: no longer pending (and requested down, if that is the release action).
+  void free_completed(int64_t size) noexcept {
+    const int64_t pending = m_pending_raw.load(std::memory_order_relaxed) - size;
+    if (pending < 0) [[unlikely]] {
+      on_unmatched_completion();
+    } else {
+      m_pending_raw.store(pending, std::memory_order_relaxed);
+    }
+    if constexpr (requested_release_action == Action::FreeCompleted) {
+      add(m_requested_raw, m_requested_base, -size);
     }
   }
   /// One more event seen. Release: seed() pairs this with its acquire loads to detect a
