@@ -135,7 +135,7 @@ std::string AgentState::attach(double interval_ms, bool publish, int rank, int w
     try {
       // Events arriving while attach() finishes land in the core's producers, which exist
       // from here on and are never freed once the tracker holds them.
-      attach_trace_tracker(state->core->producers(), static_cast<std::size_t>(device_count));
+      attach_trace_tracker(state->core->tracker_target());
       tracker_attached = true;
     } catch (const std::exception& error) {
       polling_reason = error.what();
@@ -192,9 +192,7 @@ void pause_tracking(bool paused) {
   }
   // The tracker stays attached (torch still builds its TraceEntry); only our callback's
   // work is skipped, so a benchmark can compare vramscope's share in one process.
-  for (std::size_t device = 0; device < state.core->device_count(); ++device) {
-    state.core->producers()[device].paused.store(paused, std::memory_order_relaxed);
-  }
+  state.core->pause_tracking(paused);
 }
 #endif
 

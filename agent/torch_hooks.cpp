@@ -108,21 +108,17 @@ uint64_t allocated_bytes_now(std::size_t device) {
   }
 }
 
-void attach_trace_tracker(tracking::DeviceProducer* producers, std::size_t device_count) {
+void attach_trace_tracker(tracking::TrackerTarget target) {
   // Runs on whichever thread allocates or frees, with that device's allocator mutex held:
   // no GIL, no allocation, no locks, no calls back into the allocator -- only the producer's
   // relaxed atomics and its preallocated buffers. The closure (two words) fits std::function's
   // inline storage, which torch reads anyway to make the call.
-  auto tracker = [producers, device_count](const alloc::TraceEntry& entry) {
-    const auto device = static_cast<int64_t>(entry.device_);
-    if (device < 0 || static_cast<std::size_t>(device) >= device_count) [[unlikely]]
-      return;
-    const auto raw = static_cast<int64_t>(entry.action_);
-    producers[device].on_tracker_event(
-        tracking::action_from_raw(raw), static_cast<uint64_t>(entry.size_),
-        static_cast<uint64_t>(entry.addr_), static_cast<uint8_t>(raw),
-        [] { return attribution::current_op(); });
+  auto tracker = [target](const alloc::TraceEntry& entry) {
+    target.on_trace_entry(static_cast<int64_t>(entry.device_), static_cast<int64_t>(entry.action_),
+                          static_cast<uint64_t>(entry.size_), static_cast<uint64_t>(entry.addr_),
+                          [] { return attribution::current_op(); });
   };
+  static_assert(sizeof(tracker) == 2 * sizeof(void*), "the closure must stay two words");
   try {
     alloc::attachAllocatorTraceTracker(std::move(tracker));
   } catch (const std::exception& error) {

@@ -43,12 +43,12 @@ bool read_totals_in_callback(void* context, tracking::AllocatorTotals* out) noex
 /// allocated_bytes.current of `device` (one getDeviceStats copy, ~35 ns). Throws on failure.
 uint64_t allocated_bytes_now(std::size_t device);
 
-/// Attaches a trace tracker that applies every event of devices [0, device_count) to
-/// `producers[device]`, whose storage must stay valid for the life of the process (torch cannot
-/// detach a tracker). The tracker carries the pointer itself and inlines the producer's work,
+/// Attaches a trace tracker that applies every event to its device's producer in `target`, whose
+/// storage must stay valid for the life of the process (torch cannot detach a tracker). The
+/// tracker carries the pointer itself and inlines the producer's work,
 /// so an event costs one call from torch and no global lookup (see tracking/device_producer.hpp).
 /// Throws std::runtime_error when the backend refuses (cudaMallocAsync, pluggable).
-void attach_trace_tracker(tracking::DeviceProducer* producers, std::size_t device_count);
+void attach_trace_tracker(tracking::TrackerTarget target);
 
 /// What the OOM observer hands on: device, rounded request, device total, device free.
 using OomSink = void (*)(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,

@@ -173,14 +173,11 @@ void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
       std::this_thread::sleep_until(deadline);
     }
   });
-  // What torch stores: a lambda holding the producers and the device count.
-  const std::function<void(std::size_t, Action, uint64_t)> tracker =
-      [producers = core.producers(), devices = std::size_t{1}](std::size_t device, Action action,
-                                                               uint64_t size) {
-        if (device >= devices) return;
-        producers[device].on_tracker_event(action, size, 0x7f0000000000,
-                                           static_cast<uint8_t>(action),
-                                           [] { return attribution::current_op(); });
+  // What torch stores: the agent's tracker closure, around the core's tracker target.
+  const std::function<void(int64_t, Action, uint64_t)> tracker =
+      [target = core.tracker_target()](int64_t device, Action action, uint64_t size) {
+        target.on_trace_entry(device, static_cast<int64_t>(action), size, 0x7f0000000000,
+                              [] { return attribution::current_op(); });
       };
   CacheHeavyWork work;
   uint64_t i = 0;

@@ -114,6 +114,21 @@ class AgentCore {
   /// The devices' producers (device_count() of them, never moved): a tracker may keep this
   /// pointer and call DeviceProducer::on_event() itself, one pointer away from its data.
   DeviceProducer* producers() noexcept { return m_producers.data(); }
+  /// What a tracker's closure holds to reach this core's producers (valid for the core's life).
+  TrackerTarget tracker_target() noexcept {
+#if VRAMSCOPE_BENCH_HOOKS
+    m_bench_gate.device_count = device_count();
+    return TrackerTarget{m_producers.data(), &m_bench_gate};
+#else
+    return TrackerTarget{m_producers.data(), device_count()};
+#endif
+  }
+#if VRAMSCOPE_BENCH_HOOKS
+  /// Benchmark builds only: pauses (true) or resumes every tracker made from tracker_target().
+  void pause_tracking(bool paused) noexcept {
+    m_bench_gate.paused.store(paused, std::memory_order_relaxed);
+  }
+#endif
 
   /// Receives every drained batch of a device, on the draining thread with the core's lock held
   /// (attribution). Set it before events flow; it must not call back into the core. Events reach
@@ -213,6 +228,9 @@ class AgentCore {
   int64_t m_window_started_ns;
   std::optional<OomRecord> m_last_oom;
   std::vector<Event> m_scratch;
+#if VRAMSCOPE_BENCH_HOOKS
+  BenchGate m_bench_gate;
+#endif
   EventConsumer m_consumer;
   StepAnnotator m_annotator;
 };

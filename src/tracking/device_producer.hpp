@@ -16,7 +16,7 @@
 
 #ifndef VRAMSCOPE_BENCH_HOOKS
 // Set by the build for every target (CMakeLists.txt: VRAMSCOPE_BENCH_HOOKS), so that every
-// translation unit agrees on this struct's layout.
+// translation unit agrees on TrackerTarget's layout.
 #error "VRAMSCOPE_BENCH_HOOKS must be defined (0 or 1) by the build"
 #endif
 
@@ -31,17 +31,13 @@ struct DeviceProducer {
   DeviceProducer(std::size_t ring_capacity, std::size_t recorder_capacity)
       : recorder(recorder_capacity), ring(ring_capacity) {}
 
-  /// The tracker's entry (agent/torch_hooks.cpp): stamps this device's attribution context --
-  /// the phase, and while a profile tracks ops the calling thread's innermost op from
+  /// The tracker's entry (through TrackerTarget, below): stamps this device's attribution
+  /// context -- the phase, and while a profile tracks ops the calling thread's innermost op from
   /// `current_op()` -- then does on_event()'s work. The context sits on the stamp's line, so
   /// an event reads no line outside its device's producer for it.
   template <typename CurrentOp>
   void on_tracker_event(Action action, uint64_t size_bytes, uint64_t address, uint8_t raw_action,
                         CurrentOp&& current_op) noexcept {
-#if VRAMSCOPE_BENCH_HOOKS
-    if (paused.load(std::memory_order_relaxed)) [[unlikely]]
-      return;
-#endif
     const uint8_t phase_now = phase.load(std::memory_order_relaxed);
     const uint32_t op_id = op_tracking.load(std::memory_order_relaxed) ? current_op() : 0;
     on_event(action, size_bytes, address, raw_action, phase_now, op_id);
@@ -80,12 +76,6 @@ struct DeviceProducer {
   std::atomic<bool> op_tracking{false};
   /// The training phase (attribution::Phase) stamped on events (AgentCore::set_phase).
   std::atomic<uint8_t> phase{0};
-#if VRAMSCOPE_BENCH_HOOKS
-  /// Benchmark builds only (vramscope._agent._bench_pause_tracking): while set, events are
-  /// ignored, so that one process can time its steps with and without vramscope's share of the
-  /// callback (torch's own share, building the TraceEntry and calling the tracker, stays).
-  std::atomic<bool> paused{false};
-#endif
   EventRecorder recorder;
   /// Starts on the line after the one above (DeviceCounters aligns its first line to 64).
   DeviceCounters counters;
@@ -127,6 +117,52 @@ class DeviceProducers {
 
   DeviceProducer* m_data;
   std::size_t m_count = 0;
+};
+
+#if VRAMSCOPE_BENCH_HOOKS
+/// Benchmark builds only (vramscope._agent._bench_pause_tracking): the tracker's off switch, on
+/// a line of its own that the tracker reads before it touches any producer. A paused tracker
+/// therefore costs an empty tracker's work plus this line, and a working one its own work plus
+/// the same line, so that one process can time blocks with and without vramscope's whole share
+/// of the callback (torch's share, building the TraceEntry and calling the tracker, stays in
+/// both; bench_turns.py's agent_toggled).
+struct alignas(64) BenchGate {
+  /// Are events ignored? While set no event is counted: the numbers stop being exact for good.
+  std::atomic<bool> paused{false};
+  /// How many producers the tracker's array holds.
+  std::size_t device_count = 0;
+};
+#endif
+
+/// What the tracker's closure holds: two words, which fit std::function's inline storage (torch
+/// reads that storage anyway to make the call), so reaching the producers costs no extra line.
+struct TrackerTarget {
+  /// The devices' producers, indexed by torch's device index.
+  DeviceProducer* producers = nullptr;
+#if VRAMSCOPE_BENCH_HOOKS
+  /// The pause and the device count (see BenchGate); outlives the tracker.
+  const BenchGate* gate = nullptr;
+#else
+  /// How many producers `producers` holds.
+  std::size_t device_count = 0;
+#endif
+
+  /// One trace entry's fields: ignored unless `device` names a producer (and, in benchmark
+  /// builds, while paused).
+  template <typename CurrentOp>
+  void on_trace_entry(int64_t device, int64_t raw_action, uint64_t size_bytes, uint64_t address,
+                      CurrentOp&& current_op) const noexcept {
+#if VRAMSCOPE_BENCH_HOOKS
+    if (gate->paused.load(std::memory_order_relaxed)) [[unlikely]]
+      return;
+    const std::size_t device_count = gate->device_count;
+#endif
+    if (device < 0 || static_cast<std::size_t>(device) >= device_count) [[unlikely]]
+      return;
+    producers[device].on_tracker_event(action_from_raw(raw_action), size_bytes, address,
+                                       static_cast<uint8_t>(raw_action),
+                                       static_cast<CurrentOp&&>(current_op));
+  }
 };
 
 }  // namespace vramscope::tracking

@@ -357,20 +357,44 @@ TEST(AgentCore, TheTrackersProducerPointerFeedsTheCoresDevice) {
   EXPECT_EQ(&core.counters(1), &producers[1].counters);
 }
 
+TEST(AgentCore, ItsTrackerTargetAppliesEntriesOfItsDevicesOnly) {
+  // The tracker's whole path from torch's entry fields: a known device reaches its producer
+  // (action decoded from torch's raw value), an index outside the core is ignored, not applied.
+  FakeTorch torch(2);
+  AgentCore core({"GPU-0", "GPU-1"}, torch.provider(), config(), nullptr);
+  ASSERT_TRUE(core.seed(0));
+  ASSERT_TRUE(core.seed(1));
+  const TrackerTarget target = core.tracker_target();
+  const auto no_op = [] { return 0U; };
+  constexpr auto raw_alloc = static_cast<int64_t>(Action::Alloc);  // torch's TraceEntry::ALLOC
+  target.on_trace_entry(1, raw_alloc, 4096, 0x1000, no_op);
+  target.on_trace_entry(2, raw_alloc, 512, 0x2000, no_op);
+  target.on_trace_entry(-1, raw_alloc, 512, 0x3000, no_op);
+  core.tick();
+  EXPECT_EQ(core.stats(0).event_count, 0U);
+  EXPECT_EQ(core.stats(1).event_count, 1U);
+  EXPECT_EQ(core.stats(1).requested_bytes, 4096U);
+  ASSERT_EQ(core.recent_events(1).size(), 1U);
+  EXPECT_EQ(core.recent_events(1)[0].address, 0x1000U);
+  EXPECT_EQ(core.recent_events(1)[0].action, Action::Alloc);
+}
+
 #if VRAMSCOPE_BENCH_HOOKS  // the pause exists in benchmark builds only
-TEST(AgentCore, APausedProducerIgnoresEventsUntilResumed) {
+TEST(AgentCore, APausedTrackerTargetIgnoresEventsUntilResumed) {
   // The benchmark's pause (vramscope._agent._bench_pause_tracking) must drop vramscope's whole
   // share of an event, counters and recorder alike, and resuming must count again.
   FakeTorch torch(1);
   AgentCore core({"GPU-0"}, torch.provider(), config(), nullptr);
   ASSERT_TRUE(core.seed(0));
-  DeviceProducer& producer = core.producers()[0];
-  producer.paused.store(true);
-  producer.on_tracker_event(Action::Alloc, 4096, 0x1000, 0, [] { return 0U; });
+  const TrackerTarget target = core.tracker_target();
+  const auto no_op = [] { return 0U; };
+  constexpr auto raw_alloc = static_cast<int64_t>(Action::Alloc);  // torch's TraceEntry::ALLOC
+  core.pause_tracking(true);
+  target.on_trace_entry(0, raw_alloc, 4096, 0x1000, no_op);
   EXPECT_EQ(core.counters(0).total_event_count(), 0U);
   EXPECT_TRUE(core.recent_events(0).empty());
-  producer.paused.store(false);
-  producer.on_tracker_event(Action::Alloc, 512, 0x2000, 0, [] { return 0U; });
+  core.pause_tracking(false);
+  target.on_trace_entry(0, raw_alloc, 512, 0x2000, no_op);
   core.tick();
   EXPECT_EQ(core.stats(0).requested_bytes, 512U);
   ASSERT_EQ(core.recent_events(0).size(), 1U);
