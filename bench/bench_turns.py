@@ -23,11 +23,18 @@ differences (whether that narrows the spread is not measured yet).
 
 Mode agent_toggled measures what neither comparison can separate from the spread between
 processes: vramscope's own share of the callback, inside one process. It attaches at once
-(--midway or not), and each of its turns runs two blocks a moment apart, one with the callback
-doing its work and one with it paused (returning after one load: torch's share, the TraceEntry
-and the call, stays), in an order that flips every turn; its cost is the median over turns of
-the first against the second. Its row in the table against the baselines is that of an agent
-attached for the whole run (about zero with --midway, where it is attached before and after).
+(--midway or not), and each of its turns runs --block pairs of steps, one step with the callback
+doing its work and one with it paused (the tracker returns after reading its gate line: torch's
+share, the TraceEntry and the call, stays), in an order that flips from pair to pair; its cost
+is the median over all its pairs of the working step against the paused one. The two steps of a
+pair are one step apart, so the host's slow and fast states (seconds long) rarely split a pair.
+Its row in the table against the baselines is that of an agent attached for the whole run
+(about zero with --midway, where it is attached before and after).
+
+Two builds in one run: --build NAME=DIR (a `pip install --target DIR` of another commit) and a
+mode written MODE@NAME run those processes with DIR first on their PYTHONPATH, so that, e.g.,
+agent_toggled and agent_toggled@before compare two versions of the callback under the same
+host state.
 
 Every process pins its stepping thread to --main-cpu (after attaching, so the agent's own thread
 keeps --cpus): whichever process has its turn runs on the same core.
@@ -59,8 +66,9 @@ ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
 # ----------------------------------------------------------------------------- worker side
 def worker(step_name, mode, main_cpu, midway):
     """Sets up (attaching at once unless `midway`), says "ready", then answers each "run N" with
-    N step times (JSON; agent_toggled: {"working": [N times], "paused": [N times]}) and "attach"
-    with "attached", until EOF."""
+    N step times (JSON; agent_toggled: N pairs, {"working": [N times], "paused": [N times]}) and
+    "attach" with "attached", until EOF."""
+    mode = base_mode(mode)
     import torch
     torch.cuda.init()
     process_cpus = os.sched_getaffinity(0)
@@ -98,13 +106,14 @@ def worker(step_name, mode, main_cpu, midway):
             print(json.dumps(timed_steps(step, torch.cuda.synchronize, count)), flush=True)
             continue
         from vramscope import _agent
-        times = {}
-        for paused in ((False, True) if turn % 2 == 0 else (True, False)):
-            _agent._bench_pause_tracking(paused)
-            times["paused" if paused else "working"] = timed_steps(step, torch.cuda.synchronize,
-                                                                    count)
+        times = {"working": [], "paused": []}
+        for _ in range(count):
+            for paused in ((False, True) if turn % 2 == 0 else (True, False)):
+                _agent._bench_pause_tracking(paused)
+                times["paused" if paused else "working"] += timed_steps(
+                    step, torch.cuda.synchronize, 1)
+            turn += 1
         _agent._bench_pause_tracking(False)
-        turn += 1
         print(json.dumps(times), flush=True)
 
 
@@ -112,7 +121,7 @@ def worker(step_name, mode, main_cpu, midway):
 class Turn:
     """One worker process and its pipe."""
 
-    def __init__(self, name, step_name, mode, cpus, main_cpu, midway):
+    def __init__(self, name, step_name, mode, cpus, main_cpu, midway, python_path=None):
         def prepare():  # in the child, before exec
             if cpus:
                 os.sched_setaffinity(0, cpus)
@@ -127,6 +136,9 @@ class Turn:
             command.append("--midway")
         env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                    PYTHONHASHSEED="0")
+        if python_path:  # another build of vramscope first (--build)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [python_path,
+                                                              env.get("PYTHONPATH")]))
         self.name, self.mode = name, mode
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env, preexec_fn=prepare)
@@ -182,8 +194,13 @@ def mode_estimate(costs, members, baseline_members):
     return mean, math.sqrt(variance)
 
 
+def base_mode(mode):
+    """The mode without its @build."""
+    return mode.split("@", 1)[0]
+
+
 def toggle_costs(toggles):
-    """Per agent_toggled process: the median over its turns of the working block against the
+    """Per agent_toggled process: the median over its pairs of the working step against the
     paused one, minus one."""
     return {name: statistics.median(w / p - 1 for w, p in pairs) for name, pairs in toggles.items()}
 
@@ -193,16 +210,18 @@ def toggle_rows(toggles):
     costs = toggle_costs(toggles)
     if not costs:
         return {}, ""
-    values = list(costs.values())
-    mean = statistics.fmean(values)
-    error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else float("nan")
-    rows = ["", "| in one process: working against paused blocks | turns | median over turns |",
+    rows = ["", "| in one process: working against paused steps | pairs | median over pairs |",
             "|---|---:|---:|"]
     rows += [f"| {n} | {len(toggles[n])} | {c * 100:+.2f} % |" for n, c in costs.items()]
-    rows.append(f"| {TOGGLED}: mean ± standard error | | "
-                f"**{mean * 100:+.2f} % ± {error * 100:.2f}** |")
-    return {"processes": {n: c * 100 for n, c in costs.items()}, "mean_pct": mean * 100,
-            "standard_error_pct": error * 100}, "\n".join(rows)
+    result = {"processes": {n: c * 100 for n, c in costs.items()}, "modes": {}}
+    for mode in dict.fromkeys(n.rsplit("-", 1)[0] for n in costs):
+        values = [c for n, c in costs.items() if n.rsplit("-", 1)[0] == mode]
+        mean = statistics.fmean(values)
+        error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+        rows.append(f"| {mode}: mean ± standard error | | "
+                    f"**{mean * 100:+.2f} % ± {error * 100:.2f}** |")
+        result["modes"][mode] = {"mean_pct": mean * 100, "standard_error_pct": error * 100}
+    return result, "\n".join(rows)
 
 
 def summarize(turns, blocks, attach_round=None):
@@ -267,18 +286,32 @@ def main():
     parser.add_argument("--cpus", default="", help="pin every process to these CPUs, e.g. 2-7")
     parser.add_argument("--main-cpu", type=int,
                         help="pin each process's stepping thread to this CPU (one of --cpus)")
-    parser.add_argument("--json", help="write every block and the summary to this file")
+    parser.add_argument("--build", action="append", default=[], metavar="NAME=DIR",
+                        help="another build of vramscope (pip install --target DIR), for modes "
+                        "written MODE@NAME (repeatable)")
+    parser.add_argument("--json", help="write every block, every toggled pair and the summary "
+                        "to this file")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.step, args.worker, args.main_cpu, args.midway)
         return
 
+    builds = {}
+    for spec in args.build:
+        name, _, path = spec.partition("=")
+        if not name or not path or not os.path.isdir(os.path.join(path, "vramscope")):
+            parser.error(f"--build {spec!r}: expected NAME=DIR with DIR/vramscope installed "
+                         "(pip install --target DIR)")
+        builds[name] = os.path.abspath(path)
     modes = [m for m in args.modes.split(",") if m]
-    unknown = set(modes) - set(MODES) | ({"baseline"} & set(modes))
+    unknown = {m for m in modes if base_mode(m) not in MODES or base_mode(m) == "baseline"}
     if unknown:
         parser.error(f"--modes: unknown or reserved {sorted(unknown)}; choose from "
                      f"{sorted(set(MODES) - {'baseline'})}")
+    unbuilt = {m for m in modes if "@" in m and m.split("@", 1)[1] not in builds}
+    if unbuilt:
+        parser.error(f"--modes: {sorted(unbuilt)} name a build no --build gives")
     if args.rounds < 4 or args.block < 1 or args.procs < 2:
         parser.error("--rounds must be at least 4, --block at least 1 and --procs at least 2")
     cpus = parse_cpus(args.cpus) if args.cpus else None
@@ -288,10 +321,12 @@ def main():
     # Interleaved by mode (baseline-1, agent-1, baseline-2, agent-2, ...) so that rotating the
     # order moves every mode through every position.
     specs = [(f"{m}-{i + 1}", m) for i in range(args.procs) for m in ["baseline", *modes]]
-    turns = [Turn(name, args.step, mode, cpus, args.main_cpu, args.midway) for name, mode in specs]
+    turns = [Turn(name, args.step, mode, cpus, args.main_cpu, args.midway,
+                  builds.get(mode.split("@", 1)[1]) if "@" in mode else None)
+             for name, mode in specs]
     start = time.monotonic()
     blocks = []
-    toggles = {}  # agent_toggled process -> (working, paused) block medians, one pair a turn
+    toggles = {}  # agent_toggled process -> its (working, paused) step pairs
     attach_round = None
     try:
         for t in turns:
@@ -319,9 +354,8 @@ def main():
             block = {}
             for t in order:
                 times = t.run(args.block)
-                if t.mode == TOGGLED:
-                    working, paused = (statistics.median(times[k]) for k in ("working", "paused"))
-                    toggles.setdefault(t.name, []).append((working, paused))
+                if base_mode(t.mode) == TOGGLED:
+                    toggles.setdefault(t.name, []).extend(zip(times["working"], times["paused"]))
                     times = times["working"]
                 block[t.name] = statistics.median(times)
             blocks.append(block)
@@ -342,7 +376,8 @@ def main():
                 "attach_round": attach_round,
                 "cpus": sorted(cpus) if cpus else None, "main_cpu": args.main_cpu}
         with open(args.json, "w") as f:
-            json.dump({"meta": meta, "summary": result, "blocks": blocks}, f, indent=1)
+            json.dump({"meta": meta, "summary": result, "blocks": blocks, "toggled_pairs": toggles},
+                      f, indent=1)
 
 
 if __name__ == "__main__":
