@@ -46,12 +46,6 @@ class EventRecorder {
     // of this event then sees a head of at least `head` and discards the slot (see snapshot).
     std::atomic_thread_fence(std::memory_order_release);
     Slot& slot = m_slots[head & m_mask];
-    // A slot's line is written once a lap (4096 events, tens of ms of a launch-bound step), so
-    // it has left the near caches by then, and the store's miss is waited out by the fence of
-    // torch's mutex release right after the callback. Fetching the slot two events ahead
-    // starts that miss one event early (prefetches are not ordered by fences, and with two
-    // slots a line each event asks for the next line), so that the store finds its line close.
-    __builtin_prefetch(&m_slots[(head + 2) & m_mask], 1, 3);
     slot[0].store(size_bytes, std::memory_order_relaxed);
     slot[1].store(address, std::memory_order_relaxed);
     slot[2].store(static_cast<uint64_t>(timestamp_ns), std::memory_order_relaxed);
