@@ -9,6 +9,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -49,6 +50,32 @@ def run_scenario(name: str, *args: str, **env: str) -> str:
     last = out.stdout.strip().splitlines()[-1]
     assert last.startswith("ok"), out.stdout
     return last[2:].strip()
+
+
+def other_compute_processes() -> list:
+    """"PID, MiB" of every compute process but this one that nvidia-smi lists on the card
+    (empty without nvidia-smi: nothing to wait for that this test can see)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    rows = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    return [row for row in rows if row.split(",")[0].strip() != str(os.getpid())]
+
+
+def wait_for_idle_card(deadline_s: float = 60.0) -> None:
+    """Returns once no compute process holds the card; fails the test with their list after
+    `deadline_s`. A process that an earlier test waited for can still hold its memory for a
+    moment while the driver tears its context down (an OOM test leaves the card full), and a
+    run that starts then meets failing cudaMallocs: torch frees its cache and retries, and its
+    blocks no longer match another run's."""
+    give_up = time.monotonic() + deadline_s
+    while (busy := other_compute_processes()):
+        if time.monotonic() > give_up:
+            pytest.fail(f"the card stayed busy for {deadline_s:.0f} s: pid, MiB = {busy}")
+        time.sleep(0.2)  # polls a condition, with a deadline
 
 
 def gpu_count() -> int:

@@ -116,6 +116,7 @@ def main():
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = False
     torch.cuda.init()
+    free_at_start, total = torch.cuda.mem_get_info()
     vramscope = None
     if args.mode != "truth":
         import vramscope
@@ -158,7 +159,11 @@ def main():
             row["allocated"] = int(record["allocated_bytes"])
             row["torch_allocated"] = stats["allocated_bytes.all.current"]
         rows.append(row)
-    out = {"rows": rows}
+    stats = torch.cuda.memory_stats()
+    # cudaMalloc failures that torch answered by freeing its cache and retrying: such a run's
+    # blocks depend on what else held the card, and cannot be compared with another run's.
+    out = {"rows": rows, "alloc_retries": stats["num_alloc_retries"], "ooms": stats["num_ooms"],
+           "free_at_start": free_at_start, "total": total}
     if vramscope is not None:
         view = vramscope.memory_stats()
         out["mismatches"] = int(view.get("allocated_mismatch_count", -1))

@@ -13,17 +13,30 @@ import sys
 
 import pytest
 
-from conftest import HERE, gpu_env
+from conftest import HERE, gpu_env, wait_for_idle_card
 
 STEPS = 12
 
 
 def run(model: str, mode: str, **env: str) -> dict:
+    wait_for_idle_card()
     out = subprocess.run([sys.executable, str(HERE / "peak_models.py"), model, mode,
                           "--steps", str(STEPS)],
                          env=gpu_env(**env), capture_output=True, text=True, timeout=400)
     assert out.returncode == 0, f"{model} {mode} failed:\n{out.stdout}\n{out.stderr[-4000:]}"
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if "rows" in result:
+        assert result["alloc_retries"] == 0 and result["ooms"] == 0, (
+            f"{model} {mode}: {result['alloc_retries']} cudaMalloc retries, {result['ooms']} OOMs "
+            f"({result['free_at_start']} of {result['total']} bytes free at its start): the card "
+            "was short of memory, so this run's blocks are not comparable with another run's")
+    return result
+
+
+def steps_apart(ours: list, truth: list) -> str:
+    """The steps (after the first) where two per-step lists differ, for a failure message."""
+    return "; ".join(f"step {i}: {a} against {b} ({a - b:+d})"
+                     for i, (a, b) in enumerate(zip(ours, truth)) if i > 0 and a != b)
 
 
 def per_step(run: dict, key: str) -> list:
@@ -36,7 +49,8 @@ def same(a: dict, b: dict, key: str) -> None:
     or the blocks they got) in both runs. The first step differs: lazy initialisation, and
     torch.compile's on-disk caches are warm after the first run."""
     for i, (x, y) in enumerate(zip(per_step(a, key), per_step(b, key)), start=1):
-        assert x == y, f"step {i}: the runs did not allocate alike ({key}); a comparison is void"
+        assert x == y, (f"step {i}: the runs did not allocate alike ({key}: allocations, bytes "
+                        f"{x} against {y}); a comparison is void")
 
 
 MODELS = {
@@ -60,15 +74,20 @@ def test_every_step_peak_equals_torchs(model: str):
     same(plain, ours, "requested_total")
     same(truth, ours, "allocated_total")
     # Every step after the first (the first includes lazy initialisations that differ by run).
-    assert [r["vramscope_peak"] for r in ours["rows"]][1:] == [
-        r["torch_peak"] for r in truth["rows"]][1:]
-    assert [r["vramscope_reserved_peak"] for r in ours["rows"]][1:] == [
-        r["reserved_peak"] for r in truth["rows"]][1:]
-    assert all(r["allocated"] == r["torch_allocated"] for r in ours["rows"])
+    peaks = [r["vramscope_peak"] for r in ours["rows"]]
+    torch_peaks = [r["torch_peak"] for r in truth["rows"]]
+    assert peaks[1:] == torch_peaks[1:], "allocated step peaks, vramscope against torch: " + (
+        steps_apart(peaks, torch_peaks))
+    reserved = [r["vramscope_reserved_peak"] for r in ours["rows"]]
+    torch_reserved = [r["reserved_peak"] for r in truth["rows"]]
+    assert reserved[1:] == torch_reserved[1:], "reserved step peaks: " + (
+        steps_apart(reserved, torch_reserved))
+    assert all(r["allocated"] == r["torch_allocated"] for r in ours["rows"]), ours["rows"]
     assert ours["mismatches"] == 0 and ours["unsettled"] == 0, ours
     # In the run that resets torch's peaks itself, vramscope's step peaks are torch's too.
-    rows = truth["rows"][1:]
-    assert [r["vramscope_peak"] for r in rows] == [r["torch_peak"] for r in rows]
+    in_run = [r["vramscope_peak"] for r in truth["rows"]]
+    assert in_run[1:] == torch_peaks[1:], "in the resetting run: " + (
+        steps_apart(in_run, torch_peaks))
 
 
 def test_cuda_graphs_step_peaks_equal_torchs():

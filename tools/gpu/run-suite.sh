@@ -2,10 +2,12 @@
 # tools/gpu/run-suite.sh -- everything that needs a real GPU, in one go, for a GPU machine.
 #
 #   tools/gpu/run-suite.sh OUTDIR [PHASE...]
-#     phases: tests record top probe bench (= bench-nvml bench-gpt2 bench-alloc) bench-pairs;
-#     default: all but bench-pairs. A device call is limited to 10 minutes: bench-gpt2 takes ~8
-#     (8 modes x 5 reps x ~11 s), bench-alloc ~5, bench-pairs ~4, tests ~4 on one GPU; run them
-#     in separate calls.
+#     phases: tests (= tests-exact tests-rest) record top probe bench (= bench-nvml bench-gpt2
+#     bench-alloc) bench-pairs; default: all but bench-pairs. A device call is limited to 10
+#     minutes: on one H200 tests-exact (test_exactness, test_oom, test_step_peaks) takes ~7,
+#     tests-rest (every other file) ~7, bench-gpt2 ~8 (8 modes x 5 reps x ~11 s), bench-alloc ~5,
+#     bench-pairs ~4; run them in separate calls. VRAMSCOPE_GPU_TEST_LIMIT_S (default 560) stops
+#     pytest with SIGINT, so that a run cut short still prints its failures and its summary.
 #
 # Expects: python3 with torch (CUDA), scikit-build-core and nanobind; the `vramscope` CLI binary on
 # PATH or in $VRAMSCOPE_CLI (it can be built elsewhere and copied: it needs only libc and ncurses);
@@ -17,7 +19,8 @@ out="${1:?usage: run-suite.sh OUTDIR [tests] [record] [top] [probe] [bench|bench
 shift
 what=" ${*:-tests record top probe bench} "
 [[ "$what" == *" bench "* ]] && what="$what bench-nvml bench-gpt2 bench-alloc "
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+[[ "$what" == *" tests "* ]] && what="$what tests-exact tests-rest "
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 cli="${VRAMSCOPE_CLI:-$(command -v vramscope)}"
@@ -38,9 +41,23 @@ fi
 echo "built in $(( $(date +%s) - start )) s"
 export VRAMSCOPE_CLI="$cli"   # pip's VRAMSCOPE_CLI=OFF was for the build only
 
-if [[ "$what" == *" tests "* ]]; then
-  echo "== tests/gpu"
-  python3 -m pytest tests/gpu -v -rs --tb=short -o faulthandler_timeout=300 -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.log" | tail -n 60
+exact_files="tests/gpu/test_exactness.py tests/gpu/test_oom.py tests/gpu/test_step_peaks.py"
+gpu_tests() {  # LOG FILE...: pytest under the limit, SIGINT first (pytest then still reports)
+  local log="$1"; shift
+  timeout -s INT -k 30 "${VRAMSCOPE_GPU_TEST_LIMIT_S:-560}" python3 -m pytest "$@" -v -rs \
+      --tb=short --durations=0 -o faulthandler_timeout=300 -p no:cacheprovider 2>&1 |
+    tee "$out/$log" | tail -n 60
+}
+if [[ "$what" == *" tests-exact "* ]]; then
+  echo "== tests/gpu: exactness, OOM, step peaks"
+  # shellcheck disable=SC2086  # a list of paths without spaces
+  gpu_tests gpu-tests-exact.log $exact_files
+fi
+if [[ "$what" == *" tests-rest "* ]]; then
+  echo "== tests/gpu: every other file"
+  rest=()
+  for f in tests/gpu/test_*.py; do [[ " $exact_files " == *" $f "* ]] || rest+=("$f"); done
+  gpu_tests gpu-tests-rest.log "${rest[@]}"
 fi
 if [[ "$what" == *" record "* ]]; then
   echo "== recording a demo training run"
@@ -84,16 +101,21 @@ if [[ "$what" == *" bench-gpt2 "* ]]; then
     | tee "$out/bench-gpt2.log" | tail -n 14
 fi
 if [[ "$what" == *" bench-alloc "* ]]; then
-  echo "== benchmark: allocator-heavy step (processes in turns, attached midway)"
+  echo "== benchmark: allocator-heavy step (agent_toggled: working against paused, in turns)"
   # Launch-bound steps drift between a fast and a slow state for seconds at a time, and
   # processes differ for life by a few percent: bench_turns runs every process at once, taking
-  # turns (the baselines pair each round), and attaches halfway (each process its own
-  # reference). ~5 min: 16 processes, 3 steps per turn. agent_toggled (one process, blocks with
-  # the callback working and paused a moment apart) gives vramscope's own share of the callback
-  # without the spread between processes; noop_tracker is torch's cost of having a tracker.
-  python3 bench/bench_turns.py --step small-ops --midway --procs 4 \
-    --modes noop_tracker,agent,agent_toggled --rounds 200 --seconds 280 --cpus 2-7 --main-cpu 3 \
-    --json "$out/bench-alloc.json" 2>&1 | tee "$out/bench-alloc.log" | tail -n 24
+  # turns, and agent_toggled times each pair of steps with the callback working and paused one
+  # step apart in one process, which gives vramscope's own share of the callback without either
+  # (per process the median of ~200 pairs: ±0.15 % on the H200 VM). ~4 min: 8 processes.
+  # VRAMSCOPE_BENCH_BEFORE=DIR (a pip install --target of another commit) adds that build's
+  # agent_toggled processes to the same run.
+  modes=agent_toggled builds=()
+  if [[ -n "${VRAMSCOPE_BENCH_BEFORE:-}" ]]; then
+    modes="$modes,agent_toggled@before" builds=(--build "before=$VRAMSCOPE_BENCH_BEFORE")
+  fi
+  python3 bench/bench_turns.py --step small-ops --procs 4 --modes "$modes" "${builds[@]}" \
+    --seconds 200 --cpus 2-9 --main-cpu 3 --json "$out/bench-alloc.json" 2>&1 \
+    | tee "$out/bench-alloc.log" | tail -n 24
 fi
 if [[ "$what" == *" bench-pairs "* ]]; then
   echo "== benchmark: alloc/free pairs (C++ and Python loops) and the cost of a read"
