@@ -199,6 +199,11 @@ def base_mode(mode):
     return mode.split("@", 1)[0]
 
 
+def build_of(mode):
+    """The NAME of a MODE@NAME, or None."""
+    return mode.split("@", 1)[1] if "@" in mode else None
+
+
 def toggle_costs(toggles):
     """Per agent_toggled process: the median over its pairs of the working step against the
     paused one, minus one."""
@@ -271,8 +276,8 @@ def main():
     parser.add_argument("--modes", default="noop_tracker,agent",
                         help=f"modes besides the baselines, from {sorted(set(MODES) - {'baseline'})} "
                         "(default noop_tracker,agent; agent_toggled: the agent attached "
-                        "throughout, each turn a block with its callback working and one paused, "
-                        "compared in-process)")
+                        "throughout, each turn --block pairs of steps with its callback working "
+                        "and paused, compared in-process; MODE@NAME: that mode on --build NAME)")
     parser.add_argument("--midway", action="store_true",
                         help="start every process unattached and attach halfway (after half of "
                         "--rounds, or of --seconds): each process is then its own reference, "
@@ -309,7 +314,7 @@ def main():
     if unknown:
         parser.error(f"--modes: unknown or reserved {sorted(unknown)}; choose from "
                      f"{sorted(set(MODES) - {'baseline'})}")
-    unbuilt = {m for m in modes if "@" in m and m.split("@", 1)[1] not in builds}
+    unbuilt = {m for m in modes if build_of(m) is not None and build_of(m) not in builds}
     if unbuilt:
         parser.error(f"--modes: {sorted(unbuilt)} name a build no --build gives")
     if args.rounds < 4 or args.block < 1 or args.procs < 2:
@@ -322,7 +327,7 @@ def main():
     # order moves every mode through every position.
     specs = [(f"{m}-{i + 1}", m) for i in range(args.procs) for m in ["baseline", *modes]]
     turns = [Turn(name, args.step, mode, cpus, args.main_cpu, args.midway,
-                  builds.get(mode.split("@", 1)[1]) if "@" in mode else None)
+                  builds.get(build_of(mode)))
              for name, mode in specs]
     start = time.monotonic()
     blocks = []

@@ -117,7 +117,6 @@ class AgentCore {
   /// What a tracker's closure holds to reach this core's producers (valid for the core's life).
   TrackerTarget tracker_target() noexcept {
 #if VRAMSCOPE_BENCH_HOOKS
-    m_bench_gate.device_count = device_count();
     return TrackerTarget{m_producers.data(), &m_bench_gate};
 #else
     return TrackerTarget{m_producers.data(), device_count()};

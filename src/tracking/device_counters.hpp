@@ -29,8 +29,9 @@
 // allocated from torch directly. Every peak is then torch's own over the same interval; the
 // current value is torch's after every event except between a large allocation and the next
 // event (it counts the rounded request until then; a poll, observe_allocated(), covers a step
-// or window that ends in that gap). Cost: small blocks add an add and four compares on the
-// peak marks' line to an allocation; a large block costs two getDeviceStats() copies
+// or window that ends in that gap). Cost: a small allocation adds two adds and eight compares
+// (four marks each of requested and allocated) on the peak marks' line; a large block costs
+// two getDeviceStats() copies
 // (~35 ns each, docs/benchmarks.md) on its allocation and one on its free.
 // The ALLOC reading is also a check: if the arithmetic disagreed with torch (a rounding policy
 // this file does not model, e.g. roundup_power2_divisions), the device switches to reading
