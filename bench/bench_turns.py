@@ -52,8 +52,14 @@ import subprocess
 import sys
 import time
 
-from agent_workers import (attach_mode, gpt2_training_step, parse_cpus, require_bench_hooks,
-                           small_ops_step, timed_steps)
+from agent_workers import (
+    attach_mode,
+    gpt2_training_step,
+    parse_cpus,
+    require_bench_hooks,
+    small_ops_step,
+    timed_steps,
+)
 
 # mode -> what attach_mode() attaches
 MODES = {"baseline": "", "noop_tracker": "noop", "agent": "agent", "agent_paused": "agent_paused",
@@ -181,12 +187,12 @@ def process_costs(blocks, baselines):
     return costs
 
 
-def mode_estimate(costs, members, baseline_members):
-    """Mean cost of a mode's processes less the baselines' mean, and its standard error from
-    the spread of processes within the mode and among the baselines."""
+def mode_estimate(costs, members, baseline_members=()):
+    """Mean cost of a mode's processes less the baselines' mean (none: less zero), and its
+    standard error from the spread of processes within the mode and among the baselines."""
     mine = [costs[n] for n in members]
     base = [costs[n] for n in baseline_members]
-    mean = statistics.fmean(mine) - statistics.fmean(base)
+    mean = statistics.fmean(mine) - (statistics.fmean(base) if base else 0.0)
     variance = 0.0
     for values in (mine, base):
         if len(values) > 1:
@@ -210,8 +216,9 @@ def toggle_costs(toggles):
     return {name: statistics.median(w / p - 1 for w, p in pairs) for name, pairs in toggles.items()}
 
 
-def toggle_rows(toggles):
-    """Markdown rows for the agent_toggled processes, and the JSON of the same."""
+def toggle_rows(toggles, turns):
+    """Markdown rows for the agent_toggled processes (their Turn in `turns`), and the JSON of
+    the same."""
     costs = toggle_costs(toggles)
     if not costs:
         return {}, ""
@@ -219,10 +226,8 @@ def toggle_rows(toggles):
             "|---|---:|---:|"]
     rows += [f"| {n} | {len(toggles[n])} | {c * 100:+.2f} % |" for n, c in costs.items()]
     result = {"processes": {n: c * 100 for n, c in costs.items()}, "modes": {}}
-    for mode in dict.fromkeys(n.rsplit("-", 1)[0] for n in costs):
-        values = [c for n, c in costs.items() if n.rsplit("-", 1)[0] == mode]
-        mean = statistics.fmean(values)
-        error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+    for mode in dict.fromkeys(t.mode for t in turns if t.name in costs):
+        mean, error = mode_estimate(costs, [t.name for t in turns if t.mode == mode])
         rows.append(f"| {mode}: mean ± standard error | | "
                     f"**{mean * 100:+.2f} % ± {error * 100:.2f}** |")
         result["modes"][mode] = {"mean_pct": mean * 100, "standard_error_pct": error * 100}
@@ -273,8 +278,9 @@ def main():
     parser.add_argument("--step", choices=sorted(STEPS), default="small-ops",
                         help="the step: small-ops (2000 small ops, 12000 allocator events; "
                         "default) or gpt2 (GPT-2-small training step)")
+    choices = sorted(set(MODES) - {"baseline"})
     parser.add_argument("--modes", default="noop_tracker,agent",
-                        help=f"modes besides the baselines, from {sorted(set(MODES) - {'baseline'})} "
+                        help=f"modes besides the baselines, from {choices} "
                         "(default noop_tracker,agent; agent_toggled: the agent attached "
                         "throughout, each turn --block pairs of steps with its callback working "
                         "and paused, compared in-process; MODE@NAME: that mode on --build NAME)")
@@ -313,7 +319,7 @@ def main():
     unknown = {m for m in modes if base_mode(m) not in MODES or base_mode(m) == "baseline"}
     if unknown:
         parser.error(f"--modes: unknown or reserved {sorted(unknown)}; choose from "
-                     f"{sorted(set(MODES) - {'baseline'})}")
+                     f"{choices}")
     unbuilt = {m for m in modes if build_of(m) is not None and build_of(m) not in builds}
     if unbuilt:
         parser.error(f"--modes: {sorted(unbuilt)} name a build no --build gives")
@@ -370,7 +376,7 @@ def main():
     if args.midway and (attach_round is None or attach_round < 2 or len(blocks) - attach_round < 2):
         sys.exit("too few rounds before or after the midway attach to compare")
     result, table = summarize(turns, blocks, attach_round)
-    result["toggled"], toggle_table = toggle_rows(toggles)
+    result["toggled"], toggle_table = toggle_rows(toggles, turns)
     table += toggle_table
     when = f", attached after round {attach_round}" if args.midway else ""
     print(f"{args.step} step, {len(turns)} processes, {len(blocks)} rounds of {args.block} timed "
