@@ -194,6 +194,39 @@ void pause_tracking(bool paused) {
   // work is skipped, so a benchmark can compare vramscope's share in one process.
   state.core->pause_tracking(paused);
 }
+
+std::string AgentState::attach_cpu_proxy(double interval_ms) {
+  std::lock_guard lock(m_attach_mutex);
+  if (attached_or_null() != nullptr) {
+    throw std::runtime_error(
+        "vramscope agent is already attached: the CPU proxy needs a fresh "
+        "process");
+  }
+  if (!(interval_ms > 0.0) || interval_ms > 3'600'000.0) {
+    throw nb::value_error("interval_ms must be in (0, 3600000]");
+  }
+  tracking::AgentConfig config;
+  config.pid = static_cast<uint32_t>(::getpid());
+  auto state = std::make_unique<Attachment>();
+  // One device, torch's CPU tensors, with no torch stats to poll or seed from: the counters
+  // count from attach, which is all a benchmark of the callback's cost needs.
+  state->core = std::make_unique<tracking::AgentCore>(
+      std::vector<std::string>{""},
+      [](std::size_t) -> std::optional<tracking::TorchStats> { return std::nullopt; }, config,
+      nullptr);
+  state->creator_pid = ::getpid();
+  state->ops = std::make_unique<RecordFunctionSwitch>();
+  state->attribution = std::make_unique<attribution::AttributionSession>(*state->core, *state->ops);
+  attach_cpu_proxy_tracker(state->core->tracker_target());
+  state->mode = TrackingMode::Events;
+  state->mode_reason = "CPU proxy: torch's CPU tensors as device 0, for benchmarks only";
+  state->thread =
+      std::make_unique<AgentThread>(*state->core, static_cast<int64_t>(interval_ms * 1'000'000.0));
+  std::string mode = state->mode_text();
+  // Like attach(): once the allocator holds the tracker, the core is never freed.
+  m_attachment.store(state.release(), std::memory_order_release);
+  return mode;
+}
 #endif
 
 }  // namespace vramscope::agent

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "attribution/op_registry.hpp"
+#include "trace_tracker.hpp"
 
 namespace vramscope::agent {
 namespace alloc = c10::cuda::CUDACachingAllocator;
@@ -108,19 +109,24 @@ uint64_t allocated_bytes_now(std::size_t device) {
   }
 }
 
-void attach_trace_tracker(tracking::TrackerTarget target) {
+alloc::AllocatorTraceTracker make_trace_tracker(tracking::TrackerTarget target) {
   // Runs on whichever thread allocates or frees, with that device's allocator mutex held:
   // no GIL, no allocation, no locks, no calls back into the allocator -- only the producer's
   // relaxed atomics and its preallocated buffers. The closure (two words) fits std::function's
-  // inline storage, which torch reads anyway to make the call.
+  // inline storage, which torch reads anyway to make the call; std::function's invoker, which
+  // inlines the producer's work, is instantiated here (this file is built at -O3).
   auto tracker = [target](const alloc::TraceEntry& entry) {
     target.on_trace_entry(static_cast<int64_t>(entry.device_), static_cast<int64_t>(entry.action_),
                           static_cast<uint64_t>(entry.size_), static_cast<uint64_t>(entry.addr_),
                           [] { return attribution::current_op(); });
   };
   static_assert(sizeof(tracker) == 2 * sizeof(void*), "the closure must stay two words");
+  return tracker;
+}
+
+void attach_trace_tracker(tracking::TrackerTarget target) {
   try {
-    alloc::attachAllocatorTraceTracker(std::move(tracker));
+    alloc::attachAllocatorTraceTracker(make_trace_tracker(target));
   } catch (const std::exception& error) {
     throw std::runtime_error(first_line(error.what()));
   }

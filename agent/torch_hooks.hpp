@@ -90,6 +90,11 @@ void op_ended(const void* scope) noexcept;
 /// agent's own per-event cost is measured (torch builds a TraceEntry for any tracker).
 void attach_noop_trace_tracker();
 
+/// Benchmark support: makes every allocation and free of torch's CPU tensors call the tracker
+/// attach_trace_tracker() would attach, as device 0's events (agent/cpu_proxy.cpp), so that the
+/// callback's cost in a launch-bound step can be timed without a GPU. Cannot be undone.
+void attach_cpu_proxy_tracker(tracking::TrackerTarget target);
+
 /// Benchmark support: `pairs` raw_alloc + raw_delete pairs of `size_bytes` on the current device
 /// through the caching allocator, timed in C++; returns nanoseconds per pair.
 double time_alloc_pairs(std::size_t pairs, std::size_t size_bytes);

@@ -64,10 +64,11 @@ def gpt2_training_step(torch):
     return step
 
 
-def small_ops_step(torch):
+def small_ops_step(torch, device="cuda"):
     """The allocator-heavy step: 2000 small elementwise ops on a 1 KiB tensor (launch-bound,
-    4000 allocations, 12000 allocator events)."""
-    x = torch.randn(256, device="cuda")
+    4000 allocations, 12000 allocator events). On device "cpu" the same loop is dispatch-bound,
+    and its allocations are traced through the agent's CPU proxy (attach_mode(cpu_proxy=True))."""
+    x = torch.randn(256, device=device)
 
     def step():
         y = x
@@ -86,11 +87,22 @@ def require_bench_hooks():
                  "pip install --no-build-isolation -C cmake.define.VRAMSCOPE_BENCH_HOOKS=ON .")
 
 
-def attach_mode(what, interval_ms=10.0):
+def attach_mode(what, interval_ms=10.0, cpu_proxy=False):
     """Attaches what a mode measures: "agent", "agent_paused" (attached, its callback's work
     paused), "agent_1s" (ticking once a second), "agent_ledgers" (with attribution's ledgers
     held, as a Monitor with categories does: every event also goes through the ring to the
-    agent thread), "noop" (an empty trace tracker), or ""."""
+    agent thread), "noop" (an empty trace tracker), or "". With `cpu_proxy` (no GPU) only
+    "agent" and "" exist: the agent is attached to torch's CPU tensors instead
+    (_bench_attach_cpu_proxy)."""
+    if cpu_proxy:
+        if what not in ("agent", ""):
+            raise ValueError(f"mode {what!r} has no CPU proxy (only agent, agent_toggled and "
+                             "baseline do)")
+        if what:
+            require_bench_hooks()
+            from vramscope import _agent
+            _agent._bench_attach_cpu_proxy(interval_ms)
+        return
     if what in ("agent_paused", "noop"):
         require_bench_hooks()
     if what.startswith("agent"):
@@ -241,7 +253,8 @@ def worker_alloc(mode, phases, parts):
         import vramscope
         for name, fn in (("read_vramscope_ns", vramscope.memory_allocated),
                          ("read_vramscope_dev0_ns", lambda: vramscope.memory_allocated(0))):
-            result[name] = statistics.median(timeit.repeat(fn, number=calls, repeat=5)) / calls * 1e9
+            seconds = statistics.median(timeit.repeat(fn, number=calls, repeat=5))
+            result[name] = seconds / calls * 1e9
         result["mode"] = vramscope.mode()
     phases.mark("measure")
     return result

@@ -65,7 +65,9 @@ from agent_workers import (
 MODES = {"baseline": "", "noop_tracker": "noop", "agent": "agent", "agent_paused": "agent_paused",
          "agent_1s": "agent_1s", "agent_ledgers": "agent_ledgers", "agent_toggled": "agent"}
 TOGGLED = "agent_toggled"
-STEPS = {"small-ops": small_ops_step, "gpt2": gpt2_training_step}
+STEPS = {"small-ops": small_ops_step, "gpt2": gpt2_training_step,
+         "small-ops-cpu": lambda torch: small_ops_step(torch, "cpu")}
+CPU_STEPS = {"small-ops-cpu"}  # no GPU: the agent is attached through its CPU proxy
 ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
 
 
@@ -76,14 +78,19 @@ def worker(step_name, mode, main_cpu, midway):
     "attach" with "attached", until EOF."""
     mode = base_mode(mode)
     import torch
-    torch.cuda.init()
+    on_cpu = step_name in CPU_STEPS
+    if on_cpu:
+        synchronize = lambda: None  # noqa: E731 (CPU ops are done when they return)
+    else:
+        torch.cuda.init()
+        synchronize = torch.cuda.synchronize
     process_cpus = os.sched_getaffinity(0)
 
     def attach():
         # Threads inherit their creator's CPUs: the agent's thread gets the process's, and only
         # the stepping thread is pinned (pid 0: the calling thread).
         os.sched_setaffinity(0, process_cpus)
-        attach_mode(MODES[mode])
+        attach_mode(MODES[mode], cpu_proxy=on_cpu)
         if main_cpu is not None:
             os.sched_setaffinity(0, {main_cpu})
 
@@ -95,29 +102,28 @@ def worker(step_name, mode, main_cpu, midway):
         attach()
     elif main_cpu is not None:
         os.sched_setaffinity(0, {main_cpu})
-    timed_steps(step, torch.cuda.synchronize, 5)  # warm: caches, the allocator's blocks
+    timed_steps(step, synchronize, 5)  # warm: caches, the allocator's blocks
     print("ready", flush=True)
     turn = 0
     for line in sys.stdin:
         if line.strip() == "attach":
             if not toggled:  # attached from the start
                 attach()
-                timed_steps(step, torch.cuda.synchronize, 5)  # the recorder's first touch
+                timed_steps(step, synchronize, 5)  # the recorder's first touch
             print("attached", flush=True)
             continue
         count = int(line.split()[1])
         step()  # untimed: the core's caches and the GPU were another process's a moment ago
-        torch.cuda.synchronize()
+        synchronize()
         if not toggled:
-            print(json.dumps(timed_steps(step, torch.cuda.synchronize, count)), flush=True)
+            print(json.dumps(timed_steps(step, synchronize, count)), flush=True)
             continue
         from vramscope import _agent
         times = {"working": [], "paused": []}
         for _ in range(count):
             for paused in ((False, True) if turn % 2 == 0 else (True, False)):
                 _agent._bench_pause_tracking(paused)
-                times["paused" if paused else "working"] += timed_steps(
-                    step, torch.cuda.synchronize, 1)
+                times["paused" if paused else "working"] += timed_steps(step, synchronize, 1)
             turn += 1
         _agent._bench_pause_tracking(False)
         print(json.dumps(times), flush=True)
@@ -277,7 +283,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--step", choices=sorted(STEPS), default="small-ops",
                         help="the step: small-ops (2000 small ops, 12000 allocator events; "
-                        "default) or gpt2 (GPT-2-small training step)")
+                        "default), gpt2 (GPT-2-small training step), or small-ops-cpu (the "
+                        "small-ops loop on CPU tensors, traced through the agent's CPU proxy, "
+                        "for a machine without a GPU: modes agent and agent_toggled only; a "
+                        "proxy for ranking builds, not the GPU's figure)")
     choices = sorted(set(MODES) - {"baseline"})
     parser.add_argument("--modes", default="noop_tracker,agent",
                         help=f"modes besides the baselines, from {choices} "
@@ -320,6 +329,10 @@ def main():
     if unknown:
         parser.error(f"--modes: unknown or reserved {sorted(unknown)}; choose from "
                      f"{choices}")
+    no_proxy = {m for m in modes if base_mode(m) not in ("agent", TOGGLED)}
+    if args.step in CPU_STEPS and no_proxy:
+        parser.error(f"--modes: {sorted(no_proxy)} have no CPU proxy; --step {args.step} "
+                     f"measures agent and {TOGGLED} only")
     unbuilt = {m for m in modes if build_of(m) is not None and build_of(m) not in builds}
     if unbuilt:
         parser.error(f"--modes: {sorted(unbuilt)} name a build no --build gives")
