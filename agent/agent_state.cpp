@@ -65,6 +65,43 @@ std::size_t checked_device(const Attachment& state, int device) {
   return static_cast<std::size_t>(device);
 }
 
+namespace {
+
+/// The agent thread's interval in nanoseconds; ValueError outside (0, 1 h].
+int64_t checked_interval_ns(double interval_ms) {
+  if (!(interval_ms > 0.0) || interval_ms > 3'600'000.0) {
+    throw nb::value_error("interval_ms must be in (0, 3600000]");
+  }
+  return static_cast<int64_t>(interval_ms * 1'000'000.0);
+}
+
+/// An attachment around `core`, with the op switch and the attribution session it feeds.
+std::unique_ptr<Attachment> new_attachment(std::unique_ptr<tracking::AgentCore> core) {
+  auto state = std::make_unique<Attachment>();
+  state->core = std::move(core);
+  state->creator_pid = ::getpid();
+  state->ops = std::make_unique<RecordFunctionSwitch>();
+  state->attribution = std::make_unique<attribution::AttributionSession>(*state->core, *state->ops);
+  return state;
+}
+
+}  // namespace
+
+std::string AgentState::start(std::unique_ptr<Attachment>& state, int64_t interval_ns) {
+  try {
+    state->thread = std::make_unique<AgentThread>(*state->core, interval_ns);
+  } catch (...) {
+    // An allocator may already hold the core's tracker: keep the core alive (leaked).
+    static_cast<void>(state.release());
+    throw;
+  }
+  std::string mode = state->mode_text();
+  // Once an allocator holds the tracker, the core is never freed: the state is published and
+  // kept for the life of the process.
+  m_attachment.store(state.release(), std::memory_order_release);
+  return mode;
+}
+
 std::string AgentState::attach(double interval_ms, bool publish, int rank, int world_size,
                                const std::vector<std::string>& device_uuids) {
   std::lock_guard lock(m_attach_mutex);
@@ -72,9 +109,7 @@ std::string AgentState::attach(double interval_ms, bool publish, int rank, int w
     if (rank >= 0) existing->core->set_rank(rank, world_size);
     return existing->mode_text();
   }
-  if (!(interval_ms > 0.0) || interval_ms > 3'600'000.0) {
-    throw nb::value_error("interval_ms must be in (0, 3600000]");
-  }
+  const int64_t interval_ns = checked_interval_ns(interval_ms);
   const int device_count = cuda_device_count();
   if (device_count <= 0) {
     throw std::runtime_error("CUDA is not available: no CUDA device or driver in this process");
@@ -104,18 +139,14 @@ std::string AgentState::attach(double interval_ms, bool publish, int rank, int w
   } else {
     provider = [](std::size_t device) { return read_device_stats(device); };
   }
-  auto state = std::make_unique<Attachment>();
-  state->core = std::make_unique<tracking::AgentCore>(std::move(uuids), std::move(provider), config,
-                                                      std::move(writer));
-  state->creator_pid = ::getpid();
+  std::unique_ptr<Attachment> state = new_attachment(std::make_unique<tracking::AgentCore>(
+      std::move(uuids), std::move(provider), config, std::move(writer)));
   if (!pluggable) {
     for (int device = 0; device < device_count; ++device) {
       state->core->set_totals_probe(static_cast<std::size_t>(device), &read_totals_in_callback,
                                     reinterpret_cast<void*>(static_cast<std::uintptr_t>(device)));
     }
   }
-  state->ops = std::make_unique<RecordFunctionSwitch>();
-  state->attribution = std::make_unique<attribution::AttributionSession>(*state->core, *state->ops);
 
   // Once torch holds the tracker, the core it feeds must never be freed, even if a later step
   // of attach() fails.
@@ -164,12 +195,7 @@ std::string AgentState::attach(double interval_ms, bool publish, int rank, int w
       // Without an observer OOMs are still visible as oom events and torch's num_ooms.
     }
   }
-  state->thread =
-      std::make_unique<AgentThread>(*state->core, static_cast<int64_t>(interval_ms * 1'000'000.0));
-  std::string mode = state->mode_text();
-  m_attachment.store(state.release(), std::memory_order_release);
-  tracker_attached = false;
-  return mode;
+  return start(state, interval_ns);
 }
 
 void AgentState::shutdown() {
@@ -202,30 +228,19 @@ std::string AgentState::attach_cpu_proxy(double interval_ms) {
         "vramscope agent is already attached: the CPU proxy needs a fresh "
         "process");
   }
-  if (!(interval_ms > 0.0) || interval_ms > 3'600'000.0) {
-    throw nb::value_error("interval_ms must be in (0, 3600000]");
-  }
+  const int64_t interval_ns = checked_interval_ns(interval_ms);
   tracking::AgentConfig config;
   config.pid = static_cast<uint32_t>(::getpid());
-  auto state = std::make_unique<Attachment>();
   // One device, torch's CPU tensors, with no torch stats to poll or seed from: the counters
   // count from attach, which is all a benchmark of the callback's cost needs.
-  state->core = std::make_unique<tracking::AgentCore>(
+  std::unique_ptr<Attachment> state = new_attachment(std::make_unique<tracking::AgentCore>(
       std::vector<std::string>{""},
       [](std::size_t) -> std::optional<tracking::TorchStats> { return std::nullopt; }, config,
-      nullptr);
-  state->creator_pid = ::getpid();
-  state->ops = std::make_unique<RecordFunctionSwitch>();
-  state->attribution = std::make_unique<attribution::AttributionSession>(*state->core, *state->ops);
+      nullptr));
   attach_cpu_proxy_tracker(state->core->tracker_target());
   state->mode = TrackingMode::Events;
   state->mode_reason = "CPU proxy: torch's CPU tensors as device 0, for benchmarks only";
-  state->thread =
-      std::make_unique<AgentThread>(*state->core, static_cast<int64_t>(interval_ms * 1'000'000.0));
-  std::string mode = state->mode_text();
-  // Like attach(): once the allocator holds the tracker, the core is never freed.
-  m_attachment.store(state.release(), std::memory_order_release);
-  return mode;
+  return start(state, interval_ns);
 }
 #endif
 

@@ -78,6 +78,9 @@ class AgentState {
 
  private:
   AgentState() = default;
+  /// Starts `state`'s agent thread and publishes it as the attachment (it is never freed
+  /// after: an allocator holds its tracker); returns its mode. Under m_attach_mutex.
+  std::string start(std::unique_ptr<Attachment>& state, int64_t interval_ns);
   /// The OOM observer's entry (a plain function: torch passes no context).
   static void on_oom(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
                      uint64_t device_free_bytes) noexcept;
