@@ -1,11 +1,10 @@
 # tests/gpu/test_ddp.py -- two NCCL ranks: each records its own rank and device; reduce_peaks
 import json
-import os
 import socket
 import subprocess
 import sys
 
-from conftest import HERE, gpu_env, needs_two_gpus
+from conftest import gpu_env, needs_two_gpus
 
 WORKER = r"""
 import json, os, sys

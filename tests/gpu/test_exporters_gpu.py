@@ -25,7 +25,6 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import gpu_env
 
 MIB = 1024 * 1024
@@ -208,7 +207,7 @@ def _read_port(exporter, deadline_s: float) -> int:
     """The port from the exporter's "... serving http://127.0.0.1:PORT/metrics ..." line on
     stderr (it binds port 0, so the OS picks a free one). A thread reads stderr so that the
     deadline holds even if the exporter prints nothing."""
-    lines: "queue.Queue[str]" = queue.Queue()
+    lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in exporter.stderr], daemon=True).start()
     deadline = time.monotonic() + deadline_s
     seen = ""

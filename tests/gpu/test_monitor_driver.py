@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import gpu_env
 from test_cli_vs_nvidia_smi import _apps, _nvidia_smi_works, mib
 

@@ -13,9 +13,10 @@ import json
 import pathlib
 import subprocess
 import sys
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 from conftest import HERE, gpu_env
+
 from vramscope._oom_advice import parse_oom_message
 
 PROGRAMS = HERE / "oom_programs.py"
@@ -31,8 +32,8 @@ NUMBERS = ("requested_bytes", "shortfall_bytes", "need_bytes", "projected_peak_b
            "optimizer_state_full_bytes", "categories", "steps", "advice", "not_advised")
 
 
-def _run(tmp_path: pathlib.Path, name: str, scenario: str, advice: Optional[Dict[str, Any]],
-         via_run: bool, **env: str) -> Tuple[subprocess.CompletedProcess, pathlib.Path,
+def _run(tmp_path: pathlib.Path, name: str, scenario: str, advice: dict[str, Any] | None,
+         via_run: bool, **env: str) -> tuple[subprocess.CompletedProcess, pathlib.Path,
                                              pathlib.Path]:
     reports = tmp_path / f"{name}-reports"
     seen = tmp_path / f"{name}-seen.json"
@@ -44,7 +45,7 @@ def _run(tmp_path: pathlib.Path, name: str, scenario: str, advice: Optional[Dict
 
 
 def run_out_of_memory(tmp_path: pathlib.Path, scenario: str, via_run: bool = False,
-                      **env: str) -> Tuple[Dict[str, Any], str]:
+                      **env: str) -> tuple[dict[str, Any], str]:
     """Runs the scenario until its OOM; returns (the JSON report, a summary for messages) after
     checking the report's numbers."""
     out, reports, seen = _run(tmp_path, "oom", scenario, None, via_run, **env)
@@ -59,7 +60,7 @@ def run_out_of_memory(tmp_path: pathlib.Path, scenario: str, via_run: bool = Fal
     return report, summary
 
 
-def check_numbers(r: Dict[str, Any], seen: Dict[str, Any], stderr: str, summary: str) -> None:
+def check_numbers(r: dict[str, Any], seen: dict[str, Any], stderr: str, summary: str) -> None:
     """The report against torch at the same OOM: free <= budget <= total, the cap, NVML."""
     assert r["schema_version"] == 4, summary
     assert r["from_exception"] is False, summary
@@ -103,7 +104,7 @@ def check_numbers(r: Dict[str, Any], seen: Dict[str, Any], stderr: str, summary:
     assert first["recovers_bytes"] >= r["need_bytes"] or first["kind"] == "batch_size", summary
 
 
-def rerun_fits(tmp_path: pathlib.Path, scenario: str, advice: Dict[str, Any],
+def rerun_fits(tmp_path: pathlib.Path, scenario: str, advice: dict[str, Any],
                via_run: bool = False, **env: str) -> subprocess.CompletedProcess:
     """The same program with ``advice`` applied runs to the end, without a single OOM."""
     out, reports, _ = _run(tmp_path, "fixed", scenario, advice, via_run, **env)
@@ -115,7 +116,7 @@ def rerun_fits(tmp_path: pathlib.Path, scenario: str, advice: Dict[str, Any],
     return out
 
 
-def kinds(report: Dict[str, Any]):
+def kinds(report: dict[str, Any]):
     return [a["kind"] for a in report["advice"]]
 
 

@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import HERE, gpu_env, wait_for_idle_card
 
 STEPS = 12
