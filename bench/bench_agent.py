@@ -1,7 +1,8 @@
 # bench/bench_agent.py -- what the agent costs a real training step, the allocator and a read
 """Overhead of vramscope's agent against the alternatives, on one GPU.
 
-    python bench/bench_agent.py --json results.json   # all of it, ~12 min on an H200 (--only gpt2: ~8)
+    python bench/bench_agent.py --json results.json   # all of it: ~12 min on an H200
+    python bench/bench_agent.py --only gpt2           # the GPT-2 step only: ~8 min
 
 Every measurement runs in a fresh process (the agent and the profilers cannot be detached),
 modes are interleaved across repetitions so that clock and thermal drift hit all of them alike,
@@ -133,7 +134,8 @@ def summarize(raw):
         for key, what in (("alloc_pair_native_ns", "alloc+free pair, C++ loop (4 KiB)"),
                           ("alloc_pair_ns", "alloc+free pair, Python loop (4 KiB)")):
             lines.append(f"| {what} | baseline (no tracker) | {b[key]:.0f} ns | |")
-            lines.append(f"| {what} | no-op tracker | {n[key]:.0f} ns | {n[key] - b[key]:+.0f} ns |")
+            lines.append(f"| {what} | no-op tracker | {n[key]:.0f} ns | "
+                         f"{n[key] - b[key]:+.0f} ns |")
             lines.append(f"| {what} | agent | {a[key]:.0f} ns | {a[key] - b[key]:+.0f} ns; "
                          f"{a[key] - n[key]:+.0f} ns vs no-op tracker |")
         lines.append(f"| read allocated | torch.cuda.memory_allocated() | "
@@ -190,13 +192,15 @@ def main():
         if unknown:
             parser.error(f"unknown mode(s) {sorted(unknown)}")
         for kind in kinds:
-            kinds[kind] = [m for m in (GPT2_MODES if kind == "gpt2" else ALLOC_MODES) if m in wanted]
+            modes = GPT2_MODES if kind == "gpt2" else ALLOC_MODES
+            kinds[kind] = [m for m in modes if m in wanted]
     if args.reps < 1:
         parser.error("--reps must be at least 1")
     parts = [p for p in args.parts.split(",") if p]
     if not parts or set(parts) - set(ALLOC_PARTS):
         parser.error(f"--parts takes a comma-separated subset of {ALLOC_PARTS}")
-    if "pairs" in parts and "alloc" in kinds and not {"noop_tracker", "agent"} <= set(kinds["alloc"]):
+    if ("pairs" in parts and "alloc" in kinds
+            and not {"noop_tracker", "agent"} <= set(kinds["alloc"])):
         parser.error("the pairs part compares baseline, noop_tracker and agent: name them in "
                      "--modes, or use --parts heavy")
     cpus = parse_cpus(args.cpus) if args.cpus else None

@@ -160,8 +160,10 @@ python_targets() {
 }
 
 if wanted ruff; then
-  echo "== ruff check python/vramscope tests/python"
-  mapfile -t py_files < <(python_targets 'python/vramscope|tests/python')
+  # Every Python file of the project: the package, every test folder (GPU tests too: they
+  # are linted here though they run only on a GPU machine), the benchmarks, tools and examples.
+  echo "== ruff check python/vramscope tests bench tools examples"
+  mapfile -t py_files < <(python_targets 'python/vramscope|tests|bench|tools|examples')
   if ((${#py_files[@]} == 0)); then
     passed ruff "no Python file among the files"
   else

@@ -113,7 +113,8 @@ def main():
         show = json.load(f)
 
     if page.root.get("data-ready") != "yes":
-        fail(f"the page's script did not finish cleanly (data-ready={page.root.get('data-ready')!r})")
+        fail("the page's script did not finish cleanly "
+             f"(data-ready={page.root.get('data-ready')!r})")
     if json.loads(page.json_text) != show:
         fail("the embedded summary JSON differs from `vramscope show --json`")
 
@@ -147,7 +148,8 @@ def main():
         fail(f"only {checked} values checked for {rows_expected} rows")
 
     for (proc, category), value in page.categories.items():
-        sums = [p["category_step_bytes"][category] for p in show["processes"] if p["category_step_bytes"]]
+        sums = [p["category_step_bytes"][category] for p in show["processes"]
+                if p["category_step_bytes"]]
         if value not in sums:
             fail(f"category {category} of process {proc}: {value} is not in show --json ({sums})")
 
@@ -169,7 +171,8 @@ def main():
                     colours.add(rgb)
         drawn += 1
         if total == 0 or inked / total < 0.01 or len(colours) < 2:
-            blank.append(f"{chart.get('data-chart')} ({inked}/{total} inked, {len(colours)} colours)")
+            blank.append(f"{chart.get('data-chart')} "
+                         f"({inked}/{total} inked, {len(colours)} colours)")
     if blank:
         fail("blank plot areas: " + ", ".join(blank))
     if drawn < min_charts:

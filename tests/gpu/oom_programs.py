@@ -1,4 +1,4 @@
-# tests/gpu/oom_programs.py -- training programs that run out of GPU memory, and the same programs with an OOM advice applied
+# tests/gpu/oom_programs.py -- training programs that run out of GPU memory, or fit once advised
 """``python oom_programs.py SCENARIO [--apply ADVICE_JSON]``: runs one scenario of
 tests/gpu/test_oom_advice.py. Without ``--apply`` each runs out of memory (the
 OutOfMemoryError ends the program, as in real life); with the first advice of its report

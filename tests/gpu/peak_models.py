@@ -1,4 +1,4 @@
-# tests/gpu/peak_models.py -- real models from other projects, trained a few steps, per-step allocated peaks
+# tests/gpu/peak_models.py -- real models from other projects trained a few steps: step peaks
 #
 # Run in a fresh process by test_step_peaks.py, once per mode:
 #   truth      no vramscope; torch's peaks reset at each step start, read after synchronize()
@@ -29,7 +29,8 @@ def gpt2():
 
     def step(i):
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(tokens[:, : 384 + 64 * (i % 3)], labels=tokens[:, : 384 + 64 * (i % 3)]).loss
+            loss = model(tokens[:, : 384 + 64 * (i % 3)],
+                         labels=tokens[:, : 384 + 64 * (i % 3)]).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -40,7 +41,8 @@ def gpt2():
 def resnet50():
     import timm
 
-    model = timm.create_model("resnet50", pretrained=False).cuda().to(memory_format=torch.channels_last)
+    model = timm.create_model("resnet50", pretrained=False).cuda().to(
+        memory_format=torch.channels_last)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     images = torch.randn(64, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
     labels = torch.randint(0, 1000, (64,), device="cuda")

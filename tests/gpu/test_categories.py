@@ -3,10 +3,10 @@
 #
 # One trainer process runs four Adam steps of a 4 x Linear(2048, 2048) MLP on a small batch, so
 # activations are tiny and the step's peak comes once every gradient and the Adam state exist
-# (inside the optimizer step): every parameter, gradient and state storage is live at it. It computes the
-# expected bytes from the model and the optimizer state themselves, then holds still (blocked on
-# stdin) while the tests read its TensorBoard run and, with VRAMSCOPE_CLI set, the CLI's view of
-# its segment.
+# (inside the optimizer step): every parameter, gradient and state storage is live at it. It
+# computes the expected bytes from the model and the optimizer state themselves, then holds still
+# (blocked on stdin) while the tests read its TensorBoard run and, with VRAMSCOPE_CLI set, the
+# CLI's view of its segment.
 #
 # Run on the GPU machine: pytest tests/gpu/test_categories.py -rA   (-rA shows the measured cost)
 from __future__ import annotations
@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import gpu_env
 
 CLI = os.environ.get("VRAMSCOPE_CLI")
@@ -136,7 +137,8 @@ def float32(value):
 
 
 def test_tensorboard_run_has_the_same_numbers(trainer):
-    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator")
     acc = event_accumulator.EventAccumulator(trainer["tensorboard"],
                                              size_guidance={event_accumulator.SCALARS: 0})
     acc.Reload()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import gpu_env
 
 CLI = os.environ.get("VRAMSCOPE_CLI")

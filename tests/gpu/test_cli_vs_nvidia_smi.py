@@ -1,7 +1,8 @@
 # tests/gpu/test_cli_vs_nvidia_smi.py -- `vramscope --json` agrees with nvidia-smi on a real GPU
 #
 # Needs a working nvidia-smi, torch with CUDA, and the vramscope binary (env VRAMSCOPE_CLI, else
-# PATH). Skipped otherwise. Run:  VRAMSCOPE_CLI=build/release/cli/vramscope pytest tests/gpu -k nvidia_smi
+# PATH). Skipped otherwise. Run:
+#   VRAMSCOPE_CLI=build/release/cli/vramscope pytest tests/gpu -k nvidia_smi
 import json
 import os
 import shutil
@@ -123,10 +124,13 @@ def test_vramscope_json_matches_nvidia_smi(torch_holder):
         assert not ours["lost"], ours["error"]
         assert mib(ours["total_bytes"]) == smi["total"]
         if smi["reserved"] is not None:
-            assert ours["reserved_bytes"] is not None and mib(ours["reserved_bytes"]) == smi["reserved"]
+            assert (ours["reserved_bytes"] is not None
+                    and mib(ours["reserved_bytes"]) == smi["reserved"])
         # used/free may move between the reads: ours must lie between nvidia-smi's two reads.
-        assert _between(mib(ours["used_bytes"]), smi["used"], after[index]["used"]), (index, ours, smi)
-        assert _between(mib(ours["free_bytes"]), smi["free"], after[index]["free"]), (index, ours, smi)
+        assert _between(mib(ours["used_bytes"]), smi["used"], after[index]["used"]), \
+            (index, ours, smi)
+        assert _between(mib(ours["free_bytes"]), smi["free"], after[index]["free"]), \
+            (index, ours, smi)
 
     pid = torch_holder.pid
     rows = [p for d in doc["devices"] for p in d["processes"] if p["pid"] == pid]

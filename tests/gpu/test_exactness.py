@@ -1,5 +1,6 @@
 # tests/gpu/test_exactness.py -- vramscope's numbers equal torch's at every step boundary
 import pytest
+
 from conftest import needs_two_gpus, run_scenario
 
 

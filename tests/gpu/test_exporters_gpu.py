@@ -25,6 +25,7 @@ import time
 import urllib.request
 
 import pytest
+
 from conftest import gpu_env
 
 MIB = 1024 * 1024
@@ -132,12 +133,15 @@ def test_tensorboard_run_reads_back_the_monitor_numbers(tmp_path):
         assert match, f"unexpected line format: {line!r}"
         step, device, alloc, reserved, peak, delta = match.groups()
         assert (int(step), int(device)) == (record["step"], record["device"]), line
-        for text, value in ((alloc, record["allocated_bytes"]), (reserved, record["reserved_bytes"]),
+        for text, value in ((alloc, record["allocated_bytes"]),
+                            (reserved, record["reserved_bytes"]),
                             (peak, record["peak_allocated_bytes"])):
             printed, tolerance = parse_size(text)
-            assert abs(printed - value) <= tolerance + 1e-6 * value, f"{line!r}: {text} vs {value} bytes"
+            assert abs(printed - value) <= tolerance + 1e-6 * value, \
+                f"{line!r}: {text} vs {value} bytes"
         printed, tolerance = parse_size(delta.lstrip("+"))
-        assert abs(printed - record["delta_allocated_bytes"]) <= tolerance + 1, f"{line!r}: {delta} vs {record}"
+        assert abs(printed - record["delta_allocated_bytes"]) <= tolerance + 1, \
+            f"{line!r}: {delta} vs {record}"
 
 
 # ----- b. Prometheus exporter beside a trainer
@@ -156,7 +160,8 @@ for batch in (256, 1024, 512):
     model(torch.randn(batch, 2048, device="cuda")).square().mean().backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
-keep = torch.empty(300 * 1024 * 1024 + 12345, dtype=torch.uint8, device="cuda")  # odd size on purpose
+# An odd size on purpose.
+keep = torch.empty(300 * 1024 * 1024 + 12345, dtype=torch.uint8, device="cuda")
 torch.cuda.synchronize()
 # The pause point: nothing allocates until stdin closes.
 state = {"pid": os.getpid(), "allocated_bytes": vramscope.memory_allocated(0),
@@ -180,11 +185,13 @@ def _cli() -> str:
 def _nvidia_smi_totals_mib() -> dict:
     if shutil.which("nvidia-smi") is None:
         pytest.skip("nvidia-smi absent")
-    out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.total", "--format=csv,noheader,nounits"],
+    out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.total",
+                          "--format=csv,noheader,nounits"],
                          capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         pytest.skip(f"nvidia-smi failed: {out.stderr.strip()}")
-    return {int(i): int(t) for i, t in (line.split(",") for line in out.stdout.strip().splitlines())}
+    return {int(i): int(t)
+            for i, t in (line.split(",") for line in out.stdout.strip().splitlines())}
 
 
 def _wait_for(condition, deadline_s: float, what: str, alive=(), detail=lambda: ""):
@@ -208,7 +215,8 @@ def _read_port(exporter, deadline_s: float) -> int:
     stderr (it binds port 0, so the OS picks a free one). A thread reads stderr so that the
     deadline holds even if the exporter prints nothing."""
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in exporter.stderr], daemon=True).start()
+    threading.Thread(target=lambda: [lines.put(line) for line in exporter.stderr],
+                     daemon=True).start()
     deadline = time.monotonic() + deadline_s
     seen = ""
     while True:
@@ -224,7 +232,8 @@ def _read_port(exporter, deadline_s: float) -> int:
             break
     exporter.kill()
     exporter.wait(timeout=30)
-    pytest.fail(f"exporter did not report its port within {deadline_s} s (exit {exporter.returncode}):\n{seen}")
+    pytest.fail(f"exporter did not report its port within {deadline_s} s "
+                f"(exit {exporter.returncode}):\n{seen}")
 
 
 def _scrape(port: int) -> dict:
@@ -245,7 +254,8 @@ def _scrape(port: int) -> dict:
 
 def _find(samples: dict, name: str, **labels) -> list:
     wanted = set(labels.items())
-    return [(dict(key), value) for (n, key), value in samples.items() if n == name and wanted <= key]
+    return [(dict(key), value) for (n, key), value in samples.items()
+            if n == name and wanted <= key]
 
 
 def test_prometheus_exporter_matches_trainer_and_nvidia_smi(tmp_path):
@@ -261,8 +271,8 @@ def test_prometheus_exporter_matches_trainer_and_nvidia_smi(tmp_path):
     try:
         # Output goes to a file: a full pipe nobody reads would block the trainer.
         trainer = subprocess.Popen([sys.executable, str(script), str(state_path)], env=gpu_env(),
-                                   stdin=subprocess.PIPE, stdout=trainer_log, stderr=subprocess.STDOUT,
-                                   text=True)
+                                   stdin=subprocess.PIPE, stdout=trainer_log,
+                                   stderr=subprocess.STDOUT, text=True)
         _wait_for(state_path.exists, 240, "trainer pause point", alive=[trainer],
                   detail=lambda: "trainer output:\n" + log_path.read_text())
         state = json.loads(state_path.read_text())
@@ -271,9 +281,10 @@ def test_prometheus_exporter_matches_trainer_and_nvidia_smi(tmp_path):
         assert state["allocated_bytes"] == state["torch_allocated_bytes"], state
         assert state["reserved_bytes"] == state["torch_reserved_bytes"], state
 
-        exporter = subprocess.Popen([cli, "exporter", "--listen", "127.0.0.1:0", "--interval", "100ms"],
-                                    env=gpu_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True)
+        exporter = subprocess.Popen([cli, "exporter", "--listen", "127.0.0.1:0",
+                                     "--interval", "100ms"],
+                                    env=gpu_env(), stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True)
         port = _read_port(exporter, 60)
         pid = str(trainer.pid)
         last = {}
@@ -287,10 +298,11 @@ def test_prometheus_exporter_matches_trainer_and_nvidia_smi(tmp_path):
                     and int(allocated[0][1]) == state["allocated_bytes"]
                     and int(reserved[0][1]) == state["reserved_bytes"])
 
-        _wait_for(trainer_matches, 30, "exporter shows the trainer's numbers", alive=[trainer, exporter],
+        _wait_for(trainer_matches, 30, "exporter shows the trainer's numbers",
+                  alive=[trainer, exporter],
                   detail=lambda: (f"trainer reported {state}; /metrics had allocated "
-                                  f"{last.get('allocated')}, reserved {last.get('reserved')} for pid {pid}; "
-                                  "trainer output:\n" + log_path.read_text()))
+                                  f"{last.get('allocated')}, reserved {last.get('reserved')} "
+                                  f"for pid {pid}; trainer output:\n" + log_path.read_text()))
         samples = last["samples"]
 
         totals = _find(samples, "vramscope_gpu_memory_total_bytes")
@@ -298,7 +310,8 @@ def test_prometheus_exporter_matches_trainer_and_nvidia_smi(tmp_path):
         assert set(by_gpu) == set(totals_mib), (by_gpu, totals_mib)
         for gpu, total_bytes in by_gpu.items():
             assert -(-total_bytes // MIB) == totals_mib[gpu], \
-                f"gpu {gpu}: {total_bytes} bytes = {total_bytes / MIB:.2f} MiB, nvidia-smi {totals_mib[gpu]} MiB"
+                f"gpu {gpu}: {total_bytes} bytes = {total_bytes / MIB:.2f} MiB, " \
+                f"nvidia-smi {totals_mib[gpu]} MiB"
     finally:
         for proc in (exporter, trainer):
             if proc is None or proc.poll() is not None:

@@ -1,4 +1,4 @@
-# tests/gpu/test_oom.py -- a real OOM: the post-mortem files, their numbers and the memory_viz snapshot
+# tests/gpu/test_oom.py -- a real OOM: the post-mortem files, their numbers, the memory_viz snapshot
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-# tests/gpu/test_oom_advice.py -- realistic OOMs: the report's numbers against torch's, and its first advice applied
+# tests/gpu/test_oom_advice.py -- realistic OOMs: the report's numbers and its first advice, applied
 #
 # Each test runs one program of oom_programs.py until it runs out of memory, checks the report
 # against what torch's own OOM observer saw (memory_stats, mem_get_info, the cap) and the NVML
@@ -15,9 +15,9 @@ import subprocess
 import sys
 from typing import Any
 
-from conftest import HERE, gpu_env
-
 from vramscope._oom_advice import parse_oom_message
+
+from conftest import HERE, gpu_env
 
 PROGRAMS = HERE / "oom_programs.py"
 GiB = 1 << 30

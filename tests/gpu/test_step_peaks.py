@@ -1,4 +1,4 @@
-# tests/gpu/test_step_peaks.py -- per-step allocated peaks equal torch's, on models nobody here wrote
+# tests/gpu/test_step_peaks.py -- per-step allocated peaks equal torch's on models nobody here wrote
 #
 # The truth is a separate run of the same program that resets torch's peaks at each step start
 # and reads them after synchronize() (peak_models.py truth); vramscope's run never touches
@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import HERE, gpu_env, wait_for_idle_card
 
 STEPS = 12

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import vramscope
+
 from conftest import run_python
 
 READERS = ["memory_allocated", "memory_reserved", "memory_requested", "max_memory_allocated",

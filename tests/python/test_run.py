@@ -5,8 +5,9 @@ import textwrap
 
 import pytest
 
-from conftest import child_env, run_python
 from vramscope.run import DevicePeak, RunOptions, UsageError, format_summary, parse_args
+
+from conftest import child_env, run_python
 
 GiB = 1 << 30
 

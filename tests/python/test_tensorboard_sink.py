@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from conftest import run_python
 from vramscope.tensorboard import TensorBoardSink, open_writer, step_scalars
+
+from conftest import run_python
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,8 +29,8 @@ def configure(source: pathlib.Path, build: pathlib.Path,
 def test_missing_headers_stop_with_one_line_naming_the_packages(tmp_path):
     out = configure(ROOT, tmp_path, "-DVRAMSCOPE_AGENT=OFF", f"-DCMAKE_IGNORE_PATH={HIDDEN}")
     assert out.returncode != 0
-    lines = [l for l in (out.stdout + out.stderr).splitlines()
-             if l.startswith("vramscope: missing C++ headers or libraries;")]
+    lines = [line for line in (out.stdout + out.stderr).splitlines()
+             if line.startswith("vramscope: missing C++ headers or libraries;")]
     assert len(lines) == 1, out.stderr
     line = lines[0]
     assert ("Debian/Ubuntu `apt install libfmt-dev libzstd-dev libcli11-dev libcpp-httplib-dev "
@@ -77,6 +77,7 @@ def test_every_documented_source_install_installs_the_build_requirements_first()
     # (ModuleNotFoundError: scikit_build_core): each code block that shows it must first
     # install every [build-system] requirement.
     import re
+
     import tomllib
 
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
@@ -88,7 +89,8 @@ def test_every_documented_source_install_installs_the_build_requirements_first()
             lines = block.splitlines()
             for i, line in enumerate(lines):
                 if re.search(r"pip install --no-build-isolation (-e )?\.(\s|$)", line):
-                    before = " ".join(l.split("#")[0] for l in lines[:i] if "pip install" in l)
+                    before = " ".join(earlier.split("#")[0] for earlier in lines[:i]
+                                      if "pip install" in earlier)
                     missing = [n for n in names if n not in before.split()]
                     assert not missing, f"{doc}: `{line.strip()}` without {missing} before it"
                     checked += 1

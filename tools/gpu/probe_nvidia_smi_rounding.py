@@ -16,9 +16,12 @@ cli = os.environ.get("VRAMSCOPE_CLI", "vramscope")
 
 
 def row():
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=memory.total,memory.reserved,memory.used,memory.free",
-                          "--format=csv,noheader,nounits", "-i", "0"], capture_output=True, text=True).stdout
-    doc = json.loads(subprocess.run([cli, "--json", "--no-agents"], capture_output=True, text=True).stdout)
+    smi = subprocess.run(["nvidia-smi",
+                          "--query-gpu=memory.total,memory.reserved,memory.used,memory.free",
+                          "--format=csv,noheader,nounits", "-i", "0"],
+                         capture_output=True, text=True).stdout
+    doc = json.loads(subprocess.run([cli, "--json", "--no-agents"],
+                                    capture_output=True, text=True).stdout)
     d = doc["devices"][0]
     ours = [d[k] for k in ("total_bytes", "reserved_bytes", "used_bytes", "free_bytes")]
     print("smi", smi.strip(), "| bytes/MiB", ", ".join(f"{v / MIB:.4f}" for v in ours), flush=True)

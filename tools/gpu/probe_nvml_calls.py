@@ -66,14 +66,22 @@ def main() -> int:
             return call
 
         calls = {
-            "nvmlDeviceGetCount_v2 (ctypes floor)": lambda: nvml.nvmlDeviceGetCount_v2(ctypes.byref(n)),
-            "nvmlDeviceGetMemoryInfo_v2": lambda: nvml.nvmlDeviceGetMemoryInfo_v2(handle, ctypes.byref(mem2)),
-            "nvmlDeviceGetMemoryInfo (v1)": lambda: nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem1)),
-            "nvmlDeviceGetBAR1MemoryInfo": lambda: nvml.nvmlDeviceGetBAR1MemoryInfo(handle, ctypes.byref(bar1)),
-            "nvmlDeviceGetMigMode": lambda: nvml.nvmlDeviceGetMigMode(handle, ctypes.byref(cur), ctypes.byref(pend)),
-            "nvmlDeviceGetComputeRunningProcesses_v3": plist(nvml.nvmlDeviceGetComputeRunningProcesses_v3),
-            "nvmlDeviceGetGraphicsRunningProcesses_v3": plist(nvml.nvmlDeviceGetGraphicsRunningProcesses_v3),
-            "nvmlDeviceGetMPSComputeRunningProcesses_v3": plist(nvml.nvmlDeviceGetMPSComputeRunningProcesses_v3),
+            "nvmlDeviceGetCount_v2 (ctypes floor)":
+                lambda: nvml.nvmlDeviceGetCount_v2(ctypes.byref(n)),
+            "nvmlDeviceGetMemoryInfo_v2":
+                lambda: nvml.nvmlDeviceGetMemoryInfo_v2(handle, ctypes.byref(mem2)),
+            "nvmlDeviceGetMemoryInfo (v1)":
+                lambda: nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem1)),
+            "nvmlDeviceGetBAR1MemoryInfo":
+                lambda: nvml.nvmlDeviceGetBAR1MemoryInfo(handle, ctypes.byref(bar1)),
+            "nvmlDeviceGetMigMode":
+                lambda: nvml.nvmlDeviceGetMigMode(handle, ctypes.byref(cur), ctypes.byref(pend)),
+            "nvmlDeviceGetComputeRunningProcesses_v3":
+                plist(nvml.nvmlDeviceGetComputeRunningProcesses_v3),
+            "nvmlDeviceGetGraphicsRunningProcesses_v3":
+                plist(nvml.nvmlDeviceGetGraphicsRunningProcesses_v3),
+            "nvmlDeviceGetMPSComputeRunningProcesses_v3":
+                plist(nvml.nvmlDeviceGetMPSComputeRunningProcesses_v3),
         }
         print(f"{'call':<46} {'status':>6} {'median us':>10} {'p90 us':>8}  entries")
         for name, call in calls.items():
