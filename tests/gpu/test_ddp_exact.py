@@ -12,10 +12,10 @@ import sys
 import time
 
 import pytest
-from test_cli_join import flat, rows_for_pid
-from test_ddp import free_port
 
 from conftest import HERE, gpu_env, needs_two_gpus
+from test_cli_join import flat, rows_for_pid
+from test_ddp import free_port
 
 CLI = os.environ.get("VRAMSCOPE_CLI")
 

@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from test_cli_vs_nvidia_smi import _apps, _nvidia_smi_works, mib
 
 from conftest import gpu_env
+from test_cli_vs_nvidia_smi import _apps, _nvidia_smi_works, mib
 
 pytestmark = pytest.mark.skipif(not _nvidia_smi_works(), reason="nvidia-smi absent or failing")
 
