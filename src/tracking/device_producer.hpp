@@ -62,8 +62,9 @@ struct DeviceProducer {
   // each line the callback touches is a miss; the L2's adjacent-line prefetcher fetches an
   // aligned 128-byte pair as one. This first line (the stamp, the flags, the recorder's head,
   // mask and storage pointer) and the counters' first line (the current values) are such a
-  // pair: a free touches that pair and the recorder's slot, an allocation the counters' peak
-  // marks besides (tests/cpp/tracking checks the offsets).
+  // pair: a free touches that pair and the recorder's slot (whose line an earlier event
+  // prefetched, see EventRecorder::record), an allocation the counters' peak marks besides
+  // (tests/cpp/tracking checks the offsets).
   /// coarse_monotonic_ns() at the agent thread's last tick: the stamp of events until the next
   /// one (at most one agent interval before the event, never after it).
   alignas(128) std::atomic<int64_t> tick_ns{0};

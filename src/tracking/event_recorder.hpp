@@ -11,6 +11,13 @@
 // post-mortem) copy it while the producer may still write, and keep only the events the
 // producer cannot have overwritten during the copy.
 //
+// Its own cache, but not its near caches: a slot's line was last written 2048 events earlier,
+// so every other event (two 32-byte slots per line) used to write a line that had gone to the
+// L3 or to memory, and torch's unlock waited for it. Each event therefore prefetches the next
+// line, whose miss then overlaps the program's own work before the event that writes it. On
+// the launch-bound small-ops step that took vramscope's share of the callback from +0.82 % to
+// +0.32 % of the step in one H200 run (docs/benchmarks.md, 2026-12-02).
+//
 // Producers are serialised by torch's allocator mutex (see event_ring.hpp), so there is one
 // producer at a time; any number of readers may snapshot concurrently.
 #pragma once
@@ -51,9 +58,10 @@ class EventRecorder {
     slot[2].store(static_cast<uint64_t>(timestamp_ns), std::memory_order_relaxed);
     slot[3].store(packed, std::memory_order_relaxed);
     m_head.store(head + 1, std::memory_order_release);
-    // The line the next event but one writes (the next line: two slots per line), asked for
-    // now so that its miss overlaps the program's work before that event instead of
-    // delaying torch's unlock after it (a locked instruction waits for the store buffer).
+    // Slot head + 2 starts 64 bytes after slot head, on the next line (slots never span two
+    // lines): asked for now, its miss overlaps the program's work before the event that writes it
+    // instead of delaying torch's unlock after that event (a locked instruction waits for the
+    // store buffer to drain). A hint: it cannot fault and orders nothing.
     __builtin_prefetch(&m_slots[(head + 2) & m_mask], 1, 3);
   }
   /// Word 3 of a slot: action, raw action, phase and op id.
@@ -74,7 +82,9 @@ class EventRecorder {
  private:
   // Four words per event, each an atomic so that a concurrent copy is well defined (relaxed
   // atomics compile to plain moves). Word 3 is pack()'s.
+  // Aligned to its size, so that no slot spans two lines and each line holds two slots.
   struct alignas(32) Slot : std::array<std::atomic<uint64_t>, 4> {};
+  static_assert(sizeof(Slot) == 32);
   static Event unpack(const Slot& slot);
 
   std::atomic<uint64_t> m_head{0};
