@@ -16,7 +16,7 @@
 // L3 or to memory, and torch's unlock waited for it. Each event therefore prefetches the next
 // line, whose miss then overlaps the program's own work before the event that writes it. On
 // the launch-bound small-ops step that took vramscope's share of the callback from +0.82 % to
-// +0.32 % of the step in one H200 run (docs/benchmarks.md, 2026-12-02).
+// +0.32 % of the step, and from +0.55 % to +0.36 % in a second run (H200, docs/benchmarks.md).
 //
 // Producers are serialised by torch's allocator mutex (see event_ring.hpp), so there is one
 // producer at a time; any number of readers may snapshot concurrently.
