@@ -26,7 +26,7 @@ if [[ ! -f "$build/build.ninja" ]]; then
   cmake --preset main >"$build.configure.log" 2>&1 || show_failure "$build.configure.log"
 fi
 if ! cmake --build "$build" -- -n 2>/dev/null | grep -q "no work to do"; then
-  echo "building vramscope (about a minute the first time)..." >&2
+  echo "building vramscope (about two minutes on two cores the first time)..." >&2
 fi
 cmake --build --preset main -j "$(nproc)" >"$build.build.log" 2>&1 || show_failure "$build.build.log"
 cli="$build/cli/vramscope"

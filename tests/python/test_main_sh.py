@@ -46,7 +46,7 @@ def test_a_compile_error_is_shown_with_the_log(checkout):
     out = subprocess.run(["bash", str(checkout / "tools/main.sh")], cwd=checkout, env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
-    assert "building vramscope (about a minute the first time)..." in out.stderr
+    assert "building vramscope (about two minutes on two cores the first time)..." in out.stderr
     assert "cli/pacing.cpp:3:15: error: static assertion failed" in out.stderr
     assert "the whole log: build/main.build.log" in out.stderr
     assert out.stdout == ""
