@@ -11,9 +11,9 @@
 // post-mortem) copy it while the producer may still write, and keep only the events the
 // producer cannot have overwritten during the copy.
 //
-// Its own cache, but not its near caches: a slot's line was last written 2048 events earlier,
-// so every other event (two 32-byte slots per line) used to write a line that had gone to the
-// L3 or to memory, and torch's unlock waited for it. Each event therefore prefetches the next
+// Its own cache, but not its near caches: a slot's line was last written one lap (4096 events)
+// earlier, so every other event (two 32-byte slots per line) used to write a line that had left
+// the near caches, and torch's unlock waited for it. Each event therefore prefetches the next
 // line, whose miss then overlaps the program's own work before the event that writes it. On
 // the launch-bound small-ops step that took vramscope's share of the callback from +0.82 % to
 // +0.32 % of the step, and from +0.55 % to +0.36 % in a second run (H200, docs/benchmarks.md).
