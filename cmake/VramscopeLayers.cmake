@@ -22,7 +22,7 @@ include_guard(GLOBAL)
 # needs that library, so it is not part of a layer's third-party-free variant. Scanning sources
 # is enough because no header of src/ or include/ includes a third-party header: keep it so (a
 # layer uses its libraries in its .cpp files, privately).
-set(VRAMSCOPE_THIRD_PARTY_INCLUDE_REGEX "^#include <(zstd\\.h|fmt/|nlohmann/|httplib\\.h|CLI/)")
+set(VRAMSCOPE_THIRD_PARTY_INCLUDE_REGEX "^#include <(zstd\\.h|fmt/|nlohmann/|CLI/)")
 
 function(vramscope_layer name)
   cmake_parse_arguments(L "" "" "DEPS;LIBS" ${ARGN})
