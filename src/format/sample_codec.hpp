@@ -100,9 +100,6 @@ class SampleDecoder {
   /// String bytes produced since the last call, to bound what a chunk may expand to.
   uint64_t take_expanded_bytes();
 
-  /// Strings in the table decoded so far.
-  std::size_t table_size() const { return m_table.size(); }
-
  private:
   friend class Cursor;
   uint16_t m_version;
