@@ -1,4 +1,4 @@
-// tests/cpp/report/test_csv.cpp -- CSV rows and RFC 4180 quoting
+// tests/cpp/report/test_csv_report.cpp -- CSV rows and RFC 4180 quoting
 #include <gtest/gtest.h>
 
 #include "golden.hpp"

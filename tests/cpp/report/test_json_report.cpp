@@ -1,4 +1,4 @@
-// tests/cpp/report/test_json.cpp -- JSON schema: key order, integer bytes, nulls for unsupported
+// tests/cpp/report/test_json_report.cpp -- JSON schema: key order, integer bytes, nulls for unsupported
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

@@ -1,16 +1,16 @@
-// tests/cpp/exporters/test_row_files.cpp -- CSV / JSONL files hold exactly the report formatters' rows
+// tests/cpp/report/test_row_files.cpp -- CSV / JSONL files hold exactly the report formatters' rows
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "fixtures.hpp"
-#include "golden.hpp"
+#include "exporters/fixtures.hpp"
+#include "exporters/golden.hpp"
 #include "report/json_report.hpp"
 #include "report/row_files.hpp"
-#include "temp_dir.hpp"
+#include "exporters/temp_dir.hpp"
 
-namespace vramscope::exporters {
+namespace vramscope::report {
 namespace {
 
 TEST(RowFiles, CsvHasOneHeaderThenTheFormatterRows) {
@@ -79,4 +79,4 @@ TEST(RowFiles, JsonlIsOneParsableDocumentPerLine) {
 }
 
 }  // namespace
-}  // namespace vramscope::exporters
+}  // namespace vramscope::report

@@ -1,4 +1,4 @@
-// tests/cpp/report/test_table.cpp -- the one-shot table: goldens, 80 columns, colour, N/A, lost GPUs
+// tests/cpp/report/test_table_report.cpp -- the one-shot table: goldens, 80 columns, colour, N/A, lost GPUs
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,5 +1,8 @@
-# tests/cpp/report/tests.cmake -- the formatter tests parse JSON with nlohmann/json.
+# tests/cpp/report/tests.cmake -- the formatter tests parse JSON with nlohmann/json; the row-file
+# tests share the exporters' samples and golden helpers (tests/cpp/exporters/), which find
+# tests/data without the CTest environment.
 target_link_libraries(test_report PRIVATE vramscope_json)
+target_compile_definitions(test_report PRIVATE VRAMSCOPE_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
 
 # A long synthetic recording for the HTML report's size and time check and docs/benchmarks.md.
 add_executable(make_big_recording ${CMAKE_CURRENT_LIST_DIR}/make_big_recording.cpp)
