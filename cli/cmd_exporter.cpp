@@ -92,6 +92,85 @@ const char* landing_page =
     "allocator.</p>\n"
     "<p><a href=\"/metrics\">Metrics</a></p>\n</body></html>\n";
 
+struct ExporterOptions {
+  std::string listen = "127.0.0.1:" + std::to_string(default_port);
+  std::string interval = "1s";
+  bool no_per_process = false;
+  bool no_agents = false;
+};
+
+/// `vramscope exporter`: serves the cache until SIGINT or SIGTERM.
+int run_exporter(const ExporterOptions& options) {
+  const ListenAddress address = parse_listen(options.listen);
+  const auto interval_ns = parse_duration_ns(options.interval);
+  if (!interval_ns || *interval_ns < minimum_exporter_interval_ns) {
+    throw Error("--interval: expected a duration of at least 100ms (e.g. 1s, 500ms), got '" +
+                    options.interval + "'",
+                ExitUsage);
+  }
+
+  SamplerOptions sampler_options;
+  sampler_options.read_agents = !options.no_agents;
+  sampler_options.on_warning = warn_stderr;
+  std::shared_ptr<Sampler> sampler =
+      open_sampler(sampler_options);  // throws: exit 3 without a driver
+
+  // Block the stop signals before any thread starts: every thread inherits the mask, so only
+  // sigwait() below ever sees them. SIGPIPE is ignored: a scraper hanging up is not our
+  // death.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  exporters::PrometheusOptions render_options;
+  render_options.per_process = !options.no_per_process;
+  exporters::MetricsCache cache(
+      [sampler](SystemSample& out) {
+        sampler->sample(out);
+        return true;
+      },
+      *interval_ns, render_options);
+
+  const std::string metrics_type(exporters::prometheus_content_type);
+  exporters::HttpServer server(address.host, address.port,
+                               [&cache, &metrics_type](const std::string& path) {
+                                 exporters::HttpResponse response;
+                                 if (path == "/metrics") {
+                                   response.content_type = metrics_type;
+                                   response.body = *cache.body();
+                                 } else if (path == "/") {
+                                   response.content_type = "text/html; charset=utf-8";
+                                   response.body = landing_page;
+                                 } else {
+                                   response.status = 404;
+                                   response.body = "not found: try /metrics\n";
+                                 }
+                                 return response;
+                               });
+
+  cache.start();
+  std::thread serving([&server] { server.serve(); });
+  const std::string shown_host =
+      address.host.find(':') != std::string::npos ? "[" + address.host + "]" : address.host;
+  std::fprintf(stderr,
+               "vramscope %s exporter: serving http://%s:%d/metrics (sampling every %s; "
+               "Ctrl-C stops)\n",
+               version, shown_host.c_str(), server.port(), options.interval.c_str());
+  std::fflush(stderr);
+
+  int received = 0;
+  sigwait(&stop_signals, &received);
+  server.stop();
+  serving.join();
+  cache.stop();
+  std::fprintf(stderr, "vramscope exporter: stopped (%s)\n",
+               received == SIGINT ? "SIGINT" : "SIGTERM");
+  return ExitOk;
+}
+
 }  // namespace
 
 Command add_exporter_command(CLI::App& app) {
@@ -106,13 +185,7 @@ Command add_exporter_command(CLI::App& app) {
       "Families, labels and the dcgm-exporter mapping: docs/prometheus.md.\n"
       "Example scrape config:  - job_name: vramscope\n"
       "                          static_configs: [{targets: ['gpu-host:8726']}]");
-  struct Options {
-    std::string listen = "127.0.0.1:" + std::to_string(default_port);
-    std::string interval = "1s";
-    bool no_per_process = false;
-    bool no_agents = false;
-  };
-  auto options = std::make_shared<Options>();
+  auto options = std::make_shared<ExporterOptions>();
   sub->add_option("--listen", options->listen,
                   "HOST:PORT to bind (port 0 picks a free one and prints it)")
       ->capture_default_str();
@@ -125,77 +198,7 @@ Command add_exporter_command(CLI::App& app) {
   sub->add_flag("--no-agents", options->no_agents,
                 "Driver view only: do not read PyTorch agents' segments");
 
-  return Command{
-      sub, [options]() -> int {
-        const ListenAddress address = parse_listen(options->listen);
-        const auto interval_ns = parse_duration_ns(options->interval);
-        if (!interval_ns || *interval_ns < minimum_exporter_interval_ns) {
-          throw Error("--interval: expected a duration of at least 100ms (e.g. 1s, 500ms), got '" +
-                          options->interval + "'",
-                      ExitUsage);
-        }
-
-        SamplerOptions sampler_options;
-        sampler_options.read_agents = !options->no_agents;
-        sampler_options.on_warning = warn_stderr;
-        std::shared_ptr<Sampler> sampler =
-            open_sampler(sampler_options);  // throws: exit 3 without a driver
-
-        // Block the stop signals before any thread starts: every thread inherits the mask, so only
-        // sigwait() below ever sees them. SIGPIPE is ignored: a scraper hanging up is not our
-        // death.
-        sigset_t stop_signals;
-        sigemptyset(&stop_signals);
-        sigaddset(&stop_signals, SIGINT);
-        sigaddset(&stop_signals, SIGTERM);
-        pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-        std::signal(SIGPIPE, SIG_IGN);
-
-        exporters::PrometheusOptions render_options;
-        render_options.per_process = !options->no_per_process;
-        exporters::MetricsCache cache(
-            [sampler](SystemSample& out) {
-              sampler->sample(out);
-              return true;
-            },
-            *interval_ns, render_options);
-
-        const std::string metrics_type(exporters::prometheus_content_type);
-        exporters::HttpServer server(address.host, address.port,
-                                     [&cache, &metrics_type](const std::string& path) {
-                                       exporters::HttpResponse response;
-                                       if (path == "/metrics") {
-                                         response.content_type = metrics_type;
-                                         response.body = *cache.body();
-                                       } else if (path == "/") {
-                                         response.content_type = "text/html; charset=utf-8";
-                                         response.body = landing_page;
-                                       } else {
-                                         response.status = 404;
-                                         response.body = "not found: try /metrics\n";
-                                       }
-                                       return response;
-                                     });
-
-        cache.start();
-        std::thread serving([&server] { server.serve(); });
-        const std::string shown_host =
-            address.host.find(':') != std::string::npos ? "[" + address.host + "]" : address.host;
-        std::fprintf(stderr,
-                     "vramscope %s exporter: serving http://%s:%d/metrics (sampling every %s; "
-                     "Ctrl-C stops)\n",
-                     version, shown_host.c_str(), server.port(), options->interval.c_str());
-        std::fflush(stderr);
-
-        int received = 0;
-        sigwait(&stop_signals, &received);
-        server.stop();
-        serving.join();
-        cache.stop();
-        std::fprintf(stderr, "vramscope exporter: stopped (%s)\n",
-                     received == SIGINT ? "SIGINT" : "SIGTERM");
-        return ExitOk;
-      }};
+  return Command{sub, [options] { return run_exporter(*options); }};
 }
 
 }  // namespace vramscope::cli
