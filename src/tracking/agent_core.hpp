@@ -21,6 +21,7 @@
 
 #include "tracking/device_counters.hpp"
 #include "tracking/device_producer.hpp"
+#include "tracking/device_stats.hpp"
 #include "tracking/event_ring.hpp"
 #include "tracking/events.hpp"
 #include "vramscope/agent_segment.hpp"
@@ -60,36 +61,6 @@ struct AgentConfig {
   std::size_t history_events = 4096;
 };
 
-/// Everything known about one device, for stats() and the Python API.
-struct DeviceStatsView {
-  uint64_t allocated_bytes = 0;
-  uint64_t reserved_bytes = 0;
-  uint64_t requested_bytes = 0;
-  uint64_t active_bytes = 0;
-  uint64_t inactive_split_bytes = 0;
-  uint64_t pending_free_bytes = 0;
-  /// Since attach or reset_peak().
-  EventPeaks peak;
-  /// Steps completed (0 before the first step()), the running step's peaks so far, and the
-  /// peaks of the last completed step.
-  uint64_t step = 0;
-  EventPeaks current_step_peak;
-  EventPeaks last_step_peak;
-  /// Peaks of the last completed window of AgentConfig::window_ns.
-  EventPeaks window_peak;
-  uint64_t event_count = 0;
-  uint64_t dropped_event_count = 0;
-  uint64_t unknown_event_count = 0;
-  uint64_t anomaly_count = 0;
-  /// Small-block arithmetic that disagreed with torch (the device then reads torch at every
-  /// block), and large allocations whose block size no reading could settle (peaks may be low).
-  uint64_t allocated_mismatch_count = 0;
-  uint64_t unsettled_count = 0;
-  uint64_t oom_count = 0;
-  /// Is this device tracked by polling only (no events)?
-  bool polling_only = false;
-};
-
 /// The agent's per-process state: counters, rings, peaks, steps, OOMs, publication.
 class AgentCore {
  public:
@@ -116,18 +87,8 @@ class AgentCore {
   DeviceProducer* producers() noexcept { return m_producers.data(); }
   /// What a tracker's closure holds to reach this core's producers (valid for the core's life).
   TrackerTarget tracker_target() noexcept {
-#if VRAMSCOPE_BENCH_HOOKS
-    return TrackerTarget{m_producers.data(), &m_bench_gate};
-#else
     return TrackerTarget{m_producers.data(), device_count()};
-#endif
   }
-#if VRAMSCOPE_BENCH_HOOKS
-  /// Benchmark builds only: pauses (true) or resumes every tracker made from tracker_target().
-  void pause_tracking(bool paused) noexcept {
-    m_bench_gate.paused.store(paused, std::memory_order_relaxed);
-  }
-#endif
 
   /// Receives every drained batch of a device, on the draining thread with the core's lock held
   /// (attribution). Set it before events flow; it must not call back into the core. Events reach
@@ -227,9 +188,6 @@ class AgentCore {
   int64_t m_window_started_ns;
   std::optional<OomRecord> m_last_oom;
   std::vector<Event> m_scratch;
-#if VRAMSCOPE_BENCH_HOOKS
-  BenchGate m_bench_gate;
-#endif
   EventConsumer m_consumer;
   StepAnnotator m_annotator;
 };

@@ -14,12 +14,7 @@
 #include <cstdint>
 #include <new>
 
-#ifndef VRAMSCOPE_BENCH_HOOKS
-// Set by the build for every target (CMakeLists.txt: VRAMSCOPE_BENCH_HOOKS), so that every
-// translation unit agrees on TrackerTarget's layout.
-#error "VRAMSCOPE_BENCH_HOOKS must be defined (0 or 1) by the build"
-#endif
-
+#include "tracking/bench_gate.hpp"
 #include "tracking/device_counters.hpp"
 #include "tracking/event_recorder.hpp"
 #include "tracking/event_ring.hpp"
@@ -120,44 +115,21 @@ class DeviceProducers {
   std::size_t m_count = 0;
 };
 
-#if VRAMSCOPE_BENCH_HOOKS
-/// Benchmark builds only (vramscope._agent._bench_pause_tracking): the tracker's off switch, on
-/// a line of its own that the tracker reads before it touches any producer. A paused tracker
-/// therefore costs an empty tracker's work plus this line, and a working one its own work plus
-/// the same line, so that one process can time blocks with and without vramscope's whole share
-/// of the callback (torch's share, building the TraceEntry and calling the tracker, stays in
-/// both; bench_turns.py's agent_toggled).
-struct alignas(64) BenchGate {
-  /// Are events ignored? While set no event is counted: the numbers stop being exact for good.
-  std::atomic<bool> paused{false};
-  /// How many producers the tracker's array holds.
-  std::size_t device_count = 0;
-};
-#endif
-
 /// What the tracker's closure holds: two words, which fit std::function's inline storage (torch
 /// reads that storage anyway to make the call), so reaching the producers costs no extra line.
 struct TrackerTarget {
   /// The devices' producers, indexed by torch's device index.
   DeviceProducer* producers = nullptr;
-#if VRAMSCOPE_BENCH_HOOKS
-  /// The pause and the device count (see BenchGate); outlives the tracker.
-  const BenchGate* gate = nullptr;
-#else
   /// How many producers `producers` holds.
   std::size_t device_count = 0;
-#endif
 
   /// One trace entry's fields: ignored unless `device` names a producer (and, in benchmark
-  /// builds, while paused).
+  /// builds, while paused: bench_gate.hpp; in every other build that test is no instruction).
   template <typename CurrentOp>
   void on_trace_entry(int64_t device, int64_t raw_action, uint64_t size_bytes, uint64_t address,
                       CurrentOp&& current_op) const noexcept {
-#if VRAMSCOPE_BENCH_HOOKS
-    if (gate->paused.load(std::memory_order_relaxed)) [[unlikely]]
+    if (tracking_paused()) [[unlikely]]
       return;
-    const std::size_t device_count = gate->device_count;
-#endif
     if (device < 0 || static_cast<std::size_t>(device) >= device_count) [[unlikely]]
       return;
     producers[device].on_tracker_event(action_from_raw(raw_action), size_bytes, address,

@@ -389,11 +389,11 @@ TEST(AgentCore, APausedTrackerTargetIgnoresEventsUntilResumed) {
   const TrackerTarget target = core.tracker_target();
   const auto no_op = [] { return 0U; };
   constexpr auto raw_alloc = static_cast<int64_t>(Action::Alloc);  // torch's TraceEntry::ALLOC
-  core.pause_tracking(true);
+  pause_tracking(true);
   target.on_trace_entry(0, raw_alloc, 4096, 0x1000, no_op);
   EXPECT_EQ(core.counters(0).total_event_count(), 0U);
   EXPECT_TRUE(core.recent_events(0).empty());
-  core.pause_tracking(false);
+  pause_tracking(false);
   target.on_trace_entry(0, raw_alloc, 512, 0x2000, no_op);
   core.tick();
   EXPECT_EQ(core.stats(0).requested_bytes, 512U);
