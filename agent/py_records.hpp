@@ -13,11 +13,13 @@
 #include "attribution/op_registry.hpp"
 #include "attribution/segment_view.hpp"
 #include "tracking/agent_core.hpp"
+#include "tracking/device_stats.hpp"
 #include "tracking/events.hpp"
 #include "vramscope/agent_segment.hpp"
 
 namespace vramscope::agent {
 
+/// {name: value} over tracking::device_stats_fields, in its order (flags as bool).
 nanobind::dict stats_dict(const tracking::DeviceStatsView& view);
 nanobind::dict step_dict(const StepRecord& record);
 nanobind::dict oom_dict(const OomRecord& record);

@@ -11,9 +11,9 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "attribution/op_registry.hpp"
 #include "attribution/segment_view.hpp"
 #include "attribution/session.hpp"
 #include "tracking/agent_core.hpp"
@@ -50,12 +50,15 @@ uint64_t allocated_bytes_now(std::size_t device);
 /// Throws std::runtime_error when the backend refuses (cudaMallocAsync, pluggable).
 void attach_trace_tracker(tracking::TrackerTarget target);
 
-/// What the OOM observer hands on: device, rounded request, device total, device free.
-using OomSink = void (*)(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
-                         uint64_t device_free_bytes) noexcept;
+/// What the OOM observer hands on: the context given to attach_oom_observer(), then device,
+/// rounded request, device total, device free.
+using OomSink = void (*)(void* context, std::size_t device, uint64_t requested_bytes,
+                         uint64_t device_total_bytes, uint64_t device_free_bytes) noexcept;
 
-/// Attaches an out-of-memory observer. Throws std::runtime_error when the backend refuses.
-void attach_oom_observer(OomSink sink, std::size_t device_count);
+/// Attaches an out-of-memory observer that calls sink(context, ...); `context` must stay valid
+/// for the life of the process (torch cannot detach an observer). Throws std::runtime_error
+/// when the backend refuses.
+void attach_oom_observer(OomSink sink, void* context, std::size_t device_count);
 
 /// torch.cuda.empty_cache() for the default pool.
 void empty_cache();
@@ -66,24 +69,24 @@ std::vector<attribution::SegmentView> capture_segments(std::size_t max_blocks);
 
 /// torch's RecordFunction as the attribution session's op switch: one global callback per
 /// sampling probability, added on its first use and afterwards only disabled and re-enabled
-/// (removeCallback is unsafe while other threads run ops). The callback's start and end call
-/// op_started() and op_ended() below.
+/// (removeCallback is unsafe while other threads run ops). The callback's start interns the
+/// op's name into the registry given to set_registry() and pushes it on the thread's op stack;
+/// its end pops it.
 class RecordFunctionSwitch final : public attribution::OpSwitch {
  public:
+  /// The registry the callbacks intern names into: the attribution session's, which is made
+  /// after this switch (it takes the switch). Set before the first enable(); it must outlive
+  /// the process's ops (the session is never freed once attached).
+  void set_registry(attribution::OpRegistry& registry) noexcept { m_registry = &registry; }
   void enable(double sampling) override;
   void disable() override;
 
  private:
+  attribution::OpRegistry* m_registry = nullptr;
   /// at::CallbackHandle per sampling probability, and the enabled one (0: none).
   std::map<double, uint64_t> m_callbacks;
   uint64_t m_enabled = 0;
 };
-
-/// What the RecordFunction callbacks call for each op scope on any thread (defined in
-/// attribution_glue.cpp, which finds the attached session): `scope` identifies the
-/// RecordFunction so that the end matches its start. Never throw.
-void op_started(std::string_view name, const void* scope) noexcept;
-void op_ended(const void* scope) noexcept;
 
 #if VRAMSCOPE_BENCH_HOOKS
 /// Benchmark support: attaches a trace tracker that does nothing, the floor against which the

@@ -1,5 +1,5 @@
-// agent/attribution_tables.cpp -- the ledgers read from Python: per-op, per-module and
-// per-category tables, the lean live-bytes snapshot of step ends, tags and peak restarts
+// agent/bindings/bind_attribution_tables.cpp -- the ledgers read from Python: per-op, per-module
+// and per-category tables, the lean live-bytes snapshot of step ends, tags and peak restarts
 //
 // Every reader drains the rings first (core.flush), so a table includes every event that
 // happened before the call.
@@ -11,10 +11,9 @@
 #include <tuple>
 #include <vector>
 
-#include "agent_state.hpp"
 #include "attribution/attributor.hpp"
 #include "attribution/op_registry.hpp"
-#include "attribution_glue.hpp"
+#include "bindings.hpp"
 #include "py_records.hpp"
 
 namespace nb = nanobind;

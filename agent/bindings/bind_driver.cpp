@@ -1,30 +1,16 @@
-// agent/driver_binding.cpp -- the driver's bytes for one pid on one GPU (see driver_binding.hpp)
-#include "driver_binding.hpp"
-
+// agent/bindings/bind_driver.cpp -- the driver's bytes for one pid on one GPU, through the owner's DriverProbe
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
-#include "agent_state.hpp"
+#include <cstdint>
+#include <string>
+
+#include "bindings.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace vramscope::agent {
-
-std::optional<uint64_t> DriverProbe::process_bytes(const std::string& uuid, uint32_t pid) {
-  std::lock_guard lock(m_mutex);
-  if (!m_opened) {
-    m_opened = true;
-    m_probe = nvml::ProcessMemoryProbe::open("", m_error);
-  }
-  if (!m_probe) return std::nullopt;
-  return m_probe->used_bytes(uuid, pid);
-}
-
-std::string DriverProbe::error() {
-  std::lock_guard lock(m_mutex);
-  return m_error;
-}
 
 void bind_driver(nb::module_& m) {
   m.def(

@@ -1,7 +1,5 @@
-// agent/driver_binding.hpp -- vramscope._agent.driver_process_bytes: NVML's view of this process
+// agent/driver_probe.hpp -- NVML's view of this process, opened on first use (bound as driver_process_bytes)
 #pragma once
-
-#include <nanobind/nanobind.h>
 
 #include <cstdint>
 #include <memory>
@@ -31,8 +29,5 @@ class DriverProbe {
   std::unique_ptr<nvml::ProcessMemoryProbe> m_probe;
   std::string m_error;
 };
-
-/// Defines `driver_process_bytes(uuid, pid)` and `driver_probe_error()` in `m` (docs/agent-api.md).
-void bind_driver(nanobind::module_& m);
 
 }  // namespace vramscope::agent

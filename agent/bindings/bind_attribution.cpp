@@ -1,18 +1,15 @@
-// agent/attribution_glue.cpp -- profiles, ledger holds, phases and module windows from Python; the op callbacks' entry
+// agent/bindings/bind_attribution.cpp -- profiles, ledger holds, phases and module windows from Python
 //
 // The policy (one profile at a time, counted holds, streaming on and off) is
 // attribution::AttributionSession's, torch-free and tested in C++; torch's RecordFunction is
-// behind RecordFunctionSwitch (torch_hooks.cpp), whose callbacks land in op_started() and
-// op_ended() here. The ledgers' tables are read in attribution_tables.cpp.
-#include "attribution_glue.hpp"
-
+// behind RecordFunctionSwitch (torch_hooks.cpp), whose callbacks intern op names into the
+// session's registry. The ledgers' tables are read in bind_attribution_tables.cpp.
 #include <nanobind/stl/string.h>
 
 #include <map>
 #include <string>
 
-#include "agent_state.hpp"
-#include "attribution/op_registry.hpp"
+#include "bindings.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -33,22 +30,6 @@ void for_each_ledger(Fn&& fn) {
 }
 
 }  // namespace
-
-void op_started(std::string_view name, const void* scope) noexcept {
-  // Only an attachment's session enables the callback, so there is one; the check is a load.
-  Attachment* attachment = attached_or_null();
-  if (attachment == nullptr) return;
-  attribution::OpRegistry& registry = attachment->attribution->registry();
-  try {
-    const uint32_t id = registry.intern(name);
-    registry.count_call(id);
-    attribution::push_op(scope, id);
-  } catch (...) {
-    // Interning allocates; an op must not fail because attribution could not name it.
-  }
-}
-
-void op_ended(const void* scope) noexcept { attribution::pop_op(scope); }
 
 void bind_attribution(nb::module_& m) {
   m.def(

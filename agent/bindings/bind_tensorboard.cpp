@@ -1,12 +1,10 @@
-// agent/tensorboard_binding.cpp -- vramscope._agent.TensorBoardWriter over exporters::TensorBoardWriter
+// agent/bindings/bind_tensorboard.cpp -- vramscope._agent.TensorBoardWriter over exporters::TensorBoardWriter
 //
 // Lets Monitor(tensorboard_dir=...) write event files without the tensorboard package (and
 // without TensorFlow or protobuf). The methods mirror the part of SummaryWriter the Monitor's
 // sink calls, so vramscope.tensorboard can take either. Every call holds the GIL: a writer call
 // is a buffer append (a write(2) at most every 2 s), and the GIL serialises callers of the
 // same writer, which the C++ class requires.
-#include "tensorboard_binding.hpp"
-
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -14,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "bindings.hpp"
 #include "exporters/tensorboard.hpp"
 #include "vramscope/clock.hpp"
 
