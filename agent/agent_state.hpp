@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "agent_thread.hpp"
-#include "attribution/session.hpp"
 #include "driver_probe.hpp"
 #include "oom_capture.hpp"
 #include "torch_hooks.hpp"
-#include "tracking/agent_core.hpp"
+#include "vramscope/attribution/session.hpp"
+#include "vramscope/tracking/agent_core.hpp"
 
 namespace vramscope::agent {
 

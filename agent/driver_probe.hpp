@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "backends/nvml_process_probe.hpp"
+#include "vramscope/backends/nvml_process_probe.hpp"
 
 namespace vramscope::agent {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "attribution/ledger.hpp"
-#include "attribution/segment_view.hpp"
-#include "attribution/session.hpp"
-#include "tracking/agent_core.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/attribution/ledger.hpp"
+#include "vramscope/attribution/segment_view.hpp"
+#include "vramscope/attribution/session.hpp"
+#include "vramscope/tracking/agent_core.hpp"
 
 namespace vramscope::agent {
 

@@ -9,13 +9,13 @@
 #include <array>
 #include <vector>
 
-#include "attribution/ledger.hpp"
-#include "attribution/op_registry.hpp"
-#include "attribution/segment_view.hpp"
-#include "tracking/agent_core.hpp"
-#include "tracking/device_stats.hpp"
-#include "tracking/events.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/attribution/ledger.hpp"
+#include "vramscope/attribution/op_registry.hpp"
+#include "vramscope/attribution/segment_view.hpp"
+#include "vramscope/tracking/agent_core.hpp"
+#include "vramscope/tracking/device_stats.hpp"
+#include "vramscope/tracking/events.hpp"
 
 namespace vramscope::agent {
 

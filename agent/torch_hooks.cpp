@@ -16,8 +16,8 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "attribution/op_registry.hpp"
 #include "trace_tracker.hpp"
+#include "vramscope/attribution/op_registry.hpp"
 
 namespace vramscope::agent {
 namespace alloc = c10::cuda::CUDACachingAllocator;

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "attribution/op_registry.hpp"
-#include "attribution/segment_view.hpp"
-#include "attribution/session.hpp"
-#include "tracking/agent_core.hpp"
-#include "tracking/device_producer.hpp"
-#include "tracking/events.hpp"
+#include "vramscope/attribution/op_registry.hpp"
+#include "vramscope/attribution/segment_view.hpp"
+#include "vramscope/attribution/session.hpp"
+#include "vramscope/tracking/agent_core.hpp"
+#include "vramscope/tracking/device_producer.hpp"
+#include "vramscope/tracking/events.hpp"
 
 namespace vramscope::agent {
 
@@ -46,8 +46,9 @@ uint64_t allocated_bytes_now(std::size_t device);
 /// Attaches a trace tracker that applies every event to its device's producer in `target`, whose
 /// storage must stay valid for the life of the process (torch cannot detach a tracker). The
 /// tracker carries the pointer itself and inlines the producer's work,
-/// so an event costs one call from torch and no global lookup (see tracking/device_producer.hpp).
-/// Throws std::runtime_error when the backend refuses (cudaMallocAsync, pluggable).
+/// so an event costs one call from torch and no global lookup (see
+/// vramscope/tracking/device_producer.hpp). Throws std::runtime_error when the backend refuses
+/// (cudaMallocAsync, pluggable).
 void attach_trace_tracker(tracking::TrackerTarget target);
 
 /// What the OOM observer hands on: the context given to attach_oom_observer(), then device,

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/nvml_loader.hpp"
 #include "vramscope/backend.hpp"
+#include "vramscope/backends/nvml_loader.hpp"
 
 namespace {
 

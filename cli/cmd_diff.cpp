@@ -6,7 +6,7 @@
 
 #include "commands.hpp"
 #include "output.hpp"
-#include "report/run_diff.hpp"
+#include "vramscope/report/run_diff.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {

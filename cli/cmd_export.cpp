@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "exporters/chrome_trace.hpp"
-#include "exporters/tensorboard.hpp"
 #include "file_args.hpp"
-#include "report/row_files.hpp"
 #include "validators.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/exporters/chrome_trace.hpp"
+#include "vramscope/exporters/tensorboard.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/report/row_files.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {

@@ -1,9 +1,9 @@
 // cli/cmd_exporter.cpp -- `vramscope exporter`: Prometheus /metrics over HTTP
 //
 // One background thread samples NVML and the agents every --interval and renders the body;
-// scrapes only copy that string (see exporters/metrics_cache.hpp), so scrape cost is bounded and
-// concurrent scrapers never multiply driver calls. SIGINT/SIGTERM are taken with sigwait() on
-// the main thread (blocked everywhere else), which stops the server cleanly.
+// scrapes only copy that string (see vramscope/exporters/metrics_cache.hpp), so scrape cost is
+// bounded and concurrent scrapers never multiply driver calls. SIGINT/SIGTERM are taken with
+// sigwait() on the main thread (blocked everywhere else), which stops the server cleanly.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "commands.hpp"
-#include "exporters/http_server.hpp"
-#include "exporters/metrics_cache.hpp"
 #include "output.hpp"
+#include "vramscope/exporters/http_server.hpp"
+#include "vramscope/exporters/metrics_cache.hpp"
 #include "vramscope/sampler.hpp"
 #include "vramscope/status.hpp"
 #include "vramscope/units.hpp"

@@ -6,7 +6,7 @@
 
 #include "atomic_file.hpp"
 #include "commands.hpp"
-#include "report/html_report.hpp"
+#include "vramscope/report/html_report.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {

@@ -15,10 +15,10 @@
 #include "ncurses_screen.hpp"
 #include "top_session.hpp"
 #include "validators.hpp"
-#include "view/render.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/status.hpp"
 #include "vramscope/units.hpp"
+#include "vramscope/view/render.hpp"
 
 namespace vramscope::cli {
 

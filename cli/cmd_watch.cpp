@@ -5,12 +5,12 @@
 #include "commands.hpp"
 #include "output.hpp"
 #include "pacing.hpp"
-#include "report/csv_report.hpp"
-#include "report/json_report.hpp"
-#include "report/watch_line.hpp"
 #include "stop_signals.hpp"
 #include "validators.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/report/csv_report.hpp"
+#include "vramscope/report/json_report.hpp"
+#include "vramscope/report/watch_line.hpp"
 #include "vramscope/sampler.hpp"
 
 namespace vramscope::cli {

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/posix_io.hpp"
+#include "vramscope/core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {

@@ -11,10 +11,10 @@
 #include <tuple>
 #include <vector>
 
-#include "attribution/attributor.hpp"
-#include "attribution/op_registry.hpp"
 #include "bindings.hpp"
 #include "py_records.hpp"
+#include "vramscope/attribution/attributor.hpp"
+#include "vramscope/attribution/op_registry.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;

@@ -6,7 +6,7 @@
 
 #include "bindings.hpp"
 #include "torch_hooks.hpp"
-#include "tracking/bench_gate.hpp"
+#include "vramscope/tracking/bench_gate.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;

@@ -7,7 +7,7 @@
 #include "bindings.hpp"
 #include "py_records.hpp"
 #include "torch_hooks.hpp"
-#include "tracking/device_stats.hpp"
+#include "vramscope/tracking/device_stats.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;

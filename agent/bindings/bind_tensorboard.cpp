@@ -13,8 +13,8 @@
 #include <string>
 
 #include "bindings.hpp"
-#include "exporters/tensorboard.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/exporters/tensorboard.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;

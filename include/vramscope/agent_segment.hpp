@@ -2,7 +2,7 @@
 //
 // One segment per monitored process in an owner-only directory. The writer (the agent thread in
 // the trainer) never blocks on readers; readers validate everything and never block the writer.
-// The byte layout is drawn in src/format/agent_segment_layout.hpp and specified in
+// The byte layout is drawn in vramscope/format/agent_segment_layout.hpp and specified in
 // docs/agent-segment.md.
 #pragma once
 

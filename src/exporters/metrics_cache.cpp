@@ -1,5 +1,5 @@
 // src/exporters/metrics_cache.cpp -- background refresh of the rendered Prometheus body
-#include "exporters/metrics_cache.hpp"
+#include "vramscope/exporters/metrics_cache.hpp"
 
 #include <chrono>
 #include <exception>

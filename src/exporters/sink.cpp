@@ -1,5 +1,5 @@
 // src/exporters/sink.cpp -- buffered, whole-record file output shared by the file exporters
-#include "exporters/sink.hpp"
+#include "vramscope/exporters/sink.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <exception>
 
-#include "core/posix_io.hpp"
+#include "vramscope/core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {

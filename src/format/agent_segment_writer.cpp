@@ -7,12 +7,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/posix_io.hpp"
-#include "format/agent_segment_layout.hpp"
-#include "format/process_identity.hpp"
-#include "format/segment_dir.hpp"
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/core/posix_io.hpp"
+#include "vramscope/format/agent_segment_layout.hpp"
+#include "vramscope/format/process_identity.hpp"
+#include "vramscope/format/segment_dir.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {

@@ -1,11 +1,11 @@
 // src/report/csv_report.cpp -- CSV rows of devices and processes
-#include "report/csv_report.hpp"
+#include "vramscope/report/csv_report.hpp"
 
 #include <initializer_list>
 #include <optional>
 
-#include "report/process_type.hpp"
 #include "vramscope/join.hpp"
+#include "vramscope/report/process_type.hpp"
 
 namespace vramscope::report {
 namespace {

@@ -1,14 +1,14 @@
 // src/report/html_report.cpp -- assembles the report page: summary, GPU and process charts, OOMs
-#include "report/html_report.hpp"
+#include "vramscope/report/html_report.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 
-#include "report/svg_chart.hpp"
-#include "report/table_report.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/report/svg_chart.hpp"
+#include "vramscope/report/table_report.hpp"
 #include "vramscope/units.hpp"
 
 namespace vramscope::report {

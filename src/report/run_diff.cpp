@@ -1,5 +1,5 @@
 // src/report/run_diff.cpp -- matching two runs' devices and processes and comparing their peaks
-#include "report/run_diff.hpp"
+#include "vramscope/report/run_diff.hpp"
 
 #include <array>
 #include <charconv>

@@ -6,7 +6,7 @@
 // non-empty value, and peak times are kept relative to the first sample of the whole.
 #include <nlohmann/json.hpp>
 
-#include "report/recording_summary.hpp"
+#include "vramscope/report/recording_summary.hpp"
 
 namespace vramscope::report {
 namespace {

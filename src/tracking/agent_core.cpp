@@ -1,5 +1,5 @@
 // src/tracking/agent_core.cpp -- draining, polling, windows, steps, OOMs and publication
-#include "tracking/agent_core.hpp"
+#include "vramscope/tracking/agent_core.hpp"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // src/view/render.cpp -- one frame of `vramscope top`: header, GPU panels, process table, footer, help
-#include "view/render.hpp"
+#include "vramscope/view/render.hpp"
 
 #include <algorithm>
 #include <array>

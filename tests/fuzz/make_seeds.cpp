@@ -15,11 +15,11 @@
 #include <iterator>
 #include <string>
 
-#include "format/agent_segment_layout.hpp"
-#include "format/packed_chunk.hpp"
-#include "format/sample_codec.hpp"
 #include "vramscope/agent_segment.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/agent_segment_layout.hpp"
+#include "vramscope/format/packed_chunk.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/format/sample_codec.hpp"
 #include "vramscope/status.hpp"
 
 namespace {

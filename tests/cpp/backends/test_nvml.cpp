@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "backends/proc_info.hpp"
 #include "nvml_double_fixture.hpp"
+#include "vramscope/backends/proc_info.hpp"
 
 namespace vramscope {
 namespace {

@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "exporters/metrics_cache.hpp"
 #include "fixtures.hpp"
+#include "vramscope/exporters/metrics_cache.hpp"
 
 namespace vramscope::exporters {
 namespace {

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "exporters/prometheus.hpp"
-#include "format/sample_codec.hpp"
-#include "report/csv_report.hpp"
-#include "report/json_report.hpp"
 #include "temp_dir.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/exporters/prometheus.hpp"
+#include "vramscope/format/sample_codec.hpp"
+#include "vramscope/report/csv_report.hpp"
+#include "vramscope/report/json_report.hpp"
 #include "vramscope/sample.hpp"
 
 namespace vramscope {

@@ -8,11 +8,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "exporters/chrome_trace.hpp"
-#include "exporters/sink.hpp"
 #include "fixtures.hpp"
-#include "report/row_files.hpp"
 #include "temp_dir.hpp"
+#include "vramscope/exporters/chrome_trace.hpp"
+#include "vramscope/exporters/sink.hpp"
+#include "vramscope/report/row_files.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {

@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "format/agent_segment_layout.hpp"
-#include "format/process_identity.hpp"
-#include "format/segment_dir.hpp"
 #include "format/temp_dir.hpp"
 #include "format/test_data.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/format/agent_segment_layout.hpp"
+#include "vramscope/format/process_identity.hpp"
+#include "vramscope/format/segment_dir.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "golden.hpp"
-#include "report/csv_report.hpp"
 #include "report/sample_fixtures.hpp"
+#include "vramscope/report/csv_report.hpp"
 
 namespace vramscope::report {
 namespace {

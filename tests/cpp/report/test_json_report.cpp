@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "golden.hpp"
-#include "report/json_report.hpp"
 #include "report/sample_fixtures.hpp"
+#include "vramscope/report/json_report.hpp"
 
 namespace vramscope::report {
 namespace {

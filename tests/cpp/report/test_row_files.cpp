@@ -6,9 +6,9 @@
 
 #include "exporters/fixtures.hpp"
 #include "exporters/golden.hpp"
-#include "report/json_report.hpp"
-#include "report/row_files.hpp"
 #include "exporters/temp_dir.hpp"
+#include "vramscope/report/json_report.hpp"
+#include "vramscope/report/row_files.hpp"
 
 namespace vramscope::report {
 namespace {

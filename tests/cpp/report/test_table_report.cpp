@@ -7,8 +7,8 @@
 
 #include "golden.hpp"
 #include "report/sample_fixtures.hpp"
-#include "report/table_report.hpp"
-#include "report/text_cells.hpp"
+#include "vramscope/report/table_report.hpp"
+#include "vramscope/report/text_cells.hpp"
 
 namespace vramscope::report {
 namespace {

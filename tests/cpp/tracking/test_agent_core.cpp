@@ -8,9 +8,9 @@
 #include <random>
 #include <thread>
 
-#include "attribution/attributor.hpp"
-#include "tracking/agent_core.hpp"
 #include "tracking/reference_allocator.hpp"
+#include "vramscope/attribution/attributor.hpp"
+#include "vramscope/tracking/agent_core.hpp"
 
 namespace vramscope::tracking {
 namespace {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "tracking/device_stats.hpp"
+#include "vramscope/tracking/device_stats.hpp"
 
 namespace vramscope::tracking {
 namespace {
