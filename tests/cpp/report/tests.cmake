@@ -7,7 +7,6 @@ target_compile_definitions(test_report PRIVATE VRAMSCOPE_TEST_DATA_DIR="${PROJEC
 # A long synthetic recording for the HTML report's size and time check and docs/benchmarks.md.
 add_executable(make_big_recording ${CMAKE_CURRENT_LIST_DIR}/make_big_recording.cpp)
 target_link_libraries(make_big_recording PRIVATE vramscope::layers)
-target_include_directories(make_big_recording PRIVATE ${PROJECT_SOURCE_DIR}/src)
 vramscope_warnings(make_big_recording)
 
 # `vramscope report` pages in headless Chromium (skipped without chromium); needs the CLI. Not in
