@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/format/agent_segments.hpp"
 
 namespace nb = nanobind;
 
@@ -119,7 +120,7 @@ std::string AgentState::attach(double interval_ms, bool publish, int rank, int w
   config.world_size = world_size;
   std::unique_ptr<AgentSegmentWriter> writer;
   if (publish) {
-    writer = AgentSegmentWriter::create(config.pid, static_cast<uint32_t>(device_count));
+    writer = open_agent_segment_writer(config.pid, static_cast<uint32_t>(device_count));
   }
   tracking::StatsProvider provider;
   if (pluggable) {

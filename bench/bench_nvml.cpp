@@ -24,6 +24,7 @@
 
 #include "vramscope/backend.hpp"
 #include "vramscope/backends/nvml_loader.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 
 namespace {
 

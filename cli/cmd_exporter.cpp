@@ -16,6 +16,7 @@
 
 #include "commands.hpp"
 #include "output.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/exporters/http_server.hpp"
 #include "vramscope/exporters/metrics_cache.hpp"
 #include "vramscope/sampler.hpp"

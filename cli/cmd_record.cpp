@@ -23,6 +23,7 @@
 #include "rotation.hpp"
 #include "stop_signals.hpp"
 #include "validators.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/core/posix_io.hpp"
 #include "vramscope/format/recording.hpp"

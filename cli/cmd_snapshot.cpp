@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "output.hpp"
 #include "terminal.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/report/csv_report.hpp"
 #include "vramscope/report/json_report.hpp"
 #include "vramscope/report/table_report.hpp"

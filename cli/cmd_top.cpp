@@ -15,6 +15,7 @@
 #include "ncurses_screen.hpp"
 #include "top_session.hpp"
 #include "validators.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/status.hpp"
 #include "vramscope/units.hpp"

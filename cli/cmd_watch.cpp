@@ -7,6 +7,7 @@
 #include "pacing.hpp"
 #include "stop_signals.hpp"
 #include "validators.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/report/csv_report.hpp"
 #include "vramscope/report/json_report.hpp"

@@ -7,6 +7,7 @@
 
 #include "vramscope/backends/nvml_backend_impl.hpp"
 #include "vramscope/backends/nvml_errors.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/clock.hpp"
 
 namespace vramscope::nvml {

@@ -3,7 +3,8 @@
 // Here, not in src/core/sampler.cpp: the Sampler (core) only holds the parts it is given, and
 // this is the one place that knows which concrete parts a command gets -- NVML (this layer) and
 // the segment reader (src/format, beneath it). Keeping it out of core keeps core free of both.
-// backend_open_error() is here too: its words are NVML's (libraries, drivers, VRAMSCOPE_NVML_LIBRARY).
+// backend_open_error() is here too: its words are NVML's (libraries, drivers,
+// VRAMSCOPE_NVML_LIBRARY).
 #include "vramscope/backends/open_sampler.hpp"
 
 #include <cstdlib>
@@ -53,7 +54,6 @@ Error backend_open_error(BackendFailure failure, const std::string& message) {
   return Error("cannot read GPUs: " + detail, ExitError);
 }
 
-
 std::unique_ptr<Sampler> open_sampler(const SamplerOptions& options) {
   BackendOpenResult opened = open_nvml_backend(options.nvml);
   if (!opened.backend) {
@@ -66,7 +66,7 @@ std::unique_ptr<Sampler> open_sampler(const SamplerOptions& options) {
     // A missing or unreadable segment directory only means "no agents": the driver view
     // still stands on its own.
     try {
-      agents = AgentSegmentReader::create(options.agent_dir);
+      agents = open_agent_segment_reader(options.agent_dir);
     } catch (const std::exception&) {
       agents.reset();
     }

@@ -12,6 +12,7 @@
 
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/core/posix_io.hpp"
+#include "vramscope/format/agent_segments.hpp"
 
 namespace vramscope {
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "nvml_double_fixture.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/backends/proc_info.hpp"
 
 namespace vramscope {

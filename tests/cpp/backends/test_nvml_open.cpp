@@ -6,6 +6,7 @@
 #include "nvml_double_fixture.hpp"
 #include "vramscope/backends/nvml_errors.hpp"
 #include "vramscope/backends/nvml_loader.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 
 namespace vramscope {
 namespace {

@@ -10,6 +10,7 @@
 
 #include "tracking/reference_allocator.hpp"
 #include "vramscope/attribution/attributor.hpp"
+#include "vramscope/format/agent_segments.hpp"
 #include "vramscope/tracking/agent_core.hpp"
 
 namespace vramscope::tracking {
@@ -105,7 +106,7 @@ TEST(AgentCore, StepRecordsCarryTorchsBlockPeaksAndArePublished) {
   TempDir dir;
   std::vector<std::unique_ptr<ReferenceAllocator>> models;
   models.push_back(std::make_unique<ReferenceAllocator>(1, false));
-  auto core = tracking_core(models, AgentSegmentWriter::create(config().pid, 1, dir.path()));
+  auto core = tracking_core(models, open_agent_segment_writer(config().pid, 1, dir.path()));
   ReferenceAllocator& torch = *models[0];
 
   // A 700000-byte request is a 700416-byte block; a (19 MiB - 100) request takes a whole 20 MiB
@@ -134,7 +135,7 @@ TEST(AgentCore, StepRecordsCarryTorchsBlockPeaksAndArePublished) {
   torch.free_address(again);
 
   core->tick();
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   std::vector<AllocatorSample> allocators;
   std::vector<StepRecord> published;
   std::vector<OomRecord> ooms;
@@ -220,7 +221,7 @@ TEST(AgentCore, GlobalPeaksStartAtTorchsAndResetOnlyOurs) {
 TEST(AgentCore, OomIsRecordedWithTheEventsLeadingToIt) {
   TempDir dir;
   FakeTorch torch(2);
-  auto writer = AgentSegmentWriter::create(config().pid, 2, dir.path());
+  auto writer = open_agent_segment_writer(config().pid, 2, dir.path());
   AgentCore core({"GPU-0", "GPU-1"}, torch.provider(), config(), std::move(writer));
   ASSERT_TRUE(core.seed(0));
   ASSERT_TRUE(core.seed(1));
@@ -244,7 +245,7 @@ TEST(AgentCore, OomIsRecordedWithTheEventsLeadingToIt) {
   EXPECT_EQ(history.front().address, 26U) << "oldest kept first";
   EXPECT_TRUE(core.recent_events(0).empty());
 
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   std::vector<AllocatorSample> allocators;
   std::vector<StepRecord> steps;
   std::vector<OomRecord> ooms;
@@ -474,7 +475,7 @@ namespace {
 TEST(AgentCore, StepAnnotatorSeesEveryEventOfTheStepAndPublishesItsBreakdown) {
   TempDir dir;
   FakeTorch torch(1);
-  auto writer = AgentSegmentWriter::create(config().pid, 1, dir.path());
+  auto writer = open_agent_segment_writer(config().pid, 1, dir.path());
   AgentCore core({"GPU-test"}, torch.provider(), config(), std::move(writer));
   ASSERT_TRUE(core.seed(0));
   attribution::Attributor attributor(1);
@@ -524,7 +525,7 @@ TEST(AgentCore, StepAnnotatorSeesEveryEventOfTheStepAndPublishesItsBreakdown) {
   EXPECT_EQ(bytes_of(*second[0].category_bytes, MemoryCategory::Activations), 0U);
 
   // The published step records carry the same breakdown.
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   std::vector<AllocatorSample> allocators;
   std::vector<StepRecord> steps;
   std::vector<OomRecord> ooms;

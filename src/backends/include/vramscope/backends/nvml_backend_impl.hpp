@@ -23,6 +23,7 @@
 #include "vramscope/backend.hpp"
 #include "vramscope/backends/nvml_loader.hpp"
 #include "vramscope/backends/nvml_processes.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/backends/proc_info.hpp"
 
 namespace vramscope::nvml {
