@@ -1,6 +1,6 @@
 // agent/torch_hooks.hpp -- the thin layer over c10's CUDA caching allocator
 //
-// Everything that touches torch's C++ API is behind these functions, so agent_module.cpp and
+// Everything that touches torch's C++ API is behind these functions, so the bindings and
 // the torch-free core never see a c10 type. Functions that may fail in torch throw
 // std::runtime_error with torch's message, or return empty, as documented.
 #pragma once

@@ -94,7 +94,7 @@ def segment_path() -> str:
 def torch_version() -> str:
     """The torch version the module was built against."""
 
-# --- attribution and OOM post-mortem (agent/attribution_glue.cpp) -----------------------------
+# --- attribution and OOM post-mortem (agent/bindings/bind_attribution*.cpp, bind_oom.cpp) ------
 
 def profile_start(sampling: float = 1.0) -> None:
     """Start per-op attribution (one profile at a time)."""

@@ -470,7 +470,7 @@ TEST(AgentCore, ConcurrentProducersOnSeveralDevices) {
 namespace vramscope::tracking {
 namespace {
 
-/// The agent's wiring of attribution into steps (agent/attribution_glue.cpp), with a real
+/// The wiring of attribution into steps (src/attribution/session.cpp), with a real
 /// Attributor: events reach the ledger only when drained, so step() must drain before asking.
 TEST(AgentCore, StepAnnotatorSeesEveryEventOfTheStepAndPublishesItsBreakdown) {
   TempDir dir;
