@@ -166,18 +166,22 @@ TEST(CliNoGpu, AMissingOrUnreadableInputFileIsExitOneEverywhere) {
   TempDir dir;
   const std::string absent = dir.file("absent.vsrec");
   const std::string folder = dir.file("");
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"show", absent},
-                                               {"top", "--replay", absent, "--once"},
-                                               {"export", absent, "--csv", dir.file("out.csv")}}) {
+  const auto every_reader = [&](const std::string& path) {
+    return std::vector<std::vector<std::string>>{{"show", path},
+                                                 {"top", "--replay", path, "--once"},
+                                                 {"export", path, "--csv", dir.file("out.csv")},
+                                                 {"report", path, "-o", dir.file("out.html")},
+                                                 {"diff", path, path}};
+  };
+  for (const std::vector<std::string>& args : every_reader(absent)) {
     const CliResult r = run_cli(dir, args);
     EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
     EXPECT_EQ(r.err, "vramscope: " + absent + ": no such file\n");
   }
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"show", folder},
-                                               {"top", "--replay", folder, "--once"},
-                                               {"export", folder, "--csv", dir.file("out.csv")}}) {
+  // A directory is no file at all: a usage error (exit 2), in every command alike.
+  for (const std::vector<std::string>& args : every_reader(folder)) {
     const CliResult r = run_cli(dir, args);
-    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
     EXPECT_EQ(r.err, "vramscope: " + folder + ": is a directory, not a file\n");
   }
 }
