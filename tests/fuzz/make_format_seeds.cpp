@@ -111,8 +111,24 @@ void write(const std::string& path, const std::string& bytes) {
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+/// The mutator's ground: a file split at its chunks joins back to itself, and rewriting the
+/// index of an untouched file changes nothing (so reindex() writes what the writer writes).
+void check_pieces(const std::string& file) {
+  std::vector<Piece> pieces = vramscope::fuzz::split_recording(file);
+  std::size_t indexes = 0;
+  for (const Piece& piece : pieces) {
+    if (piece.kind == Piece::Kind::Raw) throw vramscope::Error("a chunk did not parse");
+    indexes += piece.kind == Piece::Kind::Index ? 1 : 0;
+  }
+  if (indexes < 2) throw vramscope::Error("expected several index chunks");
+  if (vramscope::fuzz::join(pieces) != file) throw vramscope::Error("split/join changed the file");
+  vramscope::fuzz::reindex(pieces);
+  if (vramscope::fuzz::join(pieces) != file) throw vramscope::Error("reindex changed the file");
+}
+
 void write_seeds(const std::string& dir) {
   const std::string segments = record(40, base_sample, 64, 1);
+  check_pieces(segments);
   write(dir + "/segments.vsrec", segments);
   write(dir + "/deep_cbor.vsrec",
         with_digests(record(1, base_sample), std::string(200000, '\x81')));
