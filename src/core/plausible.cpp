@@ -34,8 +34,7 @@ std::string device_fields(const DeviceSample& d) {
     }
   }
   for (const ProcessSample& p : d.processes) {
-    const std::string why =
-        check(who + " pid " + std::to_string(p.pid), "used_bytes", p.used_bytes);
+    std::string why = check(who + " pid " + std::to_string(p.pid), "used_bytes", p.used_bytes);
     if (!why.empty()) return why;
   }
   return "";
@@ -61,7 +60,7 @@ std::string implausible_bytes(const SystemSample& sample) {
     }
     if (!s.category_bytes) continue;
     for (std::size_t i = 0; i < s.category_bytes->size(); ++i) {
-      const std::string why = check(who, memory_category_names[i], (*s.category_bytes)[i]);
+      std::string why = check(who, memory_category_names[i], (*s.category_bytes)[i]);
       if (!why.empty()) return why;
     }
   }

@@ -29,7 +29,7 @@ std::string first_implausible(const std::string& who, const std::array<Field, N>
 
 std::string implausible_bytes(const RecordingSummary& summary) {
   for (const auto& [uuid, d] : summary.devices()) {
-    const std::string why =
+    std::string why =
         first_implausible("GPU " + std::to_string(d.index),
                           std::array<Field, 2>{{{"total_bytes", d.total_bytes},
                                                 {"peak_used_bytes", d.peak_used_bytes}}});
