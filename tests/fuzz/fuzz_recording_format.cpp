@@ -10,10 +10,10 @@
 // checksums catch is fuzzed too.
 //
 // Each input is read as `show` reads it (index digests where they are whole, samples after) and
-// as `show --scan` does (every sample); ASan/UBSan, -rss_limit_mb and -timeout turn a crash, a
-// memory bound broken or a reader slower than linear into a failure. With
-// VRAMSCOPE_FUZZ_SHOW_EQUALS_SCAN=1 it also traps when the two disagree on the sample count or
-// the tail (docs/recording-format.md promises they agree).
+// as `show --scan` does (every sample, also binned as `report` bins them); ASan/UBSan,
+// -rss_limit_mb and -timeout turn a crash, a memory bound broken or a reader slower than linear
+// into a failure. With VRAMSCOPE_FUZZ_SHOW_EQUALS_SCAN=1 it also traps when the two disagree on the
+// sample count or the tail (docs/recording-format.md promises they agree).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -26,6 +26,7 @@
 
 #include "recording_pieces.hpp"
 #include "report/recording_summary.hpp"
+#include "report/timeline.hpp"
 #include "vramscope/recording.hpp"
 #include "vramscope/status.hpp"
 
@@ -38,13 +39,26 @@ struct Reading {
   vramscope::TailState tail = vramscope::TailState::Clean;
 };
 
-/// Summarises `bytes` as `show` (use_index) or `show --scan` does; nullopt when it fails to open.
+/// Summarises `bytes` as `show` (use_index) or `show --scan` does; nullopt when it fails to
+/// open. The scan also bins every sample as `report` does (its default 1,000 bins).
 std::optional<Reading> read(const std::string& bytes, bool use_index) {
   try {
     auto reader = vramscope::RecordingReader::open_bytes(bytes, "fuzz");
     vramscope::report::RecordingTail tail;
-    const vramscope::report::RecordingSummary summary =
-        vramscope::report::summarise_recording(*reader, use_index, tail);
+    vramscope::report::RecordingSummary summary;
+    if (use_index) {
+      summary = vramscope::report::summarise_recording(*reader, true, tail);
+    } else {
+      vramscope::report::TimelineCollector timeline(1000, 0);
+      vramscope::SystemSample sample;
+      while (reader->next(sample)) {
+        summary.add(sample);
+        timeline.add(sample);
+      }
+      timeline.finish();
+      tail.state = reader->tail_state();
+      tail.message = reader->tail_message();
+    }
     // A tail message exists exactly when the tail is not clean.
     if ((tail.state == vramscope::TailState::Clean) != tail.message.empty()) __builtin_trap();
     return Reading{summary.sample_count(), tail.state};
