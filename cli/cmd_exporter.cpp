@@ -16,6 +16,8 @@
 
 #include "commands.hpp"
 #include "output.hpp"
+#include "pacing.hpp"
+#include "validators.hpp"
 #include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/exporters/http_server.hpp"
 #include "vramscope/exporters/metrics_cache.hpp"
@@ -59,19 +61,14 @@ ListenAddress parse_listen(const std::string& text) {
           ExitUsage);
     }
   }
-  std::size_t used = 0;
-  int port = -1;
-  try {
-    port = std::stoi(port_text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != port_text.size() || port < 0 || port > 65535) {
+  // Digits only: std::stoi read " 80" and "+0" as ports.
+  const std::optional<uint64_t> port = parse_strict_decimal(port_text, 65535);
+  if (!port) {
     throw Error("--listen: bad port '" + port_text + "' in '" + text +
                     "' (expected HOST:PORT, port 0-65535)",
                 ExitUsage);
   }
-  address.port = port;
+  address.port = static_cast<int>(*port);
   // A numeric address must be one (999.1.1.1 is not): said now, before the driver is opened,
   // instead of as a bind failure after it. Names (localhost) are left to the bind.
   const bool looks_numeric = address.host.find_first_not_of("0123456789.") == std::string::npos ||
@@ -104,8 +101,9 @@ struct ExporterOptions {
 int run_exporter(const ExporterOptions& options) {
   const ListenAddress address = parse_listen(options.listen);
   const auto interval_ns = parse_duration_ns(options.interval);
-  if (!interval_ns || *interval_ns < minimum_exporter_interval_ns) {
-    throw Error("--interval: expected a duration of at least 100ms (e.g. 1s, 500ms), got '" +
+  if (!interval_ns || *interval_ns < minimum_exporter_interval_ns ||
+      *interval_ns > maximum_interval_ns) {
+    throw Error("--interval: expected a duration of 100ms to 24h (e.g. 1s, 500ms), got '" +
                     options.interval + "'",
                 ExitUsage);
   }
@@ -191,7 +189,7 @@ Command add_exporter_command(CLI::App& app) {
                   "HOST:PORT to bind (port 0 picks a free one and prints it)")
       ->capture_default_str();
   sub->add_option("--interval", options->interval,
-                  "How often to sample the driver and agents (at least 100ms; e.g. 500ms, 2s)")
+                  "How often to sample the driver and agents (100ms to 24h; e.g. 500ms, 2s)")
       ->capture_default_str();
   sub->add_flag("--no-per-process", options->no_per_process,
                 "Leave out vramscope_process_gpu_memory_used_bytes (per-pid series churn as jobs "

@@ -76,7 +76,7 @@ Command add_watch_command(CLI::App& app) {
       "does not drift.");
   watch
       ->add_option("-i,--interval", options->interval,
-                   "Time between samples: 10ms, 0.5s, 2 (seconds), 1m; at least 1ms")
+                   "Time between samples: 10ms, 0.5s, 2 (seconds), 1m; 1ms to 24h")
       ->capture_default_str();
   watch->add_option("-n,--count", options->count, "Stop after N samples (0: until Ctrl-C)")
       ->check(count_number())

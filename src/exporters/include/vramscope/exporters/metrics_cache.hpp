@@ -5,6 +5,7 @@
 // interval, and the cost of a scrape is bounded by sending a string.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,14 @@ namespace vramscope::exporters {
 /// Fills a sample. Returns false when the driver backend failed (rendered as vramscope_up 0) but
 /// whatever else it filled (agents) is still exposed. Exceptions count as a failed sample.
 using SampleSource = std::function<bool(SystemSample&)>;
+
+/// The refresh thread's next deadline after `deadline`: one interval later, saturating at the
+/// clock's end instead of wrapping into the past (which made an interval near 2^63 ns a busy
+/// loop), and restarting from `now` when more than an interval behind (a suspended host must not
+/// cause a burst of refreshes).
+std::chrono::steady_clock::time_point next_refresh_deadline(
+    std::chrono::steady_clock::time_point deadline, std::chrono::nanoseconds interval,
+    std::chrono::steady_clock::time_point now);
 
 /// Owns the refresh thread and the current body. Thread-safe: body() may be called from any thread.
 class MetricsCache {

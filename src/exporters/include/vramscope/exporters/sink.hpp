@@ -74,8 +74,15 @@ class BufferedFile {
   int m_exceptions_at_open;
 };
 
-/// Creates `dir` and its missing parents with mode 0700 (existing ones are left as they are).
-/// Throws vramscope::Error when a component cannot be created or is not a directory.
+/// Creates `dir` and its missing parents with mode 0700, walking one component at a time with
+/// openat(O_NOFOLLOW) so that another local user cannot redirect or later swap what we write
+/// into (docs/security.md). Existing components are left as they are, but refused when:
+/// - `dir` itself is a symlink, belongs to another user, or is writable by group or others;
+/// - a parent belongs to another user other than root, or is writable by group or others
+///   without the sticky bit (/tmp is fine, a 0777 directory is not);
+/// - a parent is a symlink that belongs to another user other than root.
+/// Throws vramscope::Error saying which component and why, or when one cannot be created or is
+/// not a directory.
 void make_private_directories(const std::string& dir);
 
 }  // namespace vramscope::exporters

@@ -15,8 +15,11 @@ namespace vramscope::report {
 /// (with the step's per-category bytes when the process tracked them).
 enum class CsvRows { Devices, Processes, Steps };
 
-/// Quotes one field per RFC 4180: wrapped in double quotes (inner quotes doubled) when it holds
-/// a comma, a quote, CR or LF, or starts or ends with a space; otherwise unchanged.
+/// One text field of another process's making (command, user, device name), safe to print and
+/// to open in a spreadsheet: ill-formed UTF-8 and control characters (C0, DEL, C1) become
+/// U+FFFD; a field starting with = + - or @ (a formula to spreadsheets, OWASP "CSV injection")
+/// gets a leading apostrophe; then it is quoted per RFC 4180 (inner quotes doubled) when it
+/// holds a comma or a quote, starts or ends with a space, or was a formula.
 std::string csv_field(std::string_view text);
 
 /// The header line (with CRLF, as RFC 4180 says) for `rows`.

@@ -21,7 +21,7 @@ namespace vramscope::report {
 struct Change {
   std::optional<uint64_t> a;
   std::optional<uint64_t> b;
-  /// b - a; empty unless both are known.
+  /// b - a, saturating at the ends of int64_t; empty unless both are known.
   std::optional<int64_t> delta() const;
   /// 100 * (b - a) / a; empty unless both are known and a > 0.
   std::optional<double> delta_percent() const;
