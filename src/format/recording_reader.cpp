@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -84,10 +86,6 @@ class MemorySource final : public ByteSource {
   std::string m_bytes;
 };
 
-/// A decoded sample may not expand beyond this (strings from the table plus struct storage):
-/// bounds the memory a crafted file can make the reader allocate per sample.
-constexpr uint64_t max_decoded_sample_bytes = 256U << 20U;
-
 /// Chunks remembered for the duplicate check (about 80 bytes each): past this the memory is
 /// started afresh, so a very long recording is checked in windows of this many chunks.
 constexpr std::size_t max_remembered_chunks = 1U << 16U;
@@ -106,10 +104,8 @@ class RecordingReaderImpl final : public RecordingReader {
       if (m_finished || !load_chunk()) return false;
     }
     try {
+      // The decoder bounds what the sample expands to as it goes (max_decoded_sample_bytes).
       m_decoder.decode(m_cursor, m_packed ? m_timestamps.base_ns() : m_previous_timestamp_ns, out);
-      if (m_decoder.take_expanded_bytes() > max_decoded_sample_bytes) {
-        throw format::FormatError("sample expands implausibly");
-      }
       --m_samples_left;
       if (m_samples_left == 0) check_chunk_end(out);
     } catch (const format::FormatError& error) {
@@ -130,6 +126,25 @@ class RecordingReaderImpl final : public RecordingReader {
         m_source->size(), m_first_chunk_offset);
   }
 
+  std::optional<std::string> read_digest(const RecordingSegment& segment) override {
+    if (segment.digest_bytes == 0) return std::string();
+    // Bounded before expanding: the sum over this reader, against the file's size.
+    const uint64_t budget = format::max_digest_total_fixed_bytes +
+                            format::max_digest_total_per_file_byte * m_source->size();
+    if (segment.digest_bytes > format::max_digest_bytes ||
+        segment.digest_frame_bytes > format::max_index_chunk_bytes ||
+        segment.digest_bytes > budget - std::min(budget, m_digest_bytes_expanded)) {
+      return std::nullopt;
+    }
+    m_digest_bytes_expanded += segment.digest_bytes;
+    std::string frame(segment.digest_frame_bytes, '\0');
+    if (m_source->read_at(segment.digest_frame_offset, frame.data(), frame.size()) !=
+        frame.size()) {
+      return std::nullopt;
+    }
+    return format::expand_digest(frame, segment.digest_bytes);
+  }
+
   void seek(uint64_t offset) override {
     if (!m_packed) fail("seek needs a format-3 recording");
     // Everything about the stream starts afresh: the next chunk must be a key chunk.
@@ -141,8 +156,9 @@ class RecordingReaderImpl final : public RecordingReader {
     m_tail_message.clear();
     m_unpacker.reset();
     m_chunk_offsets.clear();
-    // The index chunk before `offset` is not read: the next one's back pointer is not checked.
-    m_last_index_offset = unknown_index_offset;
+    // The index chunk before `offset` is not read: the next one's back pointer is not checked,
+    // except at the first chunk, where the next index chunk must say it is the first.
+    m_last_index_offset = offset == m_first_chunk_offset ? 0 : unknown_index_offset;
   }
 
   TailState tail_state() const override { return m_tail_state; }
@@ -411,6 +427,8 @@ class RecordingReaderImpl final : public RecordingReader {
   uint64_t m_last_index_offset = 0;
   std::string m_stored;
   std::unique_ptr<format::PackedChunkDecompressor> m_unpacker;
+  /// Digest bytes read_digest() expanded so far (bounded against the file's size).
+  uint64_t m_digest_bytes_expanded = 0;
   /// Bases of packed sample timestamps, mirroring the writer's.
   format::TimestampPredictor m_timestamps;
   TailState m_tail_state = TailState::Clean;
