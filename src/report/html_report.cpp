@@ -37,6 +37,7 @@ std::string bytes_cell(const char* field, const std::optional<uint64_t>& bytes) 
 /// "GPU 0 · rank 1 · pid 4021": how the page names a process.
 std::string process_label(const TimelineProcess& p) {
   std::string out = "GPU " + std::to_string(p.device_index);
+  if (p.other) return out + " · other processes";
   if (p.rank >= 0) out += " · rank " + std::to_string(p.rank);
   return out + " · pid " + std::to_string(p.pid);
 }
@@ -335,6 +336,13 @@ std::string format_html_report(const RunProfile& run, const Timeline& t,
       "</select></label> <button id=\"zoom-reset\" type=\"button\">Reset zoom</button> "
       "<span id=\"zoom-label\">Drag across a timeline to zoom in on time.</span></nav>\n";
   out += summary_html(run);
+  if (t.omitted) {
+    out += fmt::format(
+        "<p class=\"note omitted\">This recording names more than the page charts: at most {} "
+        "GPUs and {} processes get their own series (later processes are summed per GPU as "
+        "\"other processes\") and {} OOMs are listed.</p>\n",
+        max_timeline_devices, max_timeline_processes, max_timeline_ooms);
+  }
   for (const TimelineDevice& d : t.devices) out += device_html(t, d, options);
   for (std::size_t k = 0; k < t.processes.size(); ++k) out += process_html(run, t, k, options);
   out += oom_html(t);
