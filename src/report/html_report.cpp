@@ -8,6 +8,7 @@
 
 #include "report/svg_chart.hpp"
 #include "report/table_report.hpp"
+#include "report/text_cells.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/units.hpp"
 
@@ -33,6 +34,10 @@ std::string bytes_cell(const char* field, const std::optional<uint64_t>& bytes) 
   return fmt::format("<td data-field=\"{}\" data-bytes=\"{}\" title=\"{} bytes\">{}</td>", field,
                      *bytes, *bytes, mib(bytes));
 }
+
+/// Columns of a command line in the process table (the page's JSON holds it whole): a summary
+/// may hold 16,384 of them, 64 KiB each.
+constexpr std::size_t max_command_columns = 300;
 
 /// "GPU 0 · rank 1 · pid 4021": how the page names a process.
 std::string process_label(const TimelineProcess& p) {
@@ -92,7 +97,8 @@ std::string summary_html(const RunProfile& run) {
         "<tr data-pid=\"{}\" data-device-uuid=\"{}\"><td>{}</td><td>{}</td><td "
         "class=\"cmd\">{}</td>"
         "{}{}{}<td data-field=\"step_count\" data-count=\"{}\">{}</td>{}</tr>\n",
-        p.pid, html_escape(p.device_uuid), p.device_index, p.pid, html_escape(p.command),
+        p.pid, html_escape(p.device_uuid), p.device_index, p.pid,
+        html_escape(fit_text(p.command, max_command_columns)),
         bytes_cell("peak_used_bytes", p.peak_used_bytes),
         bytes_cell("torch_peak_allocated_bytes", p.torch_peak_allocated_bytes),
         bytes_cell("torch_peak_reserved_bytes", p.torch_peak_reserved_bytes),

@@ -55,7 +55,7 @@ struct ProcessPeak {
 /// budget keeps its earlier value. Together with the fixed parts, about 40 MiB.
 inline constexpr std::size_t max_summary_devices = 1024;
 inline constexpr std::size_t max_summary_processes = 16384;
-inline constexpr std::size_t max_summary_text_bytes = 32U << 20U;
+inline constexpr std::size_t max_summary_text_bytes = 16U << 20U;
 
 /// Peaks and counts of a whole recording.
 class RecordingSummary {

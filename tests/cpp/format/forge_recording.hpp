@@ -108,6 +108,12 @@ inline std::string write(const std::vector<SystemSample>& samples,
       samples.size(), [&](uint64_t i) { return samples[i]; }, std::move(options));
 }
 
+/// Where the first chunk of a file from write() starts: the header is all that a recording
+/// of no samples holds.
+inline uint64_t first_chunk_offset() {
+  return write(0, [](uint64_t) { return SystemSample{}; }).size();
+}
+
 /// `count` plain one-GPU samples.
 inline std::vector<SystemSample> plain_samples(uint64_t count) {
   std::vector<SystemSample> out;
@@ -205,10 +211,11 @@ inline std::string forge_pid_churn(uint64_t samples, uint32_t pids, std::size_t 
   });
 }
 
-/// `samples` samples of the same `processes` processes (the report's processes x bins).
+/// `samples` samples of the same `processes` processes, 39.999 s apart: the report's processes
+/// x bins, with 40,000 bins of 1 ms each at `--bins 20000`.
 inline std::string forge_many_processes(uint32_t processes, uint64_t samples) {
   return write(samples, [&](uint64_t i) {
-    SystemSample s = one_gpu(at_ns(i));
+    SystemSample s = one_gpu(at_ns(0) + static_cast<int64_t>(i) * 39'999'000'000);
     for (uint32_t pid = 1; pid <= processes; ++pid) {
       s.devices[0].processes.push_back(process(pid, "", (pid + i) << 20U));
     }
@@ -216,11 +223,13 @@ inline std::string forge_many_processes(uint32_t processes, uint64_t samples) {
   });
 }
 
-/// A genuine recording followed by `bytes` of trailers that each claim a 4 MiB index chunk
-/// ending there: every 8 bytes a "VSIX" for the search for the last index to try.
+/// A genuine recording followed by `bytes` of trailers that each claim an index chunk of half
+/// that size ending there: every 8 bytes a "VSIX" for the search for the last index to try, half
+/// of them far enough in to be read whole by a careless search (`bytes` / 16 reads of
+/// `bytes` / 2).
 inline std::string forge_trailer_flood(std::size_t bytes) {
   std::string out = write(plain_samples(10));
-  const uint32_t chunk_bytes = 4U << 20U;
+  const auto chunk_bytes = static_cast<uint32_t>(bytes / 2);
   std::string trailer(reinterpret_cast<const char*>(&chunk_bytes), sizeof chunk_bytes);
   trailer += "VSIX";
   while (out.size() % 8 != 0) out += '\0';

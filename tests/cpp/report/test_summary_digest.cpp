@@ -168,7 +168,7 @@ TEST(SummaryDigest, ANewPidInEverySampleKeepsTheSummaryBounded) {
         auto reader = RecordingReader::open_bytes(bytes);
         RecordingTail tail;
         const RecordingSummary summary = summarise_recording(*reader, tail);
-        // The string budget (32 MiB) runs out before the count (16,384): ~8,000 kept.
+        // The string budget (16 MiB) runs out before the count (16,384): ~4,000 kept.
         const bool bounded = summary.sample_count() == 200 && summary.omitted() &&
                              summary.processes().size() > 1000 &&
                              summary.processes().size() <= max_summary_processes;
