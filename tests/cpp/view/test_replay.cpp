@@ -46,6 +46,9 @@ class MemoryRecording final : public RecordingReader {
   }
   /// No index: the cursor reads from the start, as for a format-2 file.
   std::vector<RecordingSegment> segments() override { return {}; }
+  std::optional<std::string> read_digest(const RecordingSegment& /*segment*/) override {
+    return std::nullopt;
+  }
   void seek(uint64_t /*offset*/) override { throw Error("a memory recording has no index"); }
 
  private:
