@@ -24,17 +24,6 @@ bool raise(std::optional<uint64_t>& peak, uint64_t value) {
   return true;
 }
 
-/// The device that `uuid` names or holds as a MIG instance; null when none does.
-const DeviceSample* find_device(const SystemSample& sample, const std::string& uuid) {
-  for (const DeviceSample& d : sample.devices) {
-    if (d.uuid == uuid) return &d;
-    for (const MigInstanceSample& mig : d.mig_instances) {
-      if (mig.uuid == uuid) return &d;
-    }
-  }
-  return nullptr;
-}
-
 std::string mib(const std::optional<uint64_t>& bytes) {
   return format_amount(bytes, UnitStyle::Mib);
 }
@@ -146,9 +135,12 @@ void RecordingSummary::add(const SystemSample& sample) {
       }
     }
   }
+  if (sample.steps.empty()) return;
+  const std::unordered_map<std::string_view, std::size_t> positions = device_positions(sample);
   for (const StepRecord& step : sample.steps) {
-    const DeviceSample* d = find_device(sample, step.device_uuid);
-    if (d == nullptr) continue;
+    const auto found = positions.find(step.device_uuid);
+    if (found == positions.end()) continue;
+    const DeviceSample* const d = &sample.devices[found->second];
     ProcessPeak* const kept = process(step.pid, d->uuid, d->index);
     if (kept == nullptr) continue;
     ProcessPeak& peak = *kept;

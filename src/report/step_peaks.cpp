@@ -6,20 +6,6 @@
 #include "vramscope/join.hpp"
 
 namespace vramscope::report {
-namespace {
-
-/// The uuid of the GPU that `uuid` names or holds as a MIG instance; empty when none does.
-std::string parent_uuid(const SystemSample& sample, const std::string& uuid) {
-  for (const DeviceSample& d : sample.devices) {
-    if (d.uuid == uuid) return d.uuid;
-    for (const MigInstanceSample& mig : d.mig_instances) {
-      if (mig.uuid == uuid) return d.uuid;
-    }
-  }
-  return {};
-}
-
-}  // namespace
 
 StepPeakCollector::Pending* StepPeakCollector::pending(uint32_t pid, const std::string& uuid) {
   auto found = m_pending.find({pid, uuid});
@@ -81,9 +67,12 @@ void StepPeakCollector::add(const SystemSample& sample, const JoinResult& joined
       }
     }
   }
+  if (sample.steps.empty()) return;
+  const std::unordered_map<std::string_view, std::size_t> positions = device_positions(sample);
   for (const StepRecord& step : sample.steps) {
-    const std::string uuid = parent_uuid(sample, step.device_uuid);
-    if (uuid.empty()) continue;
+    const auto found = positions.find(step.device_uuid);
+    if (found == positions.end()) continue;
+    const std::string& uuid = sample.devices[found->second].uuid;
     Pending* const kept = pending(step.pid, uuid);
     if (kept == nullptr) continue;
     Pending& p = *kept;

@@ -166,6 +166,8 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
     dbin.reserved_bytes = std::max(dbin.reserved_bytes, reserved);
     if (others.seen) add_others(ds, index, others);
   }
+  if (sample.ooms.empty()) return;
+  const std::unordered_map<std::string_view, std::size_t> positions = device_positions(sample);
   for (const OomRecord& oom : sample.ooms) {
     if (m_ooms.size() >= max_timeline_ooms) {
       m_omitted = true;
@@ -174,12 +176,8 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
     OomMark mark;
     mark.offset_ns = static_cast<int64_t>(offset_ns);
     mark.record = oom;
-    for (const DeviceSample& d : sample.devices) {
-      if (d.uuid == oom.device_uuid) mark.device_index = d.index;
-      for (const MigInstanceSample& mig : d.mig_instances) {
-        if (mig.uuid == oom.device_uuid) mark.device_index = d.index;
-      }
-    }
+    const auto found = positions.find(oom.device_uuid);
+    if (found != positions.end()) mark.device_index = sample.devices[found->second].index;
     m_ooms.push_back(mark);
   }
 }
