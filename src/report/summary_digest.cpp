@@ -5,6 +5,8 @@
 // higher (so the earliest time of a peak wins, as in add()), names and commands take the later
 // non-empty value, and peak times are kept relative to the first sample of the whole.
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "report/recording_summary.hpp"
 
@@ -31,41 +33,67 @@ constexpr std::size_t max_digest_depth = 8;
 
 /// Builds the document like from_cbor(), but refuses nesting deeper than max_digest_depth before
 /// going down a level: nlohmann's CBOR reader recurses once per level, so a few hundred bytes
-/// nested 200,000 deep would overflow the stack (a crash, not an exception).
+/// nested 200,000 deep would overflow the stack (a crash, not an exception). Built here rather
+/// than on nlohmann's internal DOM parser, whose template changed between releases.
 class DepthLimitedSax : public nlohmann::json_sax<Json> {
  public:
-  explicit DepthLimitedSax(Json& root) : m_dom(root, false) {}
+  explicit DepthLimitedSax(Json& root) : m_root(root) {}
 
-  bool null() override { return m_dom.null(); }
-  bool boolean(bool value) override { return m_dom.boolean(value); }
-  bool number_integer(number_integer_t value) override { return m_dom.number_integer(value); }
-  bool number_unsigned(number_unsigned_t value) override { return m_dom.number_unsigned(value); }
-  bool number_float(number_float_t value, const string_t& text) override {
-    return m_dom.number_float(value, text);
+  bool null() override { return value(nullptr); }
+  bool boolean(bool v) override { return value(v); }
+  bool number_integer(number_integer_t v) override { return value(v); }
+  bool number_unsigned(number_unsigned_t v) override { return value(v); }
+  bool number_float(number_float_t v, const string_t& /*text*/) override { return value(v); }
+  bool string(string_t& v) override { return value(std::move(v)); }
+  /// A digest holds no binary values.
+  bool binary(binary_t& /*v*/) override { return false; }
+  bool start_object(std::size_t /*size*/) override { return open(Json::object()); }
+  bool key(string_t& name) override {
+    m_member = &(*m_open.back())[name];
+    return true;
   }
-  bool string(string_t& value) override { return m_dom.string(value); }
-  bool binary(binary_t& value) override { return m_dom.binary(value); }
-  bool start_object(std::size_t size) override { return deeper() && m_dom.start_object(size); }
-  bool key(string_t& value) override { return m_dom.key(value); }
-  bool end_object() override {
-    --m_depth;
-    return m_dom.end_object();
-  }
-  bool start_array(std::size_t size) override { return deeper() && m_dom.start_array(size); }
-  bool end_array() override {
-    --m_depth;
-    return m_dom.end_array();
-  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t /*size*/) override { return open(Json::array()); }
+  bool end_array() override { return close(); }
   bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
                    const nlohmann::detail::exception& /*error*/) override {
     return false;
   }
 
  private:
-  bool deeper() { return ++m_depth <= max_digest_depth; }
+  /// Places `v` where the document expects the next value; returns where it went.
+  Json* place(Json v) {
+    if (m_open.empty()) {
+      m_root = std::move(v);
+      return &m_root;
+    }
+    Json& parent = *m_open.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    *m_member = std::move(v);
+    return m_member;
+  }
+  bool value(Json v) {
+    place(std::move(v));
+    return true;
+  }
+  bool open(Json container) {
+    if (m_open.size() >= max_digest_depth) return false;
+    m_open.push_back(place(std::move(container)));
+    return true;
+  }
+  bool close() {
+    m_open.pop_back();
+    return true;
+  }
 
-  nlohmann::detail::json_sax_dom_parser<Json> m_dom;
-  std::size_t m_depth = 0;
+  Json& m_root;
+  /// The arrays and objects being filled, outermost first (at most max_digest_depth).
+  std::vector<Json*> m_open;
+  /// The member of the innermost object that the last key named.
+  Json* m_member = nullptr;
 };
 
 /// Reads element `at` of an array: null for an empty optional.
