@@ -22,6 +22,7 @@
 #include "format/recording_index.hpp"
 #include "format/recording_layout.hpp"
 #include "format/sample_codec.hpp"
+#include "format/varint.hpp"
 #include "vramscope/recording.hpp"
 #include "vramscope/status.hpp"
 
@@ -340,8 +341,21 @@ class RecordingReaderImpl final : public RecordingReader {
   /// chunk. An index chunk must end a segment: it may not come first.
   bool skip_index_chunk(uint64_t file_size) {
     if (m_chunk_count == 0) return stop_corrupt("index chunk before any key chunk");
-    const uint64_t size =
-        std::min<uint64_t>(file_size - m_offset, format::max_index_chunk_bytes + 64);
+    // Only the bytes its header claims (at most ~4 MiB): reading the most an index chunk may take
+    // for every one made a file of many small segments quadratic to read.
+    char head[1 + 10];
+    const std::size_t head_got = m_source->read_at(
+        m_offset, head,
+        static_cast<std::size_t>(std::min<uint64_t>(sizeof head, file_size - m_offset)));
+    std::size_t at = 1;
+    uint64_t body_bytes = 0;
+    uint64_t size = head_got;  // a malformed header: parse_index_chunk() says what is wrong
+    if (format::get_varint(std::string_view(head, head_got), at, body_bytes) ==
+            format::VarintRead::Ok &&
+        body_bytes <= format::max_index_chunk_bytes) {
+      size = std::min<uint64_t>(file_size - m_offset,
+                                at + 6 + body_bytes + format::index_trailer_bytes);
+    }
     m_stored.resize(static_cast<std::size_t>(size));
     m_stored.resize(m_source->read_at(m_offset, m_stored.data(), m_stored.size()));
     std::string why;

@@ -1,6 +1,8 @@
 // tests/cpp/format/test_recording_index.cpp -- finding and reading the index of hostile files in
 // bounded time and memory: trailer magics everywhere, digests that declare 16 MiB each
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -80,6 +82,24 @@ TEST(RecordingIndex, ASegmentMustStartWithAKeyChunkWhereTheIndexSays) {
   std::string shifted = joined;
   shifted.at(forge::first_chunk_offset()) = packed_chunk_marker;
   EXPECT_TRUE(RecordingReader::open_bytes(shifted)->segments().empty());
+}
+
+TEST(RecordingIndex, AFileOfManySmallSegmentsReadsInLinearTime) {
+  // 100,000 one-sample segments, each closed by an index chunk of ~20 bytes: a reader that read
+  // the most an index chunk may take (4 MiB) at each one read ~400 GB for a 5 MB file.
+  const std::string bytes = forge::genuine(100'000, nullptr, 1);
+  EXPECT_EXIT(
+      {
+        rlimit cpu{};
+        cpu.rlim_cur = 5;  // CPU seconds: SIGXCPU past them
+        cpu.rlim_max = 6;
+        ::setrlimit(RLIMIT_CPU, &cpu);
+        auto reader = RecordingReader::open_bytes(bytes);
+        uint64_t count = 0;
+        for (SystemSample s; reader->next(s);) ++count;
+        ::_exit(count == 100'000 && reader->tail_state() == TailState::Clean ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
