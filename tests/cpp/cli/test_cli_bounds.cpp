@@ -4,9 +4,10 @@
 // The files are forged by format/forge_recording.hpp in the shapes of the hostile recordings
 // that once cost gigabytes or minutes: a digest nested 200,000 deep, digests declaring 16 MiB,
 // a sample naming a 64 KiB string 65,536 times, new pids in every sample, 5,000 processes, a
-// flood of index trailers, a flipped bit, two files end to end. Each command runs under a 1 GiB
-// address-space limit (docs/security.md promises a fixed bound plus a small multiple of the
-// file) and a CPU-time limit; a limit reached shows as a signal or a failure, not a pass.
+// flood of index trailers, 100,000 one-sample segments, a flipped bit, two files end to end. Each
+// command runs under a 1 GiB address-space limit (docs/security.md promises a fixed bound plus a
+// small multiple of the file) and a CPU-time limit; a limit reached shows as a signal or a failure,
+// not a pass.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -122,6 +123,7 @@ TEST(CliBounds, EveryReaderStaysWithinItsBoundsOnForgedFiles) {
       {"pid_churn", [] { return forge::forge_pid_churn(200, 1900, 4096); }},
       {"many_processes", [] { return forge::forge_many_processes(5000, 3); }},
       {"trailer_flood", [] { return forge::forge_trailer_flood(4U << 20U); }},
+      {"small_segments", [] { return forge::genuine(100'000, nullptr, 1); }},
   };
   for (const Forged& forged : files) {
     const std::string path = dir.file(std::string(forged.name) + ".vsrec");

@@ -4,8 +4,9 @@
 //   forge_recordings DIR
 //
 // Writes DIR/<shape>.vsrec for every shape (deep_digest, big_digests, table_bomb, pid_churn,
-// many_processes, trailer_flood, bit_flip, forged_digest, joined); each is small and passes
-// the checks it is meant to pass. Not a test by itself (tests/cpp/cli/test_cli_bounds.cpp is).
+// many_processes, trailer_flood, small_segments, bit_flip, forged_digest, joined); each is small
+// and passes the checks it is meant to pass. Not a test by itself
+// (tests/cpp/cli/test_cli_bounds.cpp is).
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
       {"pid_churn", forge::forge_pid_churn(200, 1900, 4096)},
       {"many_processes", forge::forge_many_processes(5000, 3)},
       {"trailer_flood", forge::forge_trailer_flood(4U << 20U)},
+      {"small_segments", forge::genuine(100'000, nullptr, 1)},
       {"bit_flip", forge::flip_bit(genuine, forge::first_chunk_offset() + 12, 2)},
       {"forged_digest",
        forge::genuine(20, std::make_shared<forge::FixedDigest>(claim.serialize()), 1)},
