@@ -31,9 +31,10 @@ struct RecordingMetadata {
 };
 
 /// Folds the samples of one segment of a recording (from one key chunk to the next) into bytes
-/// that the writer stores in the segment's index chunk, so that a reader can summarise the
-/// segment without decoding it (`vramscope show` of a long recording). The format does not
-/// interpret them; report::SummaryDigest is the one `vramscope record` uses.
+/// that the writer stores in the segment's index chunk, so that a reader that trusts the file
+/// can summarise the segment without decoding it. Nothing checks a digest against its samples
+/// short of reading them, so `vramscope show` does not use them. The format does not interpret
+/// them; report::SummaryDigest is the one `vramscope record` uses.
 class SegmentDigest {
  public:
   virtual ~SegmentDigest() = default;
