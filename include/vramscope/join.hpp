@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "vramscope/sample.hpp"
@@ -71,6 +73,11 @@ struct JoinResult {
   /// Did at least one agent row land on a device?
   bool any_torch = false;
 };
+
+/// Position in sample.devices of the first device that each uuid names, directly or as one of
+/// its MIG instances (empty uuids left out). Built in one pass, so that finding the device of
+/// each of a sample's records takes time linear in the sample; the views point into `sample`.
+std::unordered_map<std::string_view, std::size_t> device_positions(const SystemSample& sample);
 
 /// Joins driver processes and allocator samples by (pid, device uuid). An agent whose uuid is a
 /// MIG instance's joins the parent device. Never guesses a pid mapping across namespaces.

@@ -2,16 +2,23 @@
 #include "vramscope/join.hpp"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
 
 namespace vramscope {
 namespace {
 
-/// Does `uuid` name this device or one of its MIG instances?
-bool device_has_uuid(const DeviceSample& device, const std::string& uuid) {
-  if (uuid.empty()) return false;
-  if (device.uuid == uuid) return true;
-  return std::any_of(device.mig_instances.begin(), device.mig_instances.end(),
-                     [&](const MigInstanceSample& mig) { return mig.uuid == uuid; });
+/// For each allocator, the position of the first device that its uuid names; npos when none
+/// does.
+std::vector<std::size_t> allocator_devices(const SystemSample& sample) {
+  const std::unordered_map<std::string_view, std::size_t> owner = device_positions(sample);
+  std::vector<std::size_t> out(sample.allocators.size(), std::string::npos);
+  for (std::size_t a = 0; a < sample.allocators.size(); ++a) {
+    const auto found = owner.find(sample.allocators[a].device_uuid);
+    if (found != owner.end()) out[a] = found->second;
+  }
+  return out;
 }
 
 /// Fills the decomposition of a row that has an agent on `device`, and flags what does not add
@@ -48,30 +55,51 @@ void decompose(const DeviceSample& device, JoinedProcess& row) {
 
 }  // namespace
 
+std::unordered_map<std::string_view, std::size_t> device_positions(const SystemSample& sample) {
+  std::unordered_map<std::string_view, std::size_t> owner;
+  for (std::size_t d = 0; d < sample.devices.size(); ++d) {
+    const DeviceSample& device = sample.devices[d];
+    if (!device.uuid.empty()) owner.emplace(device.uuid, d);
+    for (const MigInstanceSample& mig : device.mig_instances) {
+      if (!mig.uuid.empty()) owner.emplace(mig.uuid, d);
+    }
+  }
+  return owner;
+}
+
 JoinResult join_processes(const SystemSample& sample) {
   JoinResult result;
   std::vector<bool> allocator_used(sample.allocators.size(), false);
+  // Each allocator joins the first device its uuid names (every agent of a device is used up
+  // by the end of that device), and there the first process with its pid: found through
+  // indexes, so that the join takes time linear in the sample (a forged one may hold 65,536
+  // processes and as many agents).
+  const std::vector<std::size_t> owners = allocator_devices(sample);
+  std::vector<std::vector<std::size_t>> device_agents(sample.devices.size());
+  for (std::size_t a = 0; a < owners.size(); ++a) {
+    if (owners[a] != std::string::npos) device_agents[owners[a]].push_back(a);
+  }
 
   for (std::size_t d = 0; d < sample.devices.size(); ++d) {
     const DeviceSample& device = sample.devices[d];
     JoinedDevice joined{d, {}};
-    // Positions of this device's agents; each joins at most one driver row.
-    std::vector<std::size_t> agents;
-    for (std::size_t a = 0; a < sample.allocators.size(); ++a) {
-      if (!allocator_used[a] && device_has_uuid(device, sample.allocators[a].device_uuid)) {
-        agents.push_back(a);
-      }
-    }
+    // Positions of this device's agents, in order; each joins at most one driver row.
+    const std::vector<std::size_t>& agents = device_agents[d];
+    std::unordered_map<uint32_t, std::vector<std::size_t>> agents_by_pid;
+    for (std::size_t a : agents) agents_by_pid[sample.allocators[a].pid].push_back(a);
+    std::unordered_map<uint32_t, std::size_t> next_by_pid;
     for (const ProcessSample& process : device.processes) {
       JoinedProcess row;
       row.driver = process;
       row.pid = process.pid;
-      for (std::size_t a : agents) {
-        if (!allocator_used[a] && sample.allocators[a].pid == process.pid) {
+      const auto same_pid = agents_by_pid.find(process.pid);
+      if (same_pid != agents_by_pid.end()) {
+        std::size_t& next = next_by_pid[process.pid];
+        if (next < same_pid->second.size()) {
+          const std::size_t a = same_pid->second[next++];
           allocator_used[a] = true;
           row.torch = sample.allocators[a];
           decompose(device, row);
-          break;
         }
       }
       joined.processes.push_back(std::move(row));

@@ -132,18 +132,15 @@ std::optional<IndexChunk> parse_index_chunk(std::string_view bytes, uint64_t off
       return std::nullopt;
     }
     const std::string_view packed = body.substr(b);
-    // Bounded: the frame must declare exactly the size the chunk says, at most 16 MiB.
+    // The frame must declare exactly the size the chunk says (at most 16 MiB); it is expanded
+    // only when used (expand_digest), so reading an index expands nothing.
     if (ZSTD_getFrameContentSize(packed.data(), packed.size()) != digest_bytes) {
       why = "index chunk digest sizes disagree";
       return std::nullopt;
     }
-    segment.digest.resize(digest_bytes);
-    const std::size_t size =
-        ZSTD_decompress(segment.digest.data(), segment.digest.size(), packed.data(), packed.size());
-    if (ZSTD_isError(size) != 0 || size != digest_bytes) {
-      why = "index chunk digest is damaged";
-      return std::nullopt;
-    }
+    segment.digest_bytes = digest_bytes;
+    segment.digest_frame_offset = offset + at + b;
+    segment.digest_frame_bytes = static_cast<uint32_t>(packed.size());
   } else if (b != body.size()) {
     why = "bytes left in index chunk";
     return std::nullopt;
@@ -151,11 +148,26 @@ std::optional<IndexChunk> parse_index_chunk(std::string_view bytes, uint64_t off
   return chunk;
 }
 
+std::optional<std::string> expand_digest(std::string_view frame, uint64_t digest_bytes) {
+  if (digest_bytes == 0 || digest_bytes > max_digest_bytes ||
+      ZSTD_getFrameContentSize(frame.data(), frame.size()) != digest_bytes) {
+    return std::nullopt;
+  }
+  std::string digest(static_cast<std::size_t>(digest_bytes), '\0');
+  const std::size_t size =
+      ZSTD_decompress(digest.data(), digest.size(), frame.data(), frame.size());
+  if (ZSTD_isError(size) != 0 || size != digest_bytes) return std::nullopt;
+  return digest;
+}
+
 namespace {
 
 /// The index chunk that ends at `end` (its trailer's last byte is at end - 1), if valid.
+/// `budget` (when set) is charged the bytes of a whole chunk before they are read; none are
+/// read once it is spent. The chunk's header is checked first, from a few bytes, so a trailer
+/// magic in other data rarely costs more than those.
 std::optional<IndexChunk> index_ending_at(const ReadAt& read_at, uint64_t end,
-                                          uint64_t first_chunk_offset) {
+                                          uint64_t first_chunk_offset, uint64_t* budget = nullptr) {
   if (end < first_chunk_offset + index_trailer_bytes) return std::nullopt;
   char trailer[index_trailer_bytes];
   if (read_at(end - index_trailer_bytes, trailer, sizeof trailer) != sizeof trailer)
@@ -167,8 +179,28 @@ std::optional<IndexChunk> index_ending_at(const ReadAt& read_at, uint64_t end,
       chunk_bytes > end - first_chunk_offset) {
     return std::nullopt;
   }
-  std::string bytes(chunk_bytes, '\0');
   const uint64_t start = end - chunk_bytes;
+  // Marker, body length and header check: the body must fill the chunk exactly.
+  char head[1 + 10 + 2];
+  const std::size_t head_got =
+      read_at(start, head, static_cast<std::size_t>(std::min<uint64_t>(sizeof head, chunk_bytes)));
+  std::size_t at = 1;
+  uint64_t body_bytes = 0;
+  if (head_got < 1 || head[0] != index_marker ||
+      !read_varint(std::string_view(head, head_got), at, body_bytes) || head_got < at + 2) {
+    return std::nullopt;
+  }
+  uint16_t check = 0;
+  std::memcpy(&check, head + at, sizeof check);
+  if (check != crc32c_check16(head, at) ||
+      body_bytes != uint64_t{chunk_bytes} - at - 6 - index_trailer_bytes) {
+    return std::nullopt;
+  }
+  if (budget != nullptr) {
+    if (*budget < chunk_bytes) return std::nullopt;
+    *budget -= chunk_bytes;
+  }
+  std::string bytes(chunk_bytes, '\0');
   if (read_at(start, bytes.data(), bytes.size()) != bytes.size()) return std::nullopt;
   std::string why;
   bool cut = false;
@@ -178,7 +210,8 @@ std::optional<IndexChunk> index_ending_at(const ReadAt& read_at, uint64_t end,
 }
 
 /// The last index chunk of the file: at its very end (closed cleanly), or else the last trailer
-/// within max_index_search_bytes of the end (samples or a torn chunk after it).
+/// within max_index_search_bytes of the end (samples or a torn chunk after it). Linear: each
+/// block is read once, and whole candidates only within max_index_candidate_bytes.
 std::optional<IndexChunk> find_last_index(const ReadAt& read_at, uint64_t file_size,
                                           uint64_t first_chunk_offset) {
   if (auto chunk = index_ending_at(read_at, file_size, first_chunk_offset)) return chunk;
@@ -186,6 +219,7 @@ std::optional<IndexChunk> find_last_index(const ReadAt& read_at, uint64_t file_s
       std::max(first_chunk_offset,
                file_size > max_index_search_bytes ? file_size - max_index_search_bytes : 0);
   constexpr std::size_t block = 1U << 20U;
+  uint64_t budget = max_index_candidate_bytes;
   std::string window;
   uint64_t window_end = file_size;
   while (window_end > floor) {
@@ -200,7 +234,9 @@ std::optional<IndexChunk> find_last_index(const ReadAt& read_at, uint64_t file_s
     }
     for (std::size_t i = window.size(); i >= 4; --i) {
       if (std::memcmp(window.data() + i - 4, index_trailer_magic, 4) != 0) continue;
-      if (auto chunk = index_ending_at(read_at, window_start + i, first_chunk_offset)) return chunk;
+      if (auto chunk = index_ending_at(read_at, window_start + i, first_chunk_offset, &budget)) {
+        return chunk;
+      }
     }
     window_end = window_start;
   }
@@ -227,9 +263,15 @@ std::vector<RecordingSegment> read_index(const ReadAt& read_at, uint64_t file_si
   if (segments.empty()) return {};
   std::reverse(segments.begin(), segments.end());
   // The segments must tile the file from its first chunk: nothing unindexed in between.
+  // Each must start with a key chunk where the index says (an index of another file appended
+  // to this one points at bytes of this one).
   uint64_t expected = first_chunk_offset;
   for (const RecordingSegment& segment : segments) {
-    if (segment.offset != expected) return {};
+    char marker = 0;
+    if (segment.offset != expected || read_at(segment.offset, &marker, 1) != 1 ||
+        marker != packed_key_marker) {
+      return {};
+    }
     expected = segment.end_offset;
   }
   return segments;

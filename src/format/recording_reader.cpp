@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -22,6 +24,7 @@
 #include "vramscope/format/recording_index.hpp"
 #include "vramscope/format/recording_layout.hpp"
 #include "vramscope/format/sample_codec.hpp"
+#include "vramscope/format/varint.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {
@@ -85,10 +88,6 @@ class MemorySource final : public ByteSource {
   std::string m_bytes;
 };
 
-/// A decoded sample may not expand beyond this (strings from the table plus struct storage):
-/// bounds the memory a crafted file can make the reader allocate per sample.
-constexpr uint64_t max_decoded_sample_bytes = 256U << 20U;
-
 /// Chunks remembered for the duplicate check (about 80 bytes each): past this the memory is
 /// started afresh, so a very long recording is checked in windows of this many chunks.
 constexpr std::size_t max_remembered_chunks = 1U << 16U;
@@ -107,10 +106,8 @@ class RecordingReaderImpl final : public RecordingReader {
       if (m_finished || !load_chunk()) return false;
     }
     try {
+      // The decoder bounds what the sample expands to as it goes (max_decoded_sample_bytes).
       m_decoder.decode(m_cursor, m_packed ? m_timestamps.base_ns() : m_previous_timestamp_ns, out);
-      if (m_decoder.take_expanded_bytes() > max_decoded_sample_bytes) {
-        throw format::FormatError("sample expands implausibly");
-      }
       // A checksum says the bytes are what was written, not that a GPU could hold them.
       if (std::string why = implausible_bytes(out); !why.empty()) {
         throw format::FormatError("impossible value: " + why);
@@ -135,6 +132,25 @@ class RecordingReaderImpl final : public RecordingReader {
         m_source->size(), m_first_chunk_offset);
   }
 
+  std::optional<std::string> read_digest(const RecordingSegment& segment) override {
+    if (segment.digest_bytes == 0) return std::string();
+    // Bounded before expanding: the sum over this reader, against the file's size.
+    const uint64_t budget = format::max_digest_total_fixed_bytes +
+                            format::max_digest_total_per_file_byte * m_source->size();
+    if (segment.digest_bytes > format::max_digest_bytes ||
+        segment.digest_frame_bytes > format::max_index_chunk_bytes ||
+        segment.digest_bytes > budget - std::min(budget, m_digest_bytes_expanded)) {
+      return std::nullopt;
+    }
+    m_digest_bytes_expanded += segment.digest_bytes;
+    std::string frame(segment.digest_frame_bytes, '\0');
+    if (m_source->read_at(segment.digest_frame_offset, frame.data(), frame.size()) !=
+        frame.size()) {
+      return std::nullopt;
+    }
+    return format::expand_digest(frame, segment.digest_bytes);
+  }
+
   void seek(uint64_t offset) override {
     if (!m_packed) fail("seek needs a format-3 recording");
     // Everything about the stream starts afresh: the next chunk must be a key chunk.
@@ -146,8 +162,9 @@ class RecordingReaderImpl final : public RecordingReader {
     m_tail_message.clear();
     m_unpacker.reset();
     m_chunk_offsets.clear();
-    // The index chunk before `offset` is not read: the next one's back pointer is not checked.
-    m_last_index_offset = unknown_index_offset;
+    // The index chunk before `offset` is not read: the next one's back pointer is not checked,
+    // except at the first chunk, where the next index chunk must say it is the first.
+    m_last_index_offset = offset == m_first_chunk_offset ? 0 : unknown_index_offset;
   }
 
   TailState tail_state() const override { return m_tail_state; }
@@ -329,8 +346,21 @@ class RecordingReaderImpl final : public RecordingReader {
   /// chunk. An index chunk must end a segment: it may not come first.
   bool skip_index_chunk(uint64_t file_size) {
     if (m_chunk_count == 0) return stop_corrupt("index chunk before any key chunk");
-    const uint64_t size =
-        std::min<uint64_t>(file_size - m_offset, format::max_index_chunk_bytes + 64);
+    // Only the bytes its header claims (at most ~4 MiB): reading the most an index chunk may take
+    // for every one made a file of many small segments quadratic to read.
+    char head[1 + 10];
+    const std::size_t head_got = m_source->read_at(
+        m_offset, head,
+        static_cast<std::size_t>(std::min<uint64_t>(sizeof head, file_size - m_offset)));
+    std::size_t at = 1;
+    uint64_t body_bytes = 0;
+    uint64_t size = head_got;  // a malformed header: parse_index_chunk() says what is wrong
+    if (format::get_varint(std::string_view(head, head_got), at, body_bytes) ==
+            format::VarintRead::Ok &&
+        body_bytes <= format::max_index_chunk_bytes) {
+      size = std::min<uint64_t>(file_size - m_offset,
+                                at + 6 + body_bytes + format::index_trailer_bytes);
+    }
     m_stored.resize(static_cast<std::size_t>(size));
     m_stored.resize(m_source->read_at(m_offset, m_stored.data(), m_stored.size()));
     std::string why;
@@ -416,6 +446,8 @@ class RecordingReaderImpl final : public RecordingReader {
   uint64_t m_last_index_offset = 0;
   std::string m_stored;
   std::unique_ptr<format::PackedChunkDecompressor> m_unpacker;
+  /// Digest bytes read_digest() expanded so far (bounded against the file's size).
+  uint64_t m_digest_bytes_expanded = 0;
   /// Bases of packed sample timestamps, mirroring the writer's.
   format::TimestampPredictor m_timestamps;
   TailState m_tail_state = TailState::Clean;

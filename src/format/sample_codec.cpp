@@ -419,8 +419,17 @@ class Cursor {
     if (value > maximum || value > remaining()) {
       throw FormatError(std::string("implausible ") + what + " count " + std::to_string(value));
     }
-    m_decoder.m_expanded_bytes += value * sizeof(T);
+    charge(value * sizeof(T));
     return static_cast<std::size_t>(value);
+  }
+
+  /// Charges `bytes` about to be made to the sample's budget; throws before exceeding it.
+  void charge(uint64_t bytes) {
+    if (bytes > max_decoded_sample_bytes - m_decoder.m_expanded_bytes) {
+      throw FormatError("sample expands implausibly (beyond " +
+                        std::to_string(max_decoded_sample_bytes >> 20U) + " MiB)");
+    }
+    m_decoder.m_expanded_bytes += bytes;
   }
 
   uint32_t read_flags(uint32_t known, const char* what) {
@@ -447,6 +456,7 @@ class Cursor {
     if (code == string_literal || code == string_literal_added) {
       const uint64_t size = u();
       if (size == 0 || size > max_string_bytes) throw FormatError("bad string length");
+      charge(size);
       out.assign(take(static_cast<std::size_t>(size)));
       if (code == string_literal_added) {
         auto& table = m_decoder.m_table;
@@ -459,9 +469,10 @@ class Cursor {
     } else {
       const uint64_t index = code - string_table_base;
       if (index >= m_decoder.m_table.size()) throw FormatError("string reference out of range");
-      out = m_decoder.m_table[static_cast<std::size_t>(index)];
+      const std::string& text = m_decoder.m_table[static_cast<std::size_t>(index)];
+      charge(text.size());
+      out = text;
     }
-    m_decoder.m_expanded_bytes += out.size();
   }
 
   // The field operations of the walk_* functions (see "The fields, once for both directions").
@@ -508,6 +519,7 @@ class Cursor {
 };
 
 void SampleDecoder::decode(std::string_view& bytes, int64_t base_timestamp_ns, SystemSample& out) {
+  m_expanded_bytes = 0;
   Cursor outer(*this, bytes);
   const uint64_t size = outer.u();
   if (size == 0 || size > outer.remaining()) throw FormatError("bad sample length");
@@ -515,12 +527,6 @@ void SampleDecoder::decode(std::string_view& bytes, int64_t base_timestamp_ns, S
   inner.sample(out, base_timestamp_ns);
   if (inner.remaining() != 0) throw FormatError("trailing bytes after a sample");
   bytes.remove_prefix(bytes.size() - outer.remaining());
-}
-
-uint64_t SampleDecoder::take_expanded_bytes() {
-  const uint64_t out = m_expanded_bytes;
-  m_expanded_bytes = 0;
-  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "vramscope/clock.hpp"
 #include "vramscope/report/svg_chart.hpp"
 #include "vramscope/report/table_report.hpp"
+#include "vramscope/report/text_cells.hpp"
 #include "vramscope/units.hpp"
 
 namespace vramscope::report {
@@ -34,9 +35,14 @@ std::string bytes_cell(const char* field, const std::optional<uint64_t>& bytes) 
                      *bytes, *bytes, mib(bytes));
 }
 
+/// Columns of a command line in the process table (the page's JSON holds it whole): a summary
+/// may hold 16,384 of them, 64 KiB each.
+constexpr std::size_t max_command_columns = 300;
+
 /// "GPU 0 · rank 1 · pid 4021": how the page names a process.
 std::string process_label(const TimelineProcess& p) {
   std::string out = "GPU " + std::to_string(p.device_index);
+  if (p.other) return out + " · other processes";
   if (p.rank >= 0) out += " · rank " + std::to_string(p.rank);
   return out + " · pid " + std::to_string(p.pid);
 }
@@ -91,7 +97,8 @@ std::string summary_html(const RunProfile& run) {
         "<tr data-pid=\"{}\" data-device-uuid=\"{}\"><td>{}</td><td>{}</td><td "
         "class=\"cmd\">{}</td>"
         "{}{}{}<td data-field=\"step_count\" data-count=\"{}\">{}</td>{}</tr>\n",
-        p.pid, html_escape(p.device_uuid), p.device_index, p.pid, html_escape(p.command),
+        p.pid, html_escape(p.device_uuid), p.device_index, p.pid,
+        html_escape(fit_text(p.command, max_command_columns)),
         bytes_cell("peak_used_bytes", p.peak_used_bytes),
         bytes_cell("torch_peak_allocated_bytes", p.torch_peak_allocated_bytes),
         bytes_cell("torch_peak_reserved_bytes", p.torch_peak_reserved_bytes),
@@ -335,6 +342,13 @@ std::string format_html_report(const RunProfile& run, const Timeline& t,
       "</select></label> <button id=\"zoom-reset\" type=\"button\">Reset zoom</button> "
       "<span id=\"zoom-label\">Drag across a timeline to zoom in on time.</span></nav>\n";
   out += summary_html(run);
+  if (t.omitted) {
+    out += fmt::format(
+        "<p class=\"note omitted\">This recording names more than the page charts: at most {} "
+        "GPUs and {} processes get their own series (later processes are summed per GPU as "
+        "\"other processes\") and {} OOMs are listed.</p>\n",
+        max_timeline_devices, max_timeline_processes, max_timeline_ooms);
+  }
   for (const TimelineDevice& d : t.devices) out += device_html(t, d, options);
   for (std::size_t k = 0; k < t.processes.size(); ++k) out += process_html(run, t, k, options);
   out += oom_html(t);

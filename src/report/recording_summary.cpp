@@ -24,17 +24,6 @@ bool raise(std::optional<uint64_t>& peak, uint64_t value) {
   return true;
 }
 
-/// The device that `uuid` names or holds as a MIG instance; null when none does.
-const DeviceSample* find_device(const SystemSample& sample, const std::string& uuid) {
-  for (const DeviceSample& d : sample.devices) {
-    if (d.uuid == uuid) return &d;
-    for (const MigInstanceSample& mig : d.mig_instances) {
-      if (mig.uuid == uuid) return &d;
-    }
-  }
-  return nullptr;
-}
-
 std::string mib(const std::optional<uint64_t>& bytes) {
   return format_amount(bytes, UnitStyle::Mib);
 }
@@ -54,13 +43,46 @@ nlohmann::ordered_json text_or_null(const std::string& text) {
 
 }  // namespace
 
-ProcessPeak& RecordingSummary::process(uint32_t pid, const std::string& uuid,
+DevicePeak* RecordingSummary::device(const std::string& uuid) {
+  if (const auto found = m_devices.find(uuid); found != m_devices.end()) return &found->second;
+  if (m_devices.size() >= max_summary_devices ||
+      2 * uuid.size() > max_summary_text_bytes - m_text_bytes) {
+    m_omitted = true;
+    return nullptr;
+  }
+  m_text_bytes += 2 * uuid.size();
+  DevicePeak& peak = m_devices[uuid];
+  peak.uuid = uuid;
+  return &peak;
+}
+
+ProcessPeak* RecordingSummary::process(uint32_t pid, const std::string& uuid,
                                        uint32_t device_index) {
-  ProcessPeak& peak = m_processes[{pid, uuid}];
-  peak.pid = pid;
-  peak.device_uuid = uuid;
-  peak.device_index = device_index;
-  return peak;
+  auto found = m_processes.find({pid, uuid});
+  if (found == m_processes.end()) {
+    if (m_processes.size() >= max_summary_processes ||
+        2 * uuid.size() > max_summary_text_bytes - m_text_bytes) {
+      m_omitted = true;
+      return nullptr;
+    }
+    m_text_bytes += 2 * uuid.size();
+    found = m_processes.emplace(std::make_pair(pid, uuid), ProcessPeak{}).first;
+    found->second.pid = pid;
+    found->second.device_uuid = uuid;
+  }
+  found->second.device_index = device_index;
+  return &found->second;
+}
+
+void RecordingSummary::set_text(std::string& field, const std::string& value) {
+  if (field == value) return;
+  const std::size_t kept = m_text_bytes - field.size();
+  if (value.size() > max_summary_text_bytes - kept) {
+    m_omitted = true;
+    return;
+  }
+  field = value;
+  m_text_bytes = kept + value.size();
 }
 
 void RecordingSummary::add(const SystemSample& sample) {
@@ -77,21 +99,27 @@ void RecordingSummary::add(const SystemSample& sample) {
   m_oom_count += sample.ooms.size();
 
   for (const DeviceSample& d : sample.devices) {
-    DevicePeak& peak = m_devices[d.uuid];
-    peak.index = d.index;
-    peak.uuid = d.uuid;
-    if (!d.name.empty()) peak.name = d.name;
-    if (d.total_bytes) peak.total_bytes = d.total_bytes;
-    if (d.used_bytes && raise(peak.peak_used_bytes, *d.used_bytes)) peak.peak_offset_ns = offset_ns;
+    DevicePeak* const peak = device(d.uuid);
+    if (peak == nullptr) continue;
+    peak->index = d.index;
+    if (!d.name.empty()) set_text(peak->name, d.name);
+    if (d.total_bytes) peak->total_bytes = d.total_bytes;
+    if (d.used_bytes && raise(peak->peak_used_bytes, *d.used_bytes)) {
+      peak->peak_offset_ns = offset_ns;
+    }
   }
 
   const JoinResult joined = join_processes(sample);
   for (const JoinedDevice& jd : joined.devices) {
     const DeviceSample& d = sample.devices[jd.device_position];
     for (const JoinedProcess& row : jd.processes) {
-      ProcessPeak& peak = process(row.pid, d.uuid, d.index);
+      ProcessPeak* const kept = process(row.pid, d.uuid, d.index);
+      if (kept == nullptr) continue;
+      ProcessPeak& peak = *kept;
       if (row.driver) {
-        if (row.driver->visible && !row.driver->command.empty()) peak.command = row.driver->command;
+        if (row.driver->visible && !row.driver->command.empty()) {
+          set_text(peak.command, row.driver->command);
+        }
         if (row.driver->used_bytes && raise(peak.peak_used_bytes, *row.driver->used_bytes)) {
           peak.peak_offset_ns = offset_ns;
         }
@@ -107,10 +135,15 @@ void RecordingSummary::add(const SystemSample& sample) {
       }
     }
   }
+  if (sample.steps.empty()) return;
+  const std::unordered_map<std::string_view, std::size_t> positions = device_positions(sample);
   for (const StepRecord& step : sample.steps) {
-    const DeviceSample* d = find_device(sample, step.device_uuid);
-    if (d == nullptr) continue;
-    ProcessPeak& peak = process(step.pid, d->uuid, d->index);
+    const auto found = positions.find(step.device_uuid);
+    if (found == positions.end()) continue;
+    const DeviceSample* const d = &sample.devices[found->second];
+    ProcessPeak* const kept = process(step.pid, d->uuid, d->index);
+    if (kept == nullptr) continue;
+    ProcessPeak& peak = *kept;
     raise(peak.step_count, step.step);
     raise(peak.max_step_peak_allocated_bytes, step.peak_allocated_bytes);
     if (step.category_bytes &&
@@ -164,6 +197,12 @@ std::string format_summary_text(const std::string& path, const RecordingMetadata
            pad_left(mib(d.total_bytes), 9) + "  " + pad_left(mib(d.peak_used_bytes), 9) + "  " +
            (d.peak_used_bytes ? offset_text(d.peak_offset_ns) : "-") + "\n";
     out += "     " + fit_text(uuid, 75) + "\n";
+  }
+  if (summary.omitted()) {
+    out += "\nNot listed: more GPUs or processes than a summary keeps (" +
+           std::to_string(max_summary_devices) + " GPUs, " + std::to_string(max_summary_processes) +
+           " processes, " + std::to_string(max_summary_text_bytes >> 20U) +
+           " MiB of names and commands)\n";
   }
   if (summary.processes().empty()) return out;
   out += "\nProcess peaks (driver used; torch allocated/reserved when an agent published)\n";
@@ -252,6 +291,7 @@ std::string format_summary_json(const std::string& path, const RecordingMetadata
       {"message", tail.state == TailState::Clean ? json(nullptr) : text_or_null(tail.message)}};
   doc["oom_count"] = summary.oom_count();
   doc["devices"] = devices;
+  doc["omitted"] = summary.omitted();
   doc["processes"] = processes;
   // A recording holds other processes' commands: bad UTF-8 becomes U+FFFD (see json_report).
   return json_text(doc, 2);

@@ -6,28 +6,29 @@
 #include "vramscope/join.hpp"
 
 namespace vramscope::report {
-namespace {
 
-/// The uuid of the GPU that `uuid` names or holds as a MIG instance; empty when none does.
-std::string parent_uuid(const SystemSample& sample, const std::string& uuid) {
-  for (const DeviceSample& d : sample.devices) {
-    if (d.uuid == uuid) return d.uuid;
-    for (const MigInstanceSample& mig : d.mig_instances) {
-      if (mig.uuid == uuid) return d.uuid;
-    }
+StepPeakCollector::Pending* StepPeakCollector::pending(uint32_t pid, const std::string& uuid) {
+  auto found = m_pending.find({pid, uuid});
+  if (found != m_pending.end()) return &found->second;
+  if (m_pending.size() >= max_step_processes) return nullptr;
+  return &m_pending[{pid, uuid}];
+}
+
+void StepPeakCollector::merge(std::map<uint64_t, StepPoint>& steps, const StepPoint& point) {
+  const auto found = steps.find(point.step);
+  if (found == steps.end()) {
+    if (m_points >= max_step_points) return;
+    ++m_points;
+    steps.emplace(point.step, point);
+    return;
   }
-  return {};
+  found->second.peak_allocated_bytes =
+      std::max(found->second.peak_allocated_bytes, point.peak_allocated_bytes);
+  found->second.peak_reserved_bytes =
+      std::max(found->second.peak_reserved_bytes, point.peak_reserved_bytes);
 }
 
-/// Keeps the higher peaks when a step is seen twice (polls repeat until the next step ends).
-void merge(std::map<uint64_t, StepPoint>& steps, const StepPoint& point) {
-  auto [it, inserted] = steps.emplace(point.step, point);
-  if (inserted) return;
-  it->second.peak_allocated_bytes =
-      std::max(it->second.peak_allocated_bytes, point.peak_allocated_bytes);
-  it->second.peak_reserved_bytes =
-      std::max(it->second.peak_reserved_bytes, point.peak_reserved_bytes);
-}
+namespace {
 
 /// The value at nearest rank `percent` of sorted `values` (non-empty).
 uint64_t nearest_rank(const std::vector<uint64_t>& values, uint64_t percent) {
@@ -47,7 +48,9 @@ void StepPeakCollector::add(const SystemSample& sample, const JoinResult& joined
     const DeviceSample& d = sample.devices[jd.device_position];
     for (const JoinedProcess& row : jd.processes) {
       if (!row.torch) continue;
-      Pending& p = m_pending[{row.pid, d.uuid}];
+      Pending* const kept = pending(row.pid, d.uuid);
+      if (kept == nullptr) continue;
+      Pending& p = *kept;
       if (row.torch->rank >= 0) p.rank = row.torch->rank;
       // After step() n the agent publishes n and the peaks of the step that just ended, and
       // repeats them until the next step() call.
@@ -57,14 +60,22 @@ void StepPeakCollector::add(const SystemSample& sample, const JoinResult& joined
         point.end_offset_ns = sample.timestamp_ns - m_start_ns;
         point.peak_allocated_bytes = row.torch->step_peak_allocated_bytes;
         point.peak_reserved_bytes = row.torch->step_peak_reserved_bytes;
-        if (p.polled.find(point.step) == p.polled.end()) p.polled.emplace(point.step, point);
+        if (p.polled.find(point.step) == p.polled.end() && m_points < max_step_points) {
+          ++m_points;
+          p.polled.emplace(point.step, point);
+        }
       }
     }
   }
+  if (sample.steps.empty()) return;
+  const std::unordered_map<std::string_view, std::size_t> positions = device_positions(sample);
   for (const StepRecord& step : sample.steps) {
-    const std::string uuid = parent_uuid(sample, step.device_uuid);
-    if (uuid.empty()) continue;
-    Pending& p = m_pending[{step.pid, uuid}];
+    const auto found = positions.find(step.device_uuid);
+    if (found == positions.end()) continue;
+    const std::string& uuid = sample.devices[found->second].uuid;
+    Pending* const kept = pending(step.pid, uuid);
+    if (kept == nullptr) continue;
+    Pending& p = *kept;
     if (step.rank >= 0) p.rank = step.rank;
     StepPoint point;
     point.step = step.step;

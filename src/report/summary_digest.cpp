@@ -1,10 +1,12 @@
 // src/report/summary_digest.cpp -- RecordingSummary merged across segments, serialized as the
-// digest of a recording's index chunks, and `show`'s reading through the index
+// digest of a recording's index chunks, parsed back within bounds, and `show`'s reading
 //
 // merge() must give what add()ing the later samples would: peaks are raised only when strictly
 // higher (so the earliest time of a peak wins, as in add()), names and commands take the later
 // non-empty value, and peak times are kept relative to the first sample of the whole.
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "vramscope/report/recording_summary.hpp"
 #include "vramscope/report/summary_plausible.hpp"
@@ -25,6 +27,75 @@ template <typename T>
 Json opt(const std::optional<T>& value) {
   return value ? Json(*value) : Json(nullptr);
 }
+
+/// Deepest nesting a digest may have: serialize() writes 4 levels (document, list, entry,
+/// category bytes).
+constexpr std::size_t max_digest_depth = 8;
+
+/// Builds the document like from_cbor(), but refuses nesting deeper than max_digest_depth before
+/// going down a level: nlohmann's CBOR reader recurses once per level, so a few hundred bytes
+/// nested 200,000 deep would overflow the stack (a crash, not an exception). Built here rather
+/// than on nlohmann's internal DOM parser, whose template changed between releases.
+class DepthLimitedSax : public nlohmann::json_sax<Json> {
+ public:
+  explicit DepthLimitedSax(Json& root) : m_root(root) {}
+
+  bool null() override { return value(nullptr); }
+  bool boolean(bool v) override { return value(v); }
+  bool number_integer(number_integer_t v) override { return value(v); }
+  bool number_unsigned(number_unsigned_t v) override { return value(v); }
+  bool number_float(number_float_t v, const string_t& /*text*/) override { return value(v); }
+  bool string(string_t& v) override { return value(std::move(v)); }
+  /// A digest holds no binary values.
+  bool binary(binary_t& /*v*/) override { return false; }
+  bool start_object(std::size_t /*size*/) override { return open(Json::object()); }
+  bool key(string_t& name) override {
+    m_member = &(*m_open.back())[name];
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t /*size*/) override { return open(Json::array()); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& /*error*/) override {
+    return false;
+  }
+
+ private:
+  /// Places `v` where the document expects the next value; returns where it went.
+  Json* place(Json v) {
+    if (m_open.empty()) {
+      m_root = std::move(v);
+      return &m_root;
+    }
+    Json& parent = *m_open.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    *m_member = std::move(v);
+    return m_member;
+  }
+  bool value(Json v) {
+    place(std::move(v));
+    return true;
+  }
+  bool open(Json container) {
+    if (m_open.size() >= max_digest_depth) return false;
+    m_open.push_back(place(std::move(container)));
+    return true;
+  }
+  bool close() {
+    m_open.pop_back();
+    return true;
+  }
+
+  Json& m_root;
+  /// The arrays and objects being filled, outermost first (at most max_digest_depth).
+  std::vector<Json*> m_open;
+  /// The member of the innermost object that the last key named.
+  Json* m_member = nullptr;
+};
 
 /// Reads element `at` of an array: null for an empty optional.
 template <typename T>
@@ -54,20 +125,22 @@ void RecordingSummary::merge(const RecordingSummary& later) {
   m_sample_count += later.m_sample_count;
   m_end_ns = std::max(m_end_ns, later.m_end_ns);
   m_oom_count += later.m_oom_count;
+  m_omitted = m_omitted || later.m_omitted;
+  // Through device() and process(): the caps hold for the merged summary too.
   for (const auto& [uuid, b] : later.m_devices) {
-    DevicePeak& a = m_devices[uuid];
+    DevicePeak* const kept = device(uuid);
+    if (kept == nullptr) continue;
+    DevicePeak& a = *kept;
     a.index = b.index;
-    a.uuid = b.uuid;
-    if (!b.name.empty()) a.name = b.name;
+    if (!b.name.empty()) set_text(a.name, b.name);
     if (b.total_bytes) a.total_bytes = b.total_bytes;
     if (raise(a.peak_used_bytes, b.peak_used_bytes)) a.peak_offset_ns = rebase(b.peak_offset_ns);
   }
   for (const auto& [key, b] : later.m_processes) {
-    ProcessPeak& a = m_processes[key];
-    a.pid = b.pid;
-    a.device_uuid = b.device_uuid;
-    a.device_index = b.device_index;
-    if (!b.command.empty()) a.command = b.command;
+    ProcessPeak* const kept = process(key.first, key.second, b.device_index);
+    if (kept == nullptr) continue;
+    ProcessPeak& a = *kept;
+    if (!b.command.empty()) set_text(a.command, b.command);
     if (raise(a.peak_used_bytes, b.peak_used_bytes)) a.peak_offset_ns = rebase(b.peak_offset_ns);
     raise(a.torch_peak_allocated_bytes, b.torch_peak_allocated_bytes);
     raise(a.torch_peak_reserved_bytes, b.torch_peak_reserved_bytes);
@@ -96,9 +169,11 @@ std::string RecordingSummary::serialize() const {
          opt(p.max_step_peak_allocated_bytes), opt(p.category_step),
          opt(p.category_step_peak_requested_bytes), categories}));
   }
-  const Json doc = {{"v", 1},          {"n", m_sample_count}, {"start", m_start_ns},
-                    {"end", m_end_ns}, {"ooms", m_oom_count}, {"d", devices},
-                    {"p", processes}};
+  Json doc = {{"v", 1},          {"n", m_sample_count}, {"start", m_start_ns},
+              {"end", m_end_ns}, {"ooms", m_oom_count}, {"d", devices},
+              {"p", processes}};
+  // Only when set, so that digests stay as they were; a reader that does not know it ignores it.
+  if (m_omitted) doc["o"] = true;
   const std::vector<std::uint8_t> bytes = Json::to_cbor(doc);
   return {bytes.begin(), bytes.end()};
 }
@@ -107,29 +182,38 @@ std::optional<RecordingSummary> RecordingSummary::parse(std::string_view bytes) 
   // A digest that does not parse (damaged, or from a later writer) is not used: the caller
   // reads the samples instead.
   try {
-    const Json doc = Json::from_cbor(bytes.begin(), bytes.end());
+    Json doc;
+    DepthLimitedSax sax(doc);
+    if (!Json::sax_parse(bytes.begin(), bytes.end(), &sax, Json::input_format_t::cbor)) {
+      return std::nullopt;
+    }
     if (doc.at("v").get<int>() != 1) return std::nullopt;
     RecordingSummary s;
     s.m_sample_count = doc.at("n").get<uint64_t>();
     s.m_start_ns = doc.at("start").get<int64_t>();
     s.m_end_ns = doc.at("end").get<int64_t>();
     s.m_oom_count = doc.at("ooms").get<uint64_t>();
+    s.m_omitted = doc.contains("o") && doc.at("o").get<bool>();
     for (const Json& d : doc.at("d")) {
       DevicePeak peak;
       peak.index = d.at(0).get<uint32_t>();
-      peak.name = d.at(1).get<std::string>();
-      peak.uuid = d.at(2).get<std::string>();
+      const std::string name = d.at(1).get<std::string>();
+      const std::string uuid = d.at(2).get<std::string>();
       get_opt(d, 3, peak.total_bytes);
       get_opt(d, 4, peak.peak_used_bytes);
       peak.peak_offset_ns = d.at(5).get<int64_t>();
-      s.m_devices[peak.uuid] = peak;
+      DevicePeak* const kept = s.device(uuid);
+      if (kept == nullptr) continue;
+      peak.uuid = uuid;
+      *kept = peak;
+      s.set_text(kept->name, name);
     }
     for (const Json& p : doc.at("p")) {
       ProcessPeak peak;
       peak.pid = p.at(0).get<uint32_t>();
       peak.device_uuid = p.at(1).get<std::string>();
       peak.device_index = p.at(2).get<uint32_t>();
-      peak.command = p.at(3).get<std::string>();
+      const std::string command = p.at(3).get<std::string>();
       get_opt(p, 4, peak.peak_used_bytes);
       peak.peak_offset_ns = p.at(5).get<int64_t>();
       get_opt(p, 6, peak.torch_peak_allocated_bytes);
@@ -139,7 +223,10 @@ std::optional<RecordingSummary> RecordingSummary::parse(std::string_view bytes) 
       get_opt(p, 10, peak.category_step);
       get_opt(p, 11, peak.category_step_peak_requested_bytes);
       if (!p.at(12).is_null()) peak.category_step_bytes = p.at(12).get<CategoryBytes>();
-      s.m_processes[{peak.pid, peak.device_uuid}] = peak;
+      ProcessPeak* const kept = s.process(peak.pid, peak.device_uuid, peak.device_index);
+      if (kept == nullptr) continue;
+      *kept = peak;
+      s.set_text(kept->command, command);
     }
     // Impossible peaks are no summary: the segment is read instead (summary_plausible.hpp).
     if (!implausible_bytes(s).empty()) return std::nullopt;
@@ -155,33 +242,12 @@ std::string SummaryDigest::take() {
   return out;
 }
 
-RecordingSummary summarise_recording(RecordingReader& reader, bool use_index, RecordingTail& tail,
-                                     std::size_t* indexed_segments) {
+RecordingSummary summarise_recording(RecordingReader& reader, RecordingTail& tail) {
   RecordingSummary summary;
-  std::size_t used = 0;
-  if (use_index) {
-    const std::vector<RecordingSegment> segments = reader.segments();
-    RecordingSummary merged;
-    bool whole = !segments.empty();
-    for (const RecordingSegment& segment : segments) {
-      std::optional<RecordingSummary> part = RecordingSummary::parse(segment.digest);
-      if (!part || part->sample_count() != segment.sample_count) {
-        whole = false;
-        break;
-      }
-      merged.merge(*part);
-    }
-    if (whole) {
-      summary = std::move(merged);
-      used = segments.size();
-      reader.seek(segments.back().end_offset);
-    }
-  }
   SystemSample sample;
   while (reader.next(sample)) summary.add(sample);
   tail.state = reader.tail_state();
   tail.message = reader.tail_message();
-  if (indexed_segments != nullptr) *indexed_segments = used;
   return summary;
 }
 

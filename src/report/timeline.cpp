@@ -57,8 +57,17 @@ TimelineCollector::TimelineCollector(std::size_t target_bins, int64_t first_bin_
 void TimelineCollector::merge_bins(std::size_t factor) {
   for (auto& [uuid, d] : m_devices) merge_vector(d.bins, factor);
   for (auto& [key, p] : m_processes) merge_vector(p.bins, factor);
+  for (auto& [uuid, p] : m_others) merge_vector(p.bins, factor);
   m_bin_count = (m_bin_count + factor - 1) / factor;
   m_bin_ns *= factor;
+}
+
+void TimelineCollector::add_series() {
+  ++m_series;
+  // Up to 2 × target bins live per series while collecting.
+  const std::size_t most = std::max<std::size_t>(max_timeline_series_bins / (2 * m_series), 1);
+  m_target_bins = std::min(m_target_bins, most);
+  while (m_bin_count >= 2 * m_target_bins) merge_bins(2);
 }
 
 void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined) {
@@ -77,7 +86,16 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
 
   for (const JoinedDevice& jd : joined.devices) {
     const DeviceSample& ds = sample.devices[jd.device_position];
-    TimelineDevice& device = m_devices[ds.uuid];
+    auto found = m_devices.find(ds.uuid);
+    if (found == m_devices.end()) {
+      if (m_devices.size() >= max_timeline_devices) {
+        m_omitted = true;
+        continue;
+      }
+      found = m_devices.emplace(ds.uuid, TimelineDevice{}).first;
+      add_series();
+    }
+    TimelineDevice& device = found->second;
     device.index = ds.index;
     device.uuid = ds.uuid;
     if (!ds.name.empty()) device.name = ds.name;
@@ -87,8 +105,28 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
     if (ds.used_bytes) dbin.used_bytes = std::max(dbin.used_bytes, bytes(*ds.used_bytes));
     double allocated = 0;
     double reserved = 0;
+    /// The processes past the cap, summed: their share of the stack at this sample.
+    ProcessBin others;
     for (const JoinedProcess& row : jd.processes) {
-      TimelineProcess& process = m_processes[{row.pid, ds.uuid}];
+      auto kept = m_processes.find({row.pid, ds.uuid});
+      if (kept == m_processes.end() && m_processes.size() < max_timeline_processes) {
+        kept = m_processes.emplace(std::make_pair(row.pid, ds.uuid), TimelineProcess{}).first;
+        add_series();
+      }
+      if (kept == m_processes.end()) {
+        m_omitted = true;
+        others.seen = true;
+        if (row.driver && row.driver->used_bytes)
+          others.used_bytes += bytes(*row.driver->used_bytes);
+        if (row.torch) {
+          others.allocated_bytes += bytes(row.torch->allocated_bytes);
+          others.reserved_bytes += bytes(row.torch->reserved_bytes);
+          allocated += bytes(row.torch->allocated_bytes);
+          reserved += bytes(row.torch->reserved_bytes);
+        }
+        continue;
+      }
+      TimelineProcess& process = kept->second;
       process.pid = row.pid;
       process.device_uuid = ds.uuid;
       process.device_index = ds.index;
@@ -126,18 +164,46 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
     }
     dbin.allocated_bytes = std::max(dbin.allocated_bytes, allocated);
     dbin.reserved_bytes = std::max(dbin.reserved_bytes, reserved);
+    if (others.seen) add_others(ds, index, others);
   }
+  if (sample.ooms.empty()) return;
+  const std::unordered_map<std::string_view, std::size_t> positions = device_positions(sample);
   for (const OomRecord& oom : sample.ooms) {
+    if (m_ooms.size() >= max_timeline_ooms) {
+      m_omitted = true;
+      break;
+    }
     OomMark mark;
     mark.offset_ns = static_cast<int64_t>(offset_ns);
     mark.record = oom;
-    for (const DeviceSample& d : sample.devices) {
-      if (d.uuid == oom.device_uuid) mark.device_index = d.index;
-      for (const MigInstanceSample& mig : d.mig_instances) {
-        if (mig.uuid == oom.device_uuid) mark.device_index = d.index;
-      }
-    }
+    const auto found = positions.find(oom.device_uuid);
+    if (found != positions.end()) mark.device_index = sample.devices[found->second].index;
     m_ooms.push_back(mark);
+  }
+}
+
+void TimelineCollector::add_others(const DeviceSample& ds, std::size_t index,
+                                   const ProcessBin& sums) {
+  auto found = m_others.find(ds.uuid);
+  if (found == m_others.end()) {
+    found = m_others.emplace(ds.uuid, TimelineProcess{}).first;
+    found->second.other = true;
+    found->second.device_uuid = ds.uuid;
+    found->second.command = "processes past the first " + std::to_string(max_timeline_processes);
+    add_series();
+  }
+  TimelineProcess& other = found->second;
+  other.device_index = ds.index;
+  other.any_driver = other.any_driver || sums.used_bytes > 0;
+  other.any_torch = other.any_torch || sums.reserved_bytes > 0;
+  ProcessBin& bin = bin_at(other.bins, index);
+  merge_maxima(bin, sums);
+  const double key = other.any_driver ? sums.used_bytes : sums.reserved_bytes;
+  if (key > bin.peak_key_bytes) {
+    bin.peak_key_bytes = key;
+    bin.peak_allocated_bytes = sums.allocated_bytes;
+    bin.peak_cached_free_bytes = std::max(sums.reserved_bytes - sums.allocated_bytes, 0.0);
+    bin.peak_outside_pytorch_bytes = std::max(key - sums.reserved_bytes, 0.0);
   }
 }
 
@@ -169,11 +235,18 @@ Timeline TimelineCollector::finish() {
     hold(p.bins);
     out.processes.push_back(std::move(p));
   }
+  for (auto& [uuid, p] : m_others) {
+    hold(p.bins);
+    out.processes.push_back(std::move(p));
+  }
+  // Each GPU's "other processes" last.
   std::sort(out.processes.begin(), out.processes.end(),
             [](const TimelineProcess& x, const TimelineProcess& y) {
-              return std::tie(x.device_index, x.pid) < std::tie(y.device_index, y.pid);
+              return std::tie(x.device_index, x.other, x.pid) <
+                     std::tie(y.device_index, y.other, y.pid);
             });
   out.ooms = std::move(m_ooms);
+  out.omitted = m_omitted;
   return out;
 }
 

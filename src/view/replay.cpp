@@ -9,6 +9,30 @@
 
 namespace vramscope::view {
 
+namespace {
+
+/// About the memory `sample` holds (its strings and list storage): what the window is charged.
+std::size_t sample_bytes(const SystemSample& sample) {
+  std::size_t bytes = sizeof sample + sample.hostname.size() + sample.driver_version.size() +
+                      sample.allocators.size() * sizeof(AllocatorSample) +
+                      sample.steps.size() * sizeof(StepRecord) +
+                      sample.ooms.size() * sizeof(OomRecord);
+  for (const DeviceSample& d : sample.devices) {
+    bytes += sizeof d + d.name.size() + d.uuid.size() + d.pci_bus_id.size() + d.error.size() +
+             d.mig_instances.size() * sizeof(MigInstanceSample);
+    for (const MigInstanceSample& m : d.mig_instances) bytes += m.uuid.size();
+    for (const ProcessSample& p : d.processes) {
+      bytes += sizeof p + p.user.size() + p.command.size();
+    }
+  }
+  for (const AllocatorSample& a : sample.allocators) bytes += a.device_uuid.size();
+  for (const StepRecord& r : sample.steps) bytes += r.device_uuid.size();
+  for (const OomRecord& r : sample.ooms) bytes += r.device_uuid.size();
+  return bytes;
+}
+
+}  // namespace
+
 uint64_t peak_sample_index(RecordingReader& reader) {
   uint64_t peak_index = 0;
   uint64_t peak_used_bytes = 0;
@@ -64,9 +88,12 @@ bool ReplayCursor::read_more() {
     if (m_reader->tail_state() != TailState::Clean) m_tail_message = m_reader->tail_message();
     return false;
   }
+  m_window_bytes += sample_bytes(sample);
   m_window.push_back(std::move(sample));
-  // Drop the oldest sample, but never the one shown.
-  if (m_window.size() > m_window_capacity && m_position > m_window_first) {
+  // Drop the oldest samples past the count or the bytes, but never the one shown.
+  while ((m_window.size() > m_window_capacity || m_window_bytes > max_replay_window_bytes) &&
+         m_position > m_window_first) {
+    m_window_bytes -= sample_bytes(m_window.front());
     m_window.pop_front();
     ++m_window_first;
   }
@@ -100,6 +127,7 @@ bool ReplayCursor::jump_near(uint64_t index) {
   if (!m_reader) throw Error("cannot reopen the recording");
   m_reader->seek(m_segments[found].offset);
   m_window.clear();
+  m_window_bytes = 0;
   m_window_first = first;
   m_position = first;
   m_count.reset();
@@ -128,6 +156,7 @@ void ReplayCursor::seek(uint64_t index) {
     m_reader = m_opener();
     if (!m_reader) throw Error("cannot reopen the recording");
     m_window.clear();
+    m_window_bytes = 0;
     m_window_first = 0;
     m_position = 0;
     m_count.reset();

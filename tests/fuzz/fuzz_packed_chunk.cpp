@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     bool cut = false;
     const auto index = parse_index_chunk(bytes, 1U << 30U, why, &cut);
     if (index &&
-        (index->chunk_bytes > bytes.size() || index->segment.digest.size() > max_digest_bytes)) {
+        (index->chunk_bytes > bytes.size() || index->segment.digest_bytes > max_digest_bytes)) {
       __builtin_trap();  // an accepted index chunk lies inside the bytes, its digest bounded
     }
   }

@@ -1,5 +1,7 @@
 // tests/cpp/core/test_join.cpp -- the per-process join: arithmetic and the inconsistent cases
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "report/sample_fixtures.hpp"
 #include "vramscope/join.hpp"
@@ -183,6 +185,30 @@ TEST(Join, DescribesSeveralIssuesInOneLine) {
   EXPECT_EQ(describe_join_issues(0), "");
   EXPECT_EQ(describe_join_issues(JoinIssuePidNotInDriverList | JoinIssueAllocatedExceedsReserved),
             "pid not in driver list (container?); torch allocated > reserved");
+}
+
+TEST(Join, TakesTimeLinearInTheSample) {
+  // 65,536 processes and as many agents whose pids all differ: every process compared with
+  // every agent, ~4 billion steps a sample, seconds each for a file of a few repeated samples.
+  SystemSample s;
+  s.devices.push_back(make_device(0));
+  for (uint32_t k = 0; k < 65536; ++k) {
+    s.devices[0].processes.push_back(make_process(k + 1, 1));
+    s.allocators.push_back(make_allocator(1'000'000 + k, s.devices[0], 0, 1));
+  }
+  s.allocators.back().pid = 65536;  // the last process finds its agent
+  EXPECT_EXIT(
+      {
+        rlimit cpu{};
+        cpu.rlim_cur = 1;  // CPU seconds: SIGXCPU past them
+        cpu.rlim_max = 2;
+        ::setrlimit(RLIMIT_CPU, &cpu);
+        const JoinResult joined = join_processes(s);
+        const bool right = joined.devices.at(0).processes.size() == 65536 + 65535 &&
+                           joined.devices[0].processes[65535].torch.has_value();
+        ::_exit(right ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // tests/cpp/format/test_sample_codec.cpp -- SystemSample encoding: round trips and hostile input
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <limits>
 
 #include "format/fixtures.hpp"
+#include "format/forge_recording.hpp"
+#include "format/memory_limit.hpp"
 #include "vramscope/format/sample_codec.hpp"
 
 namespace vramscope::format {
@@ -142,6 +145,28 @@ TEST(SampleCodec, RejectsHostileEncodings) {
   EXPECT_THROW(decode(std::string(1, static_cast<char>(device_prefix.size() + 6)) + device_prefix +
                       "\x80\x10\x00\x00\x00\x00"s),
                FormatError);
+}
+
+TEST(SampleCodec, RefusesASampleThatNamesALongStringTooOftenBeforeExpandingIt) {
+  // 65,536 processes, each naming the same 64 KiB command: ~200 KB encoded (one literal, then
+  // table references), 4 GiB once every reference is expanded.
+  const std::string bytes = forge::table_bomb_sample(0, max_processes, max_string_bytes);
+  ASSERT_LT(bytes.size(), 1U << 20U);
+  // Under a 1 GiB address-space limit: expanding first and checking after cannot pass.
+  EXPECT_EXIT(
+      {
+        testing::limit_address_space(1ULL << 30U);
+        SampleDecoder decoder;
+        std::string_view cursor = bytes;
+        SystemSample out;
+        try {
+          decoder.decode(cursor, 0, out);
+        } catch (const FormatError& error) {
+          ::_exit(std::string(error.what()).find("expands") != std::string::npos ? 0 : 3);
+        }
+        ::_exit(1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(SampleCodec, StepCategoriesRoundTripOnlyWhenPresent) {

@@ -27,3 +27,10 @@ if("thread" IN_LIST VRAMSCOPE_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
   set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/format/test_agent_segment.cpp
                               PROPERTIES COMPILE_OPTIONS -Werror=tsan)
 endif()
+
+# The hostile recordings of forge_recording.hpp, written to a folder (`forge_recordings DIR`): to
+# try a CLI by hand, or as fuzz seeds.
+add_executable(forge_recordings ${CMAKE_CURRENT_SOURCE_DIR}/format/forge_recordings.cpp)
+target_link_libraries(forge_recordings PRIVATE vramscope::layers)
+target_include_directories(forge_recordings PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+vramscope_warnings(forge_recordings)

@@ -72,11 +72,12 @@ TEST(ImpossibleValues, ARecordingEndsAtTheImpossibleSampleAndItsDigestIsNotTrust
     }
     writer->close();
   }
-  for (const bool use_index : {true, false}) {
+  {
+    // show and show --scan alike read every sample (the digests are never trusted).
     auto reader = RecordingReader::open(file.path);
     RecordingTail tail;
-    const RecordingSummary summary = summarise_recording(*reader, use_index, tail);
-    EXPECT_EQ(summary.sample_count(), 4U) << "use_index " << use_index;
+    const RecordingSummary summary = summarise_recording(*reader, tail);
+    EXPECT_EQ(summary.sample_count(), 4U);
     EXPECT_EQ(tail.state, TailState::Corrupt);
     EXPECT_NE(tail.message.find("impossible value: GPU 0 used_bytes 18446744073709551615"),
               std::string::npos)

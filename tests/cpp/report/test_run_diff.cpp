@@ -1,5 +1,7 @@
 // tests/cpp/report/test_run_diff.cpp -- matching runs, step-peak distributions, growth checks
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -169,6 +171,46 @@ TEST(RunDiff, ParsesPercentages) {
   EXPECT_FALSE(parse_percent("5%%"));
   EXPECT_FALSE(parse_percent("five"));
   EXPECT_FALSE(parse_percent("nan"));
+}
+
+TEST(RunDiff, MatchesThousandsOfCommandsWithoutComparingEachPair) {
+  // 16,384 processes a side whose 900-byte commands differ only at the end: pairing each with
+  // every other compared ~10^11 bytes (seconds of a forged file's `diff`).
+  RunProfile a;
+  SystemSample s = testing::make_two_gpu_sample();
+  s.devices.resize(1);
+  s.allocators.clear();
+  s.steps.clear();
+  s.ooms.clear();
+  ProcessSample p = s.devices[0].processes.at(0);
+  p.visible = true;  // its command is kept
+  s.devices[0].processes.clear();
+  for (uint32_t k = 0; k < 16000; ++k) {
+    p.pid = 100000 + k;
+    p.command = std::string(890, 'c') + std::to_string(1000000 + k);
+    s.devices[0].processes.push_back(p);
+  }
+  a.summary.add(s);
+  // B's pids run the other way: its processes (in pid order) come in reverse command order.
+  for (ProcessSample& q : s.devices[0].processes) q.pid = 300000 - q.pid;
+  RunProfile b;
+  b.summary.add(s);
+  ASSERT_EQ(a.summary.processes().size(), 16000U);
+  EXPECT_EXIT(
+      {
+        rlimit cpu{};
+        cpu.rlim_cur = 2;  // CPU seconds: SIGXCPU past them
+        cpu.rlim_max = 3;
+        ::setrlimit(RLIMIT_CPU, &cpu);
+        const RunDiff diff = compare_runs(a, b);
+        std::size_t paired = 0;
+        for (const ProcessDiff& row : diff.processes) {
+          paired +=
+              row.a && row.b && !row.a->command.empty() && row.a->command == row.b->command ? 1 : 0;
+        }
+        ::_exit(paired == 16000 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

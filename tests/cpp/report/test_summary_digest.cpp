@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "format/forge_recording.hpp"
+#include "format/memory_limit.hpp"
 #include "report/sample_fixtures.hpp"
 #include "vramscope/format/recording.hpp"
 #include "vramscope/report/recording_summary.hpp"
@@ -79,14 +81,30 @@ std::vector<SystemSample> varied_run(std::size_t count) {
   return out;
 }
 
-std::string summary_json(const std::string& path, bool use_index, std::size_t* indexed) {
+std::string summary_json(const std::string& path) {
   auto reader = RecordingReader::open(path);
   RecordingTail tail;
-  const RecordingSummary summary = summarise_recording(*reader, use_index, tail, indexed);
+  const RecordingSummary summary = summarise_recording(*reader, tail);
   return format_summary_json("x.vsrec", reader->metadata(), summary, tail);
 }
 
-TEST(SummaryDigest, ShowThroughTheIndexEqualsReadingEverySample) {
+/// The index's digests of `path`, merged in file order (nullopt when one does not parse).
+std::optional<RecordingSummary> merged_digests(const std::string& path, std::size_t* segments) {
+  auto reader = RecordingReader::open(path);
+  RecordingSummary merged;
+  *segments = 0;
+  for (const RecordingSegment& segment : reader->segments()) {
+    const std::optional<std::string> digest = reader->read_digest(segment);
+    if (!digest) return std::nullopt;
+    std::optional<RecordingSummary> part = RecordingSummary::parse(*digest);
+    if (!part) return std::nullopt;
+    merged.merge(*part);
+    ++*segments;
+  }
+  return merged;
+}
+
+TEST(SummaryDigest, MergedDigestsEqualReadingEverySample) {
   ScratchFile file;
   RecordingWriterOptions options;
   options.overwrite = true;
@@ -102,13 +120,14 @@ TEST(SummaryDigest, ShowThroughTheIndexEqualsReadingEverySample) {
   }
   writer->close();
 
-  std::size_t indexed = 0;
-  const std::string through_index = summary_json(file.path(), true, &indexed);
-  EXPECT_GT(indexed, 10U) << "the index was not used";
-  std::size_t scanned_indexed = 1;
-  const std::string scanned = summary_json(file.path(), false, &scanned_indexed);
-  EXPECT_EQ(scanned_indexed, 0U);
-  EXPECT_EQ(through_index, scanned);
+  std::size_t segments = 0;
+  const std::optional<RecordingSummary> merged = merged_digests(file.path(), &segments);
+  ASSERT_TRUE(merged.has_value());
+  EXPECT_GT(segments, 10U);
+  const std::string scanned = summary_json(file.path());
+  EXPECT_EQ(
+      format_summary_json("x.vsrec", RecordingReader::open(file.path())->metadata(), *merged, {}),
+      scanned);
   EXPECT_NE(scanned.find("late.py"), std::string::npos);
 }
 
@@ -122,6 +141,58 @@ TEST(SummaryDigest, SerializesAndParsesBack) {
             format_summary_json("x", metadata, summary, {}));
   EXPECT_FALSE(RecordingSummary::parse("not cbor").has_value());
   EXPECT_FALSE(RecordingSummary::parse("").has_value());
+}
+
+TEST(SummaryDigest, ADeeplyNestedDigestIsRefusedNotACrash) {
+  // nlohmann's CBOR reader recurses per level: 200,000 levels overflowed the stack (SIGSEGV).
+  EXPECT_FALSE(RecordingSummary::parse(forge::deep_cbor(200'000)).has_value());
+  EXPECT_FALSE(RecordingSummary::parse(forge::deep_cbor(9)).has_value());
+  EXPECT_TRUE(RecordingSummary::parse(RecordingSummary().serialize()).has_value());
+  const std::string bytes = forge::forge_deep_digest();
+  ASSERT_LT(bytes.size(), 4096U);
+  auto reader = RecordingReader::open_bytes(bytes);
+  const std::vector<RecordingSegment> segments = reader->segments();
+  ASSERT_EQ(segments.size(), 1U);
+  const std::optional<std::string> digest = reader->read_digest(segments[0]);
+  ASSERT_TRUE(digest.has_value());
+  EXPECT_FALSE(RecordingSummary::parse(*digest).has_value());
+}
+
+TEST(SummaryDigest, ANewPidInEverySampleKeepsTheSummaryBounded) {
+  // 200 samples of 1,900 new pids, each naming one 4 KiB command: 380,000 copies (1.5 GB) in
+  // the summary, from a file of a few hundred KB.
+  const std::string bytes = forge::forge_pid_churn(200, 1900, 4096);
+  EXPECT_EXIT(
+      {
+        testing::limit_address_space(1ULL << 30U);
+        auto reader = RecordingReader::open_bytes(bytes);
+        RecordingTail tail;
+        const RecordingSummary summary = summarise_recording(*reader, tail);
+        // The string budget (16 MiB) runs out before the count (16,384): ~4,000 kept.
+        const bool bounded = summary.sample_count() == 200 && summary.omitted() &&
+                             summary.processes().size() > 1000 &&
+                             summary.processes().size() <= max_summary_processes;
+        ::_exit(bounded ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(SummaryDigest, MergingKeepsTheCaps) {
+  RecordingSummary whole;
+  for (uint32_t part = 0; part < 3; ++part) {
+    RecordingSummary later;
+    SystemSample s = forge::one_gpu(forge::at_ns(part));
+    for (uint32_t k = 0; k < max_summary_processes / 2; ++k) {
+      s.devices[0].processes.push_back(forge::process(part * 100000 + k, "x", k));
+    }
+    later.add(s);
+    whole.merge(later);
+  }
+  EXPECT_EQ(whole.processes().size(), max_summary_processes);
+  EXPECT_TRUE(whole.omitted());
+  const std::optional<RecordingSummary> back = RecordingSummary::parse(whole.serialize());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(back->omitted());
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // tests/cpp/report/test_timeline.cpp -- binning for display keeps every peak and adds up
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 
+#include "format/memory_limit.hpp"
 #include "report/sample_fixtures.hpp"
 #include "vramscope/report/timeline.hpp"
 
@@ -91,6 +93,61 @@ TEST(Timeline, AClockStepBackLandsInTheFirstBin) {
   s.timestamp_ns -= 1'000'000'000'000;
   collector.add(s);
   EXPECT_EQ(collector.finish().bin_count, 1U);
+}
+
+/// Two samples 40 s apart (40,000 bins of 1 ms at most) of `processes` processes on one GPU.
+std::vector<SystemSample> crowd(uint32_t processes) {
+  std::vector<SystemSample> out(2, make_two_gpu_sample());
+  out[1].timestamp_ns += 40'000'000'000;
+  for (SystemSample& s : out) {
+    s.devices.resize(1);
+    s.allocators.clear();
+    s.steps.clear();
+    s.ooms.clear();
+    s.devices[0].processes.resize(1);
+    for (uint32_t pid = 2; pid <= processes; ++pid) {
+      ProcessSample p = s.devices[0].processes[0];
+      p.pid = 100000 + pid;
+      p.used_bytes = pid * mib;
+      s.devices[0].processes.push_back(p);
+    }
+  }
+  return out;
+}
+
+TEST(Timeline, ThousandsOfProcessesFoldIntoOtherWithinTheBinBudget) {
+  // 5,000 processes at --bins 20000: 40,000 live bins each, ~14 GB before the caps.
+  const std::vector<SystemSample> samples = crowd(5000);
+  EXPECT_EXIT(
+      {
+        testing::limit_address_space(1ULL << 30U);
+        TimelineCollector collector(20000, 0);
+        for (const SystemSample& s : samples) collector.add(s);
+        const Timeline t = collector.finish();
+        std::size_t others = 0;
+        for (const TimelineProcess& p : t.processes) others += p.other ? 1 : 0;
+        const std::size_t series = t.devices.size() + t.processes.size();
+        const bool bounded = t.omitted && others == 1 &&
+                             t.processes.size() == max_timeline_processes + 1 &&
+                             series * t.bin_count <= max_timeline_series_bins;
+        ::_exit(bounded ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(Timeline, OtherProcessesStackTheirSum) {
+  const std::vector<SystemSample> samples = crowd(max_timeline_processes + 3);
+  TimelineCollector collector(100, 0);
+  for (const SystemSample& s : samples) collector.add(s);
+  const Timeline t = collector.finish();
+  ASSERT_TRUE(t.processes.back().other);
+  // The three processes past the cap (pids numbered from 2: the last three get 65..67 MiB).
+  uint64_t sum = 0;
+  for (const ProcessSample& p : samples[0].devices[0].processes) {
+    if (p.pid > 100000 + max_timeline_processes) sum += *p.used_bytes;
+  }
+  EXPECT_EQ(t.processes.back().bins.front().used_bytes, static_cast<double>(sum));
+  EXPECT_EQ(t.processes.back().bins.back().used_bytes, static_cast<double>(sum));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fixtures.hpp"
+#include "format/forge_recording.hpp"
 #include "vramscope/status.hpp"
 #include "vramscope/view/model.hpp"
 #include "vramscope/view/replay.hpp"
@@ -46,6 +47,9 @@ class MemoryRecording final : public RecordingReader {
   }
   /// No index: the cursor reads from the start, as for a format-2 file.
   std::vector<RecordingSegment> segments() override { return {}; }
+  std::optional<std::string> read_digest(const RecordingSegment& /*segment*/) override {
+    return std::nullopt;
+  }
   void seek(uint64_t /*offset*/) override { throw Error("a memory recording has no index"); }
 
  private:
@@ -344,6 +348,30 @@ TEST(ReplayCursor, RecordedStepCategoriesReachTheViewModel) {
   for (const SystemSample* sample : cursor.recent(1024)) model.ingest(*sample);
   EXPECT_FALSE(trainer().step_categories.has_value());
   std::filesystem::remove(path);
+}
+
+TEST(ReplayCursor, TheWindowIsBoundedInBytes) {
+  // 400 samples of 16 processes naming 64 KiB commands (1 MiB a sample decoded, a few bytes in
+  // the file): 4,096 of them in the window would be 4 GiB.
+  std::vector<std::string> commands;
+  for (char c = 'a'; c < 'a' + 16; ++c) commands.emplace_back(64U << 10U, c);
+  const std::string bytes = forge::write(400, [&](uint64_t i) {
+    SystemSample s = forge::one_gpu(forge::at_ns(i));
+    for (uint32_t k = 0; k < commands.size(); ++k) {
+      s.devices[0].processes.push_back(forge::process(k + 1, commands[k], k));
+    }
+    return s;
+  });
+  ReplayCursor cursor([&] { return RecordingReader::open_bytes(bytes); });
+  while (cursor.step_forward()) {
+  }
+  EXPECT_EQ(cursor.position(), 399U);
+  const std::size_t kept = cursor.recent(4096).size();
+  EXPECT_LE(kept * (16U * (64U << 10U)), max_replay_window_bytes) << kept << " samples kept";
+  EXPECT_GT(kept, 100U);
+  // Stepping back out of the window reads the file again, to the same sample.
+  cursor.seek(0);
+  EXPECT_EQ(cursor.current().timestamp_ns, forge::at_ns(0));
 }
 
 }  // namespace

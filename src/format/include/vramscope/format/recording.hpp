@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,10 @@ struct RecordingMetadata {
 };
 
 /// Folds the samples of one segment of a recording (from one key chunk to the next) into bytes
-/// that the writer stores in the segment's index chunk, so that a reader can summarise the
-/// segment without decoding it (`vramscope show` of a long recording). The format does not
-/// interpret them; report::SummaryDigest is the one `vramscope record` uses.
+/// that the writer stores in the segment's index chunk, so that a reader that trusts the file
+/// can summarise the segment without decoding it. Nothing checks a digest against its samples
+/// short of reading them, so `vramscope show` does not use them. The format does not interpret
+/// them; report::SummaryDigest is the one `vramscope record` uses.
 class SegmentDigest {
  public:
   virtual ~SegmentDigest() = default;
@@ -104,8 +106,14 @@ struct RecordingSegment {
   /// Timestamps of the segment's first and last sample (CLOCK_REALTIME ns).
   int64_t first_ns = 0;
   int64_t last_ns = 0;
-  /// What the writer's SegmentDigest made of the segment ("" when it had none).
+  /// What the writer's SegmentDigest made of the segment ("" when it had none). Only the writer
+  /// fills it: a reader's segments() leaves it empty and says where the digest lies instead, so
+  /// that no digest is expanded before it is used (RecordingReader::read_digest()).
   std::string digest;
+  /// Size of the digest once expanded (0: none), and where its zstd frame lies in the file.
+  uint64_t digest_bytes = 0;
+  uint64_t digest_frame_offset = 0;
+  uint32_t digest_frame_bytes = 0;
 };
 
 /// Reads a recording, validating everything it reads.
@@ -131,8 +139,15 @@ class RecordingReader {
   /// recording killed before its first index chunk, or an index that fails validation): then
   /// the samples must be read. Samples after the last indexed segment are not described.
   virtual std::vector<RecordingSegment> segments() = 0;
+  /// The digest of a segment from segments(), expanded; nullopt when it is damaged, or when the
+  /// digests read from this file would together exceed 64 MiB plus 16 times the file's size (a
+  /// few hundred compressed bytes may declare 16 MiB: the total is bounded before expanding).
+  /// The digest says what its writer claimed: nothing here checks it against the samples.
+  virtual std::optional<std::string> read_digest(const RecordingSegment& segment) = 0;
   /// Continues reading at `offset`, which must be a segment's offset or end_offset from
-  /// segments(); the tail state starts afresh. Chunks before it are not read or checked.
+  /// segments(); the tail state starts afresh. Chunks before it are not read or checked. At the
+  /// first segment's offset the reader is as freshly opened (the first index chunk must say it
+  /// is the first).
   virtual void seek(uint64_t offset) = 0;
 };
 

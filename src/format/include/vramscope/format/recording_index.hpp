@@ -45,11 +45,24 @@ struct IndexChunk {
 void encode_index_chunk(const RecordingSegment& segment, uint64_t previous_offset,
                         std::string& out);
 
+/// Most bytes of index chunks the search for the last one reads beyond its window: every
+/// "VSIX" in the searched bytes is a candidate, and a forged file may hold a million of them.
+inline constexpr uint64_t max_index_candidate_bytes = 64U << 20U;
+/// Most bytes of digests one reader expands in all: a fixed part plus this multiple of the
+/// file's size (RecordingReader::read_digest()).
+inline constexpr uint64_t max_digest_total_fixed_bytes = 64U << 20U;
+inline constexpr uint64_t max_digest_total_per_file_byte = 16;
+
 /// Verifies and decodes the index chunk at the front of `bytes`, which was read at `offset`.
 /// Nullopt (with `why`) when it is not a valid index chunk; `*cut` is set when `bytes` end
-/// inside what would be one.
+/// inside what would be one. The digest is not expanded: the segment says where its frame lies
+/// (checked to declare the digest's size) for expand_digest().
 std::optional<IndexChunk> parse_index_chunk(std::string_view bytes, uint64_t offset,
                                             std::string& why, bool* cut);
+
+/// Expands a digest's zstd `frame` into exactly `digest_bytes` (at most max_digest_bytes);
+/// nullopt when it does not.
+std::optional<std::string> expand_digest(std::string_view frame, uint64_t digest_bytes);
 
 /// Reads up to `size` bytes at `offset` into `out`; returns how many it read.
 using ReadAt = std::function<std::size_t(uint64_t offset, char* out, std::size_t size)>;
@@ -57,7 +70,9 @@ using ReadAt = std::function<std::size_t(uint64_t offset, char* out, std::size_t
 /// The segments of a version-3 file of `file_size` bytes whose first chunk is at
 /// `first_chunk_offset`, in file order, from its index chunks. Empty when there is no index or
 /// any part of it fails validation (offsets must step back strictly, segments must tile the
-/// file from the first chunk on), so that a caller falls back to reading every sample.
+/// file from the first chunk on, each segment starting with a key chunk), so that a caller
+/// falls back to reading every sample. Reads at most the file's size plus
+/// max_index_candidate_bytes, whatever the file holds.
 std::vector<RecordingSegment> read_index(const ReadAt& read_at, uint64_t file_size,
                                          uint64_t first_chunk_offset);
 

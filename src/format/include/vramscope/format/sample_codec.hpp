@@ -45,6 +45,11 @@ inline constexpr uint32_t max_mig_instances = 1024;
 inline constexpr uint32_t max_processes = 65536;
 inline constexpr uint32_t max_allocators = 65536;
 inline constexpr uint32_t max_records = 1U << 20U;
+/// Most memory one decoded sample may take (its strings, table references included, and the
+/// storage of its lists). Charged while decoding, before each string or list is made, so that a
+/// few bytes naming a 64 KiB table string 65,536 times are refused before they are expanded. An
+/// honest sample is far smaller: the writer encodes at most 16 MiB per sample.
+inline constexpr uint64_t max_decoded_sample_bytes = 64U << 20U;
 
 /// A malformed encoding; the message says what was wrong.
 class FormatError : public std::runtime_error {
@@ -95,16 +100,16 @@ class SampleDecoder {
   explicit SampleDecoder(uint16_t version = recording_version) : m_version(version) {}
 
   /// Decodes one length-prefixed sample from the front of `bytes` and advances past it.
-  /// Throws FormatError on malformed input.
+  /// Throws FormatError on malformed input, and on a sample that would expand beyond
+  /// max_decoded_sample_bytes (checked before each string or list is made).
   void decode(std::string_view& bytes, int64_t base_timestamp_ns, SystemSample& out);
-  /// String bytes produced since the last call, to bound what a chunk may expand to.
-  uint64_t take_expanded_bytes();
 
  private:
   friend class Cursor;
   uint16_t m_version;
   std::vector<std::string> m_table;
   uint64_t m_table_bytes = 0;
+  /// Memory the sample being decoded takes so far (bounded by max_decoded_sample_bytes).
   uint64_t m_expanded_bytes = 0;
 };
 

@@ -49,6 +49,14 @@ struct ProcessPeak {
   std::optional<CategoryBytes> category_step_bytes;
 };
 
+/// What one summary keeps at most, whatever the recording holds: a forged file may name new
+/// GPUs or pids in every sample, each with a 64 KiB command, in a few bytes apiece. Entries past
+/// a cap are not kept (omitted() says so), and a command or name that does not fit the string
+/// budget keeps its earlier value. Together with the fixed parts, about 40 MiB.
+inline constexpr std::size_t max_summary_devices = 1024;
+inline constexpr std::size_t max_summary_processes = 16384;
+inline constexpr std::size_t max_summary_text_bytes = 16U << 20U;
+
 /// Peaks and counts of a whole recording.
 class RecordingSummary {
  public:
@@ -72,9 +80,16 @@ class RecordingSummary {
   const std::map<std::pair<uint32_t, std::string>, ProcessPeak>& processes() const {
     return m_processes;
   }
+  /// Were GPUs or processes left out because a cap was reached (max_summary_*)?
+  bool omitted() const { return m_omitted; }
 
  private:
-  ProcessPeak& process(uint32_t pid, const std::string& uuid, uint32_t device_index);
+  /// The entry of a GPU or a process, made when the caps allow; null (and m_omitted set) when
+  /// they do not.
+  DevicePeak* device(const std::string& uuid);
+  ProcessPeak* process(uint32_t pid, const std::string& uuid, uint32_t device_index);
+  /// Sets a kept name or command to `value` when the string budget allows.
+  void set_text(std::string& field, const std::string& value);
 
   uint64_t m_sample_count = 0;
   int64_t m_start_ns = 0;
@@ -82,6 +97,10 @@ class RecordingSummary {
   uint64_t m_oom_count = 0;
   std::map<std::string, DevicePeak> m_devices;
   std::map<std::pair<uint32_t, std::string>, ProcessPeak> m_processes;
+  /// Bytes of uuids (keys included), names and commands kept (bounded by
+  /// max_summary_text_bytes).
+  std::size_t m_text_bytes = 0;
+  bool m_omitted = false;
 };
 
 /// The SegmentDigest of `vramscope record`: each segment's RecordingSummary, serialized, so that
@@ -101,12 +120,12 @@ struct RecordingTail {
   std::string message;
 };
 
-/// Summarises what `reader` has left to read. With `use_index`, segments that the file's index
-/// describes with a SummaryDigest are merged from their digests instead of being read (their
-/// chunks are then not checked); the rest is read sample by sample. `tail` gets how the samples
-/// read ended; `indexed_segments` (when not null) how many segments came from the index.
-RecordingSummary summarise_recording(RecordingReader& reader, bool use_index, RecordingTail& tail,
-                                     std::size_t* indexed_segments = nullptr);
+/// Summarises a recording from its first sample (`reader` freshly opened), folding in every
+/// sample; `tail` gets how the samples ended. The digests in the file's index are not used: a
+/// digest is what its writer claimed, and only reading the samples checks it (a forged or
+/// misplaced one, e.g. of a second file appended, names peaks that no sample holds), while
+/// reading them is most of the cost of summarising them.
+RecordingSummary summarise_recording(RecordingReader& reader, RecordingTail& tail);
 
 /// "clean", "truncated" or "corrupt".
 const char* tail_state_name(TailState state);

@@ -43,6 +43,12 @@ struct ProcessSteps {
   std::vector<StepPoint> steps;
 };
 
+/// Most steps kept over all processes (~100 MB; a month of 1 s steps is 2.6 M), and most
+/// processes: a forged file may name new steps or pids in every sample for a few bytes each.
+/// Steps and processes past them are not kept.
+inline constexpr std::size_t max_step_points = 4U << 20U;
+inline constexpr std::size_t max_step_processes = 16384;
+
 /// Folds samples in (in recording order) and keeps every step, keyed by (pid, device uuid)
 /// exactly as RecordingSummary::processes() is, MIG instances folded into their GPU.
 class StepPeakCollector {
@@ -63,6 +69,14 @@ class StepPeakCollector {
     std::map<uint64_t, StepPoint> polled;
   };
 
+  /// The entry of a process, made while fewer than max_step_processes are kept (else null).
+  Pending* pending(uint32_t pid, const std::string& uuid);
+  /// Adds `point` to `steps`, keeping the higher peaks of a step seen twice (polls repeat until
+  /// the next step ends); a new step only while fewer than max_step_points are kept.
+  void merge(std::map<uint64_t, StepPoint>& steps, const StepPoint& point);
+
+  /// Steps kept, over all processes.
+  std::size_t m_points = 0;
   int64_t m_start_ns = 0;
   /// Was a sample seen yet (m_start_ns valid)?
   bool m_started = false;

@@ -58,8 +58,21 @@ struct TimelineDevice {
   std::vector<DeviceBin> bins;
 };
 
+/// Series a timeline keeps, whatever the recording holds: GPUs and processes charted on their
+/// own (later ones fold into one "other processes" series per GPU; GPUs past the cap are not
+/// charted), and bins over all series (past it, bins merge as when time runs on). A 5 KB file
+/// may name 5,000 processes; every series costs its bins, and the page a chart per process.
+inline constexpr std::size_t max_timeline_devices = 16;
+inline constexpr std::size_t max_timeline_processes = 64;
+inline constexpr std::size_t max_timeline_series_bins = 1U << 21U;
+/// OOM marks kept (the page lists each).
+inline constexpr std::size_t max_timeline_ooms = 10000;
+
 /// One process on one GPU over the recording.
 struct TimelineProcess {
+  /// Does this series stand for every process of the GPU past max_timeline_processes (its pid
+  /// is then 0, its bins the sums over them)?
+  bool other = false;
   uint32_t pid = 0;
   std::string device_uuid;
   uint32_t device_index = 0;
@@ -90,6 +103,8 @@ struct Timeline {
   /// By (device index, pid).
   std::vector<TimelineProcess> processes;
   std::vector<OomMark> ooms;
+  /// Were GPUs or OOMs left out, or processes folded into "other", by the caps above?
+  bool omitted = false;
 };
 
 /// Folds samples (in recording order) into at most 2 × target bins.
@@ -107,6 +122,11 @@ class TimelineCollector {
  private:
   /// Halves the resolution: bin i becomes bins 2i and 2i+1 merged.
   void merge_bins(std::size_t factor);
+  /// Counts a new series; lowers the target so that all series' bins stay within
+  /// max_timeline_series_bins.
+  void add_series();
+  /// Folds the summed processes past the cap on device `ds` into its "other" series.
+  void add_others(const DeviceSample& ds, std::size_t index, const ProcessBin& sums);
 
   std::size_t m_target_bins;
   uint64_t m_bin_ns;
@@ -116,7 +136,11 @@ class TimelineCollector {
   std::size_t m_bin_count = 0;
   std::map<std::string, TimelineDevice> m_devices;
   std::map<std::pair<uint32_t, std::string>, TimelineProcess> m_processes;
+  /// By device uuid: the processes past max_timeline_processes.
+  std::map<std::string, TimelineProcess> m_others;
   std::vector<OomMark> m_ooms;
+  std::size_t m_series = 0;
+  bool m_omitted = false;
 };
 
 }  // namespace vramscope::report

@@ -19,6 +19,10 @@ namespace vramscope::view {
 /// Opens the recording from its first sample; called again to seek backwards.
 using RecordingOpener = std::function<std::unique_ptr<RecordingReader>()>;
 
+/// Most memory the window of samples holds (each sample is at most 64 MiB decoded): a forged
+/// file may make every sample large, and 4,096 of them would not fit.
+inline constexpr std::size_t max_replay_window_bytes = 256U << 20U;
+
 /// Slowest and fastest playback speeds.
 inline constexpr double min_replay_speed = 0.25;
 inline constexpr double max_replay_speed = 64.0;
@@ -92,6 +96,8 @@ class ReplayCursor {
   RecordingMetadata m_metadata;
   std::size_t m_window_capacity;
   std::deque<SystemSample> m_window;
+  /// About the memory the window's samples hold (bounded by max_replay_window_bytes).
+  std::size_t m_window_bytes = 0;
   /// Index in the file of m_window.front().
   uint64_t m_window_first = 0;
   uint64_t m_position = 0;
