@@ -31,13 +31,13 @@ from ._api import (
     mode,
     reset_peak,
 )
+from ._core.torchcheck import VramscopeWarning
 
 # IPython looks load_ipython_extension up on the package (%load_ext vramscope); not API.
 from ._ipython import load_ipython_extension, show  # noqa: F401
-from ._steps import StepRecord
-from ._torchcheck import VramscopeWarning
-from .monitor import Monitor
-from .profile import CategoryTracker, profile
+from .attribution.profile import CategoryTracker, profile
+from .steps.monitor import Monitor
+from .steps.records import StepRecord
 
 
 def _version() -> str:

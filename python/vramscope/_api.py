@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._device import Device, parse_device
-from ._session import SESSION
+from ._core.device import Device, parse_device
+from ._core.session import SESSION
 
 _S = SESSION
 

@@ -21,8 +21,10 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import NamedTuple
 
-from . import _api, oom
-from ._units import format_bytes
+from . import _api
+from ._core.units import format_bytes
+from .postmortem import oom
+from .steps.monitor import Monitor
 
 USAGE = """\
 usage: python -m vramscope.run [-m module | script.py] [args...]
@@ -114,9 +116,8 @@ def _note(quiet: bool, text: str) -> None:
 def _start_agent(opts: RunOptions):
     """Attaches (lazily) and starts the auto-stepping Monitor; None when there is no GPU."""
     try:
-        import vramscope
-        vramscope.attach(interval_ms=opts.interval_ms)
-        monitor = vramscope.Monitor(every=0, auto_step=True, exit_table_rows=0)
+        _api.attach(interval_ms=opts.interval_ms)
+        monitor = Monitor(every=0, auto_step=True, exit_table_rows=0)
         monitor.start()
         return monitor
     except (ImportError, RuntimeError) as e:

@@ -55,7 +55,7 @@ struct TensorBoardTag {
 
 // Every tag the writer produces, in the order it writes them. Torch tags follow the process
 // prefix `memory/[rank<R>/|pid<P>/]cuda<D>/`, driver tags `driver/gpu<N>/`. The in-process
-// Monitor (python/vramscope/tensorboard.py) writes the same names for its own process.
+// Monitor (python/vramscope/steps/tensorboard.py) writes the same names for its own process.
 
 /// Per sample, with the allocator's current step as the TensorBoard step.
 inline constexpr std::array<TensorBoardTag<AllocatorSample, uint64_t>, 4>

@@ -54,7 +54,7 @@ def test_without_a_driver_every_answer_is_none_with_a_reason(agent_built, tmp_pa
 def test_non_pytorch_bytes_becomes_a_tensorboard_scalar_only_when_known():
     import dataclasses
 
-    from vramscope._steps import StepRecord
+    from vramscope.steps.records import StepRecord
     from vramscope.tensorboard import step_scalars
 
     record = StepRecord(step=3, device=1, rank=0, world_size=1, allocated_bytes=10,
