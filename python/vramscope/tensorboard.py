@@ -3,6 +3,6 @@
 :func:`open_writer` that programs and docs use; the code is in the steps room
 (``vramscope.steps.tensorboard``)."""
 
-from .steps.tensorboard import TensorBoardSink, open_writer, step_scalars
+from .steps.tensorboard import TensorBoardSink, open_writer
 
-__all__ = ["TensorBoardSink", "open_writer", "step_scalars"]
+__all__ = ["TensorBoardSink", "open_writer"]

@@ -4,7 +4,8 @@ hook do it), and get one compact line every N steps, a bounded per-step history,
 allocated memory keeps growing, and a per-step table at exit.
 
 The numbers per step come from the agent (exact step peaks from allocator events); this module
-only bookkeeps and formats them (the formatting and leak logic live in ``_steps``).
+only presents them: the step pipeline (``steps/pipeline.py``) closes the steps and keeps the
+records, ``steps/records.py`` formats them and finds leaks.
 """
 
 from __future__ import annotations
@@ -15,22 +16,17 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Callable, Protocol
 
-from .._core.device import Device, parse_device
-from .._core.distributed import reduce_step_peaks, resolve_rank
+from .._core.device import Device
 from .._core.session import SESSION
-from .._core.step_history import STEP_HISTORY, StepPoint
 from .._core.torchcheck import VramscopeWarning
-from .._core.units import non_pytorch_bytes
-from ..attribution.model_probe import ModelProbe
 from ..postmortem import oom
+from .pipeline import StepPipeline
 from .records import (
-    CATEGORY_NAMES,
     LeakDetector,
     StepRecord,
     format_leak_warning,
     format_step_line,
     format_step_table,
-    history_limit_deque,
 )
 
 __all__ = ["Monitor", "StepSink"]
@@ -69,14 +65,6 @@ def _tensorboard_sink(logdir: str, rank: int, world_size: int) -> StepSink:
             "vramscope: tensorboard_dir needs vramscope.tensorboard, which this installation "
             f"lacks ({e})") from e
     return TensorBoardSink(logdir, rank=rank, world_size=world_size)
-
-
-def _categories_of(raw: dict[str, Any]) -> dict[str, int] | None:
-    """The agent's per-category bytes of a step record, in CATEGORY_NAMES order, or None."""
-    categories = raw.get("categories")
-    if categories is None:
-        return None
-    return {name: int(categories.get(name, 0)) for name in CATEGORY_NAMES}
 
 
 class Monitor:
@@ -129,14 +117,11 @@ class Monitor:
         self.auto_step = auto_step
         self.exit_table_rows = exit_table_rows
         self.reduce_peaks = bool(reduce_peaks)
-        self._device_args = list(devices) if devices is not None else None
-        self._devices: list[int] | None = None
-        self._explicit_rank = rank
-        (self.rank, self.world_size), self._rank_final = resolve_rank(rank)
-        self._history = history_limit_deque(history_limit)
+        #: Closes the steps and keeps their records (steps/pipeline.py); the Monitor prints,
+        #: warns and feeds the sinks.
+        self._pipeline = StepPipeline(devices, driver=driver, reduce=reduce_peaks,
+                                      history_limit=history_limit, rank=rank)
         self._leaks = LeakDetector(leak_steps, leak_threshold_bytes)
-        self._last_allocated: dict[int, int] = {}
-        self._step = 0
         self._hook: Any = None
         self._step_optimizer: weakref.ref | None = None
         self._tensorboard_dir = tensorboard_dir
@@ -144,14 +129,8 @@ class Monitor:
         self._sinks: list[StepSink] = []
         self._model = model
         self._optimizer = optimizer
-        self._driver = bool(driver)
-        #: The CategoryTracker while categories are on (Monitor(model=...)), else None.
-        self._categories: Any = None
         self._active = False
         self._oom_calls_at_start = 0
-        #: The batch size (one pre-hook on the top-level module) and model facts for the OOM
-        #: advice; the model is model=, else looked for in the callers at the first steps.
-        self._probe = ModelProbe()
 
     # ----- lifecycle
     def __enter__(self) -> Monitor:
@@ -190,60 +169,28 @@ class Monitor:
             from torch.optim.optimizer import register_optimizer_step_post_hook
             self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
         if self._model is not None:
-            self._probe.attach(self._model, self._optimizer)
+            self._pipeline.probe.attach(self._model, self._optimizer)
         self._active = True
         self._oom_calls_at_start = oom.observer_calls()
-        oom.add_provider(self._oom_evidence)
-        if SESSION.device_count() > 0:
-            # Memory allocated before the loop is the baseline of the first step's delta.
-            for device in self._resolve_devices():
-                self._last_allocated[device] = SESSION.reader.memory_allocated(device)
+        self._pipeline.start()
 
     def close(self) -> None:
         """Removes the hook, prints the exit table, closes the sinks. Idempotent."""
         if not self._active:
             return
         self._active = False
-        oom.remove_provider(self._oom_evidence)
-        self._probe.close()
+        self._pipeline.close()
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
-        if self._categories is not None:
-            self._categories.close()
-            self._categories = None
-        if self.every and self.exit_table_rows and self._history:
+        if self.every and self.exit_table_rows and self._pipeline.history:
             self.print_fn(self.table(last=self.exit_table_rows).rstrip("\n"))
         sinks, self._sinks = self._sinks, []
         for sink in sinks:
             sink.close()
 
-    def _oom_evidence(self, device: int) -> dict[str, Any]:
-        """The OOM report's step history (this Monitor's last steps on ``device``, with their
-        batch sizes) and what the probe knows of the model, the optimizer and the stack."""
-        points = [StepPoint(r.step, r.peak_allocated_bytes, r.allocated_bytes, r.batch_size,
-                                r.peak_reserved_bytes)
-                  for r in self._history if r.device == device]
-        stack = oom.oom_stack()
-        out = self._probe.evidence(*stack) if stack is not None else self._probe.evidence()
-        if points:
-            out["steps"] = points[-STEP_HISTORY:]
-        return out
-
     def _start_categories(self) -> None:
-        from ..attribution.profile import CategoryTracker
-        # The model is on the GPU by now, so CUDA is initialised; if not, tagging needs it anyway.
-        mode = SESSION.attach(init_cuda=True)
-        problem = None
-        if not mode.startswith("events"):
-            # Polling (cudaMallocAsync, no agent): no events, so no ledger to split the peak.
-            problem = f"the agent is not in events mode ({mode})"
-        else:
-            try:
-                self._categories = CategoryTracker(self._model, self._optimizer,
-                                                   in_step_records=True)
-            except RuntimeError as e:
-                problem = str(e)
+        problem = self._pipeline.start_categories(self._model, self._optimizer)
         if problem is not None:
             warnings.warn(f"vramscope: Monitor(model=...) records no categories: {problem}",
                           VramscopeWarning, stacklevel=4)
@@ -255,76 +202,23 @@ class Monitor:
             self._step_optimizer = weakref.ref(optimizer)
         elif marker is not optimizer:
             return
-        self._probe.set_optimizer(optimizer)
+        self._pipeline.probe.set_optimizer(optimizer)
         self.step()
-
-    def _resolve_devices(self) -> list[int]:
-        if self._devices is None:
-            count = SESSION.device_count()
-            if self._device_args is None:
-                self._devices = list(range(count))
-            else:
-                self._devices = sorted({parse_device(d, SESSION.current, count)
-                                        for d in self._device_args})
-        return self._devices
-
-    def _refresh_rank(self) -> None:
-        if self._rank_final:
-            return
-        (rank, world), self._rank_final = resolve_rank(self._explicit_rank)
-        if (rank, world) != (self.rank, self.world_size) or self._rank_final:
-            self.rank, self.world_size = rank, world
-            SESSION.set_rank(rank, world)
 
     def step(self) -> list[StepRecord]:
         """Closes the current step; returns its records (one per followed device)."""
-        self._step += 1
-        if self._categories is not None:
-            # Tags must be in the ledger before the agent closes the step and reads its peak.
-            self._categories.tag()
-        raw = SESSION.step_all()
-        if not raw:
+        records = self._pipeline.close_step(sys._getframe(1))
+        if not records:
             return []
-        if not self._probe.attached:
-            self._probe.discover(sys._getframe(1))
-        else:
-            self._probe.step_end()
-        self._refresh_rank()
-        wanted = set(self._resolve_devices())
-        records = []
-        for r in raw:
-            device = int(r["device"])
-            if device not in wanted:
-                continue
-            allocated = int(r["allocated_bytes"])
-            record = StepRecord(
-                step=self._step, device=device, rank=self.rank, world_size=self.world_size,
-                allocated_bytes=allocated, reserved_bytes=int(r["reserved_bytes"]),
-                peak_allocated_bytes=int(r["peak_allocated_bytes"]),
-                peak_reserved_bytes=int(r["peak_reserved_bytes"]),
-                peak_requested_bytes=int(r["peak_requested_bytes"]),
-                delta_allocated_bytes=allocated - self._last_allocated.get(device, 0),
-                duration_ns=int(r.get("duration_ns", 0)),
-                categories=_categories_of(r),
-                non_pytorch_bytes=self._non_pytorch_bytes(device, int(r["reserved_bytes"])),
-                batch_size=self._probe.batch_size)
-            self._last_allocated[device] = allocated
-            records.append(record)
-        return self._record_step(records)
-
-    def _non_pytorch_bytes(self, device: int, reserved_bytes: int) -> int | None:
-        # One NVML process-list call per GPU per step (9-16 us on an H200): the driver's bytes for
-        # this pid minus the allocator's reserved bytes = CUDA context, library workspaces.
-        if not self._driver:
-            return None
-        return non_pytorch_bytes(SESSION.driver_process_bytes(device), reserved_bytes)
+        return self._show(records)
 
     def _record_step(self, records: list[StepRecord]) -> list[StepRecord]:
-        # Everything after the agent's numbers became records: the job-wide reduction (a
-        # collective, so every rank reaches it at every step), then history, leaks, sinks, line.
-        if self.reduce_peaks:
-            records = reduce_step_peaks(records)
-        self._history.extend(records)
+        # The pipeline's last stage (reduction, history) for records made elsewhere, then what
+        # the Monitor adds.
+        return self._show(self._pipeline.keep(records))
+
+    def _show(self, records: list[StepRecord]) -> list[StepRecord]:
+        # What the Monitor adds to the pipeline's records: leaks, sinks, the line.
         for record in records:
             leak = self._leaks.observe(record.device, record.allocated_bytes)
             if leak is not None:
@@ -332,20 +226,30 @@ class Monitor:
                               VramscopeWarning, stacklevel=3)
             for sink in self._sinks:
                 sink.write_step(record)
-        if self.every and self._step % self.every == 0:
+        if self.every and self.steps % self.every == 0:
             self.print_fn(format_step_line(records))
         return records
+
+    @property
+    def rank(self) -> int:
+        """The distributed rank the records carry (0 when not distributed)."""
+        return self._pipeline.rank
+
+    @property
+    def world_size(self) -> int:
+        """The number of distributed processes (1 when not distributed)."""
+        return self._pipeline.world_size
 
     # ----- results
     @property
     def history(self) -> list[StepRecord]:
         """Every kept step record, oldest first."""
-        return list(self._history)
+        return list(self._pipeline.history)
 
     @property
     def steps(self) -> int:
         """Steps closed so far."""
-        return self._step
+        return self._pipeline.steps
 
     def table(self, last: int | None = None) -> str:
         """The per-step table of the history (only the ``last`` steps when given)."""

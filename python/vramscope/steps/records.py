@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from .._core.units import format_bytes, format_delta
 
@@ -56,6 +57,27 @@ class StepRecord:
     #: The batch size of the step: the leading dimension of the model's input at its last
     #: forward (read by one pre-hook on the top-level module); None when unknown.
     batch_size: int | None = None
+
+    @classmethod
+    def from_agent(cls, raw: Mapping[str, Any], step: int, rank: int, world_size: int,
+                   previous_allocated_bytes: int, non_pytorch_bytes: int | None = None,
+                   batch_size: int | None = None) -> StepRecord:
+        """One device's record from the agent's step dict (one of ``SESSION.step_all()``'s),
+        with what the agent does not know: the step number and rank, the allocated bytes at
+        the end of the previous step, the driver's non-PyTorch bytes, the batch size."""
+        allocated = int(raw["allocated_bytes"])
+        categories = raw.get("categories")
+        return cls(
+            step=step, device=int(raw["device"]), rank=rank, world_size=world_size,
+            allocated_bytes=allocated, reserved_bytes=int(raw["reserved_bytes"]),
+            peak_allocated_bytes=int(raw["peak_allocated_bytes"]),
+            peak_reserved_bytes=int(raw["peak_reserved_bytes"]),
+            peak_requested_bytes=int(raw["peak_requested_bytes"]),
+            delta_allocated_bytes=allocated - previous_allocated_bytes,
+            duration_ns=int(raw.get("duration_ns", 0)),
+            categories=None if categories is None else
+            {name: int(categories.get(name, 0)) for name in CATEGORY_NAMES},
+            non_pytorch_bytes=non_pytorch_bytes, batch_size=batch_size)
 
 
 def rank_prefix(rank: int, world_size: int) -> str:

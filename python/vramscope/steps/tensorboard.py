@@ -6,13 +6,15 @@ The target may be
 
 * a directory: the run directory. Under distributed training each rank writes its own run,
   ``<dir>/rank<R>``, and the tags are the same in every run, so TensorBoard overlays the ranks
-  in one chart per tag. The file is written by the agent's native C++ writer when the extension
-  is built, else by torch's SummaryWriter (:func:`open_writer`);
+  in one chart per tag. The file is written by the agent's native C++ writer
+  (:func:`open_writer`);
 * an object with ``add_scalar(tag, value, global_step, walltime)`` -- e.g. your own
   ``torch.utils.tensorboard.SummaryWriter`` -- so the scalars land in your run. The rank then
   goes into the tag (``memory/rank1/cuda0/...``), since your run is shared.
 
-Tags (the same scheme as ``vramscope export --tensorboard``, see docs/tensorboard.md)::
+Tags: the scheme of ``vramscope export --tensorboard`` (docs/tensorboard.md), which exists
+once, in the C++ exporter (src/exporters/tensorboard.hpp); the agent extension hands it over
+(``_agent.tensorboard_step_scalars``), so the sink needs the extension whatever the writer::
 
     memory/cuda<D>/allocated_bytes            at the end of the step
     memory/cuda<D>/reserved_bytes
@@ -36,32 +38,7 @@ from typing import Any
 
 from .._core.session import extension
 
-__all__ = ["TensorBoardSink", "open_writer", "step_scalars"]
-
-_FIELDS = (
-    ("allocated_bytes", "allocated_bytes"),
-    ("reserved_bytes", "reserved_bytes"),
-    ("step_peak_allocated_bytes", "peak_allocated_bytes"),
-    ("step_peak_reserved_bytes", "peak_reserved_bytes"),
-    ("step_peak_requested_bytes", "peak_requested_bytes"),
-)
-
-
-def step_scalars(record: Any, qualify_rank: bool = False) -> list:
-    """``[(tag, value), ...]`` for one step record (any object with the StepRecord fields)."""
-    prefix = "memory/"
-    if qualify_rank and getattr(record, "world_size", 1) > 1:
-        prefix += f"rank{record.rank}/"
-    prefix += f"cuda{record.device}/"
-    scalars = [(prefix + tag, float(getattr(record, field))) for tag, field in _FIELDS]
-    non_pytorch = getattr(record, "non_pytorch_bytes", None)
-    if non_pytorch is not None:
-        scalars.append((prefix + "non_pytorch_bytes", float(non_pytorch)))
-    categories = getattr(record, "categories", None)
-    if categories:
-        scalars += [(f"{prefix}category/{name}_bytes", float(value))
-                    for name, value in categories.items()]
-    return scalars
+__all__ = ["TensorBoardSink", "open_writer"]
 
 
 def _make_private_dirs(path: str) -> None:
@@ -107,6 +84,12 @@ class TensorBoardSink:
     """Receives the Monitor's step records and writes them as TensorBoard scalars."""
 
     def __init__(self, target: Any, rank: int = 0, world_size: int | None = None) -> None:
+        agent = extension()
+        self._step_scalars = getattr(agent, "tensorboard_step_scalars", None)
+        if self._step_scalars is None:
+            raise RuntimeError(
+                "vramscope: tensorboard_dir needs the vramscope agent extension, which holds the "
+                "tag scheme (it is not built or cannot load here)")
         if hasattr(target, "add_scalar"):
             self._writer = target
             self._owned = False
@@ -127,7 +110,7 @@ class TensorBoardSink:
     def write_step(self, record: Any) -> None:
         """Writes one device's record of a closed step at that step number."""
         walltime = time.time()
-        for tag, value in step_scalars(record, self._qualify_rank):
+        for tag, value in self._step_scalars(record, self._qualify_rank):
             self._writer.add_scalar(tag, value, record.step, walltime)
 
     def flush(self) -> None:

@@ -25,7 +25,9 @@ AGENT_ONLY = {"attach", "is_attached", "segment_path", "torch_version", "recent_
               "module_enter", "module_exit", "module_table", "live_by_owner", "note_oom",
               "step_categories",
               # NVML's view of this process: Monitor asks for it only when the agent is there.
-              "driver_process_bytes", "driver_probe_error"}
+              "driver_process_bytes", "driver_probe_error",
+              # The TensorBoard tag scheme of the exporter, not a reader call.
+              "tensorboard_step_scalars"}
 
 
 def stub_functions():

@@ -338,7 +338,7 @@ def test_monitor_writes_the_report_when_the_observer_did_not_run(source, tmp_pat
     assert err.count("vramscope: CUDA out of memory on cuda:0") == 1, err
     assert os.stat(path).st_mode & 0o777 == 0o600
     # The provider is gone with the Monitor: a later report uses the step ring only.
-    assert oom._providers == [] or mon._oom_evidence not in oom._providers
+    assert oom._providers == [] or mon._pipeline._oom_evidence not in oom._providers
 
 
 def test_without_a_monitor_the_steps_come_from_the_step_ring(source, tmp_path):

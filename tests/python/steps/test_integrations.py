@@ -109,7 +109,7 @@ def test_lightning_fit_logs_each_steps_peaks(agent, tmp_path):
         [m["vram/reserved_bytes"] for _, m in logged]
     assert [r.batch_size for r in callback.history] == [3, 3, 3, 3]
     # The fit is over: the callback no longer feeds the OOM report.
-    assert callback._metrics._oom_evidence not in oom._providers
+    assert callback._metrics.pipeline._oom_evidence not in oom._providers
 
 
 def test_lightning_batch_size_and_steps_reach_the_oom_report(agent, tmp_path):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from vramscope.tensorboard import TensorBoardSink, open_writer, step_scalars
+from vramscope.tensorboard import TensorBoardSink, open_writer
 
 from conftest import run_python
 
@@ -32,7 +32,14 @@ RECORD = Record(step=3, device=1, rank=1, world_size=2, allocated_bytes=1 << 30,
                 peak_allocated_bytes=3 << 20, peak_reserved_bytes=4 << 20, peak_requested_bytes=5)
 
 
+def _agent():
+    pytest.importorskip("torch")  # the extension binds to the libc10 torch loaded first
+    return pytest.importorskip("vramscope._agent", reason="the agent extension is not built")
+
+
 def test_tag_scheme():
+    # The exporter's tables (src/exporters/tensorboard.hpp), handed over by the extension.
+    step_scalars = _agent().tensorboard_step_scalars
     assert step_scalars(RECORD) == [
         ("memory/cuda1/allocated_bytes", float(1 << 30)),
         ("memory/cuda1/reserved_bytes", float(2 << 30)),
@@ -64,6 +71,7 @@ class UserWriter:
 
 
 def test_user_writer_gets_rank_qualified_tags_and_is_not_closed():
+    _agent()  # the tags come from the extension, whatever the writer
     writer = UserWriter()
     sink = TensorBoardSink(writer, rank=1)
     sink.write_step(RECORD)
@@ -75,7 +83,7 @@ def test_user_writer_gets_rank_qualified_tags_and_is_not_closed():
 
 
 def test_directory_target_reads_back_in_tensorboard(tmp_path):
-    pytest.importorskip("torch.utils.tensorboard")
+    _agent()
     ea = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     sink = TensorBoardSink(tmp_path / "runs", rank=1, world_size=2)
     assert sink.logdir == str(tmp_path / "runs" / "rank1")
@@ -95,9 +103,7 @@ EVENT_FILE = re.compile(r"events\.out\.tfevents\.\d{10}\.[^./][^/]*\.(\d+)\.\d+$
 
 
 def _native_writer_class():
-    pytest.importorskip("torch")  # the extension binds to the libc10 torch loaded first
-    agent = pytest.importorskip("vramscope._agent", reason="the agent extension is not built")
-    return agent.TensorBoardWriter
+    return _agent().TensorBoardWriter
 
 
 def test_native_writer_is_first_choice_and_reads_back_exactly(tmp_path):
@@ -164,22 +170,30 @@ import sys
 sys.modules["vramscope._agent"] = None          # as if the extension were not built
 if "no-tensorboard" in sys.argv:
     sys.modules["torch.utils.tensorboard"] = None  # as if the tensorboard package were absent
-from vramscope.tensorboard import TensorBoardSink
+from vramscope.tensorboard import TensorBoardSink, open_writer
 try:
-    sink = TensorBoardSink(sys.argv[1])
+    TensorBoardSink(sys.argv[1])
+except RuntimeError as e:
+    print("sink:", e)
+try:
+    writer = open_writer(sys.argv[1])
 except RuntimeError as e:
     print("RuntimeError:", e)
 else:
-    print(type(sink._writer).__module__ + "." + type(sink._writer).__name__)
-    sink.close()
+    print(type(writer).__module__ + "." + type(writer).__name__)
+    writer.close()
 """
 
 
-def test_without_the_extension_summary_writer_is_used(tmp_path):
+def test_without_the_extension_the_sink_says_so_and_open_writer_takes_summary_writer(tmp_path):
     pytest.importorskip("torch.utils.tensorboard")
     out = run_python(["-c", FALLBACK, str(tmp_path / "run")])
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "torch.utils.tensorboard.writer.SummaryWriter"
+    sink, writer = out.stdout.strip().split("\n")
+    # The tag scheme is the extension's: no extension, no TensorBoard scalars from a Monitor.
+    assert sink == "sink: vramscope: tensorboard_dir needs the vramscope agent extension, which " \
+                   "holds the tag scheme (it is not built or cannot load here)", sink
+    assert writer == "torch.utils.tensorboard.writer.SummaryWriter"
     assert any(EVENT_FILE.match(f.name) for f in (tmp_path / "run").iterdir())
 
 
@@ -187,6 +201,6 @@ def test_without_extension_and_tensorboard_the_error_says_what_to_install(tmp_pa
     pytest.importorskip("torch")
     out = run_python(["-c", FALLBACK, str(tmp_path / "run"), "no-tensorboard"])
     assert out.returncode == 0, out.stderr
-    line = out.stdout.strip()
+    line = out.stdout.strip().split("\n")[-1]
     assert line.startswith("RuntimeError: vramscope: tensorboard_dir needs"), line
     assert "pip install tensorboard" in line and "SummaryWriter" in line, line
