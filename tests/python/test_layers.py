@@ -119,20 +119,8 @@ def violations(package: pathlib.Path) -> list[str]:
     return found
 
 
-#: Upward imports that a later change of the same series removes (empty when it is done): the
-#: OOM post-mortem reached by name instead of through the session.
-KNOWN_UPWARD: set[str] = {
-    "attribution/profile.py:", "steps/integrations/lightning.py:", "steps/monitor.py:",
-    "steps/pipeline.py:",
-}
-
-
-def _known(line: str) -> bool:
-    return any(line.startswith(k) for k in KNOWN_UPWARD)
-
-
 def test_the_package_keeps_the_import_rule():
-    assert [v for v in violations(PACKAGE) if not _known(v)] == []
+    assert violations(PACKAGE) == []
 
 
 def test_every_room_exists_as_a_package():
@@ -155,7 +143,8 @@ def _plant(copy: pathlib.Path, rel: str, code: str) -> None:
 
 
 def _new(copy: pathlib.Path) -> list[str]:
-    return [v for v in violations(copy) if v not in violations(PACKAGE) and not _known(v)]
+    assert violations(PACKAGE) == []
+    return violations(copy)
 
 
 def test_an_upward_import_fails(package_copy):

@@ -10,8 +10,11 @@ agent here?") instead of probing the reader for each method it needs.
 Attach: the agent can only hook allocators that exist, that is after CUDA is initialised. When
 it is not yet, the attach is queued with ``torch.cuda._lazy_call`` and runs right after the
 program initialises CUDA; until then nothing is allocated and the readers answer 0, as
-``torch.cuda`` does. Layering: the session knows the step history (it records every step it
-closes, in ``history``) but not the OOM post-mortem, which registers itself with ``when_attached``.
+``torch.cuda`` does. Layering: the session is the lowest room's (docs/architecture.md). It knows
+the step history (it records every step it closes, in ``history``) and holds the OOM
+post-mortem's slot (``postmortem``) and its evidence providers (``evidence``), both defined in
+``_core/evidence.py``: the post-mortem room fills the slot at import and installs its observer
+with ``when_attached``, so that no room below it imports it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any, Callable
 
 from . import torchcheck
 from .distributed import resolve_rank
+from .evidence import EvidenceProviders, PostMortemSlot
 from .polling import PollingReader
 from .step_history import StepHistory
 
@@ -86,6 +90,10 @@ class Session:
         self.current: Callable[[], int] = int
         #: Every step this session closed, for the OOM post-mortem.
         self.history = StepHistory()
+        #: Who adds fields to an OOM report (the step pipelines, profile(), programs).
+        self.evidence = EvidenceProviders()
+        #: The OOM post-mortem (vramscope.postmortem's PostMortem once that room is imported).
+        self.postmortem: PostMortemSlot = PostMortemSlot()
         self._mode = "detached"
         self._options: dict[str, Any] = {"interval_ms": 10.0, "publish": True, "rank": None,
                                          "world_size": None}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 import warnings
 from types import ModuleType
 
@@ -102,3 +103,15 @@ def warn_polling_once(reason: str) -> None:
         VramscopeWarning,
         stacklevel=3,
     )
+
+
+def is_oom_error(exc: BaseException) -> bool:
+    """Is ``exc`` a CUDA out-of-memory error (torch.OutOfMemoryError, or a RuntimeError that
+    says so)? Does not import torch. Here, below every room, because the post-mortem and the
+    memory model's probes (predict/) both ask."""
+    torch = sys.modules.get("torch")
+    oom_type = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    text = str(exc) if isinstance(exc, RuntimeError) else ""
+    return "CUDA out of memory" in text or "CUDA error: out of memory" in text

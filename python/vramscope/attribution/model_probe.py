@@ -331,11 +331,9 @@ class ModelProbe:
         self._child_handles = []
 
 
-def oom_frames() -> tuple[list[FrameType], bool]:
+def oom_frames(first: FrameType | None) -> tuple[list[FrameType], bool]:
     """The frames of the thread that hit the OOM (the observer runs on it), innermost first,
-    without this module's and oom.py's own; and is it the main thread?"""
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.replace("\\", "/").endswith(
-            ("vramscope/oom.py", "vramscope/_model_probe.py")):
-        frame = frame.f_back
-    return frames_outward(frame), threading.current_thread() is threading.main_thread()
+    from ``first``, the frame that was running when the allocation failed (the observer's
+    caller; None on a thread without Python frames, the autograd engine's); and is it the main
+    thread?"""
+    return frames_outward(first), threading.current_thread() is threading.main_thread()

@@ -36,9 +36,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from .._core.evidence import ATTRIBUTION, Stack
 from .._core.session import SESSION
 from .._core.units import format_bytes
-from ..postmortem import oom
 from .categories import StorageWalker
 from .module_hooks import ModuleRow, _ModuleHooks, format_module_table, repeated_modules
 
@@ -140,7 +140,7 @@ class Profile:
             self._hooks = _ModuleHooks(self._agent, device, frames=True, backward=self.backward)
             self._hooks.install()
             SESSION.history.add_module_paths(self._hooks.paths)
-        oom.add_provider(self._oom_evidence)
+        SESSION.evidence.add(self._oom_evidence, ATTRIBUTION)
         self._active = True
         return self
 
@@ -150,7 +150,7 @@ class Profile:
             self._hooks.remove()
             SESSION.history.remove_module_paths(self._hooks.paths)
         self._agent.profile_stop()
-        oom.remove_provider(self._oom_evidence)
+        SESSION.evidence.remove(self._oom_evidence)
         self._snapshot()
 
     def _snapshot(self) -> None:
@@ -161,7 +161,7 @@ class Profile:
         self._allocated_peaks = [int(s.get("peak_allocated_bytes", 0)) for s in summaries]
         self._module_rows = self._hooks.rows() if self._hooks is not None else []
 
-    def _oom_evidence(self, device: int) -> dict[str, Any]:
+    def _oom_evidence(self, device: int, stack: Stack | None) -> dict[str, Any]:
         if self._hooks is None:
             return {}
         rows = self._hooks.rows()
@@ -238,7 +238,7 @@ class CategoryTracker:
             self._agent.step_categories(True)
         #: What each step() returned, oldest first.
         self.history: list[dict[int, dict[str, tuple[int, int]]]] = []
-        oom.add_provider(self._oom_evidence)
+        SESSION.evidence.add(self._oom_evidence, ATTRIBUTION)
 
     def tag(self) -> None:
         """Tags the parameter, gradient and optimizer-state storages that are new since the last
@@ -260,7 +260,7 @@ class CategoryTracker:
         self.history.append(out)
         return out
 
-    def _oom_evidence(self, device: int) -> dict[str, Any]:
+    def _oom_evidence(self, device: int, stack: Stack | None) -> dict[str, Any]:
         self._tag()
         return {"categories": {k: int(v[0]) for k, v in
                                self._agent.categories(device, "step").items() if v[0]}}
@@ -271,4 +271,4 @@ class CategoryTracker:
             self._agent.step_categories(False)
             self._in_step_records = False
         self._agent.attribution_release()
-        oom.remove_provider(self._oom_evidence)
+        SESSION.evidence.remove(self._oom_evidence)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 from .._core.step_history import StepPoint
+from .._core.torchcheck import is_oom_error
 from .._core.units import format_bytes, non_pytorch_bytes, unit_bytes
 
-__all__ = ["Advice", "OomEvidence", "StepPoint"]
+__all__ = ["Advice", "OomEvidence", "StepPoint", "is_oom_error"]
 
 
 @dataclasses.dataclass
@@ -268,14 +268,3 @@ def parse_oom_message(text: str) -> dict[str, int]:
         out["device"] = int(device.group(1))
     out.update({k: v for k, v in found.items() if v is not None})
     return out
-
-
-def is_oom_error(exc: BaseException) -> bool:
-    """Is ``exc`` a CUDA out-of-memory error (torch.OutOfMemoryError, or a RuntimeError that
-    says so)? Does not import torch."""
-    torch = sys.modules.get("torch")
-    oom_type = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
-    if oom_type is not None and isinstance(exc, oom_type):
-        return True
-    text = str(exc) if isinstance(exc, RuntimeError) else ""
-    return "CUDA out of memory" in text or "CUDA error: out of memory" in text

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._core.units import format_bytes
 from .advice import Advice, OomEvidence, leak_rate
-from .remedies import Assessment, assess, rank_advice
+from .remedies import Assessment, assess
 
 #: Schema version of the .json report (2: leak_rate_bytes, growing_ops, from_exception;
 #: 3: growing_modules; 4: the budget and need numbers, advice kinds and parameters,
@@ -58,9 +58,10 @@ def _numbers(e: OomEvidence, a: Assessment) -> list[str]:
     ]
 
 
-def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "") -> str:
-    """The .txt post-mortem."""
-    a = assess(e)
+def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "",
+                  assessment: Assessment | None = None) -> str:
+    """The .txt post-mortem (``assessment``: ``assess(e)``, which a report computes once)."""
+    a = assessment if assessment is not None else assess(e)
     lines = [f"vramscope OOM post-mortem: cuda:{e.device}" + (f" at {when}" if when else ""),
              ""] + _numbers(e, a)
     if e.batch_size:
@@ -134,9 +135,11 @@ def _advice_json(x: Advice) -> dict[str, Any]:
     return d
 
 
-def report_json(e: OomEvidence, advice: Sequence[Advice]) -> dict[str, Any]:
-    """The .json post-mortem (schema_version REPORT_SCHEMA_VERSION, sizes in *_bytes)."""
-    a = assess(e)
+def report_json(e: OomEvidence, advice: Sequence[Advice],
+                assessment: Assessment | None = None) -> dict[str, Any]:
+    """The .json post-mortem (schema_version REPORT_SCHEMA_VERSION, sizes in *_bytes;
+    ``assessment``: ``assess(e)``, which a report computes once)."""
+    a = assessment if assessment is not None else assess(e)
     d = dataclasses.asdict(e)
     d.update(schema_version=REPORT_SCHEMA_VERSION, non_pytorch_bytes=e.non_pytorch_bytes,
              budget_bytes=e.budget_bytes, available_bytes=e.available_bytes,
@@ -276,9 +279,11 @@ def write_report(e: OomEvidence, paths: dict[str, str], snapshot: dict[str, Any]
     Files are always new (O_CREAT | O_EXCL | O_NOFOLLOW, never blocking): when a name exists
     the next one is tried, and ``paths`` is updated with the names written. A directory that
     everyone can write without the sticky bit is refused (OSError)."""
-    advice = rank_advice(e)
-    contents = {"txt": format_report(e, advice, when).encode("utf-8"),
-                "json": (json.dumps(report_json(e, advice), indent=2) + "\n").encode()}
+    assessment = assess(e)  # once per report: the advice, the text and the JSON share it
+    advice = assessment.advice
+    contents = {"txt": format_report(e, advice, when, assessment).encode("utf-8"),
+                "json": (json.dumps(report_json(e, advice, assessment), indent=2)
+                         + "\n").encode()}
     if snapshot is not None:
         contents["pickle"] = pickle.dumps(snapshot)
     directory = os.path.dirname(paths["txt"]) or "."

@@ -19,7 +19,6 @@ from typing import Any, Callable, Protocol
 from .._core.device import Device
 from .._core.session import SESSION
 from .._core.torchcheck import VramscopeWarning
-from ..postmortem import oom
 from .pipeline import StepPipeline
 from .records import (
     LeakDetector,
@@ -142,7 +141,7 @@ class Monitor:
             if exc is not None:
                 # An OOM leaving the loop gets its post-mortem (written by the observer, else
                 # now) before the exit table; the exception itself propagates unchanged.
-                oom.report_exception(exc, self._oom_calls_at_start)
+                SESSION.postmortem.report_exception(exc, self._oom_calls_at_start)
         finally:
             self.close()
 
@@ -171,7 +170,7 @@ class Monitor:
         if self._model is not None:
             self._pipeline.probe.attach(self._model, self._optimizer)
         self._active = True
-        self._oom_calls_at_start = oom.observer_calls()
+        self._oom_calls_at_start = SESSION.postmortem.observer_calls()
         self._pipeline.start()
 
     def close(self) -> None:

@@ -25,11 +25,11 @@ from typing import Any
 
 from .._core.device import Device, parse_device
 from .._core.distributed import reduce_step_peaks, resolve_rank
+from .._core.evidence import FRAMEWORK, STEPS, Stack
 from .._core.session import SESSION
 from .._core.step_history import STEP_HISTORY, StepPoint
 from .._core.units import non_pytorch_bytes
 from ..attribution.model_probe import ModelProbe
-from ..postmortem import oom
 from .records import StepRecord, history_limit_deque
 
 __all__ = ["StepPipeline"]
@@ -116,7 +116,7 @@ class StepPipeline:
         if SESSION.device_count() > 0:
             for device in self.devices():
                 self._last_allocated[device] = SESSION.reader.memory_allocated(device)
-        oom.add_provider(self._oom_evidence)
+        SESSION.evidence.add(self._oom_evidence, STEPS if self.framework is None else FRAMEWORK)
 
     def begin(self) -> None:
         """Starts the first step's peak now: what came before (loading the model) is no step."""
@@ -179,10 +179,10 @@ class StepPipeline:
             SESSION.set_rank(rank, world)
 
     # ----- the OOM post-mortem
-    def _oom_evidence(self, device: int) -> dict[str, Any]:
-        """The steps of ``device`` (with their batch sizes) and what the probe knows of the
-        model, the optimizer and the stack; a framework's batch size wins over the probe's."""
-        stack = oom.oom_stack()
+    def _oom_evidence(self, device: int, stack: Stack | None) -> dict[str, Any]:
+        """The pipeline's one OOM evidence provider (SESSION.evidence; a framework's outranks a
+        Monitor's): the steps of ``device`` (with their batch sizes) and what the probe knows of
+        the model, the optimizer and the ``stack``; a framework's batch size beats the probe's."""
         out = self.probe.evidence(*stack) if stack is not None else self.probe.evidence()
         if self.framework is not None and self.batch_size is not None:
             out.update(batch_size=self.batch_size, batch_source=self.framework)
@@ -195,7 +195,7 @@ class StepPipeline:
     def close(self) -> None:
         """Stops feeding the post-mortem, drops the category tracker and the probe's hooks.
         Idempotent."""
-        oom.remove_provider(self._oom_evidence)
+        SESSION.evidence.remove(self._oom_evidence)
         self.probe.close()
         if self._categories is not None:
             self._categories.close()

@@ -85,7 +85,8 @@ class TensorBoardSink:
 
     def __init__(self, target: Any, rank: int = 0, world_size: int | None = None) -> None:
         agent = extension()
-        self._step_scalars = getattr(agent, "tensorboard_step_scalars", None)
+        #: The exporter's tags of a step record (_agent.tensorboard_step_scalars).
+        self._step_scalars: Any = getattr(agent, "tensorboard_step_scalars", None)
         if self._step_scalars is None:
             raise RuntimeError(
                 "vramscope: tensorboard_dir needs the vramscope agent extension, which holds the "

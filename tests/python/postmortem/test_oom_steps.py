@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import sys
 
 import pytest
 
@@ -162,8 +163,8 @@ def history(monkeypatch):
 
 @pytest.fixture
 def source(history, monkeypatch, tmp_path):
-    monkeypatch.setattr(oom, "_reports_written", 0)
-    monkeypatch.setattr(oom, "_last_report", {})
+    # A fresh post-mortem in the session's slot: no report written yet, no last report.
+    monkeypatch.setattr(SESSION, "postmortem", oom.PostMortem(SESSION))
     monkeypatch.setenv("VRAMSCOPE_OOM_DIR", str(tmp_path))
     monkeypatch.delenv("VRAMSCOPE_OOM_REPORT", raising=False)
     # A reader that is not the agent (no attribution, no segments), as in polling mode.
@@ -338,7 +339,7 @@ def test_monitor_writes_the_report_when_the_observer_did_not_run(source, tmp_pat
     assert err.count("vramscope: CUDA out of memory on cuda:0") == 1, err
     assert os.stat(path).st_mode & 0o777 == 0o600
     # The provider is gone with the Monitor: a later report uses the step ring only.
-    assert oom._providers == [] or mon._pipeline._oom_evidence not in oom._providers
+    assert mon._pipeline._oom_evidence not in SESSION.evidence
 
 
 def test_without_a_monitor_the_steps_come_from_the_step_ring(source, tmp_path):
@@ -353,7 +354,7 @@ def test_without_a_monitor_the_steps_come_from_the_step_ring(source, tmp_path):
 
 def test_nothing_new_is_written_when_the_observer_ran(source, tmp_path, monkeypatch, capsys):
     before = oom.observer_calls()
-    monkeypatch.setattr(oom, "_observer_calls", before + 1)  # what on_oom counts first
+    monkeypatch.setattr(SESSION.postmortem, "observer_count", before + 1)  # on_oom counts first
     assert oom.report_exception(RuntimeError(MESSAGE), before) is None
     assert reports(tmp_path) == []
     assert capsys.readouterr().err == ""
@@ -376,6 +377,10 @@ def test_run_reports_an_oom_that_ends_the_program(source, tmp_path, monkeypatch,
     script = tmp_path / "prog.py"
     script.write_text(f"raise RuntimeError({MESSAGE!r})\n")
     monkeypatch.setattr(run, "_start_agent", lambda opts: None)
+    # run.main sets sys.argv and sys.path[0] as `python script.py` would: this process's own
+    # (sys.path[0] is a test folder, which other tests' subprocesses import from) come back.
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
     with pytest.raises(RuntimeError, match="Tried to allocate 256.00 MiB"):
         run.main([str(script)])
     assert len(reports(tmp_path)) == 1

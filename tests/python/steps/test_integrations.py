@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 
+from vramscope._core.session import SESSION
 from vramscope.integrations import KEYS
 from vramscope.postmortem import oom
 
@@ -109,7 +110,7 @@ def test_lightning_fit_logs_each_steps_peaks(agent, tmp_path):
         [m["vram/reserved_bytes"] for _, m in logged]
     assert [r.batch_size for r in callback.history] == [3, 3, 3, 3]
     # The fit is over: the callback no longer feeds the OOM report.
-    assert callback._metrics.pipeline._oom_evidence not in oom._providers
+    assert callback._metrics.pipeline._oom_evidence not in SESSION.evidence
 
 
 def test_lightning_batch_size_and_steps_reach_the_oom_report(agent, tmp_path):
@@ -124,7 +125,7 @@ def test_lightning_batch_size_and_steps_reach_the_oom_report(agent, tmp_path):
             if batch_idx == 2:
                 e = oom.OomEvidence(device=0, requested_bytes=1, device_total_bytes=2,
                                     device_free_bytes=0, allocated_bytes=0, reserved_bytes=0)
-                oom._fill(e, None, 0)
+                SESSION.postmortem.fill(e, None, 0)
                 seen.update(batch_size=e.batch_size, source=e.batch_source,
                             steps=[(s.step, s.batch_size, s.peak_allocated_bytes)
                                    for s in e.steps])

@@ -23,8 +23,8 @@ try:
 except ImportError:  # the older distribution name
     import pytorch_lightning as _pl  # type: ignore[no-redef]
 
+from ..._core.session import SESSION
 from ...attribution.model_probe import leading_dim
-from ...postmortem import oom
 from .common import KEYS, StepMetrics
 
 __all__ = ["VramscopeCallback", "KEYS"]
@@ -62,7 +62,7 @@ class VramscopeCallback(_pl.Callback):
                 getattr(device, "type", None) == "cuda":
             self._metrics.device = device.index or 0
         optimizers = getattr(trainer, "optimizers", None) or [None]
-        self._observer_calls = oom.observer_calls()
+        self._observer_calls = SESSION.postmortem.observer_calls()
         self._metrics.start(model=pl_module, optimizer=optimizers[0],
                             rank=int(trainer.global_rank), world_size=int(trainer.world_size))
 
@@ -89,5 +89,5 @@ class VramscopeCallback(_pl.Callback):
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         # The observer wrote the report of an allocator OOM already; this covers the others.
-        oom.report_exception(exception, self._observer_calls)
+        SESSION.postmortem.report_exception(exception, self._observer_calls)
         self._metrics.close()
