@@ -4,7 +4,7 @@
 Speed: after attach, ``memory_allocated()`` is one global lookup, two attribute reads, one
 device read and one call into the extension, well under a microsecond; everything unusual
 (first use, strings, ``torch.device``, errors) takes ``_slow``. Attaching (now, or queued until
-the program initialises CUDA) is the session's (vramscope._session).
+the program initialises CUDA) is the session's (vramscope._core.session).
 """
 
 from __future__ import annotations

@@ -242,7 +242,7 @@ class CategoryTracker:
 
     def tag(self) -> None:
         """Tags the parameter, gradient and optimizer-state storages that are new since the last
-        call (see vramscope._categories for what is cached)."""
+        call (see vramscope.attribution.categories for what is cached)."""
         for category, by_device in self._walker.walk().items():
             for device, blocks in by_device.items():
                 self._agent.tag(device, category, blocks)

@@ -1,8 +1,8 @@
 # python/vramscope/postmortem/advice.py -- OOM evidence and the advice it supports (pure functions)
 """What the post-mortem knows (``OomEvidence``) and the pure functions of those numbers (the
 message parsed, fragmentation, growth, a batch that fits), tested with synthetic evidence.
-``_oom_remedies`` concludes from it (``rank_advice``), ``vramscope.oom`` collects it live and
-``_oom_report`` renders it."""
+``remedies`` concludes from it (``rank_advice``), ``vramscope.oom`` collects it live and
+``report`` renders it."""
 
 from __future__ import annotations
 
