@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/crc32c.hpp"
-#include "exporters/tensorboard.hpp"
 #include "fixtures.hpp"
 #include "temp_dir.hpp"
+#include "vramscope/core/crc32c.hpp"
+#include "vramscope/exporters/tensorboard.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {
