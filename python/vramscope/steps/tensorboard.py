@@ -13,8 +13,9 @@ The target may be
   goes into the tag (``memory/rank1/cuda0/...``), since your run is shared.
 
 Tags: the scheme of ``vramscope export --tensorboard`` (docs/tensorboard.md), which exists
-once, in the C++ exporter (src/exporters/tensorboard.hpp); the agent extension hands it over
-(``_agent.tensorboard_step_scalars``), so the sink needs the extension whatever the writer::
+once, in the C++ exporter (src/exporters/include/vramscope/exporters/tensorboard.hpp); the
+agent extension hands it over (``_agent.tensorboard_step_scalars``), so the sink needs the
+extension whatever the writer::
 
     memory/cuda<D>/allocated_bytes            at the end of the step
     memory/cuda<D>/reserved_bytes

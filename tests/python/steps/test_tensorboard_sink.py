@@ -38,7 +38,7 @@ def _agent():
 
 
 def test_tag_scheme():
-    # The exporter's tables (src/exporters/tensorboard.hpp), handed over by the extension.
+    # The exporter's tables (src/exporters/include/vramscope/exporters/tensorboard.hpp), handed over by the extension.
     step_scalars = _agent().tensorboard_step_scalars
     assert step_scalars(RECORD) == [
         ("memory/cuda1/allocated_bytes", float(1 << 30)),
