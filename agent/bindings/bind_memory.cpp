@@ -85,7 +85,7 @@ void bind_memory(nb::module_& m) {
         return stats_dict(state.core->stats(checked_device(state, device)));
       },
       "device"_a, "Every counter of one device as a dict.");
-  // stats()'s keys in order, readable without attaching: tests/python/test_stubs.py holds the
+  // stats()'s keys in order, readable without attaching: tests/python/_core/test_stubs.py holds the
   // stub, the docs and the polling fallback to them.
   nb::list fields;
   for (const tracking::DeviceStatsField& field : tracking::device_stats_fields) {

@@ -4,17 +4,21 @@
 // without TensorFlow or protobuf). The methods mirror the part of SummaryWriter the Monitor's
 // sink calls, so vramscope.tensorboard can take either. Every call holds the GIL: a writer call
 // is a buffer append (a write(2) at most every 2 s), and the GIL serialises callers of the
-// same writer, which the C++ class requires.
+// same writer, which the C++ class requires. tensorboard_step_scalars gives the Monitor's sink
+// the tags of a step from the exporter's own tables, for this writer and for a user's
+// SummaryWriter alike: the tag scheme is written once, in vramscope/exporters/tensorboard.hpp.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 
 #include "bindings.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/exporters/tensorboard.hpp"
+#include "vramscope/sample.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -24,6 +28,7 @@ namespace vramscope::agent {
 namespace {
 
 using exporters::TensorBoardOptions;
+using exporters::TensorBoardScalar;
 using exporters::TensorBoardWriter;
 
 TensorBoardOptions writer_options() {
@@ -47,9 +52,53 @@ void add_scalar(TensorBoardWriter& writer, const std::string& tag, double value,
   writer.add_scalar(tag, value, global_step.value_or(0), wall_s);
 }
 
+uint64_t bytes_of(nb::handle record, const char* field) {
+  return nb::cast<uint64_t>(record.attr(field));
+}
+
+/// [(tag, value), ...] of one step record (an object with the vramscope.StepRecord fields; the
+/// optional ones, world_size, non_pytorch_bytes and categories, may be missing).
+nb::list step_scalars(nb::handle record, bool qualify_rank) {
+  StepRecord step;
+  step.cuda_device = nb::cast<int32_t>(record.attr("device"));
+  step.rank = nb::cast<int32_t>(record.attr("rank"));
+  step.allocated_bytes = bytes_of(record, "allocated_bytes");
+  step.reserved_bytes = bytes_of(record, "reserved_bytes");
+  step.peak_allocated_bytes = bytes_of(record, "peak_allocated_bytes");
+  step.peak_reserved_bytes = bytes_of(record, "peak_reserved_bytes");
+  step.peak_requested_bytes = bytes_of(record, "peak_requested_bytes");
+  const nb::object categories = nb::getattr(record, "categories", nb::none());
+  if (!categories.is_none() && nb::len(categories) > 0) {
+    CategoryBytes bytes{};
+    for (std::size_t c = 0; c < memory_category_count; ++c) {
+      const nb::str name(memory_category_names[c].data(), memory_category_names[c].size());
+      bytes[c] = nb::cast<uint64_t>(categories.attr("get")(name, 0));
+    }
+    step.category_bytes = bytes;
+  }
+  const nb::object non_pytorch = nb::getattr(record, "non_pytorch_bytes", nb::none());
+  const std::optional<uint64_t> non_pytorch_bytes =
+      non_pytorch.is_none() ? std::nullopt : std::optional(nb::cast<uint64_t>(non_pytorch));
+  // One run per rank (qualify_rank false), or a user's run shared by the ranks.
+  const bool qualify =
+      qualify_rank && nb::cast<int64_t>(nb::getattr(record, "world_size", nb::int_(1))) > 1;
+  const std::string prefix =
+      exporters::tensorboard_torch_prefix(qualify, 0, step.rank, step.cuda_device);
+  nb::list out;
+  for (const TensorBoardScalar& scalar :
+       exporters::tensorboard_step_scalars(step, prefix, /*end_values=*/true, non_pytorch_bytes)) {
+    out.append(nb::make_tuple(scalar.tag, scalar.value));
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_tensorboard(nb::module_& m) {
+  m.def("tensorboard_step_scalars", &step_scalars, "record"_a, "qualify_rank"_a = false,
+        "[(tag, value), ...] of one Monitor step record, from the exporter's tag tables: "
+        "memory/[rank<R>/]cuda<D>/ (the rank only with qualify_rank and world_size > 1), the "
+        "step-end and peak bytes, non_pytorch_bytes when known, category/<name>_bytes.");
   nb::class_<TensorBoardWriter>(
       m, "TensorBoardWriter",
       "Native TensorBoard event-file writer (no tensorboard package needed). Creates log_dir "

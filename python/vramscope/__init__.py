@@ -16,6 +16,9 @@ The agent attaches on first use, or right after the program initialises CUDA. Im
 package does not import torch.
 """
 
+# The OOM post-mortem fills the session's slot (SESSION.postmortem) and installs its observer
+# when imported; the rooms below it reach it only through the session.
+from . import oom  # noqa: F401
 from ._api import (
     attach,
     device_count,
@@ -31,13 +34,16 @@ from ._api import (
     mode,
     reset_peak,
 )
+from ._core.torchcheck import VramscopeWarning
 
 # IPython looks load_ipython_extension up on the package (%load_ext vramscope); not API.
 from ._ipython import load_ipython_extension, show  # noqa: F401
-from ._steps import StepRecord
-from ._torchcheck import VramscopeWarning
 from .monitor import Monitor
+
+# Through the public module vramscope.profile, so that it is loaded before the name is bound to
+# the function: a later `from vramscope.profile import ...` then leaves vramscope.profile alone.
 from .profile import CategoryTracker, profile
+from .steps.records import StepRecord
 
 
 def _version() -> str:

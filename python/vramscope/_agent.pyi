@@ -159,6 +159,12 @@ def oom_snapshot() -> Any:
 def set_oom_callback(callback: object) -> None:
     """Call callback(device) with the GIL from the OOM observer (None: stop)."""
 
+def tensorboard_step_scalars(record: Any, qualify_rank: bool = False) -> list:
+    """[(tag, value), ...] of one Monitor step record (an object with the StepRecord fields),
+    from the exporter's tag tables: ``memory/[rank<R>/]cuda<D>/`` (the rank only with
+    ``qualify_rank`` and world_size > 1), allocated_bytes, reserved_bytes, the step peaks,
+    non_pytorch_bytes when known, ``category/<name>_bytes`` when the record has categories."""
+
 class TensorBoardWriter:
     """Native TensorBoard event-file writer (no tensorboard package needed): the subset of
     torch's SummaryWriter that vramscope.tensorboard uses. Creates ``log_dir`` (0700, parents

@@ -4,15 +4,15 @@
 Speed: after attach, ``memory_allocated()`` is one global lookup, two attribute reads, one
 device read and one call into the extension, well under a microsecond; everything unusual
 (first use, strings, ``torch.device``, errors) takes ``_slow``. Attaching (now, or queued until
-the program initialises CUDA) is the session's (vramscope._session).
+the program initialises CUDA) is the session's (vramscope._core.session).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._device import Device, parse_device
-from ._session import SESSION
+from ._core.device import Device, parse_device
+from ._core.session import SESSION
 
 _S = SESSION
 

@@ -23,8 +23,8 @@ import sys
 from typing import Any, Callable
 
 from . import _api
-from ._session import SESSION
-from ._units import format_bytes, format_delta, non_pytorch_bytes
+from ._core.session import SESSION
+from ._core.units import format_bytes, format_delta, non_pytorch_bytes
 
 __all__ = ["show", "load_ipython_extension", "MemoryView", "DeviceView", "held_hints"]
 
@@ -106,7 +106,7 @@ class MemoryView:
 
 
 def _problem() -> str | None:
-    from .integrations._common import gpu_problem
+    from .steps.integrations.common import gpu_problem
 
     return gpu_problem()
 

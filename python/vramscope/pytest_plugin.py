@@ -29,11 +29,12 @@ from typing import Any, cast
 
 import pytest
 
-from . import _api, _limits
-from ._limits import DeviceMeasure, TestMeasure
-from ._session import SESSION
-from ._units import non_pytorch_bytes
-from .integrations._common import gpu_problem
+from . import _api
+from ._core import limits as _limits
+from ._core.limits import DeviceMeasure, TestMeasure
+from ._core.session import SESSION
+from ._core.units import non_pytorch_bytes
+from .steps.integrations.common import gpu_problem
 
 #: The key of a test report's user_properties that carries its TestMeasure (as a dict).
 PROPERTY = "vramscope"
@@ -106,7 +107,7 @@ class _Window:
                 # rose during the test (it is read, never reset).
                 self.torch_peaks[d] = int(sys.modules["torch"].cuda.max_memory_allocated(d))
         if self.ops and _api.mode().startswith("events"):
-            from .profile import profile
+            from .attribution.profile import profile
             try:
                 self.profile = profile(modules=False).__enter__()
             except RuntimeError:

@@ -3,10 +3,10 @@
 
 The agent attaches right after the program initialises CUDA; every optimizer step closes a
 step; at exit a one-line summary (peaks per device, steps, OOMs) goes to stderr. A CUDA OOM that
-ends the program always leaves its post-mortem report (see oom.py), then propagates. The program
-runs as ``__main__`` with its own ``sys.argv``; its exceptions and exit code are its own: an
-uncaught exception prints the traceback from the program's first frame and exits 1, as
-``python script.py`` does; a missing script or module is one line and exit 1.
+ends the program always leaves its post-mortem report (see postmortem/oom.py), then propagates.
+The program runs as ``__main__`` with its own ``sys.argv``; its exceptions and exit code are
+its own: an uncaught exception prints the traceback from the program's first frame and exits
+1, as ``python script.py`` does; a missing script or module is one line and exit 1.
 
 Environment: VRAMSCOPE_RUN_INTERVAL_MS (publish interval of the agent, default 10),
 VRAMSCOPE_RUN_QUIET=1 (no summary and no notes).
@@ -21,8 +21,10 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import NamedTuple
 
-from . import _api, oom
-from ._units import format_bytes
+from . import _api
+from ._core.session import SESSION
+from ._core.units import format_bytes
+from .steps.monitor import Monitor
 
 USAGE = """\
 usage: python -m vramscope.run [-m module | script.py] [args...]
@@ -114,9 +116,8 @@ def _note(quiet: bool, text: str) -> None:
 def _start_agent(opts: RunOptions):
     """Attaches (lazily) and starts the auto-stepping Monitor; None when there is no GPU."""
     try:
-        import vramscope
-        vramscope.attach(interval_ms=opts.interval_ms)
-        monitor = vramscope.Monitor(every=0, auto_step=True, exit_table_rows=0)
+        _api.attach(interval_ms=opts.interval_ms)
+        monitor = Monitor(every=0, auto_step=True, exit_table_rows=0)
         monitor.start()
         return monitor
     except (ImportError, RuntimeError) as e:
@@ -165,13 +166,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"vramscope run: error: no module named {opts.module}", file=sys.stderr)
         raise SystemExit(1)
     monitor = _start_agent(opts)
-    observer_calls = oom.observer_calls()
+    observer_calls = SESSION.postmortem.observer_calls()
     try:
         _run_program(opts)
     except BaseException as e:
         # A CUDA OOM that ends the program gets its post-mortem (the observer's, else one
         # written now, with an OOM marker in the agent's segment); it still propagates.
-        oom.report_exception(e, observer_calls)
+        SESSION.postmortem.report_exception(e, observer_calls)
         raise
     finally:
         if monitor is not None:

@@ -35,7 +35,7 @@ std::string local_time_text(int64_t timestamp_ns, TimeText style) {
     std::snprintf(text.data(), text.size(), "%02d:%02d:%02d.%03d", parts.tm_hour, parts.tm_min,
                   parts.tm_sec, millis);
   } else {
-    // The post-mortem stamp must match the one python/vramscope/_oom_report.py writes.
+    // The post-mortem stamp must match the one python/vramscope/postmortem/report.py writes.
     strftime(text.data(), text.size(),
              style == TimeText::FileStamp ? "%Y%m%d-%H%M%S" : "%Y-%m-%d %H:%M:%S", &parts);
   }

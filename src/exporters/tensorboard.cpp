@@ -166,11 +166,35 @@ void TensorBoardWriter::add_scalars(const std::vector<TensorBoardScalar>& scalar
   append_event(encode_scalars_event(scalars, step, wall_time_s));
 }
 
-std::string TensorBoardWriter::torch_prefix(uint32_t pid, int32_t rank, int32_t cuda_device) const {
+std::string tensorboard_torch_prefix(bool qualify_process, uint32_t pid, int32_t rank,
+                                     int32_t cuda_device) {
   std::string prefix = "memory/";
-  if (m_options.qualify_process)
+  if (qualify_process)
     prefix += rank >= 0 ? "rank" + std::to_string(rank) + "/" : "pid" + std::to_string(pid) + "/";
   return prefix + "cuda" + std::to_string(cuda_device) + "/";
+}
+
+std::vector<TensorBoardScalar> tensorboard_step_scalars(const StepRecord& step,
+                                                        std::string_view prefix, bool end_values,
+                                                        std::optional<uint64_t> non_pytorch_bytes) {
+  std::vector<TensorBoardScalar> scalars;
+  scalars.reserve(std::size(tensorboard_step_end_tags) + std::size(tensorboard_step_tags) + 1 +
+                  memory_category_count);
+  const auto add = [&](std::string_view tag, uint64_t value) {
+    scalars.push_back({std::string(prefix).append(tag), static_cast<double>(value)});
+  };
+  if (end_values) {
+    for (const auto& [tag, member] : tensorboard_step_end_tags) add(tag, step.*member);
+  }
+  for (const auto& [tag, member] : tensorboard_step_tags) add(tag, step.*member);
+  if (end_values && non_pytorch_bytes) add(tensorboard_non_pytorch_tag, *non_pytorch_bytes);
+  if (step.category_bytes) {
+    for (std::size_t c = 0; c < memory_category_count; ++c) {
+      add("category/" + std::string(memory_category_names[c]) + "_bytes",
+          (*step.category_bytes)[c]);
+    }
+  }
+  return scalars;
 }
 
 void TensorBoardWriter::write(const SystemSample& sample) {
@@ -189,7 +213,8 @@ void TensorBoardWriter::write(const SystemSample& sample) {
   }
   ++m_sample_index;
   for (const AllocatorSample& allocator : sample.allocators) {
-    const std::string prefix = torch_prefix(allocator.pid, allocator.rank, allocator.cuda_device);
+    const std::string prefix = tensorboard_torch_prefix(m_options.qualify_process, allocator.pid,
+                                                        allocator.rank, allocator.cuda_device);
     std::vector<TensorBoardScalar> scalars;
     scalars.reserve(std::size(tensorboard_allocator_tags));
     for (const auto& [tag, member] : tensorboard_allocator_tags) {
@@ -199,7 +224,8 @@ void TensorBoardWriter::write(const SystemSample& sample) {
   }
   for (const StepRecord& step : sample.steps) write_step(step);
   for (const OomRecord& oom : sample.ooms) {
-    const std::string prefix = torch_prefix(oom.pid, oom.rank, oom.cuda_device);
+    const std::string prefix =
+        tensorboard_torch_prefix(m_options.qualify_process, oom.pid, oom.rank, oom.cuda_device);
     const auto& [tag, member] = tensorboard_oom_tag;
     add_scalar(prefix + std::string(tag), static_cast<double>(oom.*member), m_sample_index,
                static_cast<double>(oom.timestamp_ns) / 1e9);
@@ -207,19 +233,10 @@ void TensorBoardWriter::write(const SystemSample& sample) {
 }
 
 void TensorBoardWriter::write_step(const StepRecord& step) {
-  const std::string prefix = torch_prefix(step.pid, step.rank, step.cuda_device);
-  std::vector<TensorBoardScalar> scalars;
-  scalars.reserve(std::size(tensorboard_step_tags) + memory_category_count);
-  for (const auto& [tag, member] : tensorboard_step_tags) {
-    scalars.push_back({prefix + std::string(tag), static_cast<double>(step.*member)});
-  }
-  if (step.category_bytes) {
-    for (std::size_t c = 0; c < memory_category_count; ++c) {
-      scalars.push_back({prefix + "category/" + std::string(memory_category_names[c]) + "_bytes",
-                         static_cast<double>((*step.category_bytes)[c])});
-    }
-  }
-  add_scalars(scalars, static_cast<int64_t>(step.step), static_cast<double>(step.end_ns) / 1e9);
+  const std::string prefix =
+      tensorboard_torch_prefix(m_options.qualify_process, step.pid, step.rank, step.cuda_device);
+  add_scalars(tensorboard_step_scalars(step, prefix), static_cast<int64_t>(step.step),
+              static_cast<double>(step.end_ns) / 1e9);
 }
 
 void TensorBoardWriter::flush() {

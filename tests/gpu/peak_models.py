@@ -141,7 +141,7 @@ def main():
         return 0
     resets = args.mode in ("truth", "both")
     if vramscope is not None:
-        vramscope._session.SESSION.step_all()  # the model's setup is not step 0
+        vramscope._core.session.SESSION.step_all()  # the model's setup is not step 0
     rows = []
     for i in range(args.steps):
         if resets:
@@ -155,7 +155,7 @@ def main():
                "requested_total": stats["requested_bytes.all.allocated"],
                "reserved_peak": stats["reserved_bytes.all.peak"]}
         if vramscope is not None:
-            record = vramscope._session.SESSION.step_all()[0]
+            record = vramscope._core.session.SESSION.step_all()[0]
             row["vramscope_peak"] = int(record["peak_allocated_bytes"])
             row["vramscope_reserved_peak"] = int(record["peak_reserved_bytes"])
             row["allocated"] = int(record["allocated_bytes"])

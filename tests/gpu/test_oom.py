@@ -44,7 +44,7 @@ def test_real_oom_writes_a_consistent_post_mortem(tmp_path: pathlib.Path):
 def test_suggested_batch_size_fits(tmp_path: pathlib.Path):
     code = textwrap.dedent("""
         import json, torch, vramscope
-        from vramscope import _oom_advice, oom
+        from vramscope.postmortem import advice as _oom_advice, oom
         torch.cuda.init(); vramscope.attach()
         total = torch.cuda.get_device_properties(0).total_memory
         per_sample = 1 << 30
@@ -76,7 +76,7 @@ def test_leaking_monitor_loop_reports_the_leak_first(tmp_path: pathlib.Path):
     # the Monitor's handler), and the OutOfMemoryError still reaches the program.
     code = textwrap.dedent("""
         import json, torch, vramscope
-        from vramscope import oom
+        from vramscope.postmortem import oom
         torch.cuda.init(); vramscope.attach()
         chunk = 256 << 20
         free, _ = torch.cuda.mem_get_info()
@@ -123,7 +123,7 @@ def test_leak_advice_names_the_module_that_keeps_its_outputs(tmp_path: pathlib.P
     # parameters are allocated outside forwards.
     code = textwrap.dedent("""
         import json, torch, vramscope
-        from vramscope import oom
+        from vramscope.postmortem import oom
         torch.cuda.init(); vramscope.attach()
 
         class Cache(torch.nn.Module):

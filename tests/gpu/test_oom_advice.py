@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import Any
 
-from vramscope._oom_advice import parse_oom_message
+from vramscope.postmortem.advice import parse_oom_message
 
 from conftest import HERE, gpu_env
 

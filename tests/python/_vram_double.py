@@ -2,7 +2,7 @@
 """``FakeAgent`` answers the agent's reading calls (docs/agent-api.md) from counters the test
 moves itself (``alloc``/``free``), with peaks kept like the agent's: a global peak restarted by
 ``reset_peak`` and a step peak restarted by ``step``. ``installed()`` makes it the reader of
-the session (``vramscope._session``), as an attached agent would be, so the code above the
+the session (``vramscope._core.session``), as an attached agent would be, so the code above the
 agent (the pytest plugin, the framework callbacks) runs unchanged without a GPU. It stands in
 for the GPU and the extension only: nothing of vramscope's Python is replaced.
 """
@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Callable
 
-from vramscope._session import SESSION
+from vramscope._core.session import SESSION
 
 
 class FakeAgent:

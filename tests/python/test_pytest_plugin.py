@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 import vramscope
-from vramscope import _limits
+from vramscope._core import limits as _limits
 
 pytest_plugins = ["pytester"]
 

@@ -176,8 +176,8 @@ def test_snapshot_and_top_once_on_the_nvml_double(venv):
 def test_import_and_the_agent_loads_for_this_torch(venv):
     out = venv.run(venv.python, "-c", (
         "import torch, vramscope\n"
-        "from vramscope import _build_info, _torchcheck\n"
-        "agent, problem = _torchcheck.load_agent(torch)\n"
+        "from vramscope import _build_info\nfrom vramscope._core import session\n"
+        "agent, problem = session.load_agent(torch)\n"
         "print(vramscope.__version__, _build_info.TORCH_VERSION, problem)\n"
         "print(agent.torch_version() == _build_info.TORCH_VERSION)\n"))
     assert out.returncode == 0, out.stderr

@@ -4,6 +4,9 @@
 
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "fixtures.hpp"
 #include "temp_dir.hpp"
@@ -139,6 +142,50 @@ TEST(TensorBoard, StepCategoriesBecomeTagsOnlyWhenTracked) {
   std::memcpy(&value, records[1].data() + at + tag.size() + 1, sizeof value);
   EXPECT_EQ(value, 3.0F * static_cast<float>(test::gib));
   EXPECT_EQ(records[2].find("category/"), std::string::npos);
+}
+
+// The Monitor's step tags (through the agent's tensorboard_step_scalars) and the export's come
+// from one function: the Monitor's add the step-end values and the non-PyTorch bytes.
+TEST(TensorBoard, StepScalarsOfTheMonitorAndOfTheExport) {
+  StepRecord step;
+  step.rank = 1;
+  step.cuda_device = 2;
+  step.allocated_bytes = 10;
+  step.reserved_bytes = 20;
+  step.peak_allocated_bytes = 30;
+  step.peak_reserved_bytes = 40;
+  step.peak_requested_bytes = 50;
+  const std::string prefix = tensorboard_torch_prefix(false, 7, step.rank, step.cuda_device);
+  EXPECT_EQ(prefix, "memory/cuda2/");
+  EXPECT_EQ(tensorboard_torch_prefix(true, 7, 1, 2), "memory/rank1/cuda2/");
+  EXPECT_EQ(tensorboard_torch_prefix(true, 7, -1, 2), "memory/pid7/cuda2/");
+
+  const auto tags = [](const std::vector<TensorBoardScalar>& scalars) {
+    std::vector<std::pair<std::string, double>> out;
+    for (const TensorBoardScalar& s : scalars) out.emplace_back(s.tag, s.value);
+    return out;
+  };
+  using Tags = std::vector<std::pair<std::string, double>>;
+  EXPECT_EQ(tags(tensorboard_step_scalars(step, prefix)),
+            (Tags{{"memory/cuda2/step_peak_allocated_bytes", 30},
+                  {"memory/cuda2/step_peak_reserved_bytes", 40},
+                  {"memory/cuda2/step_peak_requested_bytes", 50}}));
+  step.category_bytes = CategoryBytes{1, 2, 3, 4, 5, 6};
+  EXPECT_EQ(tags(tensorboard_step_scalars(step, prefix, true, 99)),
+            (Tags{{"memory/cuda2/allocated_bytes", 10},
+                  {"memory/cuda2/reserved_bytes", 20},
+                  {"memory/cuda2/step_peak_allocated_bytes", 30},
+                  {"memory/cuda2/step_peak_reserved_bytes", 40},
+                  {"memory/cuda2/step_peak_requested_bytes", 50},
+                  {"memory/cuda2/non_pytorch_bytes", 99},
+                  {"memory/cuda2/category/parameters_bytes", 1},
+                  {"memory/cuda2/category/gradients_bytes", 2},
+                  {"memory/cuda2/category/optimizer_state_bytes", 3},
+                  {"memory/cuda2/category/activations_bytes", 4},
+                  {"memory/cuda2/category/temporaries_bytes", 5},
+                  {"memory/cuda2/category/other_bytes", 6}}));
+  // The export knows no non-PyTorch bytes: a value passed without end values is left out.
+  EXPECT_EQ(tensorboard_step_scalars(step, prefix, false, 99).size(), 3U + memory_category_count);
 }
 
 // Data is buffered until flush(); flush writes whole records only.

@@ -2,7 +2,7 @@
 //
 // Filled from c10's snapshot() (without traces: ~0.2 ms, allowed in the OOM observer) by the
 // agent; torch-free so that the OOM capture hands plain structs to Python, which judges the
-// fragmentation (python/vramscope/_oom_advice.py).
+// fragmentation (python/vramscope/postmortem/advice.py).
 #pragma once
 
 #include <cstdint>

@@ -54,8 +54,9 @@ struct TensorBoardTag {
 };
 
 // Every tag the writer produces, in the order it writes them. Torch tags follow the process
-// prefix `memory/[rank<R>/|pid<P>/]cuda<D>/`, driver tags `driver/gpu<N>/`. The in-process
-// Monitor (python/vramscope/tensorboard.py) writes the same names for its own process.
+// prefix `memory/[rank<R>/|pid<P>/]cuda<D>/` (tensorboard_torch_prefix), driver tags
+// `driver/gpu<N>/`. The in-process Monitor (python/vramscope/steps/tensorboard.py) takes its
+// step tags from tensorboard_step_scalars through the agent, so the scheme exists only here.
 
 /// Per sample, with the allocator's current step as the TensorBoard step.
 inline constexpr std::array<TensorBoardTag<AllocatorSample, uint64_t>, 4>
@@ -71,6 +72,15 @@ inline constexpr std::array<TensorBoardTag<StepRecord, uint64_t>, 3> tensorboard
     {"step_peak_reserved_bytes", &StepRecord::peak_reserved_bytes},
     {"step_peak_requested_bytes", &StepRecord::peak_requested_bytes},
 }};
+/// Per completed step of the in-process Monitor, before the peaks: its run has no per-sample
+/// allocator tags, so the values at the step's end come with the step.
+inline constexpr std::array<TensorBoardTag<StepRecord, uint64_t>, 2> tensorboard_step_end_tags = {{
+    {"allocated_bytes", &StepRecord::allocated_bytes},
+    {"reserved_bytes", &StepRecord::reserved_bytes},
+}};
+/// Per completed step of the in-process Monitor, after the peaks, when NVML can tell: what the
+/// driver charges the process beyond the allocator's reserved bytes.
+inline constexpr std::string_view tensorboard_non_pytorch_tag = "non_pytorch_bytes";
 /// Per OOM, at the OOM's time.
 inline constexpr TensorBoardTag<OomRecord, uint64_t> tensorboard_oom_tag = {
     "oom_requested_bytes", &OomRecord::requested_bytes};
@@ -82,6 +92,19 @@ inline constexpr std::array<TensorBoardTag<DeviceSample, std::optional<uint64_t>
         {"reserved_bytes", &DeviceSample::reserved_bytes},
         {"total_bytes", &DeviceSample::total_bytes},
     }};
+
+/// `memory/[rank<R>/|pid<P>/]cuda<D>/`: with `qualify_process` the rank, or the pid when the
+/// process has no rank (rank < 0).
+std::string tensorboard_torch_prefix(bool qualify_process, uint32_t pid, int32_t rank,
+                                     int32_t cuda_device);
+
+/// The scalars of one completed step under `prefix`, in the order they are written: with
+/// `end_values` (the in-process Monitor) the tensorboard_step_end_tags first, then the peaks
+/// (tensorboard_step_tags), with `end_values` the non-PyTorch bytes when known, and
+/// `category/<name>_bytes` per MemoryCategory when the step has categories.
+std::vector<TensorBoardScalar> tensorboard_step_scalars(
+    const StepRecord& step, std::string_view prefix, bool end_values = false,
+    std::optional<uint64_t> non_pytorch_bytes = std::nullopt);
 
 /// How sample values become tags.
 struct TensorBoardOptions {
@@ -121,7 +144,6 @@ class TensorBoardWriter : public Sink {
 
  private:
   void append_event(const std::string& payload);
-  std::string torch_prefix(uint32_t pid, int32_t rank, int32_t cuda_device) const;
 
   TensorBoardOptions m_options;
   std::unique_ptr<BufferedFile> m_file;

@@ -1,8 +1,8 @@
 // src/tracking/include/vramscope/tracking/device_stats.hpp -- one device's counters as the agent reports them, and their names (one table)
 //
 // _agent.stats(d) is built from device_stats_fields (agent/py_records.cpp), and the extension
-// exports the names (`_agent._device_stats_fields`) so that tests/python/test_stubs.py holds the
-// stub, docs/agent-api.md and the polling fallback's keys to this one table.
+// exports the names (`_agent._device_stats_fields`) so that tests/python/_core/test_stubs.py holds
+// the stub, docs/agent-api.md and the polling fallback's keys to this one table.
 #pragma once
 
 #include <array>

@@ -1,0 +1,254 @@
+# python/vramscope/_core/session.py -- the process's one attach: its reader, devices, mode and agent
+"""The session: what the process attached to, in one object that every module reads through
+methods instead of module globals.
+
+``SESSION.reader`` answers the ``torch.cuda``-style reads: the C++ agent, or a
+``PollingReader`` when the agent cannot load. ``SESSION.agent`` is the capability: the agent when
+it is the reader, None when polling (or detached), so that a caller asks one question ("is the
+agent here?") instead of probing the reader for each method it needs.
+
+Attach: the agent can only hook allocators that exist, that is after CUDA is initialised. When
+it is not yet, the attach is queued with ``torch.cuda._lazy_call`` and runs right after the
+program initialises CUDA; until then nothing is allocated and the readers answer 0, as
+``torch.cuda`` does. Layering: the session is the lowest room's (docs/architecture.md). It knows
+the step history (it records every step it closes, in ``history``) and holds the OOM
+post-mortem's slot (``postmortem``) and its evidence providers (``evidence``), both defined in
+``_core/evidence.py``: the post-mortem room fills the slot at import and installs its observer
+with ``when_attached``, so that no room below it imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, Callable
+
+from . import torchcheck
+from .distributed import resolve_rank
+from .evidence import EvidenceProviders, PostMortemSlot
+from .polling import PollingReader
+from .step_history import StepHistory
+
+__all__ = ["SESSION", "Session", "extension", "load_agent"]
+
+
+def _device_uuids(torch: ModuleType, count: int) -> list[str]:
+    """NVML's names of the first ``count`` CUDA devices (torch prints a bare UUID)."""
+    uuids = []
+    for i in range(count):
+        text = str(torch.cuda.get_device_properties(i).uuid)
+        uuids.append(text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}")
+    return uuids
+
+
+def extension() -> ModuleType | None:
+    """The agent extension module, imported but not attached (its TensorBoard writer needs no
+    attach); None when it is not built or cannot load. The session is the only importer of the
+    extension (tests/python/test_layers.py checks it)."""
+    try:
+        from .. import _agent
+    except ImportError:
+        return None
+    return _agent
+
+
+def load_agent(torch: ModuleType) -> tuple[ModuleType | None, str | None]:
+    """Imports the agent extension to attach it (torch must already be imported so that the
+    extension binds to the same libc10_cuda). Returns ``(module, None)`` or ``(None, reason)``.
+
+    The version the build recorded is compared first, so that an agent compiled against another
+    torch's allocator structs is never loaded; the extension's own answer is checked again after
+    loading it."""
+    problem = torchcheck.recorded_version_problem(torch)
+    if problem is not None:
+        return None, problem
+    try:
+        from .. import _agent
+    except ImportError as e:
+        return None, f"the agent extension could not be loaded ({e})"
+    problem = torchcheck.agent_version_problem(torch.__version__, _agent.torch_version())
+    if problem is not None:
+        return None, problem
+    return _agent, None
+
+
+class Session:
+    """One process's attach. ``reader``, ``count`` and ``current`` are read on the hot path of
+    the readers (``vramscope.memory_allocated()``): plain attributes, set once by ``adopt``,
+    ``count`` and ``current`` before ``reader``, so that no reader is seen without them."""
+
+    def __init__(self) -> None:
+        #: The agent module or a PollingReader once attached; None before.
+        self.reader: Any = None
+        #: The C++ agent when it is the reader; None in polling mode and before attach.
+        self.agent: Any = None
+        #: Devices the reader tracks.
+        self.count = 0
+        #: The current CUDA device (torch's own getter once attached).
+        self.current: Callable[[], int] = int
+        #: Every step this session closed, for the OOM post-mortem.
+        self.history = StepHistory()
+        #: Who adds fields to an OOM report (the step pipelines, profile(), programs).
+        self.evidence = EvidenceProviders()
+        #: The OOM post-mortem (vramscope.postmortem's PostMortem once that room is imported).
+        self.postmortem: PostMortemSlot = PostMortemSlot()
+        self._mode = "detached"
+        self._options: dict[str, Any] = {"interval_ms": 10.0, "publish": True, "rank": None,
+                                         "world_size": None}
+        self._uuids: list[str] = []
+        self._on_agent: list[Callable[[Any], None]] = []
+        self._lock = threading.RLock()
+        #: Why no reader can ever attach in this process (torch without CUDA, no visible GPU),
+        #: once found out: the readers then answer as torch.cuda does on such a machine (0, {}).
+        self._no_gpu: str | None = None
+
+    # ----- state
+    def mode(self) -> str:
+        """``"detached"``, ``"pending"`` (attach queued until CUDA initialises), ``"events"``
+        (exact, from allocator events) or ``"polling: <reason>"``."""
+        return self.reader.mode() if self.reader is not None else self._mode
+
+    def device_count(self) -> int:
+        """Devices the reader tracks (0 before attach)."""
+        return self.count if self.reader is not None else 0
+
+    def no_gpu(self) -> str | None:
+        """Why this process can have no reader (one line: torch without CUDA, no visible GPU),
+        or None. Raises ImportError when torch is missing."""
+        if self.reader is not None:
+            return None
+        if self._no_gpu is None:
+            self._no_gpu = torchcheck.cuda_problem(torchcheck.import_torch())
+        return self._no_gpu
+
+    def ready(self) -> bool:
+        """True once a reader exists; else attaches (or queues the attach) and says whether it
+        can answer now. Without a usable GPU it says False, like torch.cuda before CUDA is
+        initialised; no torch raises ImportError."""
+        if self.reader is not None:
+            return True
+        if self.no_gpu() is not None:
+            return False
+        torch = torchcheck.import_torch()
+        with self._lock:
+            if self.reader is None:
+                self._attach_or_queue(torch)
+        return self.reader is not None
+
+    # ----- attach
+    def attach(self, interval_ms: float = 10.0, publish: bool = True,
+               rank: int | None = None, world_size: int | None = None,
+               init_cuda: bool = False) -> str:
+        """``vramscope.attach`` (its docstring says what the arguments do); returns the mode."""
+        if interval_ms <= 0:
+            raise ValueError("vramscope: interval_ms must be positive")
+        if self.reader is not None:
+            return self.mode()  # a reader exists only where torch has CUDA: nothing to check
+        torch = torchcheck.import_torch()
+        torchcheck.check_cuda(torch)
+        with self._lock:
+            if self.reader is not None:
+                return self.mode()
+            self._options.update(interval_ms=float(interval_ms), publish=bool(publish),
+                                 rank=rank, world_size=world_size)
+            if init_cuda:
+                torch.cuda.init()
+            return self._attach_or_queue(torch)
+
+    def _attach_or_queue(self, torch: ModuleType) -> str:
+        if torch.cuda.is_initialized():
+            self._attach_now(torch)
+            return self.mode()
+        if self._mode != "pending":
+            self._mode = "pending"
+            torch.cuda._lazy_call(lambda: self._attach_deferred(torch))
+        return self._mode
+
+    def _attach_deferred(self, torch: ModuleType) -> None:
+        # Runs inside torch.cuda._lazy_init: an exception here would become the user's
+        # DeferredCudaCallError, so every failure degrades to a warning instead.
+        try:
+            self._attach_now(torch)
+        except Exception as e:  # noqa: BLE001 -- see above
+            self._mode = "detached"
+            torchcheck.warn_polling_once(f"the agent could not attach ({e})")
+
+    def _attach_now(self, torch: ModuleType) -> None:
+        with self._lock:
+            if self.reader is not None:
+                return
+            agent, problem = load_agent(torch)
+            uuids: list[str] = []
+            if agent is not None:
+                uuids = _device_uuids(torch, torch.cuda.device_count())
+                (rank, world), _ = resolve_rank(self._options["rank"])
+                if self._options["world_size"] is not None:
+                    world = int(self._options["world_size"])
+                try:
+                    agent.attach(self._options["interval_ms"], self._options["publish"], rank,
+                                 world, uuids)
+                except RuntimeError as e:
+                    agent, problem = None, f"the agent could not attach ({e})"
+            if agent is not None:
+                self.adopt(agent, torch._C._cuda_getDevice, is_agent=True, uuids=uuids)
+            else:
+                torchcheck.warn_polling_once(str(problem))
+                self.adopt(PollingReader(torch, str(problem)), torch._C._cuda_getDevice,
+                           is_agent=False)
+
+    def adopt(self, reader: Any, current: Callable[[], int], is_agent: bool,
+              uuids: Sequence[str] = ()) -> None:
+        """Makes ``reader`` the session's (the last step of an attach): ``is_agent`` when it is
+        the C++ agent, whose callers registered with ``when_attached`` then run; ``uuids``:
+        NVML's name of each device, for ``driver_process_bytes``."""
+        self.count = reader.device_count()
+        self.current = current
+        self._uuids = list(uuids)
+        self.agent = reader if is_agent else None
+        self.reader = reader
+        self._mode = reader.mode()
+        if is_agent:
+            for fn in list(self._on_agent):
+                fn(reader)
+
+    def when_attached(self, fn: Callable[[Any], None]) -> None:
+        """Runs ``fn(agent)`` when the C++ agent attaches (now when it already has); polling
+        readers do not count. The OOM post-mortem installs its observer this way."""
+        with self._lock:
+            self._on_agent.append(fn)
+            agent = self.agent
+        if agent is not None:
+            fn(agent)
+
+    # ----- what the attached reader does for everyone
+    def step_all(self) -> list[dict[str, Any]]:
+        """Closes the current step on every device; the records the reader returns (one per
+        device), or an empty list before CUDA is initialised. Every step lands in the step
+        history."""
+        if not self.ready():
+            return []
+        records = list(self.reader.step())
+        self.history.record(records, self.agent)
+        return records
+
+    def set_rank(self, rank: int, world_size: int) -> None:
+        """Tells the agent which distributed rank this process is (published with its stats)."""
+        if self.reader is not None:
+            self.reader.set_rank(rank, world_size)
+
+    def driver_process_bytes(self, device: int) -> int | None:
+        """What the driver (NVML) charges this process on ``device``: one NVML process-list
+        call (9-16 us per GPU on an H200). None when NVML cannot tell (no driver, a MIG
+        instance, another pid namespace) and in polling mode (NVML is reached through the
+        agent)."""
+        agent = self.agent
+        if agent is None or not 0 <= device < len(self._uuids):
+            return None
+        used = agent.driver_process_bytes(self._uuids[device], os.getpid())
+        return None if used is None else int(used)
+
+
+#: The process's session (one per process: the agent's hooks and segment are process-wide).
+SESSION = Session()

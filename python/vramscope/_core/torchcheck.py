@@ -1,0 +1,117 @@
+# python/vramscope/_core/torchcheck.py -- find torch; one line when torch or the agent does not fit
+"""Every way the agent can be unusable, each with one clear line.
+
+torch missing -> ImportError; torch without CUDA or no visible GPU -> RuntimeError from attach()
+(the readers then answer like torch.cuda: zeros); an agent built
+for another torch minor version (or not built at all) -> a one-time warning and the polling
+fallback, because loading C++ compiled against other allocator struct layouts would be unsafe.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+import warnings
+from types import ModuleType
+
+#: Message of the ImportError raised when torch is not installed.
+TORCH_MISSING = "vramscope's agent needs PyTorch: pip install torch"
+
+
+class VramscopeWarning(UserWarning):
+    """Something in vramscope degraded (for example to polling); the program keeps running."""
+
+
+def import_torch() -> ModuleType:
+    """Returns the torch module, or raises ImportError with one actionable line."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError(TORCH_MISSING) from e
+    return torch
+
+
+def cuda_problem(torch: ModuleType) -> str | None:
+    """Why this torch cannot use a CUDA GPU (one line, starting "vramscope: "), or None."""
+    if getattr(torch.version, "cuda", None) is None:
+        return (f"vramscope: this PyTorch build ({torch.__version__}) has no CUDA support; "
+                "install a CUDA build of torch")
+    if not torch.cuda.is_available():
+        return "vramscope: no CUDA GPU is visible to PyTorch (torch.cuda.is_available() is False)"
+    return None
+
+
+def check_cuda(torch: ModuleType) -> None:
+    """Raises RuntimeError (one line) unless this torch can use a CUDA GPU."""
+    problem = cuda_problem(torch)
+    if problem is not None:
+        raise RuntimeError(problem)
+
+
+def major_minor(version: str) -> tuple[int, int] | None:
+    """``"2.11.0+cu130"`` -> ``(2, 11)``; None when the string is not a version."""
+    m = re.match(r"\s*(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def agent_version_problem(torch_version: str, built_for: str) -> str | None:
+    """Why an agent built against torch ``built_for`` must not run under ``torch_version``,
+    or None when both have the same major.minor."""
+    loaded, built = major_minor(torch_version), major_minor(built_for)
+    if loaded is not None and loaded == built:
+        return None
+    return (f"the agent was built for torch {built_for} but torch {torch_version} is loaded; "
+            "install a vramscope built for it, or build one: `pip install --no-build-isolation "
+            "--no-binary vramscope --force-reinstall vramscope`")
+
+
+def built_for() -> str | None:
+    """The torch version the installed agent was built for, read from ``vramscope._build_info``
+    (written by the build next to the extension) without loading the extension; None when the
+    package has no built agent (a source checkout on PYTHONPATH)."""
+    try:
+        build_info = importlib.import_module("vramscope._build_info")
+    except ImportError:
+        return None
+    return str(build_info.TORCH_VERSION)
+
+
+def recorded_version_problem(torch: ModuleType) -> str | None:
+    """Why the installed agent must not even be loaded under this torch (the version its build
+    recorded differs: an agent compiled against another torch's allocator structs, e.g. a wheel
+    built for torch 2.11 under torch 2.12), or None. The session checks this before it imports
+    the extension, and ``agent_version_problem`` with the extension's own answer after."""
+    recorded = built_for()
+    if recorded is None:
+        return None
+    return agent_version_problem(torch.__version__, recorded)
+
+
+_warned = False
+
+
+def warn_polling_once(reason: str) -> None:
+    """The one warning of a process that falls back to polling."""
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    warnings.warn(
+        f"vramscope: {reason}. Falling back to polling torch.cuda.memory_stats "
+        "(slower; peaks are sampled, not exact).",
+        VramscopeWarning,
+        stacklevel=3,
+    )
+
+
+def is_oom_error(exc: BaseException) -> bool:
+    """Is ``exc`` a CUDA out-of-memory error (torch.OutOfMemoryError, or a RuntimeError that
+    says so)? Does not import torch. Here, below every room, because the post-mortem and the
+    memory model's probes (predict/) both ask."""
+    torch = sys.modules.get("torch")
+    oom_type = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    text = str(exc) if isinstance(exc, RuntimeError) else ""
+    return "CUDA out of memory" in text or "CUDA error: out of memory" in text

@@ -1,0 +1,339 @@
+# python/vramscope/attribution/model_probe.py -- what is known of the model: batch, blocks, dtypes
+"""The model-side evidence of the OOM post-mortem, read without a hook on every module call.
+
+- The batch size is the leading dimension of the first tensor the top-level module's forward
+  receives: one forward pre-hook on that module alone (one Python call per model forward, so
+  about one per step), or, at the OOM, the arguments of the outermost module forward on the
+  stack. The top-level module is ``Monitor(model=)``'s, else found once in the caller's frames
+  at the first steps (a local holding the module that owns the optimizer's parameters: the
+  training loop's ``model``, a Trainer's ``self.model``). When that module's own forward does
+  not run in a step (a LightningModule's training_step calls its layers), its direct children
+  are hooked instead, and the first of them to run in a step gives the batch.
+- Block lists (containers of 2+ children of one class, e.g. ``transformer.h``: 12 GPT2Block)
+  are the activation-checkpointing candidates; the stack at the OOM says how far through them
+  the forward was.
+- Parameter bytes and dtype, the optimizer's class and its state (now, and once complete).
+
+Everything here reads host-side metadata only (shapes, dtypes, nbytes): nothing allocates on the
+GPU, so it is safe in the OOM handler.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+import weakref
+from collections.abc import Iterable
+from types import FrameType
+from typing import Any
+
+#: How many caller frames the discovery and the OOM stack walk look at.
+MAX_FRAMES = 64
+#: Steps at which a Monitor without model= looks for the model before giving up.
+DISCOVERY_STEPS = 3
+#: Optimizer state tensors per parameter of the optimizers torch ships (Adam's exp_avg and
+#: exp_avg_sq, SGD's momentum buffer, ...).
+STATE_PER_PARAMETER = {"Adam": 2, "AdamW": 2, "NAdam": 2, "RAdam": 2, "Adamax": 2,
+                       "Adadelta": 2, "Adagrad": 1, "RMSprop": 1, "SGD": 1, "ASGD": 1,
+                       "Adafactor": 0, "LBFGS": 2}
+_MODULE_CALLS = ("_call_impl", "_wrapped_call_impl", "forward", "__call__")
+
+
+def _module_type() -> Any:
+    torch = sys.modules.get("torch")
+    return getattr(getattr(torch, "nn", None), "Module", None) if torch is not None else None
+
+
+def _tensor_type() -> Any:
+    torch = sys.modules.get("torch")
+    return getattr(torch, "Tensor", None) if torch is not None else None
+
+
+def leading_dim(args: Any, kwargs: Any = None) -> int | None:
+    """The leading dimension of the first tensor among ``args`` then ``kwargs`` values (one
+    level into lists, tuples and dicts: a batch dict of input_ids and labels); None if none."""
+    tensor = _tensor_type()
+    if tensor is None:
+        return None
+    values: list[Any] = list(args or ()) + list((kwargs or {}).values())
+    for value in values:
+        inner = value.values() if isinstance(value, dict) else (
+            value if isinstance(value, (list, tuple)) else (value,))
+        for item in inner:
+            if isinstance(item, tensor) and item.dim() >= 1:
+                return int(item.shape[0])
+    return None
+
+
+def block_lists(model: Any, limit: int = 4) -> list[tuple[str, str, int]]:
+    """(path, child class, count) of the ModuleLists and Sequentials in ``model`` whose 2+
+    children are all of one class (the stacks of blocks models are built of; a block's own
+    pair of Linears is not one), the ones holding most parameters first; paths as
+    ``model.get_submodule`` takes them ("" is the model itself)."""
+    torch = sys.modules["torch"]  # there is a model: torch is imported
+    containers = (torch.nn.ModuleList, torch.nn.Sequential)
+    found = []
+    for path, module in model.named_modules():
+        if not isinstance(module, containers):
+            continue
+        children = list(module.children())
+        if len(children) < 2 or len({type(c) for c in children}) != 1:
+            continue
+        params = sum(p.numel() for p in module.parameters())
+        found.append((params, len(children), path, type(children[0]).__name__))
+    found.sort(key=lambda t: (-t[0], -t[1], t[2]))
+    return [(path, cls, count) for _, count, path, cls in found[:limit]]
+
+
+def parameter_summary(params: Iterable[Any]) -> tuple[int, str]:
+    """(bytes, dtype holding most of them) of trainable parameters."""
+    by_dtype: dict[str, int] = {}
+    seen = set()
+    for p in params:
+        if id(p) in seen or not getattr(p, "requires_grad", False):
+            continue
+        seen.add(id(p))
+        name = str(p.dtype).removeprefix("torch.")
+        by_dtype[name] = by_dtype.get(name, 0) + p.numel() * p.element_size()
+    if not by_dtype:
+        return 0, ""
+    return sum(by_dtype.values()), max(by_dtype, key=lambda k: by_dtype[k])
+
+
+def optimizer_summary(optimizer: Any) -> dict[str, Any]:
+    """{optimizer, optimizer_state_bytes, optimizer_state_full_bytes, parameter_bytes,
+    parameter_dtype} of a torch optimizer: the state as allocated now, and as it will be once
+    every parameter has its state (states per parameter times the parameter bytes)."""
+    tensor = _tensor_type()
+    name = type(optimizer).__name__
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    parameter_bytes, dtype = parameter_summary(params)
+    state = 0
+    for values in optimizer.state.values():
+        for value in values.values():
+            if tensor is not None and isinstance(value, tensor) and value.dim() > 0:
+                state += value.numel() * value.element_size()
+    per_param = STATE_PER_PARAMETER.get(name, 2)
+    if name == "SGD" and not any(g.get("momentum", 0) for g in optimizer.param_groups):
+        per_param = 0
+    return {"optimizer": name, "optimizer_state_bytes": state,
+            "optimizer_state_full_bytes": max(state, per_param * parameter_bytes),
+            "parameter_bytes": parameter_bytes, "parameter_dtype": dtype}
+
+
+def _owns(module: Any, first_param: Any) -> bool:
+    return any(p is first_param for p in module.parameters())
+
+
+def find_model(frame: FrameType | None, optimizer: Any = None) -> Any | None:
+    """The top-level module of the training loop, from the locals of ``frame`` and its callers
+    (and the attributes ``model``, ``module``, ``lightning_module`` of their ``self``): the
+    one owning the optimizer's first parameter with the most parameters, else the local module
+    with the most parameters. Looked for once, at a step end."""
+    module_type = _module_type()
+    if module_type is None:
+        return None
+    first = None
+    if optimizer is not None:
+        first = next((p for g in optimizer.param_groups for p in g["params"]), None)
+    candidates: dict[int, Any] = {}
+    for _ in range(MAX_FRAMES):
+        if frame is None:
+            break
+        for value in list(frame.f_locals.values()):
+            if isinstance(value, (type, types.ModuleType)):
+                continue  # a module-level frame's globals: never touch lazy modules' attributes
+            objects = [value]
+            for name in ("model", "module", "lightning_module"):
+                try:
+                    objects.append(getattr(value, name, None))
+                except Exception:  # noqa: BLE001 -- a property that fails is not a model
+                    pass
+            for obj in objects:
+                if isinstance(obj, module_type):
+                    candidates[id(obj)] = obj
+        frame = frame.f_back
+    if first is not None:
+        owners = [m for m in candidates.values() if _owns(m, first)]
+        if owners:
+            return max(owners, key=lambda m: sum(1 for _ in m.parameters()))
+    modules = [m for m in candidates.values() if any(True for _ in m.parameters())]
+    return max(modules, key=lambda m: sum(1 for _ in m.parameters())) if modules else None
+
+
+def frames_outward(frame: FrameType | None) -> list[FrameType]:
+    """``frame`` and its callers, innermost first."""
+    out: list[FrameType] = []
+    while frame is not None and len(out) < MAX_FRAMES:
+        out.append(frame)
+        frame = frame.f_back
+    return out
+
+
+def frames_of_traceback(tb: Any) -> list[FrameType]:
+    """The frames of an exception's traceback, innermost first (they keep their locals)."""
+    out: list[FrameType] = []
+    while tb is not None and len(out) < MAX_FRAMES:
+        out.append(tb.tb_frame)
+        tb = tb.tb_next
+    return out[::-1]
+
+
+def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] | None = None,
+                   main_thread: bool = True) -> dict[str, Any]:
+    """What the stack at the OOM says (``frames`` innermost first): the phase ("forward",
+    "backward", "optimizer"), the batch size of the outermost module forward running, and with
+    ``blocks`` ({id(block): (index, count)}) how far through them the forward was."""
+    module_type = _module_type()
+    out: dict[str, Any] = {}
+    outermost = None
+    for frame in frames:
+        code = frame.f_code
+        name = code.co_filename.replace("\\", "/")
+        if "/torch/optim/" in name and "phase" not in out:
+            out["phase"] = "optimizer"
+        if "/torch/autograd/" in name and code.co_name in ("backward", "grad") and \
+                "phase" not in out:
+            out["phase"] = "backward"
+        if module_type is None or code.co_name not in _MODULE_CALLS:
+            continue
+        owner = frame.f_locals.get("self")
+        if not isinstance(owner, module_type):
+            continue
+        outermost = frame
+        if blocks and "forward_progress" not in out and id(owner) in blocks:
+            index, count = blocks[id(owner)]
+            out["forward_progress"] = (index + 1) / count
+    if outermost is not None:
+        out.setdefault("phase", "forward")
+        local = outermost.f_locals
+        if "args" in local or "kwargs" in local:
+            batch = leading_dim(local.get("args"), local.get("kwargs"))
+        else:  # a forward(self, x, ...) frame: its parameters are its first locals
+            names = outermost.f_code.co_varnames[1:outermost.f_code.co_argcount]
+            batch = leading_dim([local.get(n) for n in names])
+        if batch is not None:
+            out.update(batch_size=batch, batch_source="stack")
+    elif not main_thread and "phase" not in out:
+        # The autograd engine runs a CUDA backward on its own thread, with no Python frames.
+        out["phase"] = "backward"
+    return out
+
+
+class ModelProbe:
+    """The batch size from one forward pre-hook on the top-level module, and the model's and
+    optimizer's OOM evidence. ``attach(model)`` once the model is known; ``close()`` removes the
+    hook. The hook keeps only ints and a bool; the model is held weakly."""
+
+    def __init__(self) -> None:
+        self._model: weakref.ref | None = None
+        self._optimizer: weakref.ref | None = None
+        self._handle: Any = None
+        self._blocks: list[tuple[str, str, int]] = []
+        #: {id(block): (index, count)} of the first block list, for the forward's progress.
+        self._block_index: dict[int, tuple[int, int]] = {}
+        #: Hooks on the top-level module's children, once its own forward was seen never to
+        #: run in a step (Lightning calls training_step, which calls the layers).
+        self._child_handles: list[Any] = []
+        #: Did a hooked forward read the batch since the last step end?
+        self._seen_in_step = False
+        self.batch_size: int | None = None
+        self.autocast: bool | None = None
+        self.discovery_tries = 0
+
+    @property
+    def attached(self) -> bool:
+        return self._handle is not None
+
+    def attach(self, model: Any, optimizer: Any = None) -> None:
+        if self._handle is not None:
+            return
+        self._model = weakref.ref(model)
+        if optimizer is not None:
+            self.set_optimizer(optimizer)
+        self._handle = model.register_forward_pre_hook(self._on_forward, with_kwargs=True)
+        self._blocks = block_lists(model)
+        if self._blocks:
+            container = model.get_submodule(self._blocks[0][0])
+            children = list(container.children())
+            self._block_index = {id(c): (i, len(children)) for i, c in enumerate(children)}
+
+    def set_optimizer(self, optimizer: Any) -> None:
+        if optimizer is not None and self._optimizer is None:
+            self._optimizer = weakref.ref(optimizer)
+
+    def discover(self, frame: FrameType | None) -> None:
+        """Looks for the model in the callers of a step end (at the first DISCOVERY_STEPS)."""
+        if self._handle is not None or self.discovery_tries >= DISCOVERY_STEPS:
+            return
+        self.discovery_tries += 1
+        optimizer = self._optimizer() if self._optimizer is not None else None
+        model = find_model(frame, optimizer)
+        if model is not None:
+            self.attach(model)
+
+    def step_end(self) -> None:
+        """At a step end: when the top-level forward did not run during the step, hooks its
+        direct children instead (the first of them to run in a step gives the batch)."""
+        model = self._model() if self._model is not None else None
+        if model is not None and self._handle is not None and not self._seen_in_step and \
+                not self._child_handles:
+            self._child_handles = [c.register_forward_pre_hook(self._on_child_forward,
+                                                               with_kwargs=True)
+                                   for c in model.children()]
+        self._seen_in_step = False
+
+    def _on_forward(self, module: Any, args: Any, kwargs: Any) -> None:
+        # One call per forward of the top-level module: the leading dimension and autocast.
+        batch = leading_dim(args, kwargs)
+        if batch is not None:
+            self.batch_size = batch
+            self._seen_in_step = True
+        torch = sys.modules.get("torch")
+        self.autocast = bool(torch.is_autocast_enabled("cuda")) if torch is not None else None
+
+    def _on_child_forward(self, module: Any, args: Any, kwargs: Any) -> None:
+        if not self._seen_in_step:
+            self._on_forward(module, args, kwargs)
+
+    def evidence(self, frames: list[FrameType] | None = None,
+                 main_thread: bool = True) -> dict[str, Any]:
+        """OomEvidence fields: the batch size, phase and progress (from ``frames`` when given),
+        block lists, parameter and optimizer numbers."""
+        out: dict[str, Any] = {}
+        model = self._model() if self._model is not None else None
+        optimizer = self._optimizer() if self._optimizer is not None else None
+        if optimizer is not None:
+            out.update(optimizer_summary(optimizer))
+        elif model is not None:
+            out["parameter_bytes"], out["parameter_dtype"] = parameter_summary(model.parameters())
+        if self._blocks:
+            out["block_lists"] = list(self._blocks)
+        if self.autocast is not None:
+            out["autocast"] = self.autocast
+        if self.batch_size is not None:
+            out.update(batch_size=self.batch_size, batch_source="forward")
+        if frames is not None:
+            stack = stack_evidence(frames, self._block_index, main_thread)
+            if "batch_size" in out:
+                stack.pop("batch_size", None)
+                stack.pop("batch_source", None)
+            out.update(stack)
+        return out
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+        for handle in self._child_handles:
+            handle.remove()
+        self._child_handles = []
+
+
+def oom_frames(first: FrameType | None) -> tuple[list[FrameType], bool]:
+    """The frames of the thread that hit the OOM (the observer runs on it), innermost first,
+    from ``first``, the frame that was running when the allocation failed (the observer's
+    caller; None on a thread without Python frames, the autograd engine's); and is it the main
+    thread?"""
+    return frames_outward(first), threading.current_thread() is threading.main_thread()

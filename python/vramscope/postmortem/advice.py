@@ -1,0 +1,270 @@
+# python/vramscope/postmortem/advice.py -- OOM evidence and the advice it supports (pure functions)
+"""What the post-mortem knows (``OomEvidence``) and the pure functions of those numbers (the
+message parsed, fragmentation, growth, a batch that fits), tested with synthetic evidence.
+``remedies`` concludes from it (``rank_advice``), ``vramscope.oom`` collects it live and
+``report`` renders it."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from .._core.step_history import StepPoint
+from .._core.torchcheck import is_oom_error
+from .._core.units import format_bytes, non_pytorch_bytes, unit_bytes
+
+__all__ = ["Advice", "OomEvidence", "StepPoint", "is_oom_error"]
+
+
+@dataclasses.dataclass
+class OomEvidence:
+    """What was known at the OOM. Byte counts are for the failing device.
+
+    The numbers follow the allocator's own accounting: torch refuses a new segment when
+    ``reserved + size`` passes the memory-fraction cap (``limit_bytes``) or when the driver has
+    no ``size`` bytes free, so the most PyTorch could hold is ``budget_bytes`` and what it could
+    still get is ``available_bytes``; the request lacked ``shortfall_bytes``."""
+
+    device: int
+    requested_bytes: int
+    #: The device's memory (cudaMemGetInfo's total), never the memory-fraction cap.
+    device_total_bytes: int
+    #: Free on the whole device, as the driver says (other processes' use already taken off).
+    device_free_bytes: int
+    allocated_bytes: int
+    reserved_bytes: int
+    #: Inactive blocks in the cache (reserved, not allocated), and the largest of them.
+    cached_free_bytes: int = 0
+    largest_free_block_bytes: int = 0
+    #: (name, live bytes) of the ops / modules holding the most memory, largest first.
+    top_ops: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    top_modules: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    #: Live bytes per category (parameters, gradients, optimizer_state, activations, ...).
+    categories: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: Recent steps, oldest first.
+    steps: list[StepPoint] = dataclasses.field(default_factory=list)
+    #: Module classes repeated in the model with their retained forward bytes per instance,
+    #: e.g. [("Block", 12, 210e6)] (checkpointing candidates, from profile()'s module rows).
+    repeated_modules: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
+    #: The batch size of the failing step (the leading dimension of the model's input), and
+    #: where it was read: "forward" (the model's forward pre-hook), "stack" (the model's
+    #: forward running at the OOM) or "" (unknown).
+    batch_size: int | None = None
+    batch_source: str = ""
+    world_size: int = 1
+    #: Why op/module/category data is missing (shown instead of their tables).
+    attribution_note: str = ""
+    #: (op, bytes per step) of ops whose live bytes grew at each of the last steps, fastest
+    #: first (needs profiling data at step boundaries).
+    growing_ops: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    #: (module path, bytes per step) of modules whose live bytes grew at each of the last steps,
+    #: fastest first: bytes allocated while the module was the innermost running forward and
+    #: still live (a list of outputs, a cache); needs ``vramscope.profile()`` at step boundaries.
+    growing_modules: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    #: Were the numbers read from the exception's message (the OOM observer did not run), so
+    #: rounded to what torch prints?
+    from_exception: bool = False
+    #: The per-process cap of ``torch.cuda.set_per_process_memory_fraction`` (None: no cap).
+    limit_bytes: int | None = None
+    #: What the driver charges this process on the device (NVML); None when it cannot tell.
+    process_driver_bytes: int | None = None
+    #: Did the allocator already use expandable segments?
+    expandable_segments: bool = False
+    #: "allocator" (the caching allocator ran out) or "other" (a cudaMalloc outside it:
+    #: cuBLAS/cuDNN/NCCL workspaces, "CUDA error: out of memory").
+    oom_source: str = "allocator"
+    #: Where the step was: "forward", "backward", "optimizer" or "" (unknown).
+    phase: str = ""
+    #: In forward: the fraction of the repeated blocks already run (block i of n: (i+1)/n).
+    forward_progress: float | None = None
+    #: (container path, block class, count) of the model's runs of same-class children, the
+    #: biggest first, e.g. [("transformer.h", "GPT2Block", 12)] (checkpointing candidates).
+    block_lists: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
+    #: dtype of most parameter bytes ("float32", "bfloat16", ...), "" when unknown; was
+    #: autocast on in the last forward (None: unknown)?
+    parameter_dtype: str = ""
+    autocast: bool | None = None
+    #: Bytes of the trainable parameters (0: unknown).
+    parameter_bytes: int = 0
+    #: The optimizer's class name, its state bytes now, and what its state will be once every
+    #: parameter has one (the state is allocated lazily at the first step).
+    optimizer: str = ""
+    optimizer_state_bytes: int = 0
+    optimizer_state_full_bytes: int = 0
+
+    @property
+    def limit_or_total_bytes(self) -> int:
+        """The cap when one is set (and below the device), else the device."""
+        if self.limit_bytes is not None and 0 < self.limit_bytes < self.device_total_bytes:
+            return self.limit_bytes
+        return self.device_total_bytes
+
+    @property
+    def budget_bytes(self) -> int:
+        """The most PyTorch could have reserved at the OOM: the cap (or the device), and no
+        more than what it holds plus what the driver has free."""
+        return max(0, min(self.limit_or_total_bytes, self.reserved_bytes + self.device_free_bytes))
+
+    @property
+    def available_bytes(self) -> int:
+        """What the allocator could still get for a new segment: free for PyTorch."""
+        return max(0, self.budget_bytes - self.reserved_bytes)
+
+    @property
+    def non_pytorch_bytes(self) -> int | None:
+        """What the driver charges this process beyond the allocator's reserved bytes (CUDA
+        context, cuBLAS/NCCL workspaces), as everywhere in vramscope; None when NVML cannot
+        tell (``outside_bytes`` then says what is used outside this allocator)."""
+        return non_pytorch_bytes(self.process_driver_bytes, self.reserved_bytes)
+
+    @property
+    def outside_bytes(self) -> int:
+        """Used on the device but not by this process's allocator (this process's CUDA context
+        and libraries, and other processes)."""
+        return max(0, self.device_total_bytes - self.device_free_bytes - self.reserved_bytes)
+
+    @property
+    def other_processes_bytes(self) -> int | None:
+        """Used on the device by other processes; None when NVML cannot tell."""
+        if self.process_driver_bytes is None:
+            return None
+        return max(0, self.device_total_bytes - self.device_free_bytes - self.process_driver_bytes)
+
+    @property
+    def shortfall_bytes(self) -> int:
+        """How much the failing request lacked: a request the cache could not serve needs a new
+        segment of its size from what is available."""
+        return max(0, self.requested_bytes - self.available_bytes)
+
+    @property
+    def fragmentation(self) -> float:
+        """1 - largest free block / cached free bytes (0 when nothing is cached free)."""
+        if self.cached_free_bytes <= 0:
+            return 0.0
+        return 1.0 - self.largest_free_block_bytes / self.cached_free_bytes
+
+
+@dataclasses.dataclass
+class Advice:
+    """One suggestion. ``kind`` and ``params`` say what to change in machine-readable form
+    (``{"kind": "batch_size", "batch_size": 24}`` in the JSON report); ``recovers_bytes`` is
+    what it gives back against ``need_bytes`` of the report; ``fits``: would the failing step
+    fit with it alone? ``score``: the fraction of the need it recovers."""
+
+    score: float
+    title: str
+    detail: str
+    kind: str = "generic"
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    recovers_bytes: int = 0
+    fits: bool = False
+
+
+def fragmentation_of(segments: Sequence[dict[str, Any]], device: int) -> tuple[int, int]:
+    """(cached free bytes, largest free block) of ``device`` from ``_agent.segments()`` dicts:
+    the one place Python measures fragmentation (the agent hands out segments, not a figure)."""
+    total = largest = 0
+    for segment in segments:
+        if int(segment.get("device", 0)) != device:
+            continue
+        for size, _requested, state in segment.get("blocks", ()):
+            if state == "inactive":
+                total += int(size)
+                largest = max(largest, int(size))
+    return total, largest
+
+
+def fit_batch_size(steps: Sequence[StepPoint], budget_bytes: int) -> tuple[int, int] | None:
+    """Largest batch whose step peak fits ``budget_bytes``, from a least-squares line through
+    (batch size, peak) of steps at two or more batch sizes; returns (batch, bytes per sample)."""
+    by_batch: dict[int, int] = {}
+    for s in steps:
+        if s.batch_size:
+            by_batch[s.batch_size] = max(by_batch.get(s.batch_size, 0), s.peak_allocated_bytes)
+    if len(by_batch) < 2:
+        return None
+    xs, ys = list(by_batch), [by_batch[b] for b in by_batch]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
+    if slope <= 0:
+        return None
+    intercept = my - slope * mx
+    batch = int((budget_bytes - intercept) // slope)
+    return (max(batch, 0), int(slope))
+
+
+def leak_rate(steps: Sequence[StepPoint], min_steps: int = 4) -> int | None:
+    """Bytes per step by which step-end allocated memory grew at every one of the last
+    ``min_steps`` steps; None when it did not grow at each."""
+    tail = list(steps)[-(min_steps + 1):]
+    if len(tail) < min_steps + 1:
+        return None
+    diffs = [b.allocated_bytes - a.allocated_bytes for a, b in zip(tail, tail[1:])]
+    if min(diffs) <= 0:
+        return None
+    return sum(diffs) // len(diffs)
+
+
+def growing_ops(snapshots: Sequence[dict[str, int]], min_steps: int = 3) -> list[tuple[str, int]]:
+    """(name, bytes per step) of the ops (or modules) whose live bytes grew at each of the last
+    ``min_steps`` steps, fastest first; ``snapshots`` are {name: live bytes} at consecutive step
+    ends."""
+    tail = list(snapshots)[-(min_steps + 1):]
+    if len(tail) < min_steps + 1:
+        return []
+    out = []
+    for name in tail[-1]:
+        values = [snap.get(name, 0) for snap in tail]
+        diffs = [b - a for a, b in zip(values, values[1:])]
+        if min(diffs) > 0:
+            out.append((name, sum(diffs) // len(diffs)))
+    return sorted(out, key=lambda t: (-t[1], t[0]))
+
+
+def growing_text(modules: Sequence[tuple[str, int]], ops: Sequence[tuple[str, int]],
+                 limit: int = 3) -> str:
+    """"module a +4.0 MiB/step, module b ...; op aten::cat +4.0 MiB/step" (the ``limit``
+    fastest of each; modules first: they say where in the model)."""
+    groups = [", ".join(f"{kind} {name} +{format_bytes(b)}/step" for name, b in rows[:limit])
+              for kind, rows in (("module", modules), ("op", ops))]
+    return "; ".join(g for g in groups if g)
+
+
+_SIZE = r"([0-9]+(?:\.[0-9]+)?) ?(bytes|B|KiB|MiB|GiB|TiB|PiB)"
+
+
+def _size(match: re.Match[str] | None, group: int = 1) -> int | None:
+    if match is None:
+        return None
+    return int(float(match.group(group)) * unit_bytes(match.group(group + 1)))
+
+
+def parse_oom_message(text: str) -> dict[str, int]:
+    """What torch's "CUDA out of memory" message says: device, requested_bytes,
+    device_total_bytes, device_free_bytes, allocated_bytes, reserved_bytes, limit_bytes (the
+    memory-fraction cap), process_driver_bytes (only those present; sizes as printed, rounded
+    to 2 decimals of their unit)."""
+    out: dict[str, int] = {}
+    found = {
+        "requested_bytes": _size(re.search(r"Tried to allocate " + _SIZE, text)),
+        # "capacty": the spelling of torch before 2.2.
+        "device_total_bytes": _size(re.search(r"total capac[a-z]* of " + _SIZE, text)),
+        "device_free_bytes": _size(re.search(r"of which " + _SIZE + r" is free", text)),
+        "allocated_bytes": _size(re.search(_SIZE + r" is allocated by PyTorch", text)),
+    }
+    # "12.00 GiB allowed;": the memory-fraction cap; "this process has X memory in use": what
+    # the driver (NVML) charges this process, context included.
+    found["limit_bytes"] = _size(re.search(_SIZE + r" allowed;", text))
+    found["process_driver_bytes"] = _size(re.search(r"this process has " + _SIZE, text))
+    unallocated = _size(re.search(_SIZE + r" is reserved by PyTorch but unallocated", text))
+    if found["allocated_bytes"] is not None and unallocated is not None:
+        found["reserved_bytes"] = found["allocated_bytes"] + unallocated
+    device = re.search(r"GPU ([0-9]+) has a total capac", text)
+    if device is not None:
+        out["device"] = int(device.group(1))
+    out.update({k: v for k, v in found.items() if v is not None})
+    return out

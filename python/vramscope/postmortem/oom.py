@@ -1,0 +1,347 @@
+# python/vramscope/postmortem/oom.py -- the automatic OOM post-mortem: evidence, advice, files
+"""When the CUDA allocator runs out of memory, vramscope writes ``vramscope-oom-<pid>-<time>.txt``
+and ``.json`` (in ``$VRAMSCOPE_OOM_DIR`` or the working directory), a ``.pickle`` snapshot that
+``torch.cuda._memory_viz`` and pytorch.org/memory_viz open, and prints a short summary to stderr,
+before the ``OutOfMemoryError`` reaches the program.
+
+Everything that decides (fragmentation, advice ranking, text) is a pure function of an
+``OomEvidence`` so that it is tested with synthetic numbers. ``PostMortem`` is the one object
+that reads the session and keeps the post-mortem's state (reports written, the last report, the
+observer's calls); the session holds it (``SESSION.postmortem``, filled when this module is
+imported) and its evidence providers (``SESSION.evidence``, merged by precedence). One report
+reads the agent's record once (the observer's snapshot, or one read now when the observer did
+not run) and assesses the evidence once. The post-mortem allocates no GPU memory and bounded
+host memory. Environment: ``VRAMSCOPE_OOM_REPORT=0`` disables it; ``VRAMSCOPE_OOM_MAX_REPORTS``
+(default 3) bounds how many one process writes (programs that catch OOMs and retry smaller).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from .._core.evidence import PROGRAM, PostMortemSlot, Provider, Stack
+from .._core.session import SESSION, Session
+from ..attribution.model_probe import frames_of_traceback, oom_frames, stack_evidence
+from .advice import (
+    OomEvidence,
+    StepPoint,
+    fragmentation_of,
+    growing_ops,
+    is_oom_error,
+    parse_oom_message,
+)
+from .report import format_summary, memory_viz_snapshot, report_paths, write_report
+
+# What the package's modules and a program's own evidence providers use; the pure parts
+# (advice, rendering) are advice.py's, remedies.py's and report.py's.
+__all__ = ["OomEvidence", "StepPoint", "PostMortem", "add_provider", "remove_provider",
+           "collect_evidence", "evidence_from_exception", "report_exception", "observer_calls",
+           "last_report"]
+
+#: The fields a provider may set (anything else it returns is ignored).
+_FIELDS = frozenset(f.name for f in dataclasses.fields(OomEvidence))
+
+
+def _alloc_conf_expandable() -> bool:
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        conf = os.environ.get(name, "").replace(" ", "").lower()
+        if "expandable_segments:true" in conf:
+            return True
+    return False
+
+
+def _agent_record(agent: Any, device: int, at_oom: bool) -> dict[str, Any]:
+    """The agent's record of an OOM on ``device``: what its observer captured at the OOM
+    (``oom_snapshot()``, one call) when ``at_oom`` and it has one for that device, else the same
+    record read now (segments as captured at the last OOM when ``at_oom``)."""
+    if at_oom:
+        snapshot = agent.oom_snapshot()
+        if snapshot is not None and snapshot["device"] == device:
+            return dict(snapshot)
+    attributed = bool(agent.attribution_summary(device))
+    return {"device": device, "oom": agent.last_oom() or {}, "stats": agent.stats(device),
+            "segments": agent.segments(at_oom),
+            "recent_events": [agent.recent_events(d) for d in range(agent.device_count())],
+            "ops": agent.op_table(device, "profile") if attributed else None,
+            "categories": agent.categories(device, "step") if attributed else None}
+
+
+class PostMortem(PostMortemSlot):
+    """The OOM post-mortem of one process: its observer, its reports and their count. The
+    session holds it (``SESSION.postmortem``); a test makes its own over its own session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        #: Reports written so far (bounded by VRAMSCOPE_OOM_MAX_REPORTS).
+        self.reports_written = 0
+        #: Paths of the last report written ({} before the first).
+        self.last_paths: dict[str, str] = {}
+        #: OOM observer calls so far: a handler that sees no new call knows it did not run.
+        self.observer_count = 0
+
+    # ----- what the rooms below call through the session's slot
+    def observer_calls(self) -> int:
+        """How many times the OOM observer ran in this process (mark it before a block)."""
+        return self.observer_count
+
+    def last_report(self) -> dict[str, str]:
+        """Paths of the last post-mortem written by this process ({} if none)."""
+        return dict(self.last_paths)
+
+    def install(self, agent: Any) -> None:
+        """Makes ``on_oom`` the agent's OOM callback (the session runs this at attach)."""
+        agent.set_oom_callback(self.on_oom)
+
+    # ----- evidence
+    def _device_facts(self, e: OomEvidence, agent: Any, device: int) -> None:
+        """Puts the device's real total in ``device_total_bytes`` and the memory-fraction cap in
+        ``limit_bytes``: torch's OOM observer passes the cap as "device_total" when one is set,
+        and its message prints the device total and the cap ("12.00 GiB allowed") apart. Adds
+        what the driver charges this process (NVML) and whether segments are expandable. Host
+        calls only."""
+        torch = sys.modules.get("torch")
+        reported_total = e.device_total_bytes
+        if torch is not None:
+            try:
+                # cudaMemGetInfo's total: the one torch's allocator and its cap are computed from.
+                total = int(torch.cuda.mem_get_info(device)[1])
+                fraction = float(torch.cuda.get_per_process_memory_fraction(device)) \
+                    if hasattr(torch.cuda, "get_per_process_memory_fraction") else 1.0
+            except Exception:  # noqa: BLE001 -- the report keeps what the OOM said
+                total, fraction = reported_total, 1.0
+            if e.limit_bytes is None:
+                if 0 < reported_total < total:
+                    e.limit_bytes = reported_total  # the observer's "total": torch's exact cap
+                elif fraction < 1.0:
+                    e.limit_bytes = int(fraction * total)
+            e.device_total_bytes = total
+        if e.process_driver_bytes is None and agent is not None:
+            try:
+                e.process_driver_bytes = self.session.driver_process_bytes(device)
+            except Exception:  # noqa: BLE001 -- NVML is optional evidence
+                pass
+        e.expandable_segments = e.expandable_segments or _alloc_conf_expandable()
+
+    def fill(self, e: OomEvidence, agent: Any, device: int, stack: Stack | None = None,
+             snapshot: dict[str, Any] | None = None) -> OomEvidence:
+        """Adds the device facts, attribution (from ``snapshot``, the agent's record; None in
+        polling mode), the step history, then one merge of what the stack at the OOM says
+        (batch size, phase) under the providers' fields (SESSION.evidence, by precedence);
+        returns ``e``."""
+        self._device_facts(e, agent, device)
+        if snapshot is not None and snapshot["ops"] is not None:
+            e.top_ops = sorted(((r["name"], int(r["live_bytes"])) for r in snapshot["ops"]
+                                if r["live_bytes"]), key=lambda t: -t[1])[:10]
+            e.categories = {k: int(v[0]) for k, v in (snapshot["categories"] or {}).items()
+                            if v[0]}
+        history = self.session.history
+        e.steps = history.steps(device)
+        e.growing_ops = growing_ops(history.op_snapshots(device))
+        e.growing_modules = growing_ops(history.module_snapshots(device))
+        fields: dict[str, Any] = {}
+        if stack is not None:
+            try:
+                fields.update(stack_evidence(stack[0], None, stack[1]))
+            except Exception:  # noqa: BLE001 -- the stack is optional evidence
+                pass
+        fields.update(self.session.evidence.merged(device, stack))
+        for key, value in fields.items():
+            if key in _FIELDS:
+                setattr(e, key, value)
+        return e
+
+    def collect_evidence(self, device: int, stack: Stack | None = None,
+                         snapshot: dict[str, Any] | None = None) -> OomEvidence:
+        """The evidence of an OOM the observer saw on ``device``, from the agent's ``snapshot``
+        (_agent_record(at_oom=True) when not given; host-side only: no GPU allocation);
+        ``stack``: the OOM thread's frames (innermost first) and whether it is the main thread.
+        Needs the agent (the observer that calls this is the agent's)."""
+        agent = self.session.agent
+        if snapshot is None:
+            snapshot = _agent_record(agent, device, at_oom=True)
+        oom, stats, segments = snapshot["oom"], snapshot["stats"], snapshot["segments"]
+        cached_free, largest = fragmentation_of(segments, device)
+        e = OomEvidence(device=device, requested_bytes=int(oom.get("requested_bytes", 0)),
+                        device_total_bytes=int(oom.get("device_total_bytes", 0)),
+                        device_free_bytes=int(oom.get("device_free_bytes", 0)),
+                        allocated_bytes=int(stats.get("allocated_bytes", 0)),
+                        reserved_bytes=int(stats.get("reserved_bytes", 0)),
+                        cached_free_bytes=cached_free, largest_free_block_bytes=largest,
+                        expandable_segments=any(s.get("is_expandable") for s in segments
+                                                if int(s.get("device", 0)) == device))
+        return self.fill(e, agent, device, stack, snapshot)
+
+    def evidence_from_exception(self, message: str, device: int, stack: Stack | None = None,
+                                record: dict[str, Any] | None = None) -> OomEvidence:
+        """Evidence when the observer did not run: the numbers torch printed in ``message``,
+        the session reader's counters for what the message lacks, then attribution (from
+        ``record``, the agent's record read now; read here when not given and the agent is
+        there), steps and providers (``stack``: the frames of the exception's traceback,
+        innermost first). An OOM that is not the caching allocator's ("CUDA error: out of
+        memory" from a library's cudaMalloc) has oom_source "other"."""
+        parsed = parse_oom_message(message)
+        device = parsed.get("device", device)
+        reader, agent = self.session.reader, self.session.agent
+        stats: dict[str, Any] = {}
+        if reader is not None and ("allocated_bytes" not in parsed
+                                   or "reserved_bytes" not in parsed):
+            stats = dict(reader.stats(device))
+        e = OomEvidence(
+            device=device, requested_bytes=parsed.get("requested_bytes", 0),
+            device_total_bytes=parsed.get("device_total_bytes", 0),
+            device_free_bytes=parsed.get("device_free_bytes", 0),
+            allocated_bytes=parsed.get("allocated_bytes", int(stats.get("allocated_bytes", 0))),
+            reserved_bytes=parsed.get("reserved_bytes", int(stats.get("reserved_bytes", 0))),
+            from_exception=True, limit_bytes=parsed.get("limit_bytes"),
+            process_driver_bytes=parsed.get("process_driver_bytes"),
+            oom_source="allocator" if "Tried to allocate" in message else "other")
+        if record is None and agent is not None:
+            record = _agent_record(agent, device, at_oom=False)
+        if record is not None:
+            e.cached_free_bytes, e.largest_free_block_bytes = fragmentation_of(
+                record["segments"], device)
+        return self.fill(e, agent, device, stack, record)
+
+    # ----- reports
+    def _may_write(self) -> bool:
+        """Counts one report against VRAMSCOPE_OOM_MAX_REPORTS; False when disabled or spent."""
+        if os.environ.get("VRAMSCOPE_OOM_REPORT", "1").strip() in ("0", "false", "off", "no"):
+            return False
+        limit = int(os.environ.get("VRAMSCOPE_OOM_MAX_REPORTS", "3") or 3)
+        if self.reports_written >= limit:
+            return False
+        self.reports_written += 1
+        return True
+
+    def _emit(self, e: OomEvidence, record: dict[str, Any] | None) -> dict[str, str]:
+        """Writes the report files (with a memory_viz pickle from ``record``, the agent's
+        _agent_record(), when the C++ agent is there), prints the summary to stderr and returns
+        the paths."""
+        now = time.time()
+        paths = report_paths(os.getpid(), now)
+        snapshot = None
+        if record is not None:
+            offset = time.time_ns() - time.monotonic_ns()
+            snapshot = memory_viz_snapshot(record["segments"], record["recent_events"], offset)
+        advice = write_report(e, paths, snapshot, time.strftime("%Y-%m-%d %H:%M:%S"))
+        if snapshot is None:
+            del paths["pickle"]
+        self.last_paths = dict(paths)
+        print(format_summary(e, advice, paths["txt"]), file=sys.stderr, flush=True)
+        return paths
+
+    def on_oom(self, device: int) -> None:
+        """The agent's OOM callback: write the post-mortem and print its summary (never
+        raises). Its caller's frame is the program's, where the allocation failed."""
+        self.observer_count += 1
+        try:
+            agent = self.session.agent
+            if agent is None or not self._may_write():
+                return
+            record = _agent_record(agent, device, at_oom=True)
+            # The observer's caller: the frame that was running when the allocation failed.
+            stack = oom_frames(sys._getframe(0).f_back)
+            self._emit(self.collect_evidence(device, stack, record), record)
+        except Exception as exc:  # noqa: BLE001 -- never replace the program's OutOfMemoryError
+            print(f"vramscope: could not write the OOM report ({exc})", file=sys.stderr,
+                  flush=True)
+
+    def report_exception(self, exc: BaseException, observer_calls_before: int,
+                         device: int | None = None) -> dict[str, str] | None:
+        """For the step pipelines' users and ``vramscope run`` when ``exc`` leaves their block:
+        makes sure an OOM has its post-mortem. When the observer ran since
+        ``observer_calls_before`` it already wrote the report and printed its summary;
+        otherwise (polling mode, an OOM raised outside the caching allocator) writes it now from
+        the message, with one read of the agent's record, and prints the summary. Handles each
+        exception once (nested Monitor and run); returns the report's paths, None when none was
+        written. Never raises: the caller re-raises ``exc``."""
+        if not is_oom_error(exc) or getattr(exc, "_vramscope_oom_handled", False):
+            return None
+        try:
+            exc._vramscope_oom_handled = True  # type: ignore[attr-defined]  # our mark on it
+        except (AttributeError, TypeError):
+            pass
+        if self.observer_count > observer_calls_before:
+            return self.last_report() or None
+        try:
+            if not self._may_write():
+                return None
+            session = self.session
+            if device is None:
+                device = session.current() if session.reader is not None else 0
+            stack = (frames_of_traceback(exc.__traceback__),
+                     threading.current_thread() is threading.main_thread())
+            message = str(exc)
+            device = parse_oom_message(message).get("device", device)
+            agent = session.agent
+            record = _agent_record(agent, device, at_oom=False) if agent is not None else None
+            e = self.evidence_from_exception(message, device, stack, record)
+            paths = self._emit(e, record)
+            if agent is not None:
+                # The segment (and `vramscope record` / `vramscope run --record`) gets its OOM
+                # marker for an OOM the observer did not see.
+                agent.note_oom(e.device, e.requested_bytes, e.device_total_bytes,
+                               e.device_free_bytes)
+            return paths
+        except Exception as err:  # noqa: BLE001 -- never replace the program's exception
+            print(f"vramscope: could not write the OOM report ({err})", file=sys.stderr,
+                  flush=True)
+            return None
+
+
+#: The process's post-mortem, in the session's slot; its observer is installed at attach.
+POSTMORTEM = PostMortem(SESSION)
+SESSION.postmortem = POSTMORTEM
+SESSION.when_attached(POSTMORTEM.install)
+
+
+# ----- the module's functions: the process's post-mortem, whichever the session holds now
+
+def add_provider(provider: Provider, precedence: int = PROGRAM) -> None:
+    """Registers ``provider(device, stack) -> dict`` adding OomEvidence fields (steps, modules,
+    batch size) to every report; ``precedence`` decides between providers that give the same
+    field (vramscope._core.evidence: a program's own beats vramscope's)."""
+    SESSION.evidence.add(provider, precedence)
+
+
+def remove_provider(provider: Provider) -> None:
+    """Unregisters ``provider``."""
+    SESSION.evidence.remove(provider)
+
+
+def _postmortem() -> PostMortem:
+    slot = SESSION.postmortem
+    return slot if isinstance(slot, PostMortem) else POSTMORTEM
+
+
+def collect_evidence(device: int, stack: Stack | None = None,
+                     snapshot: dict[str, Any] | None = None) -> OomEvidence:
+    """``PostMortem.collect_evidence`` of the process's post-mortem."""
+    return _postmortem().collect_evidence(device, stack, snapshot)
+
+
+def evidence_from_exception(message: str, device: int, stack: Stack | None = None,
+                            record: dict[str, Any] | None = None) -> OomEvidence:
+    """``PostMortem.evidence_from_exception`` of the process's post-mortem."""
+    return _postmortem().evidence_from_exception(message, device, stack, record)
+
+
+def report_exception(exc: BaseException, observer_calls_before: int,
+                     device: int | None = None) -> dict[str, str] | None:
+    """``PostMortem.report_exception`` of the process's post-mortem."""
+    return SESSION.postmortem.report_exception(exc, observer_calls_before, device)
+
+
+def observer_calls() -> int:
+    """How many times the OOM observer ran in this process (mark it before a block of code)."""
+    return SESSION.postmortem.observer_calls()
+
+
+def last_report() -> dict[str, str]:
+    """Paths of the last post-mortem written by this process ({} if none)."""
+    return SESSION.postmortem.last_report()

@@ -1,0 +1,435 @@
+# python/vramscope/postmortem/remedies.py -- the OOM's remedies, judged by what each recovers
+"""``assess(evidence)``: how much the failing step lacked (``need_bytes``) and, for every remedy
+the evidence speaks to, how many bytes it gives back. A remedy is advised only when its own
+mechanism can cover the need (expandable segments only when the cache holds the bytes in
+pieces, a smaller batch only when the numbers say which batch fits); the others are listed as
+not advised, with the reason. Pure functions of an ``OomEvidence``, tested with synthetic
+numbers; the GPU tests apply the first advice and rerun the program.
+
+Among remedies that fit, the order prefers what changes least in the training: fix a leak, free
+the card from other processes, an allocator setting, then (when the batch just grew past what
+fits) the batch that fits, then checkpointing, mixed precision, a lighter optimizer, a larger
+memory-fraction cap, and a smaller batch last (it changes the optimisation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+from .._core.units import format_bytes
+from ..attribution.model_probe import STATE_PER_PARAMETER
+from .advice import Advice, OomEvidence, StepPoint, growing_text, leak_rate
+
+#: Share of the budget a suggested batch size or memory fraction keeps free: the allocator's
+#: rounding and the next step's temporaries are not in a linear fit.
+MARGIN_FRACTION = 0.05
+#: Suggested batches of 16 and more are rounded down to a multiple of this.
+BATCH_MULTIPLE = 8
+#: Without per-module numbers, the share of the activations assumed to live inside the repeated
+#: blocks (embeddings, the head and the loss are outside them): deliberately low, so that
+#: checkpointing is not promised more than it gives.
+BLOCK_ACTIVATION_SHARE = 0.75
+#: Saved-tensor bytes that autocast to bfloat16 keeps (matmul/conv outputs are halved, norms
+#: and softmax stay fp32): a conservative estimate of its saving.
+AUTOCAST_KEPT_SHARE = 0.6
+#: Remedy kinds in the order they are preferred when several fit (see the module docstring).
+PRIORITY = ("leak", "other_processes", "expandable_segments", "empty_cache", "batch_grew",
+            "activation_checkpointing", "mixed_precision", "optimizer_state", "memory_fraction",
+            "batch_size", "generic")
+
+
+@dataclasses.dataclass
+class Assessment:
+    """The judgement of one OOM."""
+
+    #: Remedies that cover the need, preferred first; when none does, the partial ones, the
+    #: largest first; a generic hint when the evidence supports nothing.
+    advice: list[Advice]
+    #: (kind, why not) of the remedies considered and not advised.
+    not_advised: list[tuple[str, str]]
+    #: What the failing step lacked: the shortfall of the request, or more when the step's
+    #: projected peak is known to exceed the budget.
+    need_bytes: int
+    #: The step's expected peak of allocated bytes, and how it was estimated.
+    projected_peak_bytes: int
+    projection: str
+
+
+def _peaks_by_batch(steps: Sequence[StepPoint]) -> dict[int, StepPoint]:
+    best: dict[int, StepPoint] = {}
+    for s in steps:
+        if s.batch_size and (s.batch_size not in best or
+                             s.peak_allocated_bytes > best[s.batch_size].peak_allocated_bytes):
+            best[s.batch_size] = s
+    return best
+
+
+def batch_line(steps: Sequence[StepPoint]) -> tuple[float, float] | None:
+    """(fixed bytes, bytes per sample) of a least-squares line through (batch, step peak) over
+    two or more batch sizes; None with fewer or a line that does not rise."""
+    by_batch = _peaks_by_batch(steps)
+    if len(by_batch) < 2:
+        return None
+    xs = list(by_batch)
+    ys = [by_batch[b].peak_allocated_bytes for b in xs]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    if slope <= 0:
+        return None
+    return my - slope * mx, slope
+
+
+def _activations(e: OomEvidence) -> int:
+    """Activation bytes the step will hold at its peak: live at the OOM, scaled up when the OOM
+    came part-way through the forward's blocks."""
+    live = e.categories.get("activations", 0)
+    if e.phase == "forward" and e.forward_progress and 0 < e.forward_progress < 1:
+        return int(live / e.forward_progress)
+    return live
+
+
+def projected_peak(e: OomEvidence) -> tuple[int, str]:
+    """The failing step's expected peak of allocated bytes and the basis of the estimate."""
+    lower = e.allocated_bytes + e.requested_bytes
+    by_batch = _peaks_by_batch(e.steps)
+    if e.batch_size and e.batch_size in by_batch:
+        return max(lower, by_batch[e.batch_size].peak_allocated_bytes), \
+            f"the peak of a past step at batch {e.batch_size}"
+    line = batch_line(e.steps)
+    if line is not None and e.batch_size:
+        fixed, per_sample = line
+        return max(lower, int(fixed + per_sample * e.batch_size)), \
+            f"a line through the peaks at {len(by_batch)} batch sizes"
+    live = e.categories.get("activations", 0)
+    if live and _activations(e) > live:
+        return lower + _activations(e) - live, \
+            f"the activations so far, {e.forward_progress:.0%} through the forward's blocks"
+    if e.phase == "optimizer" and e.optimizer_state_full_bytes > e.optimizer_state_bytes:
+        missing = e.optimizer_state_full_bytes - e.optimizer_state_bytes - e.requested_bytes
+        return lower + max(0, missing), "the optimizer state still to be allocated"
+    if e.steps and not any(s.batch_size for s in e.steps):
+        return max(lower, e.steps[-1].peak_allocated_bytes), "the peak of the last step"
+    return lower, "the failing request"
+
+
+def _leak(e: OomEvidence, need: int) -> Advice | None:
+    rate = leak_rate(e.steps)
+    if rate is None:
+        return None
+    grown = e.steps[-1].allocated_bytes - e.steps[0].allocated_bytes
+    if e.growing_ops or e.growing_modules:
+        where = "; growing: " + growing_text(e.growing_modules, e.growing_ops)
+    elif e.top_ops:
+        where = f" (largest holder now: {e.top_ops[0][0]})"
+    else:
+        where = ""
+    return Advice(
+        score=grown / need, kind="leak", recovers_bytes=grown, fits=grown >= need,
+        params={"bytes_per_step": rate, "modules": [m for m, _ in e.growing_modules[:3]],
+                "ops": [o for o, _ in e.growing_ops[:3]]},
+        title="memory leak: step-end allocated memory grows every step",
+        detail=(f"+{format_bytes(rate)} per step over the last {len(e.steps) - 1} steps "
+                f"(+{format_bytes(grown)} in total){where}; look for tensors kept across "
+                "steps (losses appended without .item(), outputs kept for metrics, caches, "
+                "hooks)."))
+
+
+def _other_processes(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
+                     ) -> Advice | None:
+    others = e.other_processes_bytes
+    estimated = others is None
+    if others is None:
+        # NVML could not say whose the bytes outside this allocator are; a CUDA context and
+        # its libraries take about a GiB, so only what is well beyond it counts.
+        others = e.outside_bytes - (1 << 30)
+    if others < max(need, e.device_total_bytes // 20, 1):
+        return None
+    gain = min(e.limit_or_total_bytes, e.budget_bytes + others) - e.budget_bytes
+    if gain < need:
+        rejected.append(("other_processes",
+                         f"other processes hold {format_bytes(others)} but the memory-fraction "
+                         "cap, not the device, limits this process"))
+        return None
+    what = ("used outside this process's allocator (NVML could not say by whom)" if estimated
+            else "held by other processes")
+    return Advice(
+        score=gain / need, kind="other_processes", recovers_bytes=gain, fits=True,
+        params={"other_processes_bytes": others, "estimated": estimated},
+        title="other processes hold the GPU: stop them or run on a free GPU",
+        detail=(f"{format_bytes(others)} of the device is {what}; without it PyTorch could "
+                f"have {format_bytes(gain)} more, {format_bytes(need)} was needed. `vramscope` "
+                "lists the processes."))
+
+
+def _expandable(e: OomEvidence, need: int, peak: int, rejected: list[tuple[str, str]]
+                ) -> Advice | None:
+    if e.cached_free_bytes <= 0 or e.oom_source != "allocator":
+        return None
+    if e.expandable_segments:
+        rejected.append(("expandable_segments", "expandable segments are already on"))
+        return None
+    if e.cached_free_bytes + e.available_bytes < e.requested_bytes or peak > e.budget_bytes:
+        rejected.append(("expandable_segments",
+                         f"only {format_bytes(e.cached_free_bytes)} is free inside the cache "
+                         f"against {format_bytes(need)} needed: the step does not fit the "
+                         "budget in any layout (capacity, not fragmentation)"))
+        return None
+    return Advice(
+        score=e.cached_free_bytes / need, kind="expandable_segments",
+        recovers_bytes=e.cached_free_bytes, fits=True,
+        params={"env": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"},
+        title="set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        detail=(f"{format_bytes(e.cached_free_bytes)} is free inside the cache but the "
+                f"largest free block is {format_bytes(e.largest_free_block_bytes)} "
+                f"(fragmentation {e.fragmentation:.0%}); the step needs "
+                f"{format_bytes(peak)} of {format_bytes(e.budget_bytes)}, so with expandable "
+                "segments (free pages returned and remapped) the request would have fit."))
+
+
+def _empty_cache(e: OomEvidence, need: int, rejected: list[tuple[str, str]]) -> Advice | None:
+    if e.cached_free_bytes <= 0:
+        return None
+    if e.oom_source == "allocator":
+        rejected.append(("empty_cache",
+                         "torch.cuda.empty_cache() cannot help: the allocator already returned "
+                         "its unused segments before raising; the "
+                         f"{format_bytes(e.cached_free_bytes)} still cached are free blocks "
+                         "inside segments in use"))
+        return None
+    fits = e.cached_free_bytes >= need
+    return Advice(
+        score=e.cached_free_bytes / need, kind="empty_cache", recovers_bytes=e.cached_free_bytes,
+        fits=fits, params={},
+        title="call torch.cuda.empty_cache() before the allocation outside PyTorch",
+        detail=(f"the failing allocation was not the caching allocator's (cuBLAS/cuDNN/NCCL "
+                f"workspaces, a library's cudaMalloc) and PyTorch keeps "
+                f"{format_bytes(e.cached_free_bytes)} cached but unused, which that consumer "
+                "cannot take until it is released."))
+
+
+def _batch_size(e: OomEvidence, need: int, peak: int, rejected: list[tuple[str, str]]
+                ) -> Advice | None:
+    current = e.batch_size
+    if not current:
+        if e.steps:
+            rejected.append(("batch_size", "the batch size was not seen (no model forward "
+                             "was found); Monitor(model=...) reads it"))
+        return None
+    line = batch_line(e.steps)
+    basis = ""
+    if line is not None:
+        fixed, per_sample = line
+        basis = f"a line through the step peaks at {len(_peaks_by_batch(e.steps))} batch sizes"
+    elif _activations(e) > 0:
+        per_sample = _activations(e) / current
+        fixed = peak - _activations(e)
+        basis = f"{format_bytes(int(per_sample))} of activations per sample at batch {current}"
+    elif e.parameter_bytes > 0:
+        fixed = 2 * e.parameter_bytes + max(e.optimizer_state_full_bytes, e.optimizer_state_bytes)
+        per_sample = (peak - fixed) / current
+        basis = f"the peak less parameters, gradients and optimizer state, at batch {current}"
+    else:
+        rejected.append(("batch_size", f"one batch size ({current}) and no activation numbers: "
+                         "the bytes per sample are unknown"))
+        return None
+    # The cache's overhead over allocated bytes, as seen at the largest batch that ran.
+    ran = _peaks_by_batch(e.steps)
+    overhead = 1.0
+    if ran:
+        best = ran[max(ran)]
+        if best.peak_reserved_bytes and best.peak_allocated_bytes:
+            overhead = min(1.3, max(1.0, best.peak_reserved_bytes / best.peak_allocated_bytes))
+    # Room for one more block like the failing one, scaled to the batch: a cold cache can hold
+    # that much in pieces it cannot reuse (measured on the H200: a 3 GiB cap, GPT-2, batch 64
+    # ran in the growing process, then failed fresh by 2 MiB with 481 MiB cached free beside a
+    # 512 MiB request).
+    room = e.requested_bytes / current if e.requested_bytes < peak else 0.0
+    usable = e.budget_bytes * (1 - MARGIN_FRACTION) / overhead
+    if fixed >= usable or per_sample <= 0:
+        rejected.append(("batch_size", f"even batch 1 does not fit: {format_bytes(int(fixed))} "
+                         f"does not depend on the batch, {format_bytes(e.budget_bytes)} is the "
+                         "budget"))
+        return None
+    batch = int(math.floor((usable - fixed) / (per_sample + room)))
+    if batch >= 2 * BATCH_MULTIPLE:
+        batch -= batch % BATCH_MULTIPLE  # the sizes kernels are tuned for; more margin
+    if batch >= current:
+        rejected.append(("batch_size", f"batch {current} fits by {basis} "
+                         f"({format_bytes(int(fixed + per_sample * current))} of "
+                         f"{format_bytes(e.budget_bytes)}): the batch is not the cause"))
+        return None
+    if batch < 1:
+        rejected.append(("batch_size", f"even batch 1 does not fit: {format_bytes(int(fixed))} "
+                         f"is fixed, {format_bytes(e.budget_bytes)} is the budget"))
+        return None
+    predicted = int(fixed + per_sample * batch)
+    margin = e.budget_bytes - int(predicted * overhead)
+    grew = bool(ran) and current > max(ran)
+    return Advice(
+        score=per_sample * (current - batch) / need, kind="batch_size",
+        recovers_bytes=int(per_sample * (current - batch)), fits=True,
+        params={"batch_size": batch, "from_batch_size": current,
+                "bytes_per_sample": int(per_sample), "fixed_bytes": int(fixed),
+                "margin_bytes": margin, "room_bytes": int(room * batch), "batch_grew": grew},
+        title=f"use batch size {batch} (the largest that fits; the failing step had {current})",
+        detail=(f"{format_bytes(int(per_sample))} per sample and {format_bytes(int(fixed))} "
+                f"fixed ({basis}): batch {batch} peaks at ≈{format_bytes(predicted)} of the "
+                f"{format_bytes(e.budget_bytes)} budget, a margin of {format_bytes(margin)} "
+                f"(room for {format_bytes(int(room * batch))} the cache may hold in pieces)."))
+
+
+def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: list[tuple[str, str]]
+                   ) -> Advice | None:
+    activations = _activations(e)
+    if activations <= 0:
+        return None
+    if activations < 0.3 * peak:
+        rejected.append(("activation_checkpointing", f"activations are only "
+                         f"{format_bytes(activations)} of a {format_bytes(peak)} peak"))
+        return None
+    params: dict[str, object] = {}
+    path: str | None
+    if e.repeated_modules:
+        cls, count, per_instance = max(e.repeated_modules, key=lambda r: r[1] * r[2])
+        saves = max(0, (count - 1) * per_instance)
+        path = next((p for p, c, _ in e.block_lists if c == cls), None)
+    elif e.block_lists:
+        path, cls, count = e.block_lists[0]
+        saves = int(activations * BLOCK_ACTIVATION_SHARE * (count - 1) / count)
+    else:
+        rejected.append(("activation_checkpointing", "no repeated blocks were found in the "
+                         "model to checkpoint"))
+        return None
+    # "modules": the container's path for model.get_submodule ("" is the model itself); None
+    # when only profile()'s per-class numbers named the blocks.
+    params.update({"modules": path, "class": cls, "count": count})
+    where = f"the {count} {cls} modules" + (f" of {path or 'the model'}" if path is not None
+                                            else "")
+    return Advice(
+        score=saves / need, kind="activation_checkpointing", recovers_bytes=saves,
+        fits=saves >= need, params=params,
+        title=f"activation checkpointing on {where}",
+        detail=(f"activations are {format_bytes(activations)} of the "
+                f"{format_bytes(peak)} peak; torch.utils.checkpoint on each of {where} "
+                f"keeps only its input and saves ≈{format_bytes(saves)} "
+                f"({format_bytes(need)} was needed), for about a third more compute."))
+
+
+def _mixed_precision(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
+                     ) -> Advice | None:
+    activations = _activations(e)
+    if activations <= 0 or e.parameter_dtype != "float32":
+        return None  # without float32 parameters the activations are not known to be float32
+    if e.autocast:
+        rejected.append(("mixed_precision", "autocast is already on"))
+        return None
+    saves = int(activations * (1 - AUTOCAST_KEPT_SHARE))
+    return Advice(
+        score=saves / need, kind="mixed_precision", recovers_bytes=saves, fits=saves >= need,
+        params={"dtype": "bfloat16"},
+        title="mixed precision: run the forward under torch.autocast('cuda', dtype=torch.bfloat16)",
+        detail=(f"the {format_bytes(activations)} of activations are float32; in bfloat16 the "
+                f"saved matmul outputs halve, ≈{format_bytes(saves)} less "
+                f"({format_bytes(need)} was needed). Parameters and optimizer state stay "
+                "float32."))
+
+
+def _optimizer_state(e: OomEvidence, need: int, peak: int, rejected: list[tuple[str, str]]
+                     ) -> Advice | None:
+    state = max(e.optimizer_state_full_bytes, e.optimizer_state_bytes,
+                e.categories.get("optimizer_state", 0))
+    if state <= 0:
+        return None
+    if state < 0.3 * peak:
+        rejected.append(("optimizer_state", f"the optimizer state is only "
+                         f"{format_bytes(state)} of a {format_bytes(peak)} peak"))
+        return None
+    states = STATE_PER_PARAMETER.get(e.optimizer, 2)
+    if states >= 2:
+        # Factored second moment, no first; foreach=False: its multi-tensor path makes
+        # parameter-sized temporaries of every parameter at once.
+        lighter, saves, options = "Adafactor", int(state * 0.9), {"foreach": False}
+        how = ("torch.optim.Adafactor(..., foreach=False) keeps a factored second moment and "
+               "no first moment, and its temporaries one parameter at a time")
+    else:
+        lighter, saves, options = "SGD", state, {}
+        how = "SGD without momentum keeps no state"
+    if e.world_size > 1:
+        how += f"; ZeRO/FSDP sharding over the {e.world_size} ranks keeps 1/{e.world_size}"
+    else:
+        how += "; ZeRO/FSDP sharding over N GPUs keeps 1/N"
+    name = e.optimizer or "the optimizer"
+    return Advice(
+        score=saves / need, kind="optimizer_state", recovers_bytes=saves, fits=saves >= need,
+        params={"optimizer": lighter, **options, "from_optimizer": e.optimizer,
+                "state_bytes": state},
+        title=f"optimizer state dominates: use {lighter} instead of {name}, or shard it",
+        detail=(f"{name}'s state is {format_bytes(state)} of the {format_bytes(peak)} peak; "
+                f"{how}: ≈{format_bytes(saves)} less ({format_bytes(need)} was needed)."))
+
+
+def _memory_fraction(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
+                     ) -> Advice | None:
+    if e.limit_bytes is None or e.limit_bytes >= e.device_total_bytes or e.device_total_bytes <= 0:
+        return None
+    room = min(e.device_total_bytes, e.reserved_bytes + e.device_free_bytes)
+    if room <= e.budget_bytes:
+        rejected.append(("memory_fraction", "the device itself has no room beyond the "
+                         "memory-fraction cap"))
+        return None
+    wanted = (e.budget_bytes + need) / (1 - MARGIN_FRACTION)
+    fraction = min(1.0, math.ceil(wanted / e.device_total_bytes * 100) / 100)
+    gain = min(room, int(fraction * e.device_total_bytes)) - e.budget_bytes
+    return Advice(
+        score=gain / need, kind="memory_fraction", recovers_bytes=gain, fits=gain >= need,
+        params={"fraction": fraction},
+        title=f"raise the cap: torch.cuda.set_per_process_memory_fraction({fraction})",
+        detail=(f"the cap allows {format_bytes(e.limit_bytes)} while the device has "
+                f"{format_bytes(room)} for this process; {fraction} gives "
+                f"{format_bytes(gain)} more ({format_bytes(need)} was needed)."))
+
+
+def assess(e: OomEvidence) -> Assessment:
+    """The need, the advised remedies (first the one that fixes the OOM) and the others."""
+    peak, projection = projected_peak(e)
+    need = max(e.shortfall_bytes, peak - e.budget_bytes, 1)
+    rejected: list[tuple[str, str]] = []
+    found = [
+        _leak(e, need),
+        _other_processes(e, need, rejected),
+        _expandable(e, need, peak, rejected),
+        _empty_cache(e, need, rejected),
+        _batch_size(e, need, peak, rejected),
+        _checkpointing(e, need, peak, rejected),
+        _mixed_precision(e, need, rejected),
+        _optimizer_state(e, need, peak, rejected),
+        _memory_fraction(e, need, rejected),
+    ]
+    candidates = [a for a in found if a is not None]
+
+    def rank(a: Advice) -> int:
+        kind = "batch_grew" if a.kind == "batch_size" and a.params.get("batch_grew") else a.kind
+        return PRIORITY.index(kind)
+
+    advice = sorted((a for a in candidates if a.fits), key=rank)
+    partial = sorted((a for a in candidates if not a.fits), key=lambda a: -a.recovers_bytes)
+    if advice:
+        rejected += [(a.kind, f"recovers {format_bytes(a.recovers_bytes)} of the "
+                      f"{format_bytes(need)} needed") for a in partial]
+    else:
+        advice = partial
+    if not advice:
+        advice = [Advice(
+            score=0.0, kind="generic", title="reduce the batch size or sequence length",
+            detail=(f"{format_bytes(need)} was missing and no single cause stands out in the "
+                    "evidence; run under Monitor(model=..., optimizer=...) or "
+                    "vramscope.profile() to see who holds the memory."))]
+    return Assessment(advice=advice, not_advised=rejected, need_bytes=need,
+                      projected_peak_bytes=peak, projection=projection)
+
+
+def rank_advice(e: OomEvidence) -> list[Advice]:
+    """The advised remedies, the first one the one that fixes the OOM."""
+    return assess(e).advice

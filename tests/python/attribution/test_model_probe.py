@@ -1,0 +1,198 @@
+# tests/python/attribution/test_model_probe.py -- batch size, blocks, optimizer state and the OOM stack, on CPU modules
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from vramscope.attribution import model_probe as probe  # noqa: E402
+
+
+class Block(torch.nn.Module):
+    def __init__(self, width: int, seen=None) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(width, 2 * width)
+        self.down = torch.nn.Linear(2 * width, width)
+        self.seen = seen
+
+    def forward(self, x):
+        if self.seen is not None and not self.seen:
+            # Where the OOM observer would run: inside an op of this block.
+            self.seen.append(probe.frames_outward(sys._getframe()))
+        return x + self.down(torch.relu(self.up(x)))
+
+
+class Tower(torch.nn.Module):
+    def __init__(self, width: int = 8, depth: int = 4, stop_at=None) -> None:
+        super().__init__()
+        self.seen = []
+        self.blocks = torch.nn.ModuleList(
+            Block(width, self.seen if i == stop_at else None) for i in range(depth))
+        self.head = torch.nn.Linear(width, 2)
+
+    def forward(self, x, mask=None):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def test_leading_dim_of_the_first_tensor_in_args_kwargs_and_batch_dicts():
+    t = torch.zeros(5, 3)
+    assert probe.leading_dim((t,)) == 5
+    assert probe.leading_dim((), {"input_ids": torch.zeros(7, 2), "labels": t}) == 7
+    assert probe.leading_dim(({"pixels": torch.zeros(9, 3)},)) == 9
+    assert probe.leading_dim((3, [torch.zeros(4)])) == 4
+    assert probe.leading_dim((torch.tensor(1.0),)) is None  # a scalar has no batch
+    assert probe.leading_dim(()) is None
+
+
+def test_block_lists_find_the_repeated_children_with_their_paths():
+    model = Tower(depth=4)
+    assert probe.block_lists(model) == [("blocks", "Block", 4)]
+    assert model.get_submodule("blocks") is model.blocks
+    seq = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(3)])
+    assert probe.block_lists(seq) == [("", "Linear", 3)]
+
+
+def test_the_pre_hook_reads_the_batch_once_per_forward_and_is_removed():
+    model = Tower()
+    p = probe.ModelProbe()
+    p.attach(model)
+    calls = []
+    original = p._on_forward
+    p._on_forward = lambda *a: (calls.append(1), original(*a))  # type: ignore[assignment]
+    model(torch.zeros(6, 8))
+    assert p.batch_size == 6 and p.autocast is False
+    model(x=torch.zeros(3, 8))
+    assert p.batch_size == 3
+    evidence = p.evidence()
+    assert evidence["batch_size"] == 3 and evidence["batch_source"] == "forward"
+    assert evidence["block_lists"] == [("blocks", "Block", 4)]
+    assert evidence["parameter_dtype"] == "float32"
+    assert evidence["parameter_bytes"] == sum(q.numel() * 4 for q in model.parameters())
+    p.close()
+    model(torch.zeros(2, 8))
+    assert p.batch_size == 3 and not p.attached
+    # Only the top-level module was hooked: one call per model forward, none per block.
+    assert not any(m._forward_pre_hooks for m in model.modules())
+
+
+def test_optimizer_summary_counts_the_state_now_and_once_complete():
+    model = torch.nn.Linear(16, 16)
+    params = sum(q.numel() * 4 for q in model.parameters())
+    opt = torch.optim.AdamW(model.parameters())
+    before = probe.optimizer_summary(opt)
+    assert before["optimizer"] == "AdamW" and before["optimizer_state_bytes"] == 0
+    assert before["optimizer_state_full_bytes"] == 2 * params
+    model(torch.ones(2, 16)).sum().backward()
+    opt.step()
+    after = probe.optimizer_summary(opt)
+    assert after["optimizer_state_bytes"] == 2 * params  # exp_avg, exp_avg_sq (step is 0-d)
+    sgd = probe.optimizer_summary(torch.optim.SGD(model.parameters(), lr=0.1))
+    assert sgd["optimizer_state_full_bytes"] == 0  # no momentum, no state
+
+
+def test_find_model_prefers_the_module_owning_the_optimizers_parameters():
+    def training_loop():
+        model = Tower()
+        other = torch.nn.Linear(100, 100)  # more parameters, not the one being trained
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        return model, other, opt, probe.find_model(sys._getframe(), opt), \
+            probe.find_model(sys._getframe())
+
+    model, other, _, found, without_optimizer = training_loop()
+    assert found is model
+    assert without_optimizer is model  # more parameter tensors than the lone Linear
+
+    class Trainer:
+        def __init__(self, model):
+            self.model = model
+
+        def train(self):
+            return probe.find_model(sys._getframe())
+
+    assert Trainer(model).train() is model
+
+
+def test_discovery_gives_up_after_a_few_steps_without_a_model():
+    p = probe.ModelProbe()
+    for _ in range(probe.DISCOVERY_STEPS + 2):
+        p.discover(sys._getframe())
+    assert p.discovery_tries == probe.DISCOVERY_STEPS and not p.attached
+
+
+def test_the_stack_at_an_oom_in_a_block_says_forward_batch_and_progress():
+    model = Tower(depth=4, stop_at=2)
+    p = probe.ModelProbe()
+    p.attach(model)
+    model(torch.zeros(5, 8))
+    (frames,) = model.seen
+    found = probe.stack_evidence(frames, p._block_index)
+    assert found == {"phase": "forward", "forward_progress": 3 / 4, "batch_size": 5,
+                     "batch_source": "stack"}
+    # Without the probe's blocks: still the phase and the outermost module's batch.
+    assert probe.stack_evidence(frames) == {"phase": "forward", "batch_size": 5,
+                                            "batch_source": "stack"}
+    # The probe prefers its own pre-hook's batch (the same forward).
+    evidence = p.evidence(frames)
+    assert evidence["batch_source"] == "forward" and evidence["forward_progress"] == 3 / 4
+
+
+def test_the_stack_in_an_optimizer_step_and_on_the_autograd_thread():
+    model = torch.nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen = []
+    opt.register_step_pre_hook(lambda *a: seen.append(probe.frames_outward(sys._getframe())))
+    model(torch.ones(1, 4)).sum().backward()
+    opt.step()
+    assert probe.stack_evidence(seen[0])["phase"] == "optimizer"
+    # An OOM with no Python frames off the main thread: the autograd engine's backward.
+    assert probe.stack_evidence([], main_thread=False) == {"phase": "backward"}
+
+
+def test_a_traceback_keeps_the_frames_of_the_failing_forward():
+    class Failing(torch.nn.Module):
+        def forward(self, x):
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+
+    model = torch.nn.Sequential(torch.nn.Identity(), Failing())
+    try:
+        model(torch.zeros(11, 2))
+    except RuntimeError as exc:
+        frames = probe.frames_of_traceback(exc.__traceback__)
+    found = probe.stack_evidence(frames)
+    assert found["phase"] == "forward" and found["batch_size"] == 11
+
+
+def test_a_module_whose_own_forward_never_runs_gets_its_children_hooked():
+    # A LightningModule-like wrapper: training_step calls the layers, never forward().
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = torch.nn.Linear(4, 4)
+            self.head = torch.nn.Linear(4, 2)
+
+        def training_step(self, x):
+            return self.head(self.encoder(x))
+
+    model = Wrapper()
+    p = probe.ModelProbe()
+    p.attach(model)
+    model.training_step(torch.zeros(3, 4))
+    p.step_end()  # the wrapper's forward did not run: hook its children
+    assert p.batch_size is None
+    model.training_step(torch.zeros(5, 4))
+    p.step_end()
+    assert p.batch_size == 5
+    p.close()
+    assert not any(m._forward_pre_hooks for m in model.modules())
+    # A model whose forward runs keeps only its own hook.
+    tower = Tower()
+    q = probe.ModelProbe()
+    q.attach(tower)
+    tower(torch.zeros(2, 8))
+    q.step_end()
+    assert not any(m._forward_pre_hooks for m in tower.modules() if m is not tower)
+    q.close()

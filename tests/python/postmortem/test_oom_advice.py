@@ -1,0 +1,401 @@
+# tests/python/postmortem/test_oom_advice.py -- the OOM's numbers and remedies on synthetic evidence
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vramscope.postmortem import advice as _oom_advice
+from vramscope.postmortem import oom
+from vramscope.postmortem import remedies as _oom_remedies
+from vramscope.postmortem import report as _oom_report
+from vramscope.postmortem.advice import OomEvidence, StepPoint
+
+GiB = 1 << 30
+MiB = 1 << 20
+TOTAL = int(139.8 * GiB)  # an H200 as torch sees it
+CONTEXT = 700 * MiB  # a CUDA context and its libraries
+
+
+def card(allocated: int, cached_free: int, largest: int, requested: int, others: int = 0,
+         limit=None, **fields) -> OomEvidence:
+    """Evidence of one process on a card: the driver's free is what the process (reserved +
+    context) and ``others`` leave; NVML charges the process reserved + context."""
+    reserved = allocated + cached_free
+    return OomEvidence(device=0, requested_bytes=requested, device_total_bytes=TOTAL,
+                       device_free_bytes=TOTAL - reserved - CONTEXT - others,
+                       allocated_bytes=allocated, reserved_bytes=reserved,
+                       cached_free_bytes=cached_free, largest_free_block_bytes=largest,
+                       limit_bytes=limit, process_driver_bytes=reserved + CONTEXT, **fields)
+
+
+def kinds(advice):
+    return [a.kind for a in advice]
+
+
+def not_advised(e: OomEvidence):
+    return dict(_oom_remedies.assess(e).not_advised)
+
+
+def doubling_steps(peaks_gib, first_batch=8):
+    return [StepPoint(i + 1, int(p * GiB), GiB, batch_size=first_batch << i,
+                      peak_reserved_bytes=int(p * GiB * 1.02)) for i, p in enumerate(peaks_gib)]
+
+
+def test_the_card_running_out_advises_the_batch_that_fits_not_expandable_segments():
+    # The issue's GPT-2: peaks 8.3 ... 125.5 GiB at batch 8 ... 128, then batch 256 asks for
+    # 49.1 GiB with 5.8 GiB cached free (largest 3.4 GiB).
+    e = card(allocated=87 * GiB, cached_free=int(5.8 * GiB), largest=int(3.4 * GiB),
+             requested=int(49.1 * GiB), batch_size=256,
+             steps=doubling_steps([8.3, 16.1, 31.8, 63.0, 125.5]))
+    assert e.available_bytes < e.requested_bytes <= e.available_bytes + e.cached_free_bytes + \
+        e.available_bytes  # the request alone would squeeze into the cache's pieces ...
+    a = _oom_remedies.assess(e)
+    assert a.projected_peak_bytes > 240 * GiB  # ... but the step needs twice batch 128's peak
+    assert a.need_bytes == a.projected_peak_bytes - e.budget_bytes
+    first = a.advice[0]
+    assert first.kind == "batch_size" and first.fits
+    # The largest multiple of 8 whose line-projected peak, with room for one more block like
+    # the failing request (scaled to the batch) and the cache's 2 % overhead seen at batch 128,
+    # stays inside the budget's margin; the next multiple would not.
+    from vramscope.postmortem.remedies import BATCH_MULTIPLE, MARGIN_FRACTION
+    p = first.params
+    usable = e.budget_bytes * (1 - MARGIN_FRACTION) / 1.02
+    per_sample = p["bytes_per_sample"] + e.requested_bytes / 256
+    batch = p["batch_size"]
+    assert batch % BATCH_MULTIPLE == 0 and 96 <= batch < 128, p
+    assert p["fixed_bytes"] + per_sample * batch <= usable, p
+    assert p["fixed_bytes"] + per_sample * (batch + BATCH_MULTIPLE) > usable, p
+    assert first.params["batch_grew"] and first.params["from_batch_size"] == 256
+    assert 0 < first.params["margin_bytes"] < 0.3 * e.budget_bytes
+    assert "expandable_segments" not in kinds(a.advice)
+    assert "capacity, not fragmentation" in dict(a.not_advised)["expandable_segments"]
+
+
+def test_the_suggested_batch_keeps_the_margin_against_the_fit():
+    steps = [StepPoint(i, 10 * GiB + b * GiB, 10 * GiB, batch_size=b)
+             for i, b in enumerate((8, 16, 32))]
+    e = OomEvidence(device=0, requested_bytes=8 * GiB, device_total_bytes=64 * GiB + 512 * MiB,
+                    device_free_bytes=2 * GiB, allocated_bytes=60 * GiB,
+                    reserved_bytes=62 * GiB, batch_size=64, steps=steps)
+    first = _oom_remedies.rank_advice(e)[0]
+    # 1 GiB per sample, 10 GiB fixed, 64 GiB budget less 5%, and room for one more block like
+    # the failing 8 GiB request at batch 64 (1/8 GiB per sample): floor((60.8 - 10) / 1.125) = 45,
+    # rounded down to a multiple of 8: 40, which peaks at 50 GiB.
+    assert first.params["batch_size"] == 40
+    assert first.params["bytes_per_sample"] == GiB and first.params["fixed_bytes"] == 10 * GiB
+    assert first.params["margin_bytes"] == 64 * GiB - 50 * GiB
+
+
+def test_a_memory_fraction_cap_is_the_budget_and_non_pytorch_is_the_context():
+    # The issue's second case: a 12 GiB cap on a card with 129 GiB free; the old report said
+    # "device free 129.0 GiB of 12.0 GiB" and "non-PyTorch 0 B".
+    e = card(allocated=11 * GiB, cached_free=512 * MiB, largest=256 * MiB, requested=GiB,
+             limit=12 * GiB)
+    assert e.device_free_bytes > 125 * GiB
+    assert e.budget_bytes == 12 * GiB
+    assert e.available_bytes == 12 * GiB - e.reserved_bytes == 512 * MiB
+    assert e.available_bytes <= e.budget_bytes <= e.device_total_bytes
+    assert e.shortfall_bytes == 512 * MiB
+    assert e.non_pytorch_bytes == CONTEXT
+    assert e.other_processes_bytes == 0
+    text = _oom_report.format_report(e, _oom_remedies.rank_advice(e))
+    assert "budget           12.0 GiB for PyTorch (memory-fraction cap 12.0 GiB)" in text
+    assert "free for PyTorch 512.0 MiB" in text
+    assert "non-PyTorch      700.0 MiB (this process's CUDA context" in text
+
+
+def test_a_tiny_cached_free_against_a_big_request_is_not_fragmentation():
+    # The issue's third case (vramscope run): 9.3 MiB cached free against a 576 MiB request.
+    e = card(allocated=int(11.5 * GiB), cached_free=int(9.3 * MiB), largest=4 * MiB,
+             requested=576 * MiB, limit=12 * GiB)
+    advice = _oom_remedies.rank_advice(e)
+    assert "expandable_segments" not in kinds(advice)
+    assert "expandable_segments" in not_advised(e)
+    # What does fit: a larger cap (the device has room).
+    assert advice[0].kind == "memory_fraction" and advice[0].fits
+    fraction = advice[0].params["fraction"]
+    assert fraction * TOTAL >= 12 * GiB + e.shortfall_bytes
+    assert fraction <= 0.12
+
+
+def test_fragmentation_within_the_budget_advises_expandable_segments():
+    # The GPU scenario: a 4.5 GiB cap, 2 GiB live, 2 GiB in 100 MiB holes, 1 GiB requested.
+    e = card(allocated=2000 * MiB, cached_free=2096 * MiB, largest=100 * MiB, requested=GiB,
+             limit=4 * GiB + 512 * MiB)
+    a = _oom_remedies.assess(e)
+    first = a.advice[0]
+    assert first.kind == "expandable_segments" and first.fits
+    assert first.params == {"env": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"}
+    assert "cannot help" in dict(a.not_advised)["empty_cache"]
+    e.expandable_segments = True
+    assert "expandable_segments" not in kinds(_oom_remedies.rank_advice(e))
+    assert not_advised(e)["expandable_segments"] == "expandable segments are already on"
+
+
+def test_empty_cache_only_for_a_consumer_outside_the_allocator():
+    e = card(allocated=130 * GiB, cached_free=8 * GiB, largest=8 * GiB, requested=0,
+             oom_source="other")
+    advice = _oom_remedies.rank_advice(e)
+    assert advice[0].kind == "empty_cache" and advice[0].fits
+    assert advice[0].recovers_bytes == 8 * GiB
+
+
+def test_a_leak_is_first_when_what_it_kept_covers_the_need():
+    steps = [StepPoint(i, 2 * GiB + i * 256 * MiB, GiB + i * 256 * MiB, batch_size=4096)
+             for i in range(1, 16)]
+    e = card(allocated=steps[-1].allocated_bytes, cached_free=64 * MiB, largest=64 * MiB,
+             requested=256 * MiB, limit=6 * GiB, batch_size=4096, steps=steps,
+             parameter_bytes=285 * MiB)
+    first = _oom_remedies.rank_advice(e)[0]
+    assert first.kind == "leak" and first.fits
+    assert first.params["bytes_per_step"] == 256 * MiB
+    assert first.recovers_bytes == 14 * 256 * MiB
+
+
+def test_another_process_holding_the_card():
+    e = card(allocated=10 * GiB, cached_free=0, largest=0, requested=2 * GiB,
+             others=TOTAL - 12 * GiB)
+    assert e.other_processes_bytes == TOTAL - 12 * GiB
+    first = _oom_remedies.rank_advice(e)[0]
+    assert first.kind == "other_processes" and first.fits
+    assert first.params == {"other_processes_bytes": TOTAL - 12 * GiB, "estimated": False}
+    # Without NVML's figure for this pid: estimated from what the allocator does not hold.
+    e.process_driver_bytes = None
+    first = _oom_remedies.rank_advice(e)[0]
+    assert first.kind == "other_processes" and first.params["estimated"] is True
+    assert first.params["other_processes_bytes"] == e.outside_bytes - GiB
+    # Under a cap that already binds, freeing the card gives this process nothing.
+    e = card(allocated=10 * GiB, cached_free=0, largest=0, requested=2 * GiB,
+             others=100 * GiB, limit=10 * GiB)
+    assert "other_processes" not in kinds(_oom_remedies.rank_advice(e))
+    assert "memory-fraction cap" in not_advised(e)["other_processes"]
+
+
+def activation_heavy(**fields) -> OomEvidence:
+    # The GPU scenario: a 10 GiB cap, OOM in block 5 of 8 with 9 GiB of activations live.
+    return card(allocated=int(9.8 * GiB), cached_free=0, largest=0, requested=GiB,
+                limit=10 * GiB - 200 * MiB, batch_size=64, phase="forward",
+                forward_progress=5 / 8, categories={"activations": 9 * GiB,
+                                                    "parameters": 268 * MiB},
+                block_lists=[("blocks", "Block", 8)], parameter_dtype="float32",
+                parameter_bytes=268 * MiB, **fields)
+
+
+def test_activation_heavy_checkpoints_the_named_blocks_first():
+    e = activation_heavy()
+    a = _oom_remedies.assess(e)
+    assert a.projected_peak_bytes == e.allocated_bytes + e.requested_bytes + \
+        int(9 * GiB / (5 / 8)) - 9 * GiB
+    first = a.advice[0]
+    assert first.kind == "activation_checkpointing" and first.fits
+    assert first.params == {"modules": "blocks", "class": "Block", "count": 8}
+    assert first.title == "activation checkpointing on the 8 Block modules of blocks"
+    assert first.recovers_bytes == int(int(9 * GiB / (5 / 8)) * 0.75 * 7 / 8)
+    # Mixed precision saves less than the need here: not advised, with its numbers.
+    assert "mixed_precision" not in kinds(a.advice)
+    assert "recovers" in dict(a.not_advised)["mixed_precision"]
+    # Already under autocast: not offered at all.
+    e.autocast = True
+    assert not_advised(e)["mixed_precision"] == "autocast is already on"
+
+
+def test_mixed_precision_when_it_covers_and_parameters_are_float32():
+    e = activation_heavy(autocast=False)
+    e.block_lists = []
+    e.forward_progress = 0.95
+    first = _oom_remedies.rank_advice(e)[0]
+    assert first.kind == "mixed_precision" and first.params == {"dtype": "bfloat16"}
+    e.parameter_dtype = "bfloat16"  # already half-size parameters: activations are too
+    assert "mixed_precision" not in kinds(_oom_remedies.rank_advice(e))
+
+
+def test_optimizer_state_dominated_advises_a_lighter_optimizer():
+    params = 2 * GiB
+    e = card(allocated=7 * GiB - 256 * MiB, cached_free=0, largest=0, requested=256 * MiB,
+             limit=7 * GiB, batch_size=8, phase="optimizer", optimizer="AdamW",
+             optimizer_state_bytes=3 * GiB, optimizer_state_full_bytes=2 * params,
+             parameter_bytes=params, parameter_dtype="float32",
+             categories={"parameters": params, "gradients": params,
+                         "optimizer_state": 3 * GiB, "activations": MiB})
+    a = _oom_remedies.assess(e)
+    assert a.projected_peak_bytes == 7 * GiB + GiB - 256 * MiB  # the last GiB of state
+    first = a.advice[0]
+    assert first.kind == "optimizer_state" and first.fits
+    assert first.params["optimizer"] == "Adafactor" and first.params["foreach"] is False
+    assert first.params["from_optimizer"] == "AdamW"
+    assert "even batch 1 does not fit" in dict(a.not_advised)["batch_size"]
+    assert "activations are only" in dict(a.not_advised)["activation_checkpointing"]
+    # An optimizer with one state per parameter: SGD without momentum keeps none.
+    e.optimizer = "RMSprop"
+    assert _oom_remedies.rank_advice(e)[0].params["optimizer"] == "SGD"
+
+
+def test_when_nothing_covers_the_need_the_largest_recoveries_come_first():
+    e = card(allocated=100 * GiB, cached_free=GiB, largest=GiB, requested=70 * GiB,
+             categories={"activations": 60 * GiB}, parameter_dtype="float32",
+             block_lists=[("layers", "Layer", 2)])
+    a = _oom_remedies.assess(e)
+    assert not any(x.fits for x in a.advice)
+    recovered = [x.recovers_bytes for x in a.advice]
+    assert recovered == sorted(recovered, reverse=True) and recovered[0] > 0
+    assert kinds(a.advice) == ["mixed_precision", "activation_checkpointing"]
+    assert "none covers the need alone" in _oom_report.format_report(e, a.advice)
+
+
+def test_with_no_evidence_the_fallback_says_what_was_missing():
+    e = OomEvidence(device=0, requested_bytes=2 * GiB, device_total_bytes=80 * GiB,
+                    device_free_bytes=GiB, allocated_bytes=78 * GiB, reserved_bytes=78 * GiB)
+    (only,) = _oom_remedies.rank_advice(e)
+    assert only.kind == "generic" and "1.0 GiB was missing" in only.detail
+
+
+def test_one_batch_size_and_activations_give_bytes_per_sample():
+    e = card(allocated=70 * GiB, cached_free=0, largest=0, requested=4 * GiB, limit=72 * GiB,
+             batch_size=32, categories={"activations": 64 * GiB})
+    batch = next(a for a in _oom_remedies.rank_advice(e) if a.kind == "batch_size")
+    # 74 GiB peak, 64 GiB of it activations (2 GiB per sample), 10 GiB fixed; 72 GiB * 0.95
+    # over a cold cache's 10 % overhead, rounded down to a multiple of 8.
+    assert batch.params["bytes_per_sample"] == 2 * GiB
+    fitting = int((72 * GiB * 0.95 / 1.1 - 10 * GiB) // (2 * GiB))
+    assert batch.params["batch_size"] == fitting - fitting % 8
+
+
+def test_the_json_report_carries_the_advice_kind_and_parameters_side_by_side():
+    e = card(allocated=2000 * MiB, cached_free=2096 * MiB, largest=100 * MiB, requested=GiB,
+             limit=4 * GiB + 512 * MiB)
+    report = json.loads(json.dumps(_oom_report.report_json(e, _oom_remedies.rank_advice(e))))
+    assert report["schema_version"] == 4
+    first = report["advice"][0]
+    assert first["kind"] == "expandable_segments" and first["fits"] is True
+    assert (first["env"], first["value"]) == ("PYTORCH_CUDA_ALLOC_CONF",
+                                              "expandable_segments:True")
+    for key in ("budget_bytes", "available_bytes", "shortfall_bytes", "need_bytes",
+                "limit_bytes", "non_pytorch_bytes", "other_processes_bytes", "outside_bytes"):
+        assert isinstance(report[key], int), key
+    assert report["budget_bytes"] == 4 * GiB + 512 * MiB
+    assert {n["kind"] for n in report["not_advised"]} >= {"empty_cache"}
+
+
+def test_the_message_torch_prints_under_a_cap_gives_the_cap_and_this_process():
+    message = ("CUDA out of memory. Tried to allocate 576.00 MiB. GPU 0 has a total capacity of "
+               "139.80 GiB of which 129.02 GiB is free. Including non-PyTorch memory, this "
+               "process has 12.10 GiB memory in use. 12.00 GiB allowed; Of the allocated memory "
+               "11.38 GiB is allocated by PyTorch, and 9.30 MiB is reserved by PyTorch but "
+               "unallocated.")
+    parsed = _oom_advice.parse_oom_message(message)
+    assert parsed["limit_bytes"] == 12 * GiB
+    assert parsed["process_driver_bytes"] == int(12.1 * GiB)
+    assert parsed["device_total_bytes"] == int(139.8 * GiB)
+
+
+@pytest.mark.parametrize("kind", ["leak", "other_processes", "expandable_segments",
+                                  "activation_checkpointing", "optimizer_state"])
+def test_the_preferred_order_puts_semantics_preserving_remedies_before_a_smaller_batch(kind):
+    from vramscope.postmortem.remedies import PRIORITY
+
+    assert PRIORITY.index(kind) < PRIORITY.index("batch_size")
+    assert PRIORITY.index("batch_grew") < PRIORITY.index("activation_checkpointing")
+
+
+class OomAgent:
+    """Stands in for the agent after an OOM under a 12 GiB cap: torch's observer handed the
+    cap as "device_total"; NVML charges this pid reserved + 700 MiB."""
+
+    def __init__(self, reserved: int = 11 * GiB + 600 * MiB) -> None:
+        self.reserved = reserved
+
+    def last_oom(self):
+        return {"requested_bytes": 576 * MiB, "device_total_bytes": 12 * GiB,
+                "device_free_bytes": 127 * GiB}
+
+    def stats(self, device):
+        return {"allocated_bytes": self.reserved - 9 * MiB, "reserved_bytes": self.reserved}
+
+    def segments(self, at_oom=False):
+        return [{"device": 0, "is_expandable": False,
+                 "blocks": [(self.reserved - 9 * MiB, 0, "active_allocated"),
+                            (9 * MiB, 0, "inactive")]}]
+
+    def driver_process_bytes(self, uuid, pid):
+        assert uuid == "GPU-test"
+        return self.reserved + CONTEXT
+
+    # What else the post-mortem asks the agent: one device, no attribution running.
+    def mode(self):
+        return "events"
+
+    def device_count(self):
+        return 1
+
+    def attribution_summary(self, device):
+        return {}
+
+    def oom_snapshot(self):
+        return None
+
+    def recent_events(self, device):
+        return []
+
+    def set_oom_callback(self, fn):
+        self.oom_callback = fn
+
+
+class OomAgentWithSnapshot(OomAgent):
+    """The agent as it is when the post-mortem runs: its observer captured the OOM's state in
+    one snapshot, and by now its live counters and segments have moved on (freed)."""
+
+    def oom_snapshot(self):
+        at_oom = OomAgent()
+        return {"device": 0, "oom": at_oom.last_oom(), "stats": at_oom.stats(0),
+                "segments": at_oom.segments(True), "recent_events": [[]],
+                "ops": [{"name": "aten::mm", "live_bytes": 3 * GiB, "live_at_peak_bytes": 3 * GiB,
+                         "allocated_bytes": 3 * GiB}],
+                "categories": {"activations": (2 * GiB, 2 * GiB), "other": (0, 0)}}
+
+    def stats(self, device):
+        return {"allocated_bytes": 0, "reserved_bytes": 0}
+
+    def segments(self, at_oom=False):
+        return []
+
+    def last_oom(self):
+        raise AssertionError("the post-mortem read the live agent instead of the snapshot")
+
+
+@pytest.fixture
+def capped_device(monkeypatch):
+    """torch.cuda as after an OOM under a 12 GiB cap on a TOTAL-byte device (127 GiB free)."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (127 * GiB, TOTAL))
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction",
+                        lambda device=None: 12 * GiB / TOTAL)
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+
+
+def test_collected_evidence_separates_the_cap_from_the_device(monkeypatch, capped_device):
+    from _vram_double import installed
+
+    # The session asks NVML through the agent by the device's UUID.
+    with installed(OomAgent(), uuids=["GPU-test"]):
+        e = oom.collect_evidence(0)
+    assert e.device_total_bytes == TOTAL and e.limit_bytes == 12 * GiB
+    assert e.budget_bytes == 12 * GiB and e.available_bytes == 424 * MiB
+    assert e.shortfall_bytes == 152 * MiB
+    assert e.non_pytorch_bytes == CONTEXT
+    assert e.other_processes_bytes == TOTAL - 127 * GiB - e.process_driver_bytes > 0
+    assert (e.cached_free_bytes, e.expandable_segments) == (9 * MiB, False)
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128,expandable_segments:True")
+    with installed(OomAgent(), uuids=["GPU-test"]):
+        assert oom.collect_evidence(0).expandable_segments is True
+
+
+def test_collected_evidence_is_the_observers_snapshot_not_the_state_after_it(capped_device):
+    from _vram_double import installed
+
+    with installed(OomAgentWithSnapshot(), uuids=["GPU-test"]):
+        e = oom.collect_evidence(0)
+    assert e.requested_bytes == 576 * MiB and e.reserved_bytes == 11 * GiB + 600 * MiB
+    assert e.cached_free_bytes == 9 * MiB
+    assert e.top_ops == [("aten::mm", 3 * GiB)]
+    assert e.categories == {"activations": 2 * GiB}
