@@ -10,6 +10,8 @@ The readers mirror ``torch.cuda`` so that they can be swapped in::
     with vramscope.Monitor(every=100, auto_step=True) as mon:
         train()                         # one line every 100 optimizer steps, a table at exit
 
+    vramscope.fit(step).size            # the largest batch that fits, from a few small steps
+
 In a notebook, ``%load_ext vramscope`` adds ``%vramscope`` and ``%%vramscope``.
 
 The agent attaches on first use, or right after the program initialises CUDA. Importing this
@@ -37,6 +39,7 @@ from ._ipython import load_ipython_extension, show  # noqa: F401
 from ._steps import StepRecord
 from ._torchcheck import VramscopeWarning
 from .monitor import Monitor
+from .predict.fit import fit
 from .profile import CategoryTracker, profile
 
 
@@ -61,6 +64,7 @@ __all__ = [
     "attach",
     "device_count",
     "empty_cache",
+    "fit",
     "last_oom",
     "max_memory_allocated",
     "max_memory_requested",

@@ -3,7 +3,8 @@
 search that finds the largest size that fits a budget (``search``), and ``fit``, which runs
 that search on a step function of the size in this process."""
 
+from .fit import fit
 from .model import MemoryModel, Prediction, Probe, fit_model
 from .search import FitResult, search
 
-__all__ = ["FitResult", "MemoryModel", "Prediction", "Probe", "fit_model", "search"]
+__all__ = ["FitResult", "MemoryModel", "Prediction", "Probe", "fit", "fit_model", "search"]

@@ -24,10 +24,19 @@ from collections.abc import Callable, Sequence
 
 from .model import MemoryModel, Prediction, Probe, fit_model
 
-__all__ = ["FitResult", "search", "round_down"]
+__all__ = ["FitResult", "ProbeOutOfMemory", "search", "round_down"]
 
 #: Shares of the current answer probed after the first two sizes.
 PROBE_SHARES = (0.5, 0.8)
+
+
+class ProbeOutOfMemory(Exception):
+    """Raised by a ``measure`` whose step ran out of memory after all (the model was wrong, or
+    another process took memory meanwhile): the search answers below that size."""
+
+    def __init__(self, size: int, detail: str = "") -> None:
+        super().__init__(f"size {size} ran out of memory{': ' + detail if detail else ''}")
+        self.size = size
 
 
 def round_down(size: int, multiple: int | None) -> int:
@@ -54,6 +63,8 @@ class FitResult:
     reason: str
     #: "batch_size" or "seq_len": what the size is.
     what: str = "batch_size"
+    #: Where the budget came from ("the card", "the cap 0.5 of the device", "12 GiB asked").
+    budget_source: str = ""
 
     @property
     def margin_bytes(self) -> int:
@@ -67,7 +78,8 @@ class FitResult:
         """The model, the answer, its margin and the probes, a few lines of text."""
         from .._units import format_bytes
 
-        lines = [f"budget: {format_bytes(self.budget_bytes)} (kept free: "
+        source = f", {self.budget_source}" if self.budget_source else ""
+        lines = [f"budget: {format_bytes(self.budget_bytes)}{source} (kept free: "
                  f"{self.margin_fraction:.0%})"]
         lines.append("probes: " + ", ".join(
             f"{p.size} -> {format_bytes(p.peak_allocated_bytes)} allocated, "
@@ -107,7 +119,6 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *, margin: float 
         raise ValueError(f"vramscope: the first size must be at least 1, got {start}")
     usable = budget_bytes * (1.0 - margin)
     probes: list[Probe] = list(known)
-    needed = 3 if quadratic else 2
 
     def done(size: int, model: MemoryModel | None, reason: str) -> FitResult:
         prediction = model.predict(size) if model is not None and size > 0 else None
@@ -118,6 +129,23 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *, margin: float 
         probe = measure(size)
         probes.append(probe)
         return probe
+
+    try:
+        return _search(run, probes, usable, done, start=start, limit=limit, multiple=multiple,
+                       quadratic=quadratic, max_probes=max_probes, settle=settle, unit=unit,
+                       what=what, budget_bytes=budget_bytes, margin=margin)
+    except ProbeOutOfMemory as oom:
+        # The model missed: answer only what ran.
+        ran = [p.size for p in probes if p.size < oom.size]
+        return done(round_down(max(ran, default=0), multiple), fit_model(probes, quadratic, unit),
+                    f"probing stopped: {oom}; the answer is the largest size that ran")
+
+
+def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
+            done: Callable[[int, MemoryModel | None, str], FitResult], *, start: int,
+            limit: int | None, multiple: int | None, quadratic: bool, max_probes: int,
+            settle: float, unit: str, what: str, budget_bytes: int, margin: float) -> FitResult:
+    needed = 3 if quadratic else 2
 
     # 1. The first sizes: each at most twice the last (a sound bound from one point).
     size = start

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import pytest
-from test_predict_model import GiB, MiB, step_peaks
 
 from vramscope.predict.model import Probe
 from vramscope.predict.search import round_down, search
+
+from test_predict_model import GiB, MiB, step_peaks
 
 
 def true_largest(budget: int, **kwargs) -> int:
@@ -91,3 +92,16 @@ def test_bad_arguments():
         search(step_peaks, GiB, margin=1.0)
     with pytest.raises(ValueError, match="first size"):
         search(step_peaks, GiB, start=0)
+
+
+def test_a_probe_that_runs_out_of_memory_after_all_ends_at_the_largest_size_that_ran():
+    from vramscope.predict.search import ProbeOutOfMemory
+
+    def measure(size: int) -> Probe:
+        if size > 2:  # another process took the memory meanwhile
+            raise ProbeOutOfMemory(size, "CUDA out of memory")
+        return step_peaks(size)
+
+    result = search(measure, 20 * GiB)
+    assert result.size == 2
+    assert "ran out of memory" in result.reason and [p.size for p in result.probes] == [1, 2]
