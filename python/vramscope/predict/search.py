@@ -148,11 +148,11 @@ def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
     needed = 3 if quadratic else 2
 
     # 1. The first sizes: each at most twice the last (a sound bound from one point).
-    size = start
     if not probes:
-        first = run(size)
-        if first.peak_reserved_bytes > usable:
-            return done(0, None, f"{what} {size} already needs more than the budget allows")
+        run(start)
+    first = min(probes, key=lambda p: p.size)
+    if first.peak_reserved_bytes > usable:
+        return done(0, None, f"{what} {first.size} already needs more than the budget allows")
     while len({p.size for p in probes}) < needed:
         last = max(probes, key=lambda p: p.size)
         nxt = last.size * 2
