@@ -1,4 +1,4 @@
-# python/vramscope/predict/cli.py -- `vramscope fit -- python train.py --batch-size {}`: probes in fresh processes
+# python/vramscope/predict/cli.py -- `vramscope fit -- python train.py --bs {}`: the probes
 """The command line of ``vramscope fit`` (the C++ CLI hands its arguments to
 ``python -m vramscope.predict``). Each probe runs the command with ``{}`` replaced by a size, in
 a fresh process under the agent (as ``vramscope run``), for a few optimizer steps; the probe

@@ -4,10 +4,11 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import run_python
 
 from vramscope.predict.child import ProbeSink, from_env
 from vramscope.predict.cli import main, probe_argv
+
+from conftest import run_python
 
 
 def test_a_probe_runs_the_program_under_the_agent_with_the_size():
