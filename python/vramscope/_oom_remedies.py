@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from ._oom_advice import Advice, OomEvidence, StepPoint, growing_text, leak_rate
 from ._units import format_bytes
+from .predict.model import MemoryModel, Probe, fit_model
 
 #: Share of the budget a suggested batch size or memory fraction keeps free: the allocator's
 #: rounding and the next step's temporaries are not in a linear fit.
@@ -59,6 +60,9 @@ class Assessment:
     #: The step's expected peak of allocated bytes, and how it was estimated.
     projected_peak_bytes: int
     projection: str
+    #: Is the projection only a lower bound (the failing request, a step that already outgrew
+    #: every measured one)? Then ``need_bytes`` is "at least", and no remedy is ``fits``.
+    projection_is_lower_bound: bool = False
 
 
 def _peaks_by_batch(steps: Sequence[StepPoint]) -> dict[int, StepPoint]:
@@ -70,19 +74,25 @@ def _peaks_by_batch(steps: Sequence[StepPoint]) -> dict[int, StepPoint]:
     return best
 
 
-def batch_line(steps: Sequence[StepPoint]) -> tuple[float, float] | None:
-    """(fixed bytes, bytes per sample) of a least-squares line through (batch, step peak) over
-    two or more batch sizes; None with fewer or a line that does not rise."""
+def batch_model(steps: Sequence[StepPoint]) -> MemoryModel | None:
+    """The memory model against the batch (vramscope.predict, the one ``vramscope fit`` uses)
+    through the step peaks at two or more batch sizes; None with fewer or when it does not
+    rise with the batch."""
     by_batch = _peaks_by_batch(steps)
-    if len(by_batch) < 2:
+    model = fit_model([Probe(b, s.peak_allocated_bytes, s.peak_reserved_bytes)
+                       for b, s in by_batch.items()])
+    if model is None or model.bytes_per_unit <= 0:
         return None
-    xs = list(by_batch)
-    ys = [by_batch[b].peak_allocated_bytes for b in xs]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    if slope <= 0:
+    return model
+
+
+def batch_line(steps: Sequence[StepPoint]) -> tuple[float, float] | None:
+    """(fixed bytes, bytes per sample) of the model through (batch, step peak) over two or more
+    batch sizes; None with fewer or a line that does not rise."""
+    model = batch_model(steps)
+    if model is None:
         return None
-    return my - slope * mx, slope
+    return float(model.fixed_bytes), float(model.bytes_per_unit)
 
 
 def _activations(e: OomEvidence) -> int:
@@ -94,28 +104,53 @@ def _activations(e: OomEvidence) -> int:
     return live
 
 
-def projected_peak(e: OomEvidence) -> tuple[int, str]:
-    """The failing step's expected peak of allocated bytes and the basis of the estimate."""
+def projection(e: OomEvidence) -> tuple[int, str, bool]:
+    """The failing step's expected peak of allocated bytes, the basis of the estimate, and
+    whether it is only a lower bound. A measured basis (a past step at the failing batch, the
+    memory model through past batch sizes, the last step) counts only while the failing step
+    has not already outgrown it: a step that needs more than the measured one at the same batch
+    grew in another dimension (a longer sequence, a larger image, a growing cache), and then
+    only the lower bound is known."""
     lower = e.allocated_bytes + e.requested_bytes
+    outgrew = ("the step already needs {need} at the OOM, more than {what} "
+               "(another input dimension grew): at least that much")
     by_batch = _peaks_by_batch(e.steps)
     if e.batch_size and e.batch_size in by_batch:
-        return max(lower, by_batch[e.batch_size].peak_allocated_bytes), \
-            f"the peak of a past step at batch {e.batch_size}"
-    line = batch_line(e.steps)
-    if line is not None and e.batch_size:
-        fixed, per_sample = line
-        return max(lower, int(fixed + per_sample * e.batch_size)), \
-            f"a line through the peaks at {len(by_batch)} batch sizes"
+        past = by_batch[e.batch_size].peak_allocated_bytes
+        if lower > past:
+            return lower, outgrew.format(need=format_bytes(lower), what="the peak "
+                                         f"{format_bytes(past)} of a past step at batch "
+                                         f"{e.batch_size}"), True
+        return past, f"the peak of a past step at batch {e.batch_size}", False
+    model = batch_model(e.steps)
+    if model is not None and e.batch_size:
+        p = model.predict(e.batch_size)
+        if lower > p.allocated_bytes + p.margin_bytes:
+            return lower, outgrew.format(need=format_bytes(lower), what="the memory model "
+                                         f"predicts at batch {e.batch_size} "
+                                         f"({format_bytes(p.allocated_bytes)})"), True
+        return max(lower, p.allocated_bytes), f"the memory model: {p.basis}", False
     live = e.categories.get("activations", 0)
     if live and _activations(e) > live:
         return lower + _activations(e) - live, \
-            f"the activations so far, {e.forward_progress:.0%} through the forward's blocks"
+            f"the activations so far, {e.forward_progress:.0%} through the forward's blocks " \
+            "(backward's gradients and temporaries not counted: at least that much)", True
     if e.phase == "optimizer" and e.optimizer_state_full_bytes > e.optimizer_state_bytes:
         missing = e.optimizer_state_full_bytes - e.optimizer_state_bytes - e.requested_bytes
-        return lower + max(0, missing), "the optimizer state still to be allocated"
+        return lower + max(0, missing), "the optimizer state still to be allocated", True
     if e.steps and not any(s.batch_size for s in e.steps):
-        return max(lower, e.steps[-1].peak_allocated_bytes), "the peak of the last step"
-    return lower, "the failing request"
+        past = e.steps[-1].peak_allocated_bytes
+        if lower <= past:
+            return past, "the peak of the last step", False
+        return lower, outgrew.format(need=format_bytes(lower), what="the peak "
+                                     f"{format_bytes(past)} of the last step"), True
+    return lower, "the failing request (the rest of the step is not known)", True
+
+
+def projected_peak(e: OomEvidence) -> tuple[int, str]:
+    """The failing step's expected peak of allocated bytes and the basis of the estimate."""
+    peak, basis, _ = projection(e)
+    return peak, basis
 
 
 def _leak(e: OomEvidence, need: int) -> Advice | None:
@@ -397,7 +432,7 @@ def _memory_fraction(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
 
 def assess(e: OomEvidence) -> Assessment:
     """The need, the advised remedies (first the one that fixes the OOM) and the others."""
-    peak, projection = projected_peak(e)
+    peak, basis, only_lower = projection(e)
     need = max(e.shortfall_bytes, peak - e.budget_bytes, 1)
     rejected: list[tuple[str, str]] = []
     found = [
@@ -412,26 +447,41 @@ def assess(e: OomEvidence) -> Assessment:
         _memory_fraction(e, need, rejected),
     ]
     candidates = [a for a in found if a is not None]
+    # Against a need that is only "at least", no remedy is promised to fit: the ones that
+    # cover the known part keep their order (``covers_known_need``), the others follow by what
+    # they recover.
+    covers = {id(a): a.fits for a in candidates}
+    if only_lower:
+        for a in candidates:
+            a.params["covers_known_need"] = a.fits
+            a.fits = False
+            a.detail += (f" The step needs at least {format_bytes(need)} more than the budget "
+                         "allows; the rest of its need is not known, so this is not promised "
+                         "to fit (`vramscope fit` measures what a step needs).")
 
     def rank(a: Advice) -> int:
         kind = "batch_grew" if a.kind == "batch_size" and a.params.get("batch_grew") else a.kind
         return PRIORITY.index(kind)
 
-    advice = sorted((a for a in candidates if a.fits), key=rank)
-    partial = sorted((a for a in candidates if not a.fits), key=lambda a: -a.recovers_bytes)
+    advice = sorted((a for a in candidates if covers[id(a)]), key=rank)
+    partial = sorted((a for a in candidates if not covers[id(a)]),
+                     key=lambda a: -a.recovers_bytes)
     if advice:
         rejected += [(a.kind, f"recovers {format_bytes(a.recovers_bytes)} of the "
-                      f"{format_bytes(need)} needed") for a in partial]
+                      f"{'at least ' if only_lower else ''}{format_bytes(need)} needed")
+                     for a in partial]
     else:
         advice = partial
     if not advice:
         advice = [Advice(
             score=0.0, kind="generic", title="reduce the batch size or sequence length",
-            detail=(f"{format_bytes(need)} was missing and no single cause stands out in the "
-                    "evidence; run under Monitor(model=..., optimizer=...) or "
-                    "vramscope.profile() to see who holds the memory."))]
+            detail=(f"{'at least ' if only_lower else ''}{format_bytes(need)} was missing and "
+                    "no single cause stands out in the evidence; run under "
+                    "Monitor(model=..., optimizer=...) or vramscope.profile() to see who holds "
+                    "the memory, or `vramscope fit` for the largest batch that fits."))]
     return Assessment(advice=advice, not_advised=rejected, need_bytes=need,
-                      projected_peak_bytes=peak, projection=projection)
+                      projected_peak_bytes=peak, projection=basis,
+                      projection_is_lower_bound=only_lower)
 
 
 def rank_advice(e: OomEvidence) -> list[Advice]:

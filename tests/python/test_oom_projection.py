@@ -1,0 +1,45 @@
+# tests/python/test_oom_projection.py -- the OOM's projected need: measured, or only a lower bound
+from __future__ import annotations
+
+from vramscope import _oom_remedies, _oom_report
+from vramscope._oom_advice import StepPoint
+from vramscope.predict.model import fit_model
+
+from test_oom_advice import GiB, MiB, card, doubling_steps
+
+
+def test_a_past_step_at_the_same_batch_that_the_failing_step_outgrew_is_only_a_lower_bound():
+    # The T5: batch 32 ran at source length 256 (4 GiB peak); at 512 the same batch
+    # already holds 11 GiB at the OOM under a 12 GiB cap. The past peak says nothing of it.
+    steps = [StepPoint(1, 4 * GiB, GiB, batch_size=32, peak_reserved_bytes=5 * GiB)]
+    e = card(allocated=11 * GiB, cached_free=int(0.8 * GiB), largest=300 * MiB,
+             requested=1536 * MiB, limit=12 * GiB, batch_size=32, steps=steps)
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound
+    assert "another input dimension grew" in a.projection
+    assert a.projected_peak_bytes == 11 * GiB + 1536 * MiB
+    assert a.advice and not any(x.fits for x in a.advice)
+    text = _oom_report.format_report(e, a.advice, when="2026-12-03 00:00:00")
+    assert "at least" in text and "lower bound" in text
+
+
+def test_the_memory_model_through_past_batches_is_a_projection_that_can_promise():
+    # GPT-2 doubling its batch on the card: batch 256 after 8 ... 128. The model's line is not
+    # a lower bound: the batch that fits is promised, as vramscope fit would promise it.
+    steps = doubling_steps([8.3, 16.1, 31.8, 63.0, 125.5])
+    e = card(allocated=87 * GiB, cached_free=int(5.8 * GiB), largest=int(3.4 * GiB),
+             requested=int(49.1 * GiB), batch_size=256, steps=steps)
+    a = _oom_remedies.assess(e)
+    assert not a.projection_is_lower_bound
+    assert a.projection.startswith("the memory model: a line through the exact step peaks at 5")
+    model = fit_model(_oom_remedies.batch_model(steps).probes)
+    assert a.projected_peak_bytes == model.predict(256).allocated_bytes
+    assert a.advice[0].kind == "batch_size" and a.advice[0].fits
+
+
+def test_the_failing_request_alone_promises_nothing():
+    e = card(allocated=70 * GiB, cached_free=0, largest=0, requested=80 * GiB)
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound and a.projection.startswith("the failing request")
+    assert not any(x.fits for x in a.advice)
+    assert "at least" in a.advice[0].detail
