@@ -136,10 +136,12 @@ class _ProbeRunner:
         if os.path.exists(out):
             with open(out, encoding="utf-8") as f:
                 data = json.load(f)
-        if data is None or not data.get("steps"):
-            tail = (proc.stderr or proc.stdout or "")[-2000:]
-            if "out of memory" in tail:
-                raise ProbeOutOfMemory(size, "the probe process ran out of memory")
+        output = (proc.stdout or "") + (proc.stderr or "")
+        tail = output[-2000:]
+        if proc.returncode != 0 and ("out of memory" in output.lower() or
+                                     "OutOfMemoryError" in output):
+            raise ProbeOutOfMemory(size, "the probe process ran out of memory")
+        if data is None or not data.get("steps") or proc.returncode != 0:
             raise RuntimeError(f"the probe at {size} measured no step (exit {proc.returncode}); "
                                f"does the program call optimizer.step()?\n{tail}")
         steps = data["steps"]
