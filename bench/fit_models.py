@@ -53,8 +53,9 @@ def plain_step(name: str):
     elif name == "t5":
         from transformers import T5Config, T5ForConditionalGeneration
 
-        model = T5ForConditionalGeneration(T5Config(d_model=512, d_ff=2048, num_layers=6,
-                                                    num_heads=8)).to(dev)
+        model = T5ForConditionalGeneration(T5Config(
+            d_model=512, d_ff=2048, num_layers=6, num_heads=8, decoder_start_token_id=0,
+            pad_token_id=0)).to(dev)
 
         def inputs(b):
             return (torch.randint(0, 32000, (b, 256), device=dev),

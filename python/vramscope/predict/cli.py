@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="what {} is (default batch_size)")
     p.add_argument("--quadratic", action="store_true",
                    help="fit a term in size² (attention over a sequence length)")
-    p.add_argument("--max-probes", type=int, default=6, help="at most this many probes")
+    p.add_argument("--max-probes", type=int, default=8, help="at most this many probes")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds one probe may take (default 600)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -104,7 +104,7 @@ def fit(step: Callable[..., Any], budget: Any = None, *, margin: float = 0.05,
         over: str = "batch_size", seq_len: int | None = None, batch_size: int | None = None,
         quadratic: bool | None = None, start: int | None = None, limit: int | None = None,
         multiple: int | None = None, steps: int = 2, device: int | None = None,
-        max_probes: int = 6, group: Any = None) -> FitResult:
+        max_probes: int = 8, group: Any = None) -> FitResult:
     """The largest batch (``over="batch_size"``, the default) or sequence length
     (``over="seq_len"``) at which ``step`` fits ``budget`` with ``margin``.
 

@@ -9,7 +9,9 @@ process per size under ``vramscope fit --``) at sizes it picks:
 1. ``start`` (default 1), then twice that, when one probe's peaks doubled fit (with one
    point, k times a size needs at most k times its peak: the fixed bytes are not doubled);
 2. then sizes at growing shares of the model's current answer (half, then 80 %), each one
-   predicted to fit with the margin, so the last fit extrapolates little;
+   predicted to fit with the margin and no larger than the largest probe's peak scaled in
+   proportion to the size allows (a fixed peak at small sizes, such as the optimizer's step,
+   can hide the per-sample bytes), so the last fit extrapolates little;
 3. it stops when the answer moved by less than ``settle`` between fits, after ``max_probes``
    probes, or when the next size would not be larger than the last.
 
@@ -101,13 +103,22 @@ class FitResult:
         return "\n".join(lines)
 
 
-def _fits_doubled(probe: Probe, factor: float, usable: float) -> bool:
-    return probe.peak_reserved_bytes * factor <= usable
+def _fits_doubled(probe: Probe, factor: float, usable: float, degree: int = 1) -> bool:
+    return probe.peak_reserved_bytes * factor ** degree <= usable
+
+
+def _proportional_bound(probe: Probe, usable: float, degree: int) -> int:
+    """The largest size whose peak, grown from ``probe``'s in proportion to the size (to its
+    square for degree 2), stays within ``usable``: sound for any peak that is a polynomial of
+    the size with non-negative coefficients, or the largest of several such."""
+    if probe.peak_reserved_bytes <= 0:
+        return probe.size
+    return int(probe.size * (usable / probe.peak_reserved_bytes) ** (1.0 / degree))
 
 
 def search(measure: Callable[[int], Probe], budget_bytes: int, *, margin: float = 0.05,
            start: int = 1, limit: int | None = None, multiple: int | None = None,
-           quadratic: bool = False, max_probes: int = 6, settle: float = 0.03,
+           quadratic: bool = False, max_probes: int = 8, settle: float = 0.03,
            unit: str = "sample", what: str = "batch_size",
            known: Sequence[Probe] = ()) -> FitResult:
     """Probes sizes (see the module docstring) and returns the answer. ``limit``: never answer
@@ -159,32 +170,46 @@ def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
         if limit is not None and nxt > limit:
             return done(round_down(last.size, multiple), fit_model(probes, quadratic, unit),
                         f"the limit {limit} leaves no room for a second size")
-        if not _fits_doubled(last, nxt / last.size, usable):
+        if not _fits_doubled(last, nxt / last.size, usable, 2 if quadratic else 1):
             answer = last.size  # the peaks measured there fit; doubling may not
             return done(answer, fit_model(probes, quadratic, unit) if len(probes) >= needed
                         else None, f"{what} {nxt} might not fit by {what} {last.size}'s peaks")
         run(nxt)
 
-    # 2. Toward the answer.
+    # 2. Toward the answer: the model's answer, but never past what the largest probe alone
+    # says fits (a step's peak grows at most in proportion to its size, squared for a
+    # quadratic model): at small sizes a fixed peak (the optimizer's step, loading) can hide
+    # the per-sample bytes, and the model then promises far too much.
     answer_before = 0
     reason = f"{max_probes} probes taken"
+    degree = 2 if quadratic else 1
     while True:
         model = fit_model(probes, quadratic, unit)
         if model is None:
             return done(0, None, "the probes do not determine a model")
         answer = model.largest_fitting(budget_bytes, margin, limit)
-        largest = max(p.size for p in probes)
-        if answer_before and abs(answer - answer_before) <= settle * answer_before and \
-                largest >= PROBE_SHARES[0] * answer:
+        top = max(probes, key=lambda p: p.size)
+        bound = _proportional_bound(top, usable, degree)
+        close = top.size >= PROBE_SHARES[0] * answer
+        if answer_before and abs(answer - answer_before) <= settle * answer_before and close:
             reason = "the answer settled"
             break
         if len(probes) >= max_probes:
             break
-        share = next((s for s in PROBE_SHARES if int(answer * s) > largest), None)
+        # A new probe worth its step: at least a quarter above the largest one.
+        share = next((s for s in PROBE_SHARES if int(answer * s) >= 1.25 * top.size), None)
         if share is None:
             reason = "the last probe is close to the answer"
             break
-        nxt = int(answer * share)
+        nxt = min(int(answer * share), bound, limit if limit is not None else bound)
+        if nxt <= top.size:
+            reason = f"no size above {top.size} is known to fit"
+            break
         answer_before = answer
         run(nxt)
+    top = max(probes, key=lambda p: p.size)
+    if top.size < PROBE_SHARES[0] * answer:
+        # The probes stayed far below the model's answer: answer only what is known to fit.
+        answer = min(answer, max(top.size, _proportional_bound(top, usable, degree)))
+        reason += f"; far from the probes, the answer is what {what} {top.size}'s peak allows"
     return done(round_down(answer, multiple), model, reason)
