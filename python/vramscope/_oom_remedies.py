@@ -104,7 +104,7 @@ def _activations(e: OomEvidence) -> int:
     return live
 
 
-def projection(e: OomEvidence) -> tuple[int, str, bool]:
+def _projection(e: OomEvidence) -> tuple[int, str, bool]:
     """The failing step's expected peak of allocated bytes, the basis of the estimate, and
     whether it is only a lower bound. A measured basis (a past step at the failing batch, the
     memory model through past batch sizes, the last step) counts only while the failing step
@@ -145,6 +145,28 @@ def projection(e: OomEvidence) -> tuple[int, str, bool]:
         return lower, outgrew.format(need=format_bytes(lower), what="the peak "
                                      f"{format_bytes(past)} of the last step"), True
     return lower, "the failing request (the rest of the step is not known)", True
+
+
+def _optimizer_step_floor(e: OomEvidence) -> int:
+    """Allocated bytes the step needs at least at its optimizer step, where the parameters,
+    their gradients and the optimizer's full state are live at once (0 without an optimizer):
+    on a first step, gradients and the lazily allocated state are still to come."""
+    if e.parameter_bytes <= 0 or not e.optimizer:
+        return 0
+    return 2 * e.parameter_bytes + max(e.optimizer_state_full_bytes, e.optimizer_state_bytes)
+
+
+def projection(e: OomEvidence) -> tuple[int, str, bool]:
+    """The failing step's expected peak of allocated bytes, the basis of the estimate, and
+    whether it is only a lower bound (raised, when it is one, to what the optimizer's step
+    needs at least: parameters, gradients and the full state)."""
+    peak, basis, only_lower = _projection(e)
+    floor = _optimizer_step_floor(e)
+    if only_lower and floor > peak:
+        return floor, (f"parameters, gradients and the full {e.optimizer} state, live at once "
+                       f"at the optimizer's step ({format_bytes(floor)}; larger than {basis})"), \
+            True
+    return peak, basis, only_lower
 
 
 def projected_peak(e: OomEvidence) -> tuple[int, str]:

@@ -43,3 +43,16 @@ def test_the_failing_request_alone_promises_nothing():
     assert a.projection_is_lower_bound and a.projection.startswith("the failing request")
     assert not any(x.fits for x in a.advice)
     assert "at least" in a.advice[0].detail
+
+
+def test_a_first_step_oom_in_the_forward_counts_the_gradients_and_state_still_to_come():
+    # vramscope run, first step, ViT-like: 1.3 GiB of fp32 parameters, AdamW's state not yet
+    # allocated; the OOM came early in the forward with 3 GiB allocated under a 4 GiB cap.
+    e = card(allocated=3 * GiB, cached_free=0, largest=0, requested=900 * MiB, limit=4 * GiB,
+             phase="forward", parameter_bytes=int(1.3 * GiB), optimizer="AdamW",
+             optimizer_state_full_bytes=int(2.6 * GiB))
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound
+    assert a.projected_peak_bytes == int(1.3 * GiB) * 2 + int(2.6 * GiB)
+    assert a.projection.startswith("parameters, gradients and the full AdamW state")
+    assert a.need_bytes == a.projected_peak_bytes - e.budget_bytes
