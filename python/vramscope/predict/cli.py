@@ -75,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--over", choices=("batch_size", "seq_len"), default="batch_size",
                    help="what {} is (default batch_size)")
     p.add_argument("--quadratic", action="store_true",
-                   help="fit a term in size² (attention over a sequence length)")
+                   help="fit a term in size² (attention over a sequence length; always with "
+                        "--over seq_len)")
     p.add_argument("--max-probes", type=int, default=8, help="at most this many probes")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds one probe may take (default 600)")
@@ -189,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if runner.budget_bytes is None:
             print("vramscope fit: error: the probe used no GPU", file=sys.stderr)
             return 1
-        quadratic = args.quadratic
+        quadratic = args.quadratic or args.over == "seq_len"
         try:
             result = search(runner, runner.budget_bytes, margin=args.margin, start=first,
                             limit=args.limit, multiple=args.multiple, quadratic=quadratic,
