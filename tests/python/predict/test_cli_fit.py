@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import child_env
 
 CLI = os.environ.get("VRAMSCOPE_CLI") or shutil.which("vramscope")
