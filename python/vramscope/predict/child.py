@@ -3,8 +3,10 @@
 command under ``python -m vramscope.run`` with ``VRAMSCOPE_FIT_OUT`` (a file in a folder only
 this user can enter) and ``VRAMSCOPE_FIT_STEPS``; ``run`` plugs ``ProbeSink`` into its Monitor.
 After that many steps the sink writes the exact step peaks and what the driver says of the
-device, then ends the process (exit 0): the rest of the training is not run. A program that
-ends earlier leaves what it measured when the Monitor closes.
+device, then ends the process (exit 0, ``os._exit``: the rest of the training, its ``finally``
+blocks and atexit handlers are not run; the agent's shared-memory segment is unlinked by the
+next reader, which removes dead writers' files). A program that ends earlier leaves what it
+measured when the Monitor closes.
 """
 
 from __future__ import annotations
