@@ -37,10 +37,12 @@ from .search import FitResult, ProbeOutOfMemory, search
 __all__ = ["fit", "measure_in_process"]
 
 
-def _is_oom(exc: BaseException) -> bool:
-    from .._oom_advice import is_oom_error
-
-    return is_oom_error(exc)
+def _is_oom(torch: Any, exc: BaseException) -> bool:
+    """Is ``exc`` a CUDA out-of-memory error? (Here, not from the post-mortem's helpers: the
+    post-mortem sits above predict and reads its model.)"""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc)
 
 
 def _peaks_reader(torch: Any, device: int
@@ -87,7 +89,7 @@ def measure_in_process(call: Callable[[int], Any], steps: int,
                 call(size)
                 torch.cuda.synchronize(device)
             except Exception as e:
-                if not _is_oom(e):
+                if not _is_oom(torch, e):
                     raise
                 del e
                 gc.collect()
@@ -141,9 +143,7 @@ def fit(step: Callable[..., Any], budget: Any = None, *, margin: float = 0.05,
         else:
             call = step
         unit, quad, first = "sample", bool(quadratic), start or 1
-    from .. import _api
-
-    _api.attach(init_cuda=True)
+    SESSION.attach(init_cuda=True)
     dev = torch.cuda.current_device() if device is None else int(device)
     chosen: Budget = resolve_budget(budget, device_memory(dev))
     result = search(measure_in_process(call, steps, dev), chosen.bytes, margin=margin,
