@@ -10,7 +10,7 @@ peak fits the budget with a margin::
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    result = vramscope.fit(step, budget="card", margin=0.05)
+    result = vramscope.fit(step, budget="card", margin=0.05, restore=(model, opt))
     print(result.describe())          # the model, the answer, its margin, the probes
     train(batch_size=result.size)
 
@@ -24,9 +24,11 @@ use the smallest answer (``agree_min``).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import time
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from .._session import SESSION
@@ -69,6 +71,19 @@ def _peaks_reader(torch: Any, device: int
     return start_torch, read_torch
 
 
+def _host_copy(state: Any) -> Any:
+    """A deep copy of a state dict with every tensor on the host."""
+    import torch
+
+    if isinstance(state, torch.Tensor):
+        return state.detach().to("cpu", copy=True)
+    if isinstance(state, dict):
+        return {k: _host_copy(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(_host_copy(v) for v in state)
+    return copy.deepcopy(state)
+
+
 def measure_in_process(call: Callable[[int], Any], steps: int,
                        device: int) -> Callable[[int], Probe]:
     """``measure(size)`` for ``search``: runs ``call(size)`` ``steps`` times and returns the
@@ -106,7 +121,7 @@ def fit(step: Callable[..., Any], budget: Any = None, *, margin: float = 0.05,
         over: str = "batch_size", seq_len: int | None = None, batch_size: int | None = None,
         quadratic: bool | None = None, start: int | None = None, limit: int | None = None,
         multiple: int | None = None, steps: int = 2, device: int | None = None,
-        max_probes: int = 8, group: Any = None) -> FitResult:
+        max_probes: int = 8, group: Any = None, restore: Sequence[Any] = ()) -> FitResult:
     """The largest batch (``over="batch_size"``, the default) or sequence length
     (``over="seq_len"``) at which ``step`` fits ``budget`` with ``margin``.
 
@@ -119,6 +134,9 @@ def fit(step: Callable[..., Any], budget: Any = None, *, margin: float = 0.05,
     answer above it (the dataset's size); ``multiple``: round the answer down to it.
     ``steps``: steps per probe (the first step of a run allocates the optimizer's state).
     ``group``: the process group whose ranks agree on the smallest answer (default: the job).
+    ``restore``: objects with ``state_dict``/``load_state_dict`` (the model, the optimizer)
+    whose state is copied to the host before the probes and loaded back after them: the probe
+    steps are real steps and change the weights.
     """
     import torch
 
@@ -146,9 +164,14 @@ def fit(step: Callable[..., Any], budget: Any = None, *, margin: float = 0.05,
     SESSION.attach(init_cuda=True)
     dev = torch.cuda.current_device() if device is None else int(device)
     chosen: Budget = resolve_budget(budget, device_memory(dev))
-    result = search(measure_in_process(call, steps, dev), chosen.bytes, margin=margin,
-                    start=first, limit=limit, multiple=multiple, quadratic=quad,
-                    max_probes=max_probes, unit=unit, what=over)
+    saved = [(obj, _host_copy(obj.state_dict())) for obj in restore]
+    try:
+        result = search(measure_in_process(call, steps, dev), chosen.bytes, margin=margin,
+                        start=first, limit=limit, multiple=multiple, quadratic=quad,
+                        max_probes=max_probes, unit=unit, what=over)
+    finally:
+        for obj, state in saved:
+            obj.load_state_dict(state)
     gc.collect()
     torch.cuda.empty_cache()
     agreed = agree_min(result.size, group)

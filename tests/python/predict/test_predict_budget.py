@@ -63,3 +63,19 @@ def test_every_rank_uses_the_smallest_answer_through_a_gloo_group(tmp_path):
 
 def test_without_a_process_group_the_answer_is_its_own():
     assert agree_min(17) == 17
+
+
+def test_restore_copies_state_to_the_host_and_back():
+    import torch
+
+    from vramscope.predict.fit import _host_copy
+
+    net = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=1.0, momentum=0.9)
+    saved = [_host_copy(net.state_dict()), _host_copy(opt.state_dict())]
+    net(torch.ones(1, 3)).sum().backward()
+    opt.step()  # a probe step: weights move, momentum appears
+    assert opt.state
+    net.load_state_dict(saved[0])
+    opt.load_state_dict(saved[1])
+    assert torch.equal(net.weight, saved[0]["weight"]) and not opt.state
