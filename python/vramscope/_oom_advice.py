@@ -63,6 +63,10 @@ class OomEvidence:
     #: forward running at the OOM) or "" (unknown).
     batch_size: int | None = None
     batch_source: str = ""
+    #: The failing step's model input shape (its first tensor), and the shape of a past step's
+    #: input at the same batch size: which dimension grew (None: unknown).
+    input_shape: tuple[int, ...] | None = None
+    past_input_shape: tuple[int, ...] | None = None
     world_size: int = 1
     #: Why op/module/category data is missing (shown instead of their tables).
     attribution_note: str = ""

@@ -104,6 +104,16 @@ def _activations(e: OomEvidence) -> int:
     return live
 
 
+def grown_dims(e: OomEvidence) -> str:
+    """"dimension 1: 256 -> 512" for each non-leading dimension of the model's input that is
+    larger than at a past step of the same batch size; "" when none grew or it is unknown."""
+    now, past = e.input_shape, e.past_input_shape
+    if not now or not past or len(now) != len(past):
+        return ""
+    return ", ".join(f"dimension {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(past, now))
+                     if i > 0 and b > a)
+
+
 def _projection(e: OomEvidence) -> tuple[int, str, bool]:
     """The failing step's expected peak of allocated bytes, the basis of the estimate, and
     whether it is only a lower bound. A measured basis (a past step at the failing batch, the
@@ -112,11 +122,16 @@ def _projection(e: OomEvidence) -> tuple[int, str, bool]:
     grew in another dimension (a longer sequence, a larger image, a growing cache), and then
     only the lower bound is known."""
     lower = e.allocated_bytes + e.requested_bytes
+    grown = grown_dims(e)
     outgrew = ("the step already needs {need} at the OOM, more than {what} "
-               "(another input dimension grew): at least that much")
+               f"({grown or 'another input dimension grew'}): at least that much")
     by_batch = _peaks_by_batch(e.steps)
     if e.batch_size and e.batch_size in by_batch:
         past = by_batch[e.batch_size].peak_allocated_bytes
+        if grown and lower <= past:
+            return lower, (f"the failing request: the past step at batch {e.batch_size} had a "
+                           f"smaller input ({grown}), so its peak {format_bytes(past)} is not "
+                           "this step's: at least that much"), True
         if lower > past:
             return lower, outgrew.format(need=format_bytes(lower), what="the peak "
                                          f"{format_bytes(past)} of a past step at batch "

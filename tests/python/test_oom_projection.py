@@ -56,3 +56,34 @@ def test_a_first_step_oom_in_the_forward_counts_the_gradients_and_state_still_to
     assert a.projected_peak_bytes == int(1.3 * GiB) * 2 + int(2.6 * GiB)
     assert a.projection.startswith("parameters, gradients and the full AdamW state")
     assert a.need_bytes == a.projected_peak_bytes - e.budget_bytes
+
+
+def test_a_sequence_that_grew_at_the_same_batch_is_named_and_only_bounds_the_need():
+    # The T5 under vramscope run: batch 32 ran at source length 256 (peak 9 GiB); the
+    # first step at 512 fails early, below that peak: the past peak is not this step's.
+    steps = [StepPoint(1, 9 * GiB, GiB, batch_size=32, peak_reserved_bytes=10 * GiB)]
+    e = card(allocated=5 * GiB, cached_free=int(0.5 * GiB), largest=200 * MiB,
+             requested=2 * GiB, limit=12 * GiB, batch_size=32, steps=steps,
+             input_shape=(32, 512), past_input_shape=(32, 256))
+    assert _oom_remedies.grown_dims(e) == "dimension 1: 256 -> 512"
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound
+    assert "smaller input (dimension 1: 256 -> 512)" in a.projection
+    assert not any(x.fits for x in a.advice)
+
+
+def test_the_probe_keeps_the_input_shape_per_batch_for_the_report():
+    import torch
+
+    from vramscope._model_probe import ModelProbe, input_shape
+
+    assert input_shape(({"input_ids": torch.zeros(4, 7, dtype=torch.long)},)) == (4, 7)
+    model = torch.nn.Embedding(10, 3)
+    probe = ModelProbe()
+    probe.attach(model)
+    model(torch.zeros(2, 5, dtype=torch.long))
+    probe.step_end()
+    model(torch.zeros(2, 9, dtype=torch.long))
+    evidence = probe.evidence()
+    probe.close()
+    assert evidence["input_shape"] == (2, 9) and evidence["past_input_shape"] == (2, 5)
