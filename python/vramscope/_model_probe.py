@@ -199,6 +199,8 @@ def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] |
         if "/torch/autograd/" in name and code.co_name in ("backward", "grad") and \
                 "phase" not in out:
             out["phase"] = "backward"
+        if code.co_name == "generate" and "generating" not in out:
+            out["generating"] = True  # transformers' generate(): a KV cache grows per token
         if module_type is None or code.co_name not in _MODULE_CALLS:
             continue
         owner = frame.f_locals.get("self")
@@ -326,6 +328,11 @@ class ModelProbe:
             if self.input_shape is not None:
                 out["input_shape"] = self.input_shape
         if frames is not None:
+            # Read on the OOM's own thread (grad mode is per thread): False under no_grad or
+            # inference_mode, where nothing is saved for a backward.
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                out["grad_enabled"] = bool(torch.is_grad_enabled())
             stack = stack_evidence(frames, self._block_index, main_thread)
             if "batch_size" in out:
                 stack.pop("batch_size", None)

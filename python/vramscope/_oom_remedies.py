@@ -153,6 +153,9 @@ def _projection(e: OomEvidence) -> tuple[int, str, bool]:
     if e.phase == "optimizer" and e.optimizer_state_full_bytes > e.optimizer_state_bytes:
         missing = e.optimizer_state_full_bytes - e.optimizer_state_bytes - e.requested_bytes
         return lower + max(0, missing), "the optimizer state still to be allocated", True
+    if e.generating:
+        return lower, ("the failing request, inside generate(): the KV cache grows with every "
+                       "new token, so the call needs more than this: at least that much"), True
     if e.steps and not any(s.batch_size for s in e.steps):
         past = e.steps[-1].peak_allocated_bytes
         if lower <= past:
@@ -166,8 +169,8 @@ def _optimizer_step_floor(e: OomEvidence) -> int:
     """Allocated bytes the step needs at least at its optimizer step, where the parameters,
     their gradients and the optimizer's full state are live at once (0 without an optimizer):
     on a first step, gradients and the lazily allocated state are still to come."""
-    if e.parameter_bytes <= 0 or not e.optimizer:
-        return 0
+    if e.parameter_bytes <= 0 or not e.optimizer or e.grad_enabled is False or e.generating:
+        return 0  # inference: no optimizer step in this call
     return 2 * e.parameter_bytes + max(e.optimizer_state_full_bytes, e.optimizer_state_bytes)
 
 
@@ -361,6 +364,10 @@ def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: list[tuple[st
     activations = _activations(e)
     if activations <= 0:
         return None
+    if e.grad_enabled is False:
+        rejected.append(("activation_checkpointing", "autograd was off at the OOM (no_grad or "
+                         "inference_mode): nothing is kept for a backward to recompute"))
+        return None
     if activations < 0.3 * peak:
         rejected.append(("activation_checkpointing", f"activations are only "
                          f"{format_bytes(activations)} of a {format_bytes(peak)} peak"))
@@ -417,6 +424,10 @@ def _optimizer_state(e: OomEvidence, need: int, peak: int, rejected: list[tuple[
     state = max(e.optimizer_state_full_bytes, e.optimizer_state_bytes,
                 e.categories.get("optimizer_state", 0))
     if state <= 0:
+        return None
+    if e.grad_enabled is False:
+        rejected.append(("optimizer_state", "autograd was off at the OOM (no_grad or "
+                         "inference_mode): the optimizer's state is not what ran out"))
         return None
     if state < 0.3 * peak:
         rejected.append(("optimizer_state", f"the optimizer state is only "

@@ -87,3 +87,32 @@ def test_the_probe_keeps_the_input_shape_per_batch_for_the_report():
     evidence = probe.evidence()
     probe.close()
     assert evidence["input_shape"] == (2, 9) and evidence["past_input_shape"] == (2, 5)
+
+
+def test_inference_under_no_grad_in_generate_weighs_neither_checkpointing_nor_the_optimizer():
+    # The GPT-2 generate(): batch 192, 1024 new tokens under no_grad and an 8 GiB cap.
+    e = card(allocated=int(7.5 * GiB), cached_free=int(0.4 * GiB), largest=100 * MiB,
+             requested=384 * MiB, limit=8 * GiB, batch_size=192, phase="forward",
+             grad_enabled=False, generating=True, parameter_bytes=500 * MiB, optimizer="AdamW",
+             optimizer_state_full_bytes=GiB, categories={"activations": 6 * GiB},
+             block_lists=[("transformer.h", "GPT2Block", 12)])
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound and "inside generate()" in a.projection
+    reasons = dict(a.not_advised)
+    assert "autograd was off" in reasons["activation_checkpointing"]
+    assert "autograd was off" in reasons["optimizer_state"]
+    assert not any(x.fits for x in a.advice)
+
+
+def test_the_probe_says_whether_autograd_was_on_at_the_oom():
+    import sys
+
+    import torch
+
+    from vramscope._model_probe import ModelProbe
+
+    probe = ModelProbe()
+    with torch.no_grad():
+        assert probe.evidence([sys._getframe()])["grad_enabled"] is False
+    assert probe.evidence([sys._getframe()])["grad_enabled"] is True
+    assert "grad_enabled" not in probe.evidence()
