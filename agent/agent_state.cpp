@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/format/agent_segments.hpp"
 
 namespace nb = nanobind;
 
@@ -32,17 +33,17 @@ AgentState& AgentState::instance() {
   return *state;
 }
 
-void AgentState::on_oom(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
-                        uint64_t device_free_bytes) noexcept {
-  AgentState& self = instance();
-  Attachment* attachment = self.attached_or_null();
+void AgentState::on_oom(void* self, std::size_t device, uint64_t requested_bytes,
+                        uint64_t device_total_bytes, uint64_t device_free_bytes) noexcept {
+  AgentState& state = *static_cast<AgentState*>(self);
+  Attachment* attachment = state.attached_or_null();
   if (attachment == nullptr) return;
   try {
     attachment->core->record_oom(device, requested_bytes, device_total_bytes, device_free_bytes);
   } catch (...) {
     // An OOM observer must not throw into torch's allocator; the OOM itself still propagates.
   }
-  self.m_oom.on_oom(*attachment, device);
+  state.m_oom.on_oom(*attachment->core, *attachment->attribution, device);
 }
 
 Attachment& AgentState::attached() {
@@ -51,18 +52,6 @@ Attachment& AgentState::attached() {
     throw std::runtime_error("vramscope agent is not attached (call vramscope.attach())");
   }
   return *attachment;
-}
-
-Attachment& attached() { return AgentState::instance().attached(); }
-Attachment* attached_or_null() noexcept { return AgentState::instance().attached_or_null(); }
-
-std::size_t checked_device(const Attachment& state, int device) {
-  if (device < 0 || static_cast<std::size_t>(device) >= state.core->device_count()) {
-    throw nb::index_error(("CUDA device " + std::to_string(device) + " out of range: " +
-                           std::to_string(state.core->device_count()) + " tracked")
-                              .c_str());
-  }
-  return static_cast<std::size_t>(device);
 }
 
 namespace {
@@ -82,6 +71,7 @@ std::unique_ptr<Attachment> new_attachment(std::unique_ptr<tracking::AgentCore> 
   state->creator_pid = ::getpid();
   state->ops = std::make_unique<RecordFunctionSwitch>();
   state->attribution = std::make_unique<attribution::AttributionSession>(*state->core, *state->ops);
+  state->ops->set_registry(state->attribution->registry());
   return state;
 }
 
@@ -130,7 +120,7 @@ std::string AgentState::attach(double interval_ms, bool publish, int rank, int w
   config.world_size = world_size;
   std::unique_ptr<AgentSegmentWriter> writer;
   if (publish) {
-    writer = AgentSegmentWriter::create(config.pid, static_cast<uint32_t>(device_count));
+    writer = open_agent_segment_writer(config.pid, static_cast<uint32_t>(device_count));
   }
   tracking::StatsProvider provider;
   if (pluggable) {
@@ -190,7 +180,7 @@ std::string AgentState::attach(double interval_ms, bool publish, int rank, int w
   }
   if (!pluggable) {
     try {
-      attach_oom_observer(&AgentState::on_oom, static_cast<std::size_t>(device_count));
+      attach_oom_observer(&AgentState::on_oom, this, static_cast<std::size_t>(device_count));
     } catch (const std::exception&) {
       // Without an observer OOMs are still visible as oom events and torch's num_ooms.
     }
@@ -211,16 +201,6 @@ void AgentState::shutdown() {
 }
 
 #if VRAMSCOPE_BENCH_HOOKS
-void pause_tracking(bool paused) {
-  Attachment& state = attached();
-  if (state.mode != TrackingMode::Events) {
-    throw std::runtime_error("the agent is not tracking events (mode: " + state.mode_text() + ")");
-  }
-  // The tracker stays attached (torch still builds its TraceEntry); only our callback's
-  // work is skipped, so a benchmark can compare vramscope's share in one process.
-  state.core->pause_tracking(paused);
-}
-
 std::string AgentState::attach_cpu_proxy(double interval_ms) {
   std::lock_guard lock(m_attach_mutex);
   if (attached_or_null() != nullptr) {

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "agent_thread.hpp"
-#include "attribution/session.hpp"
-#include "driver_binding.hpp"
+#include "driver_probe.hpp"
 #include "oom_capture.hpp"
 #include "torch_hooks.hpp"
-#include "tracking/agent_core.hpp"
+#include "vramscope/attribution/session.hpp"
+#include "vramscope/tracking/agent_core.hpp"
 
 namespace vramscope::agent {
 
@@ -48,8 +48,9 @@ struct Attachment {
 };
 
 /// Everything the extension keeps between calls, in one object created on first use and never
-/// destroyed (RecordFunction callbacks and the OOM observer are plain functions that torch may
-/// call until the process ends, so they reach their state through instance()).
+/// destroyed (torch may call the tracker, the OOM observer and the op callbacks until the
+/// process ends). Only the binding layer (agent/bindings/) calls instance(); the parts it owns
+/// are handed what they need.
 class AgentState {
  public:
   static AgentState& instance();
@@ -81,9 +82,9 @@ class AgentState {
   /// Starts `state`'s agent thread and publishes it as the attachment (it is never freed
   /// after: an allocator holds its tracker); returns its mode. Under m_attach_mutex.
   std::string start(std::unique_ptr<Attachment>& state, int64_t interval_ns);
-  /// The OOM observer's entry (a plain function: torch passes no context).
-  static void on_oom(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
-                     uint64_t device_free_bytes) noexcept;
+  /// The OOM observer's entry; `self` is this state (attach_oom_observer's context).
+  static void on_oom(void* self, std::size_t device, uint64_t requested_bytes,
+                     uint64_t device_total_bytes, uint64_t device_free_bytes) noexcept;
 
   std::mutex m_attach_mutex;
   /// Read by the observer and the op callbacks without a lock: set once, when complete.
@@ -91,17 +92,5 @@ class AgentState {
   OomCapture m_oom;
   DriverProbe m_driver;
 };
-
-/// AgentState::instance().attached() and attached_or_null(), for the bindings.
-Attachment& attached();
-Attachment* attached_or_null() noexcept;
-/// `device` checked against the tracked devices (IndexError when out of range).
-std::size_t checked_device(const Attachment& state, int device);
-
-#if VRAMSCOPE_BENCH_HOOKS
-/// Benchmark builds only: skip (true) or resume (false) the tracker callback's work; torch still
-/// builds its TraceEntry. While paused no event is counted.
-void pause_tracking(bool paused);
-#endif
 
 }  // namespace vramscope::agent

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <thread>
 
-#include "tracking/agent_core.hpp"
+#include "vramscope/tracking/agent_core.hpp"
 
 namespace vramscope::agent {
 

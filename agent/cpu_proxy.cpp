@@ -13,9 +13,6 @@
 //
 // Written for torch 2.11's TraceEntry (its constructor takes a mempool since 2.4); benchmark
 // builds are made against the torch they measure.
-#include "torch_hooks.hpp"
-#include "trace_tracker.hpp"
-
 #if VRAMSCOPE_BENCH_HOOKS
 
 #include <c10/core/Allocator.h>
@@ -26,6 +23,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+
+#include "torch_hooks.hpp"
+#include "trace_tracker.hpp"
 
 namespace vramscope::agent {
 namespace alloc = c10::cuda::CUDACachingAllocator;

@@ -5,21 +5,16 @@
 
 #include <utility>
 
-#include "agent_state.hpp"
 #include "py_records.hpp"
 #include "torch_hooks.hpp"
 
 namespace nb = nanobind;
-using namespace nb::literals;
 
 namespace vramscope::agent {
 namespace {
 
-/// Bounded host memory: a million blocks is ~24 MB, far more than real caches hold.
-constexpr std::size_t max_captured_blocks = 1'000'000;
-
-OomSnapshot take_snapshot(Attachment& attachment, std::size_t device) {
-  tracking::AgentCore& core = *attachment.core;
+OomSnapshot take_snapshot(tracking::AgentCore& core, attribution::AttributionSession& session,
+                          std::size_t device) {
   OomSnapshot snapshot;
   snapshot.device = device;
   if (const std::optional<OomRecord> oom = core.last_oom()) snapshot.record = *oom;
@@ -32,7 +27,6 @@ OomSnapshot take_snapshot(Attachment& attachment, std::size_t device) {
   for (std::size_t d = 0; d < core.device_count(); ++d) {
     snapshot.recent_events.push_back(core.recent_events(d));
   }
-  attribution::AttributionSession& session = *attachment.attribution;
   snapshot.attributed = session.with_ledger(device, [&](attribution::Ledger& ledger) {
     snapshot.ops = ledger.ops(attribution::PeakMark::Profile);
     snapshot.categories = ledger.categories(attribution::PeakMark::Step);
@@ -45,9 +39,10 @@ OomSnapshot take_snapshot(Attachment& attachment, std::size_t device) {
 
 }  // namespace
 
-void OomCapture::on_oom(Attachment& attachment, std::size_t device) noexcept {
+void OomCapture::on_oom(tracking::AgentCore& core, attribution::AttributionSession& session,
+                        std::size_t device) noexcept {
   try {
-    OomSnapshot snapshot = take_snapshot(attachment, device);
+    OomSnapshot snapshot = take_snapshot(core, session, device);
     {
       std::lock_guard lock(m_mutex);
       m_last = std::move(snapshot);
@@ -109,33 +104,6 @@ nb::object OomCapture::snapshot_object() {
     d["categories"] = nb::none();
   }
   return d;
-}
-
-void bind_oom_capture(nb::module_& m) {
-  m.def(
-      "segments",
-      [](bool at_oom) {
-        if (at_oom) return AgentState::instance().oom().segments_at_oom();
-        std::vector<attribution::SegmentView> now;
-        {
-          nb::gil_scoped_release release;
-          now = capture_segments(max_captured_blocks);
-        }
-        return segments_list(now);
-      },
-      "at_oom"_a = false,
-      "Allocator segments (snapshot without traces): now, or as captured at the last OOM.");
-  m.def(
-      "oom_snapshot", [] { return AgentState::instance().oom().snapshot_object(); },
-      "What the OOM observer captured at the last OOM, or None: {'device', 'oom' (last_oom()), "
-      "'stats' (stats() of that device), 'segments' (segments(True)), 'recent_events' (per "
-      "device), 'ops' ([{name, live_bytes, live_at_peak_bytes, allocated_bytes}] of the profile "
-      "mark, or None without attribution), 'categories' ({category: (live, live_at_peak)} at the "
-      "step mark, or None)}.");
-  m.def(
-      "set_oom_callback",
-      [](nb::object callback) { AgentState::instance().oom().set_callback(std::move(callback)); },
-      "callback"_a, "Call callback(device) with the GIL from the OOM observer (None: stop).");
 }
 
 }  // namespace vramscope::agent

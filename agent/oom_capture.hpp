@@ -10,14 +10,17 @@
 #include <string>
 #include <vector>
 
-#include "attribution/ledger.hpp"
-#include "attribution/segment_view.hpp"
-#include "tracking/agent_core.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/attribution/ledger.hpp"
+#include "vramscope/attribution/segment_view.hpp"
+#include "vramscope/attribution/session.hpp"
+#include "vramscope/tracking/agent_core.hpp"
 
 namespace vramscope::agent {
 
-struct Attachment;
+/// Bounded host memory for a segment capture: a million blocks is ~24 MB, far more than real
+/// caches hold.
+inline constexpr std::size_t max_captured_blocks = 1'000'000;
 
 /// The allocator and the agent as they were when an OOM's observer ran: everything the Python
 /// post-mortem reads, taken at once (before the program's exception handlers free anything).
@@ -44,9 +47,10 @@ struct OomSnapshot {
 /// Keeps the last OOM's snapshot and calls the Python post-mortem hook.
 class OomCapture {
  public:
-  /// The observer's work after the core recorded the OOM: takes the snapshot and runs the
-  /// Python callback, if one is set, with the GIL. Never throws.
-  void on_oom(Attachment& attachment, std::size_t device) noexcept;
+  /// The observer's work after `core` recorded the OOM on `device`: takes the snapshot (with
+  /// `session`'s ledgers) and runs the Python callback, if one is set, with the GIL. Never throws.
+  void on_oom(tracking::AgentCore& core, attribution::AttributionSession& session,
+              std::size_t device) noexcept;
   /// Sets (or, with None, clears) the hook called as callback(device).
   void set_callback(nanobind::object callback);
   /// The last snapshot as a dict (docs/agent-api.md: oom_snapshot()), or None.
@@ -60,8 +64,5 @@ class OomCapture {
   /// Leaked when replaced: the observer may be running it on another thread right now.
   nanobind::object* m_callback = nullptr;
 };
-
-/// Defines segments(), oom_snapshot() and set_oom_callback() of vramscope._agent.
-void bind_oom_capture(nanobind::module_& m);
 
 }  // namespace vramscope::agent

@@ -11,33 +11,14 @@ namespace vramscope::agent {
 
 nb::dict stats_dict(const tracking::DeviceStatsView& v) {
   nb::dict d;
-  d["allocated_bytes"] = v.allocated_bytes;
-  d["reserved_bytes"] = v.reserved_bytes;
-  d["requested_bytes"] = v.requested_bytes;
-  d["active_bytes"] = v.active_bytes;
-  d["inactive_split_bytes"] = v.inactive_split_bytes;
-  d["pending_free_bytes"] = v.pending_free_bytes;
-  d["peak_allocated_bytes"] = v.peak.allocated_bytes;
-  d["peak_reserved_bytes"] = v.peak.reserved_bytes;
-  d["peak_requested_bytes"] = v.peak.requested_bytes;
-  d["step"] = v.step;
-  d["step_peak_allocated_bytes"] = v.last_step_peak.allocated_bytes;
-  d["step_peak_reserved_bytes"] = v.last_step_peak.reserved_bytes;
-  d["step_peak_requested_bytes"] = v.last_step_peak.requested_bytes;
-  d["current_step_peak_allocated_bytes"] = v.current_step_peak.allocated_bytes;
-  d["current_step_peak_reserved_bytes"] = v.current_step_peak.reserved_bytes;
-  d["current_step_peak_requested_bytes"] = v.current_step_peak.requested_bytes;
-  d["window_peak_allocated_bytes"] = v.window_peak.allocated_bytes;
-  d["window_peak_reserved_bytes"] = v.window_peak.reserved_bytes;
-  d["window_peak_requested_bytes"] = v.window_peak.requested_bytes;
-  d["event_count"] = v.event_count;
-  d["dropped_event_count"] = v.dropped_event_count;
-  d["unknown_event_count"] = v.unknown_event_count;
-  d["anomaly_count"] = v.anomaly_count;
-  d["allocated_mismatch_count"] = v.allocated_mismatch_count;
-  d["unsettled_count"] = v.unsettled_count;
-  d["oom_count"] = v.oom_count;
-  d["polling_only"] = v.polling_only;
+  for (const tracking::DeviceStatsField& field : tracking::device_stats_fields) {
+    const uint64_t value = field.read(v);
+    if (field.is_flag) {
+      d[std::string(field.name).c_str()] = value != 0;
+    } else {
+      d[std::string(field.name).c_str()] = value;
+    }
+  }
   return d;
 }
 

@@ -9,15 +9,17 @@
 #include <array>
 #include <vector>
 
-#include "attribution/ledger.hpp"
-#include "attribution/op_registry.hpp"
-#include "attribution/segment_view.hpp"
-#include "tracking/agent_core.hpp"
-#include "tracking/events.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/attribution/ledger.hpp"
+#include "vramscope/attribution/op_registry.hpp"
+#include "vramscope/attribution/segment_view.hpp"
+#include "vramscope/tracking/agent_core.hpp"
+#include "vramscope/tracking/device_stats.hpp"
+#include "vramscope/tracking/events.hpp"
 
 namespace vramscope::agent {
 
+/// {name: value} over tracking::device_stats_fields, in its order (flags as bool).
 nanobind::dict stats_dict(const tracking::DeviceStatsView& view);
 nanobind::dict step_dict(const StepRecord& record);
 nanobind::dict oom_dict(const OomRecord& record);

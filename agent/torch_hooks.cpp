@@ -9,14 +9,15 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <type_traits>
 
-#include "attribution/op_registry.hpp"
 #include "trace_tracker.hpp"
+#include "vramscope/attribution/op_registry.hpp"
 
 namespace vramscope::agent {
 namespace alloc = c10::cuda::CUDACachingAllocator;
@@ -132,13 +133,13 @@ void attach_trace_tracker(tracking::TrackerTarget target) {
   }
 }
 
-void attach_oom_observer(OomSink sink, std::size_t device_count) {
+void attach_oom_observer(OomSink sink, void* context, std::size_t device_count) {
   // Runs on the allocating thread after torch released the allocator lock, just before the
   // OutOfMemoryError is thrown: reading stats is allowed, allocating on the GPU is not.
-  auto observer = [sink, device_count](int64_t device, size_t allocated, size_t device_total,
-                                       size_t device_free) {
+  auto observer = [sink, context, device_count](int64_t device, size_t allocated,
+                                                size_t device_total, size_t device_free) {
     if (device < 0 || static_cast<std::size_t>(device) >= device_count) return;
-    sink(static_cast<std::size_t>(device), allocated, device_total, device_free);
+    sink(context, static_cast<std::size_t>(device), allocated, device_total, device_free);
   };
   try {
     alloc::attachOutOfMemoryObserver(std::move(observer));
@@ -163,12 +164,29 @@ attribution::BlockState state_of(const alloc::BlockInfo& block) {
   return attribution::BlockState::Inactive;
 }
 
+/// The registry the op callbacks intern names into, published by RecordFunctionSwitch::enable()
+/// before a callback can run: RecordFunction callbacks are plain functions, without a context.
+std::atomic<attribution::OpRegistry*> op_registry{nullptr};
+
+/// Runs for each op scope on any thread: the RecordFunction identifies the scope, so that the
+/// end matches its start. Never throws.
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
-  op_started(fn.name(), &fn);
+  // Only an attached session enables the callback, so there is a registry; the check is a load.
+  attribution::OpRegistry* registry = op_registry.load(std::memory_order_acquire);
+  if (registry == nullptr) return nullptr;
+  try {
+    const uint32_t id = registry->intern(fn.name());
+    registry->count_call(id);
+    attribution::push_op(&fn, id);
+  } catch (...) {
+    // Interning allocates; an op must not fail because attribution could not name it.
+  }
   return nullptr;
 }
 
-void on_op_end(const at::RecordFunction& fn, at::ObserverContext* /*context*/) { op_ended(&fn); }
+void on_op_end(const at::RecordFunction& fn, at::ObserverContext* /*context*/) {
+  attribution::pop_op(&fn);
+}
 
 }  // namespace
 
@@ -205,6 +223,7 @@ static_assert(std::is_same_v<at::CallbackHandle, uint64_t>,
               "RecordFunctionSwitch keeps handles as uint64_t");
 
 void RecordFunctionSwitch::enable(double sampling) {
+  op_registry.store(m_registry, std::memory_order_release);
   auto found = m_callbacks.find(sampling);
   if (found == m_callbacks.end()) {
     const at::CallbackHandle handle = at::addGlobalCallback(

@@ -1,6 +1,6 @@
 // agent/torch_hooks.hpp -- the thin layer over c10's CUDA caching allocator
 //
-// Everything that touches torch's C++ API is behind these functions, so agent_module.cpp and
+// Everything that touches torch's C++ API is behind these functions, so the bindings and
 // the torch-free core never see a c10 type. Functions that may fail in torch throw
 // std::runtime_error with torch's message, or return empty, as documented.
 #pragma once
@@ -11,14 +11,14 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "attribution/segment_view.hpp"
-#include "attribution/session.hpp"
-#include "tracking/agent_core.hpp"
-#include "tracking/device_producer.hpp"
-#include "tracking/events.hpp"
+#include "vramscope/attribution/op_registry.hpp"
+#include "vramscope/attribution/segment_view.hpp"
+#include "vramscope/attribution/session.hpp"
+#include "vramscope/tracking/agent_core.hpp"
+#include "vramscope/tracking/device_producer.hpp"
+#include "vramscope/tracking/events.hpp"
 
 namespace vramscope::agent {
 
@@ -46,16 +46,20 @@ uint64_t allocated_bytes_now(std::size_t device);
 /// Attaches a trace tracker that applies every event to its device's producer in `target`, whose
 /// storage must stay valid for the life of the process (torch cannot detach a tracker). The
 /// tracker carries the pointer itself and inlines the producer's work,
-/// so an event costs one call from torch and no global lookup (see tracking/device_producer.hpp).
-/// Throws std::runtime_error when the backend refuses (cudaMallocAsync, pluggable).
+/// so an event costs one call from torch and no global lookup (see
+/// vramscope/tracking/device_producer.hpp). Throws std::runtime_error when the backend refuses
+/// (cudaMallocAsync, pluggable).
 void attach_trace_tracker(tracking::TrackerTarget target);
 
-/// What the OOM observer hands on: device, rounded request, device total, device free.
-using OomSink = void (*)(std::size_t device, uint64_t requested_bytes, uint64_t device_total_bytes,
-                         uint64_t device_free_bytes) noexcept;
+/// What the OOM observer hands on: the context given to attach_oom_observer(), then device,
+/// rounded request, device total, device free.
+using OomSink = void (*)(void* context, std::size_t device, uint64_t requested_bytes,
+                         uint64_t device_total_bytes, uint64_t device_free_bytes) noexcept;
 
-/// Attaches an out-of-memory observer. Throws std::runtime_error when the backend refuses.
-void attach_oom_observer(OomSink sink, std::size_t device_count);
+/// Attaches an out-of-memory observer that calls sink(context, ...); `context` must stay valid
+/// for the life of the process (torch cannot detach an observer). Throws std::runtime_error
+/// when the backend refuses.
+void attach_oom_observer(OomSink sink, void* context, std::size_t device_count);
 
 /// torch.cuda.empty_cache() for the default pool.
 void empty_cache();
@@ -66,24 +70,24 @@ std::vector<attribution::SegmentView> capture_segments(std::size_t max_blocks);
 
 /// torch's RecordFunction as the attribution session's op switch: one global callback per
 /// sampling probability, added on its first use and afterwards only disabled and re-enabled
-/// (removeCallback is unsafe while other threads run ops). The callback's start and end call
-/// op_started() and op_ended() below.
+/// (removeCallback is unsafe while other threads run ops). The callback's start interns the
+/// op's name into the registry given to set_registry() and pushes it on the thread's op stack;
+/// its end pops it.
 class RecordFunctionSwitch final : public attribution::OpSwitch {
  public:
+  /// The registry the callbacks intern names into: the attribution session's, which is made
+  /// after this switch (it takes the switch). Set before the first enable(); it must outlive
+  /// the process's ops (the session is never freed once attached).
+  void set_registry(attribution::OpRegistry& registry) noexcept { m_registry = &registry; }
   void enable(double sampling) override;
   void disable() override;
 
  private:
+  attribution::OpRegistry* m_registry = nullptr;
   /// at::CallbackHandle per sampling probability, and the enabled one (0: none).
   std::map<double, uint64_t> m_callbacks;
   uint64_t m_enabled = 0;
 };
-
-/// What the RecordFunction callbacks call for each op scope on any thread (defined in
-/// attribution_glue.cpp, which finds the attached session): `scope` identifies the
-/// RecordFunction so that the end matches its start. Never throw.
-void op_started(std::string_view name, const void* scope) noexcept;
-void op_ended(const void* scope) noexcept;
 
 #if VRAMSCOPE_BENCH_HOOKS
 /// Benchmark support: attaches a trace tracker that does nothing, the floor against which the

@@ -7,13 +7,13 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 
-#include "tracking/device_producer.hpp"
+#include "vramscope/tracking/device_producer.hpp"
 
 namespace vramscope::agent {
 
 /// The tracker that applies each event to its device's producer in `target`. Its closure is
 /// `target` itself (two words, inside std::function's inline storage), and its invoker inlines
-/// the producer's work (see tracking/device_producer.hpp).
+/// the producer's work (see vramscope/tracking/device_producer.hpp).
 c10::cuda::CUDACachingAllocator::AllocatorTraceTracker make_trace_tracker(
     tracking::TrackerTarget target);
 

@@ -8,13 +8,13 @@
 #include <thread>
 #include <vector>
 
-#include "exporters/http_server.hpp"
-#include "exporters/metrics_cache.hpp"
-#include "exporters/prometheus.hpp"
-#include "exporters/tensorboard.hpp"
 #include "fixtures.hpp"
 #include "http_client.hpp"
 #include "temp_dir.hpp"
+#include "vramscope/exporters/http_server.hpp"
+#include "vramscope/exporters/metrics_cache.hpp"
+#include "vramscope/exporters/prometheus.hpp"
+#include "vramscope/exporters/tensorboard.hpp"
 
 using namespace vramscope;
 

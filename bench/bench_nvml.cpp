@@ -22,8 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/nvml_loader.hpp"
 #include "vramscope/backend.hpp"
+#include "vramscope/backends/nvml_loader.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
 
 namespace {
 

@@ -10,8 +10,8 @@
 #include <functional>
 #include <thread>
 
-#include "attribution/op_registry.hpp"
-#include "tracking/agent_core.hpp"
+#include "vramscope/attribution/op_registry.hpp"
+#include "vramscope/tracking/agent_core.hpp"
 
 namespace vramscope::tracking {
 namespace {

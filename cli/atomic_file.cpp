@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/posix_io.hpp"
+#include "vramscope/core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {

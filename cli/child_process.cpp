@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/posix_io.hpp"
 #include "stop_signals.hpp"
+#include "vramscope/core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 extern char** environ;

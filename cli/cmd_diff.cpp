@@ -5,8 +5,9 @@
 #include <string>
 
 #include "commands.hpp"
+#include "file_args.hpp"
 #include "output.hpp"
-#include "report/run_diff.hpp"
+#include "vramscope/report/run_diff.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {
@@ -58,12 +59,10 @@ Command add_diff_command(CLI::App& app) {
       "used, PyTorch allocated/reserved, the step-peak distribution (median, p99, max) and the "
       "categories at the peak step, with deltas. Processes are matched by GPU and rank, then "
       "command line, then order. Works without a GPU.");
-  diff->add_option("a", options->a_path, "Baseline recording")
-      ->required()
-      ->check(CLI::ExistingFile);
+  diff->add_option("a", options->a_path, "Baseline recording")->required()->check(readable_file());
   diff->add_option("b", options->b_path, "Recording to compare with it")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(readable_file());
   diff->add_flag("--json", options->json, "Print the comparison as JSON (byte counts as integers)");
   diff->add_option("--fail-if-peak-grows", options->fail_if_peak_grows,
                    "Exit with status 4 when any peak (GPU used; process used, torch allocated, "

@@ -10,15 +10,120 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "exporters/chrome_trace.hpp"
-#include "exporters/tensorboard.hpp"
 #include "file_args.hpp"
-#include "report/row_files.hpp"
 #include "validators.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/exporters/chrome_trace.hpp"
+#include "vramscope/exporters/tensorboard.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/report/row_files.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {
+
+namespace {
+
+struct ExportOptions {
+  std::string input;
+  std::string tensorboard_dir;
+  std::string trace_path;
+  std::string csv_path;
+  std::string csv_processes_path;
+  std::string csv_steps_path;
+  std::string jsonl_path;
+  uint64_t max_events = exporters::ChromeTraceOptions{}.max_events;
+  bool force = false;
+};
+
+/// `vramscope export FILE`: every requested sink receives each sample of one pass.
+int run_export(const ExportOptions& options) {
+  if (options.tensorboard_dir.empty() && options.trace_path.empty() && options.csv_path.empty() &&
+      options.csv_processes_path.empty() && options.csv_steps_path.empty() &&
+      options.jsonl_path.empty()) {
+    throw Error(
+        "export: give at least one output (--tensorboard DIR, --trace FILE, --csv FILE, "
+        "--csv-processes FILE, "
+        "--csv-steps FILE, --jsonl FILE)",
+        ExitUsage);
+  }
+  if (!options.force) {
+    for (const std::string* path :
+         {&options.trace_path, &options.csv_path, &options.csv_processes_path,
+          &options.csv_steps_path, &options.jsonl_path}) {
+      if (!path->empty() && ::access(path->c_str(), F_OK) == 0) {
+        throw Error(*path + " already exists (pass --force to overwrite it)");
+      }
+    }
+  }
+  auto reader = RecordingReader::open(options.input);
+
+  std::vector<std::unique_ptr<exporters::Sink>> sinks;
+  std::vector<std::string> outputs;
+  exporters::TensorBoardWriter* tensorboard = nullptr;
+  exporters::ChromeTraceWriter* trace = nullptr;
+  if (!options.tensorboard_dir.empty()) {
+    auto writer = std::make_unique<exporters::TensorBoardWriter>(options.tensorboard_dir);
+    tensorboard = writer.get();
+    sinks.push_back(std::move(writer));
+  }
+  if (!options.trace_path.empty()) {
+    exporters::ChromeTraceOptions trace_options;
+    trace_options.max_events = options.max_events;
+    trace_options.overwrite = options.force;
+    auto writer = std::make_unique<exporters::ChromeTraceWriter>(options.trace_path, trace_options);
+    trace = writer.get();
+    sinks.push_back(std::move(writer));
+  }
+  if (!options.csv_path.empty()) {
+    sinks.push_back(std::make_unique<report::CsvFileSink>(options.csv_path,
+                                                          report::CsvRows::Devices, options.force));
+    outputs.push_back(options.csv_path);
+  }
+  if (!options.csv_processes_path.empty()) {
+    sinks.push_back(std::make_unique<report::CsvFileSink>(
+        options.csv_processes_path, report::CsvRows::Processes, options.force));
+    outputs.push_back(options.csv_processes_path);
+  }
+  if (!options.csv_steps_path.empty()) {
+    sinks.push_back(std::make_unique<report::CsvFileSink>(options.csv_steps_path,
+                                                          report::CsvRows::Steps, options.force));
+    outputs.push_back(options.csv_steps_path);
+  }
+  if (!options.jsonl_path.empty()) {
+    sinks.push_back(std::make_unique<report::JsonlFileSink>(options.jsonl_path, options.force));
+    outputs.push_back(options.jsonl_path);
+  }
+
+  uint64_t samples = 0;
+  SystemSample sample;
+  while (reader->next(sample)) {
+    for (auto& sink : sinks) sink->write(sample);
+    ++samples;
+  }
+  if (reader->tail_state() != TailState::Clean) {
+    std::fprintf(stderr, "vramscope: warning: %s: %s; exported the %llu samples before it\n",
+                 options.input.c_str(), reader->tail_message().c_str(),
+                 static_cast<unsigned long long>(samples));
+  }
+  if (tensorboard != nullptr) {
+    tensorboard->close();
+    outputs.insert(outputs.begin(), tensorboard->path());
+  }
+  if (trace != nullptr) {
+    trace->close();
+    std::string note =
+        options.trace_path + " (" + std::to_string(trace->events_written()) + " events";
+    if (trace->events_dropped() > 0) {
+      note += ", " + std::to_string(trace->events_dropped()) + " dropped by --max-events";
+    }
+    outputs.push_back(note + ")");
+  }
+  for (auto& sink : sinks) sink->flush();
+  std::fprintf(stderr, "exported %llu samples to:\n", static_cast<unsigned long long>(samples));
+  for (const std::string& output : outputs) std::fprintf(stderr, "  %s\n", output.c_str());
+  return ExitOk;
+}
+
+}  // namespace
 
 Command add_export_command(CLI::App& app) {
   auto* sub = app.add_subcommand(
@@ -34,18 +139,7 @@ Command add_export_command(CLI::App& app) {
       "memory/{rankR|pidP}/cudaD/{allocated,reserved,...,step_peak_*}_bytes and, for processes "
       "that\n"
       "track categories, memory/{rankR|pidP}/cudaD/category/<name>_bytes (docs/tensorboard.md).");
-  struct Options {
-    std::string input;
-    std::string tensorboard_dir;
-    std::string trace_path;
-    std::string csv_path;
-    std::string csv_processes_path;
-    std::string csv_steps_path;
-    std::string jsonl_path;
-    uint64_t max_events = exporters::ChromeTraceOptions{}.max_events;
-    bool force = false;
-  };
-  auto options = std::make_shared<Options>();
+  auto options = std::make_shared<ExportOptions>();
   sub->add_option("FILE", options->input, "Recording made by `vramscope record`")
       ->required()
       ->check(readable_file());
@@ -67,97 +161,7 @@ Command add_export_command(CLI::App& app) {
                   "Write one JSON document (the --json schema) per sample per line");
   sub->add_flag("--force", options->force, "Overwrite existing output files");
 
-  return Command{
-      sub, [options]() -> int {
-        if (options->tensorboard_dir.empty() && options->trace_path.empty() &&
-            options->csv_path.empty() && options->csv_processes_path.empty() &&
-            options->csv_steps_path.empty() && options->jsonl_path.empty()) {
-          throw Error(
-              "export: give at least one output (--tensorboard DIR, --trace FILE, --csv FILE, "
-              "--csv-processes FILE, "
-              "--csv-steps FILE, --jsonl FILE)",
-              ExitUsage);
-        }
-        if (!options->force) {
-          for (const std::string* path :
-               {&options->trace_path, &options->csv_path, &options->csv_processes_path,
-                &options->csv_steps_path, &options->jsonl_path}) {
-            if (!path->empty() && ::access(path->c_str(), F_OK) == 0) {
-              throw Error(*path + " already exists (pass --force to overwrite it)");
-            }
-          }
-        }
-        auto reader = RecordingReader::open(options->input);
-
-        std::vector<std::unique_ptr<exporters::Sink>> sinks;
-        std::vector<std::string> outputs;
-        exporters::TensorBoardWriter* tensorboard = nullptr;
-        exporters::ChromeTraceWriter* trace = nullptr;
-        if (!options->tensorboard_dir.empty()) {
-          auto writer = std::make_unique<exporters::TensorBoardWriter>(options->tensorboard_dir);
-          tensorboard = writer.get();
-          sinks.push_back(std::move(writer));
-        }
-        if (!options->trace_path.empty()) {
-          exporters::ChromeTraceOptions trace_options;
-          trace_options.max_events = options->max_events;
-          trace_options.overwrite = options->force;
-          auto writer =
-              std::make_unique<exporters::ChromeTraceWriter>(options->trace_path, trace_options);
-          trace = writer.get();
-          sinks.push_back(std::move(writer));
-        }
-        if (!options->csv_path.empty()) {
-          sinks.push_back(std::make_unique<report::CsvFileSink>(
-              options->csv_path, report::CsvRows::Devices, options->force));
-          outputs.push_back(options->csv_path);
-        }
-        if (!options->csv_processes_path.empty()) {
-          sinks.push_back(std::make_unique<report::CsvFileSink>(
-              options->csv_processes_path, report::CsvRows::Processes, options->force));
-          outputs.push_back(options->csv_processes_path);
-        }
-        if (!options->csv_steps_path.empty()) {
-          sinks.push_back(std::make_unique<report::CsvFileSink>(
-              options->csv_steps_path, report::CsvRows::Steps, options->force));
-          outputs.push_back(options->csv_steps_path);
-        }
-        if (!options->jsonl_path.empty()) {
-          sinks.push_back(
-              std::make_unique<report::JsonlFileSink>(options->jsonl_path, options->force));
-          outputs.push_back(options->jsonl_path);
-        }
-
-        uint64_t samples = 0;
-        SystemSample sample;
-        while (reader->next(sample)) {
-          for (auto& sink : sinks) sink->write(sample);
-          ++samples;
-        }
-        if (reader->tail_state() != TailState::Clean) {
-          std::fprintf(stderr, "vramscope: warning: %s: %s; exported the %llu samples before it\n",
-                       options->input.c_str(), reader->tail_message().c_str(),
-                       static_cast<unsigned long long>(samples));
-        }
-        if (tensorboard != nullptr) {
-          tensorboard->close();
-          outputs.insert(outputs.begin(), tensorboard->path());
-        }
-        if (trace != nullptr) {
-          trace->close();
-          std::string note =
-              options->trace_path + " (" + std::to_string(trace->events_written()) + " events";
-          if (trace->events_dropped() > 0) {
-            note += ", " + std::to_string(trace->events_dropped()) + " dropped by --max-events";
-          }
-          outputs.push_back(note + ")");
-        }
-        for (auto& sink : sinks) sink->flush();
-        std::fprintf(stderr, "exported %llu samples to:\n",
-                     static_cast<unsigned long long>(samples));
-        for (const std::string& output : outputs) std::fprintf(stderr, "  %s\n", output.c_str());
-        return ExitOk;
-      }};
+  return Command{sub, [options] { return run_export(*options); }};
 }
 
 }  // namespace vramscope::cli

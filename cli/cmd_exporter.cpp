@@ -1,9 +1,9 @@
 // cli/cmd_exporter.cpp -- `vramscope exporter`: Prometheus /metrics over HTTP
 //
 // One background thread samples NVML and the agents every --interval and renders the body;
-// scrapes only copy that string (see exporters/metrics_cache.hpp), so scrape cost is bounded and
-// concurrent scrapers never multiply driver calls. SIGINT/SIGTERM are taken with sigwait() on
-// the main thread (blocked everywhere else), which stops the server cleanly.
+// scrapes only copy that string (see vramscope/exporters/metrics_cache.hpp), so scrape cost is
+// bounded and concurrent scrapers never multiply driver calls. SIGINT/SIGTERM are taken with
+// sigwait() on the main thread (blocked everywhere else), which stops the server cleanly.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -15,9 +15,12 @@
 #include <thread>
 
 #include "commands.hpp"
-#include "exporters/http_server.hpp"
-#include "exporters/metrics_cache.hpp"
 #include "output.hpp"
+#include "pacing.hpp"
+#include "validators.hpp"
+#include "vramscope/backends/open_sampler.hpp"
+#include "vramscope/exporters/http_server.hpp"
+#include "vramscope/exporters/metrics_cache.hpp"
 #include "vramscope/sampler.hpp"
 #include "vramscope/status.hpp"
 #include "vramscope/units.hpp"
@@ -58,19 +61,14 @@ ListenAddress parse_listen(const std::string& text) {
           ExitUsage);
     }
   }
-  std::size_t used = 0;
-  int port = -1;
-  try {
-    port = std::stoi(port_text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != port_text.size() || port < 0 || port > 65535) {
+  // Digits only: std::stoi read " 80" and "+0" as ports.
+  const std::optional<uint64_t> port = parse_strict_decimal(port_text, 65535);
+  if (!port) {
     throw Error("--listen: bad port '" + port_text + "' in '" + text +
                     "' (expected HOST:PORT, port 0-65535)",
                 ExitUsage);
   }
-  address.port = port;
+  address.port = static_cast<int>(*port);
   // A numeric address must be one (999.1.1.1 is not): said now, before the driver is opened,
   // instead of as a bind failure after it. Names (localhost) are left to the bind.
   const bool looks_numeric = address.host.find_first_not_of("0123456789.") == std::string::npos ||
@@ -92,6 +90,86 @@ const char* landing_page =
     "allocator.</p>\n"
     "<p><a href=\"/metrics\">Metrics</a></p>\n</body></html>\n";
 
+struct ExporterOptions {
+  std::string listen = "127.0.0.1:" + std::to_string(default_port);
+  std::string interval = "1s";
+  bool no_per_process = false;
+  bool no_agents = false;
+};
+
+/// `vramscope exporter`: serves the cache until SIGINT or SIGTERM.
+int run_exporter(const ExporterOptions& options) {
+  const ListenAddress address = parse_listen(options.listen);
+  const auto interval_ns = parse_duration_ns(options.interval);
+  if (!interval_ns || *interval_ns < minimum_exporter_interval_ns ||
+      *interval_ns > maximum_interval_ns) {
+    throw Error("--interval: expected a duration of 100ms to 24h (e.g. 1s, 500ms), got '" +
+                    options.interval + "'",
+                ExitUsage);
+  }
+
+  SamplerOptions sampler_options;
+  sampler_options.read_agents = !options.no_agents;
+  sampler_options.on_warning = warn_stderr;
+  std::shared_ptr<Sampler> sampler =
+      open_sampler(sampler_options);  // throws: exit 3 without a driver
+
+  // Block the stop signals before any thread starts: every thread inherits the mask, so only
+  // sigwait() below ever sees them. SIGPIPE is ignored: a scraper hanging up is not our
+  // death.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  exporters::PrometheusOptions render_options;
+  render_options.per_process = !options.no_per_process;
+  exporters::MetricsCache cache(
+      [sampler](SystemSample& out) {
+        sampler->sample(out);
+        return true;
+      },
+      *interval_ns, render_options);
+
+  const std::string metrics_type(exporters::prometheus_content_type);
+  exporters::HttpServer server(address.host, address.port,
+                               [&cache, &metrics_type](const std::string& path) {
+                                 exporters::HttpResponse response;
+                                 if (path == "/metrics") {
+                                   response.content_type = metrics_type;
+                                   response.body = *cache.body();
+                                 } else if (path == "/") {
+                                   response.content_type = "text/html; charset=utf-8";
+                                   response.body = landing_page;
+                                 } else {
+                                   response.status = 404;
+                                   response.body = "not found: try /metrics\n";
+                                 }
+                                 return response;
+                               });
+
+  cache.start();
+  std::thread serving([&server] { server.serve(); });
+  const std::string shown_host =
+      address.host.find(':') != std::string::npos ? "[" + address.host + "]" : address.host;
+  std::fprintf(stderr,
+               "vramscope %s exporter: serving http://%s:%d/metrics (sampling every %s; "
+               "Ctrl-C stops)\n",
+               version, shown_host.c_str(), server.port(), options.interval.c_str());
+  std::fflush(stderr);
+
+  int received = 0;
+  sigwait(&stop_signals, &received);
+  server.stop();
+  serving.join();
+  cache.stop();
+  std::fprintf(stderr, "vramscope exporter: stopped (%s)\n",
+               received == SIGINT ? "SIGINT" : "SIGTERM");
+  return ExitOk;
+}
+
 }  // namespace
 
 Command add_exporter_command(CLI::App& app) {
@@ -106,18 +184,12 @@ Command add_exporter_command(CLI::App& app) {
       "Families, labels and the dcgm-exporter mapping: docs/prometheus.md.\n"
       "Example scrape config:  - job_name: vramscope\n"
       "                          static_configs: [{targets: ['gpu-host:8726']}]");
-  struct Options {
-    std::string listen = "127.0.0.1:" + std::to_string(default_port);
-    std::string interval = "1s";
-    bool no_per_process = false;
-    bool no_agents = false;
-  };
-  auto options = std::make_shared<Options>();
+  auto options = std::make_shared<ExporterOptions>();
   sub->add_option("--listen", options->listen,
                   "HOST:PORT to bind (port 0 picks a free one and prints it)")
       ->capture_default_str();
   sub->add_option("--interval", options->interval,
-                  "How often to sample the driver and agents (at least 100ms; e.g. 500ms, 2s)")
+                  "How often to sample the driver and agents (100ms to 24h; e.g. 500ms, 2s)")
       ->capture_default_str();
   sub->add_flag("--no-per-process", options->no_per_process,
                 "Leave out vramscope_process_gpu_memory_used_bytes (per-pid series churn as jobs "
@@ -125,77 +197,7 @@ Command add_exporter_command(CLI::App& app) {
   sub->add_flag("--no-agents", options->no_agents,
                 "Driver view only: do not read PyTorch agents' segments");
 
-  return Command{
-      sub, [options]() -> int {
-        const ListenAddress address = parse_listen(options->listen);
-        const auto interval_ns = parse_duration_ns(options->interval);
-        if (!interval_ns || *interval_ns < minimum_exporter_interval_ns) {
-          throw Error("--interval: expected a duration of at least 100ms (e.g. 1s, 500ms), got '" +
-                          options->interval + "'",
-                      ExitUsage);
-        }
-
-        SamplerOptions sampler_options;
-        sampler_options.read_agents = !options->no_agents;
-        sampler_options.on_warning = warn_stderr;
-        std::shared_ptr<Sampler> sampler =
-            open_sampler(sampler_options);  // throws: exit 3 without a driver
-
-        // Block the stop signals before any thread starts: every thread inherits the mask, so only
-        // sigwait() below ever sees them. SIGPIPE is ignored: a scraper hanging up is not our
-        // death.
-        sigset_t stop_signals;
-        sigemptyset(&stop_signals);
-        sigaddset(&stop_signals, SIGINT);
-        sigaddset(&stop_signals, SIGTERM);
-        pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-        std::signal(SIGPIPE, SIG_IGN);
-
-        exporters::PrometheusOptions render_options;
-        render_options.per_process = !options->no_per_process;
-        exporters::MetricsCache cache(
-            [sampler](SystemSample& out) {
-              sampler->sample(out);
-              return true;
-            },
-            *interval_ns, render_options);
-
-        const std::string metrics_type(exporters::prometheus_content_type);
-        exporters::HttpServer server(address.host, address.port,
-                                     [&cache, &metrics_type](const std::string& path) {
-                                       exporters::HttpResponse response;
-                                       if (path == "/metrics") {
-                                         response.content_type = metrics_type;
-                                         response.body = *cache.body();
-                                       } else if (path == "/") {
-                                         response.content_type = "text/html; charset=utf-8";
-                                         response.body = landing_page;
-                                       } else {
-                                         response.status = 404;
-                                         response.body = "not found: try /metrics\n";
-                                       }
-                                       return response;
-                                     });
-
-        cache.start();
-        std::thread serving([&server] { server.serve(); });
-        const std::string shown_host =
-            address.host.find(':') != std::string::npos ? "[" + address.host + "]" : address.host;
-        std::fprintf(stderr,
-                     "vramscope %s exporter: serving http://%s:%d/metrics (sampling every %s; "
-                     "Ctrl-C stops)\n",
-                     version, shown_host.c_str(), server.port(), options->interval.c_str());
-        std::fflush(stderr);
-
-        int received = 0;
-        sigwait(&stop_signals, &received);
-        server.stop();
-        serving.join();
-        cache.stop();
-        std::fprintf(stderr, "vramscope exporter: stopped (%s)\n",
-                     received == SIGINT ? "SIGINT" : "SIGTERM");
-        return ExitOk;
-      }};
+  return Command{sub, [options] { return run_exporter(*options); }};
 }
 
 }  // namespace vramscope::cli

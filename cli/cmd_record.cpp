@@ -17,16 +17,17 @@
 
 #include "child_process.hpp"
 #include "commands.hpp"
-#include "core/posix_io.hpp"
 #include "output.hpp"
 #include "pacing.hpp"
 #include "record.hpp"
-#include "report/recording_summary.hpp"
 #include "rotation.hpp"
 #include "stop_signals.hpp"
 #include "validators.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/clock.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/core/posix_io.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/report/recording_summary.hpp"
 #include "vramscope/sampler.hpp"
 #include "vramscope/units.hpp"
 #include "vramscope/version.hpp"
@@ -81,11 +82,15 @@ int run_record(const RecordOptions& options) {
   }
   std::optional<uint64_t> max_size_bytes;
   if (!options.max_size.empty()) {
-    max_size_bytes = parse_size_bytes(options.max_size);
+    // parse_size_bytes forgives surrounding spaces; an option's value is taken as written.
+    const bool is_trimmed = options.max_size.find_first_of(" \t") != 0 &&
+                            options.max_size.find_last_of(" \t") != options.max_size.size() - 1;
+    if (is_trimmed) max_size_bytes = parse_size_bytes(options.max_size);
     // Below 1 KiB every flush would start a new file (tests use the smallest).
     if (!max_size_bytes || *max_size_bytes < 1024U) {
       throw Error("--max-size: expected a size of at least 1KiB (1GiB, 500MB), got '" +
-                  options.max_size + "'");
+                      options.max_size + "'",
+                  ExitUsage);
     }
   }
   // Said before anything starts; the writer refuses again (atomically) when it creates the file.
@@ -205,7 +210,7 @@ Command add_record_command(CLI::App& app) {
       ->required();
   record
       ->add_option("-i,--interval", options->interval,
-                   "Time between samples: 10ms, 0.5s, 2 (seconds); at least 1ms")
+                   "Time between samples: 10ms, 0.5s, 2 (seconds); 1ms to 24h")
       ->capture_default_str();
   // Empty means "no limit" inside: given empty on the command line, it would record forever.
   record
@@ -214,10 +219,12 @@ Command add_record_command(CLI::App& app) {
       ->check(non_empty());
   record->add_flag("--force", options->force, "Overwrite FILE if it exists");
   CLI::Option* max_size =
-      record->add_option("--max-size", options->max_size,
-                         "When FILE reaches this size (1GiB, 500MB), close it, rotate it to FILE.1 "
-                         "(FILE.1 to FILE.2, ...) and record on into a new FILE; for jobs that run "
-                         "for weeks");
+      record
+          ->add_option("--max-size", options->max_size,
+                       "When FILE reaches this size (1GiB, 500MB), close it, rotate it to FILE.1 "
+                       "(FILE.1 to FILE.2, ...) and record on into a new FILE; for jobs that run "
+                       "for weeks")
+          ->check(non_empty());
   record
       ->add_option("--rotate", options->rotate,
                    "With --max-size: rotated files to keep (FILE.1 ... FILE.N); older ones are "

@@ -6,7 +6,8 @@
 
 #include "atomic_file.hpp"
 #include "commands.hpp"
-#include "report/html_report.hpp"
+#include "file_args.hpp"
+#include "vramscope/report/html_report.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {
@@ -53,7 +54,7 @@ Command add_report_command(CLI::App& app) {
       "without a GPU.");
   report->add_option("file", options->path, "Recording made by `vramscope record`")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(readable_file());
   report->add_option("-o,--output", options->output, "HTML file to write (created 0600)")
       ->required();
   report->add_flag("--force", options->force, "Replace the output file if it exists");

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "core/posix_io.hpp"
 #include "pacing.hpp"
 #include "record.hpp"
 #include "run_python.hpp"
+#include "vramscope/core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {

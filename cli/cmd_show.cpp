@@ -7,8 +7,8 @@
 #include "commands.hpp"
 #include "file_args.hpp"
 #include "output.hpp"
-#include "report/recording_summary.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/report/recording_summary.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {

@@ -7,10 +7,11 @@
 
 #include "commands.hpp"
 #include "output.hpp"
-#include "report/csv_report.hpp"
-#include "report/json_report.hpp"
-#include "report/table_report.hpp"
 #include "terminal.hpp"
+#include "vramscope/backends/open_sampler.hpp"
+#include "vramscope/report/csv_report.hpp"
+#include "vramscope/report/json_report.hpp"
+#include "vramscope/report/table_report.hpp"
 #include "vramscope/sampler.hpp"
 
 namespace vramscope::cli {

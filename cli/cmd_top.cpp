@@ -15,10 +15,11 @@
 #include "ncurses_screen.hpp"
 #include "top_session.hpp"
 #include "validators.hpp"
-#include "view/render.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/status.hpp"
 #include "vramscope/units.hpp"
+#include "vramscope/view/render.hpp"
 
 namespace vramscope::cli {
 

@@ -5,12 +5,13 @@
 #include "commands.hpp"
 #include "output.hpp"
 #include "pacing.hpp"
-#include "report/csv_report.hpp"
-#include "report/json_report.hpp"
-#include "report/watch_line.hpp"
 #include "stop_signals.hpp"
 #include "validators.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/report/csv_report.hpp"
+#include "vramscope/report/json_report.hpp"
+#include "vramscope/report/watch_line.hpp"
 #include "vramscope/sampler.hpp"
 
 namespace vramscope::cli {
@@ -75,7 +76,7 @@ Command add_watch_command(CLI::App& app) {
       "does not drift.");
   watch
       ->add_option("-i,--interval", options->interval,
-                   "Time between samples: 10ms, 0.5s, 2 (seconds), 1m; at least 1ms")
+                   "Time between samples: 10ms, 0.5s, 2 (seconds), 1m; 1ms to 24h")
       ->capture_default_str();
   watch->add_option("-n,--count", options->count, "Stop after N samples (0: until Ctrl-C)")
       ->check(count_number())

@@ -1,4 +1,4 @@
-// cli/file_args.hpp -- file arguments checked while parsing, in vramscope's words, with exit 1
+// cli/file_args.hpp -- recording arguments checked while parsing, in vramscope's words, one exit code
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -6,14 +6,23 @@
 
 namespace vramscope::cli {
 
-/// Why `path` cannot be read as an input file ("no such file", "is a directory, not a file",
-/// "cannot read it: Permission denied"), or "" when it can.
-std::string unreadable_file_reason(const std::string& path);
+/// Why `path` cannot be read as an input file, and the exit code that says so.
+struct UnreadableFile {
+  /// "no such file", "is a directory, not a file", "cannot read it: Permission denied"; "" when
+  /// the path can be read as a file.
+  std::string reason;
+  /// 1 for an error of the environment (missing, no permission), 2 for a path that names no
+  /// regular file at all (a directory, a symlink loop, a FIFO, a device): a usage error.
+  int exit_code = 0;
+};
 
-/// A CLI11 check for an input file (a recording). Unlike CLI::ExistingFile (a usage error,
-/// exit 2, "File does not exist: ..."), a file that is missing, a directory or unreadable
-/// throws vramscope::Error "FILE: no such file" with exit 1, the same as when opening it
-/// fails later: a wrong path is an error of the environment, not of the command line.
+/// Checks `path` without opening it (a FIFO would block): see UnreadableFile.
+UnreadableFile unreadable_file_reason(const std::string& path);
+
+/// A CLI11 check for an input recording, shared by show, export, top --replay, report and diff so
+/// that they fail alike: throws vramscope::Error "FILE: <reason>" with UnreadableFile's exit code
+/// (CLI::ExistingFile said "File does not exist: ..." with exit 2 for some and let others through
+/// to fail with exit 1 later).
 CLI::Validator readable_file();
 
 }  // namespace vramscope::cli

@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "view/canvas.hpp"
+#include "vramscope/view/canvas.hpp"
 
 namespace vramscope::cli {
 

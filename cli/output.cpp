@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/posix_io.hpp"
+#include "vramscope/core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {

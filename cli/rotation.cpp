@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/posix_io.hpp"
+#include "vramscope/core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {

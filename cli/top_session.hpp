@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "view/model.hpp"
-#include "view/replay.hpp"
 #include "vramscope/sampler.hpp"
+#include "vramscope/view/model.hpp"
+#include "vramscope/view/replay.hpp"
 
 namespace vramscope::cli {
 

@@ -9,15 +9,21 @@
 
 namespace vramscope::cli {
 
+std::optional<uint64_t> parse_strict_decimal(std::string_view text, uint64_t maximum) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || value > maximum) return std::nullopt;
+  return value;
+}
+
 CLI::Validator count_number() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        uint64_t value = 0;
-        const char* end = text.data() + text.size();
-        const bool digits_only =
-            !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-        const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-        if (!digits_only || ec != std::errc() || ptr != end) {
+        if (!parse_strict_decimal(text, UINT64_MAX)) {
           return "expected a whole number from 0 to 18446744073709551615, got '" + text + "'";
         }
         return {};

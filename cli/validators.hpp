@@ -7,8 +7,15 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace vramscope::cli {
+
+/// `text` as a plain decimal number: ASCII digits only (no sign, no spaces, not empty), at most
+/// `maximum`. std::stoi and strtoull take " 80" and "+0"; a value we check must be what it says.
+std::optional<uint64_t> parse_strict_decimal(std::string_view text, uint64_t maximum);
 
 /// A decimal count: ASCII digits only (no sign, no spaces, not empty), at most 2^64-1.
 CLI::Validator count_number();

@@ -7,6 +7,10 @@
 #   PRIVATE. Nothing of a higher layer is ever on a layer's link interface, so a call upward
 #   leaves an undefined symbol in any program that links the lower layer alone: tests/cpp/layers
 #   links each layer that way and fails on such a call.
+#   Nor on its include path: a layer's headers are src/<name>/include/vramscope/<name>/*.hpp,
+#   and that folder is the only one it adds (PUBLIC), so a file sees the headers of its own layer
+#   and of the layers it declares, and an #include "vramscope/<layer>/..." of any other layer
+#   fails to compile with that layer's name in the message (tests/cpp/layers checks it bites).
 #
 # vramscope_layer_variant(<name> SUFFIX <s> ABI <0|1>)
 #   Defines vramscope_<name>_<s> and the same variant of every layer beneath it: the layer's
@@ -20,9 +24,20 @@ include_guard(GLOBAL)
 
 # Headers of third-party libraries (cmake/VramscopeThirdParty.cmake): a source that includes one
 # needs that library, so it is not part of a layer's third-party-free variant. Scanning sources
-# is enough because no header of src/ or include/ includes a third-party header: keep it so (a
-# layer uses its libraries in its .cpp files, privately).
-set(VRAMSCOPE_THIRD_PARTY_INCLUDE_REGEX "^#include <(zstd\\.h|fmt/|nlohmann/|httplib\\.h|CLI/)")
+# is enough because no header of a layer or of include/ includes a third-party header: keep it
+# so (a layer uses its libraries in its .cpp files, privately).
+set(VRAMSCOPE_THIRD_PARTY_INCLUDE_REGEX "^#include <(zstd\\.h|fmt/|nlohmann/|CLI/)")
+
+# The include folders of layer `name` on `target`: the layer's own, and for core (beneath every
+# layer) also include/, the library's public API.
+function(_vramscope_layer_includes target name)
+  if(EXISTS ${PROJECT_SOURCE_DIR}/src/${name}/include)
+    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src/${name}/include)
+  endif()
+  if(name STREQUAL "core")
+    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/include)
+  endif()
+endfunction()
 
 function(vramscope_layer name)
   cmake_parse_arguments(L "" "" "DEPS;LIBS" ${ARGN})
@@ -42,6 +57,7 @@ function(vramscope_layer name)
   file(GLOB_RECURSE _sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
   add_library(vramscope_${name} STATIC ${_sources})
   add_library(vramscope::${name} ALIAS vramscope_${name})
+  _vramscope_layer_includes(vramscope_${name} ${name})
   list(TRANSFORM L_DEPS PREPEND vramscope_ OUTPUT_VARIABLE _dep_targets)
   target_link_libraries(vramscope_${name} PUBLIC ${_dep_targets} PRIVATE ${L_LIBS})
   vramscope_warnings(vramscope_${name})
@@ -69,7 +85,7 @@ function(vramscope_layer_variant name)
   list(TRANSFORM _deps PREPEND vramscope_ OUTPUT_VARIABLE _dep_targets)
   list(TRANSFORM _dep_targets APPEND _${V_SUFFIX})
   target_link_libraries(${_target} PUBLIC ${_dep_targets})
-  target_include_directories(${_target} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+  _vramscope_layer_includes(${_target} ${name})
   target_compile_definitions(${_target} PUBLIC _GLIBCXX_USE_CXX11_ABI=${V_ABI})
   if(NOT _deps)
     target_link_libraries(${_target} PUBLIC Threads::Threads ${CMAKE_DL_LIBS})

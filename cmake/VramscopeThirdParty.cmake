@@ -14,7 +14,7 @@
 # build (VRAMSCOPE_CLI=OFF) needs no third-party header at all.
 
 set(VRAMSCOPE_THIRD_PARTY_INCLUDE "$ENV{VRAMSCOPE_THIRD_PARTY_INCLUDE}" CACHE PATH
-    "Extra include folder holding nlohmann/, fmt/, CLI/, httplib.h")
+    "Extra include folder holding nlohmann/, fmt/, CLI/")
 option(VRAMSCOPE_STATIC_CURSES
        "Link ncursesw and tinfo statically into the CLI (the distributable wheel: tools/build-wheel.sh)" OFF)
 
@@ -33,7 +33,6 @@ endif()
 set(_vramscope_pkg_json "nlohmann-json3-dev|json-devel|nlohmann_json")
 set(_vramscope_pkg_fmt "libfmt-dev|fmt-devel|fmt")
 set(_vramscope_pkg_cli11 "libcli11-dev|cli11-devel|cli11")
-set(_vramscope_pkg_httplib "libcpp-httplib-dev|cpp-httplib-devel|cpp-httplib")
 set(_vramscope_pkg_curses "libncurses-dev|ncurses-devel|ncurses")
 set(_vramscope_pkg_zstd "libzstd-dev|libzstd-devel|zstd")
 set(_vramscope_missing "")
@@ -78,7 +77,6 @@ find_package(Threads REQUIRED)
 
 if(VRAMSCOPE_CLI)
   _vramscope_header_lib(vramscope_cli11 CLI/CLI.hpp ${_vramscope_pkg_cli11})
-  _vramscope_header_lib(vramscope_httplib httplib.h ${_vramscope_pkg_httplib})
   set(CURSES_NEED_NCURSES TRUE)
   set(CURSES_NEED_WIDE TRUE)
   find_package(Curses QUIET)

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # tools/fuzz.sh -- build the libFuzzer targets with clang and fuzz the recording reader, the
-# sample decoder, the agent-segment reader and the packed-chunk decompressor.
+# sample decoder, the agent-segment reader, the packed-chunk decompressor and, knowing format 3,
+# what `show` and `show --scan` make of recordings forged behind valid checksums.
 #
-# Usage: tools/fuzz.sh [SECONDS]   (default 60 in all, a quarter for each target; CI uses about 60)
-# Builds in build/fuzz, writes the seeds into tests/fuzz/corpus/{recording,payload,segment,packed},
+# Usage: tools/fuzz.sh [SECONDS]   (default 60 in all, a fifth for each target; CI uses about 60)
+# Builds in build/fuzz, writes the seeds into tests/fuzz/corpus/{recording,payload,segment,packed}
+# and the format target's (issue 34's hostile files among them) into build/fuzz/seeds-format,
 # then fuzzes with ASan+UBSan on working corpora in build/fuzz/corpus-*. A crash leaves its input as
 # build/fuzz/crash-* and the script exits non-zero; reproduce with
 #   build/fuzz/tests/fuzz/fuzz_recording_reader build/fuzz/crash-<hash>   (or the target that found it)
 set -euo pipefail
 
 seconds="${1:-60}"
-if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 4 ]; then
-  echo "usage: $0 [SECONDS>=4]" >&2
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 5 ]; then
+  echo "usage: $0 [SECONDS>=5]" >&2
   exit 2
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,14 +26,16 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 echo "building the fuzz targets with clang (log: build/fuzz/build.log)"
 cmake --build "$build" -j "$jobs" \
   --target fuzz_recording_reader fuzz_sample_decoder fuzz_agent_segment fuzz_packed_chunk \
-  fuzz_make_seeds \
+  fuzz_recording_format fuzz_make_seeds fuzz_make_format_seeds \
   >"$build/build.log" 2>&1 || { tail -n 40 "$build/build.log"; exit 1; }
 
 seeds="$root/tests/fuzz/corpus"
 mkdir -p "$seeds/recording" "$seeds/payload" "$seeds/segment" "$seeds/packed" \
-  "$build/corpus-recording" "$build/corpus-payload" "$build/corpus-segment" "$build/corpus-packed"
+  "$build/corpus-recording" "$build/corpus-payload" "$build/corpus-segment" "$build/corpus-packed" \
+  "$build/corpus-format" "$build/seeds-format"
 "$build/tests/fuzz/fuzz_make_seeds" "$seeds/recording" "$seeds/payload" "$seeds/segment" \
   "$seeds/packed"
+"$build/tests/fuzz/fuzz_make_format_seeds" "$build/seeds-format"
 
 cd "$build"
 # -rss_limit_mb bounds what a crafted file may make the reader allocate; -max_len lets an input
@@ -54,10 +58,12 @@ fuzz() {
   read -r _ runs _ _ took _ <<<"$summary"
   echo "$name: $runs runs in $took s, no crash"
 }
-quarter=$((seconds / 4))
-fuzz fuzz_recording_reader "$quarter" "$build/corpus-recording" "$seeds/recording"
-fuzz fuzz_sample_decoder "$quarter" "$build/corpus-payload" "$seeds/payload"
-fuzz fuzz_packed_chunk "$quarter" "$build/corpus-packed" "$seeds/packed"
+fifth=$((seconds / 5))
+fuzz fuzz_recording_reader "$fifth" "$build/corpus-recording" "$seeds/recording"
+fuzz fuzz_sample_decoder "$fifth" "$build/corpus-payload" "$seeds/payload"
+fuzz fuzz_packed_chunk "$fifth" "$build/corpus-packed" "$seeds/packed"
 # A segment of two slots and full rings is about 68 KiB: let inputs be that long.
-fuzz fuzz_agent_segment "$((seconds - 3 * quarter))" "$build/corpus-segment" "$seeds/segment" \
-  -max_len=70000
+fuzz fuzz_agent_segment "$fifth" "$build/corpus-segment" "$seeds/segment" -max_len=70000
+# The hostile seeds run to 128 KiB (a 16 MiB digest a hundred times, 1,900 pids a sample).
+fuzz fuzz_recording_format "$((seconds - 4 * fifth))" "$build/corpus-format" \
+  "$build/seeds-format" -max_len=131072

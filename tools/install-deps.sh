@@ -16,7 +16,7 @@ log() { printf '[vramscope setup] %s\n' "$*" >&2; }
 
 # --- Debian packages --------------------------------------------------------------------------
 packages=(build-essential cmake ninja-build pkg-config git
-          libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libncurses-dev
+          libcli11-dev libfmt-dev nlohmann-json3-dev libncurses-dev
           libzstd-dev)
 if [[ $cli_only -eq 0 ]]; then
   # chromium (~300 MB installed) renders `vramscope report` pages in tests/e2e/report_chromium.sh.

@@ -117,7 +117,7 @@ fi
 
 if [[ -x tools/fuzz.sh ]]; then
   fuzz_seconds="${VRAMSCOPE_FUZZ_SECONDS:-60}"
-  section "fuzzing the recording reader, the sample decoder, packed chunks and the agent-segment reader ($fuzz_seconds s in all, a quarter each)"
+  section "fuzzing the recording reader, the sample decoder, packed chunks, the agent-segment reader and format 3 as show reads it ($fuzz_seconds s in all, a fifth each)"
   if with_progress build/fuzz.log tools/fuzz.sh "$fuzz_seconds"; then
     grep -E '^fuzz_[a-z_]+: ' build/fuzz.log; passed=$((passed + 1))
   else

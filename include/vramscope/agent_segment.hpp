@@ -2,7 +2,7 @@
 //
 // One segment per monitored process in an owner-only directory. The writer (the agent thread in
 // the trainer) never blocks on readers; readers validate everything and never block the writer.
-// The byte layout is drawn in src/format/agent_segment_layout.hpp and specified in
+// The byte layout is drawn in vramscope/format/agent_segment_layout.hpp and specified in
 // docs/agent-segment.md.
 #pragma once
 
@@ -15,17 +15,10 @@
 
 namespace vramscope {
 
-/// Directory holding the segments: $VRAMSCOPE_SHM_DIR if set, else /dev/shm/vramscope-<uid>.
-/// Created 0700 on first use by a writer.
-std::string agent_segment_dir();
-
-/// Publishes one process's allocator stats. Owned by the agent thread; not thread-safe.
+/// Publishes one process's allocator stats. Owned by the agent thread; not thread-safe. Opened
+/// by open_agent_segment_writer() (format: vramscope/format/agent_segments.hpp).
 class AgentSegmentWriter {
  public:
-  /// Creates the segment file for `pid` with room for `device_slots` CUDA devices (mode 0600).
-  /// Throws vramscope::Error on failure. `dir` empty means agent_segment_dir().
-  static std::unique_ptr<AgentSegmentWriter> create(uint32_t pid, uint32_t device_slots,
-                                                    const std::string& dir = {});
   virtual ~AgentSegmentWriter() = default;
   /// Publishes the current stats of device `slot` (seqlock write; readers retry, never block us).
   virtual void publish(uint32_t slot, const AllocatorSample& sample) = 0;
@@ -38,11 +31,10 @@ class AgentSegmentWriter {
 };
 
 /// Reads every live segment in a directory. Remembers what it returned so that steps and OOMs
-/// are reported once; removes segments whose writer process is gone.
+/// are reported once; removes segments whose writer process is gone. Opened by
+/// open_agent_segment_reader() (format); the Sampler (core) holds one.
 class AgentSegmentReader {
  public:
-  /// `dir` empty means agent_segment_dir().
-  static std::unique_ptr<AgentSegmentReader> create(const std::string& dir = {});
   virtual ~AgentSegmentReader() = default;
   /// Fills `allocators` with the current stats of every device of every live agent, and appends
   /// steps and OOMs not returned by an earlier poll. Invalid or foreign files are skipped.

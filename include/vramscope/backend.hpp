@@ -53,22 +53,4 @@ struct BackendOpenResult {
   std::string message;
 };
 
-/// Options for the NVML backend.
-struct NvmlOptions {
-  /// Library to dlopen; empty means $VRAMSCOPE_NVML_LIBRARY, then libnvidia-ml.so.1, then
-  /// libnvidia-ml.so. The CUDA toolkit's stub library is refused.
-  std::string library_path;
-  /// Resolve user and command of each process from /proc (costs a few syscalls per process).
-  bool resolve_processes = true;
-  /// BAR1 is read at most this often and repeated in between: the call costs ~160 µs on an
-  /// H200 (40x the memory call) and the mapping window changes only when mappings do.
-  int64_t bar1_refresh_ns = 1'000'000'000;
-  /// The three process lists (~9 µs each) are read at most this often, so that sampling the
-  /// device memory at up to 1 kHz does not pay for them every time; 0 reads them every sample.
-  int64_t processes_refresh_ns = 10'000'000;
-};
-
-/// dlopens NVML and initialises it. Never throws.
-BackendOpenResult open_nvml_backend(const NvmlOptions& options = {});
-
 }  // namespace vramscope

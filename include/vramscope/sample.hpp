@@ -140,7 +140,8 @@ enum class CounterUnit : uint8_t {
 /// One counter of AllocatorSample. Every representation of the counters iterates
 /// allocator_counters (the agent segment's slot, the recording codec, JSON, Prometheus), so a
 /// new counter is its field plus one row here; the static_asserts in
-/// src/format/agent_segment_layout.hpp and sample_codec.cpp then ask for the two format versions.
+/// vramscope/format/agent_segment_layout.hpp and sample_codec.cpp then ask for the two format
+/// versions.
 struct AllocatorCounter {
   /// Field name: the JSON key, in the order the segment and the recording store the counters.
   std::string_view name;

@@ -2,6 +2,8 @@
 //
 // The Sampler is what commands hold: it owns the driver backend and the agent-segment reader and
 // stitches their outputs together with a timestamp and the host name. It never formats anything.
+// Commands open one with open_sampler() (backends: vramscope/backends/open_sampler.hpp), which
+// puts NVML and format's segment reader into it: core links neither.
 #pragma once
 
 #include <functional>
@@ -12,21 +14,8 @@
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/backend.hpp"
 #include "vramscope/sample.hpp"
-#include "vramscope/status.hpp"
 
 namespace vramscope {
-
-/// What open_sampler() opens.
-struct SamplerOptions {
-  NvmlOptions nvml;
-  /// Read agents' shared-memory segments? (off: driver view only)
-  bool read_agents = true;
-  /// Segment directory; empty means agent_segment_dir().
-  std::string agent_dir;
-  /// Receives warnings about agents that cannot be shown (a segment of another format version),
-  /// each once; empty: they are dropped.
-  std::function<void(const std::string&)> on_warning;
-};
 
 /// Fills SystemSamples from a device backend and, optionally, the agents' segments.
 /// Not thread-safe: one thread samples.
@@ -41,7 +30,7 @@ class Sampler {
   const std::string& driver_version() const { return m_driver_version; }
   /// This machine's host name.
   const std::string& hostname() const { return m_hostname; }
-  /// Where the agent reader's warnings go (see SamplerOptions::on_warning).
+  /// Where the agent reader's warnings go (open_sampler() sets SamplerOptions::on_warning).
   void set_warning_handler(std::function<void(const std::string&)> handler) {
     m_on_warning = std::move(handler);
   }
@@ -53,15 +42,6 @@ class Sampler {
   std::string m_hostname;
   std::function<void(const std::string&)> m_on_warning;
 };
-
-/// Turns a failed backend open into the error a command should end with: exit 3 for "no driver,
-/// no NVML library, no GPU", exit 1 otherwise, with one line saying what to do.
-Error backend_open_error(BackendFailure failure, const std::string& message);
-
-/// Opens NVML (and the agent reader unless disabled). Throws vramscope::Error (see
-/// backend_open_error) when the driver view is unavailable. Defined in src/backends (the layer
-/// that knows the concrete parts), not beside the Sampler: core links neither NVML nor format.
-std::unique_ptr<Sampler> open_sampler(const SamplerOptions& options = {});
 
 /// gethostname(), or "" when it fails.
 std::string local_hostname();

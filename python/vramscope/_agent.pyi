@@ -48,7 +48,14 @@ def reset_peak(device: int) -> None:
     """Restarts vramscope's peaks (never torch's)."""
 
 def stats(device: int) -> dict[str, int | bool]:
-    """Every counter of the device."""
+    """Every counter of the device, keyed (in the order of the C++ table device_stats_fields) by:
+    allocated_bytes reserved_bytes requested_bytes active_bytes inactive_split_bytes
+    pending_free_bytes peak_allocated_bytes peak_reserved_bytes peak_requested_bytes step
+    step_peak_allocated_bytes step_peak_reserved_bytes step_peak_requested_bytes
+    current_step_peak_allocated_bytes current_step_peak_reserved_bytes
+    current_step_peak_requested_bytes window_peak_allocated_bytes window_peak_reserved_bytes
+    window_peak_requested_bytes event_count dropped_event_count unknown_event_count anomaly_count
+    allocated_mismatch_count unsettled_count oom_count polling_only"""
 
 def step() -> list[dict[str, Any]]:
     """Closes the current step on every device; one record per device. Its "categories" is
@@ -87,7 +94,7 @@ def segment_path() -> str:
 def torch_version() -> str:
     """The torch version the module was built against."""
 
-# --- attribution and OOM post-mortem (agent/attribution_glue.cpp) -----------------------------
+# --- attribution and OOM post-mortem (agent/bindings/bind_attribution*.cpp, bind_oom.cpp) ------
 
 def profile_start(sampling: float = 1.0) -> None:
     """Start per-op attribution (one profile at a time)."""

@@ -234,6 +234,14 @@ def _open_report_dir(directory: str) -> int:
         if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
             raise PermissionError(f"{directory}: writable by everyone without the sticky bit; "
                                   "set VRAMSCOPE_OOM_DIR to a private directory")
+        # The owner of a directory can delete or replace anything in it, whatever its mode
+        # (a shared working directory made first by someone else, 1777, 0775 or 0755). Root
+        # could anyway; a root directory others can write needs the sticky bit, like /tmp.
+        shared = mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX
+        if info.st_uid != os.geteuid() and (info.st_uid != 0 or shared):
+            raise PermissionError(f"{directory}: belongs to another user (uid {info.st_uid}), "
+                                  "who could delete or replace the reports; set "
+                                  "VRAMSCOPE_OOM_DIR to a directory of your own")
         return fd
     except BaseException:
         os.close(fd)

@@ -170,11 +170,3 @@ def history_limit_deque(limit: int) -> collections.deque[StepRecord]:
         raise ValueError("vramscope: history_limit must be at least 1")
     return collections.deque(maxlen=limit)
 
-
-def summarize_peaks(records: Iterable[StepRecord]) -> list[StepRecord]:
-    """For each device, the record of the step with the highest peak allocated bytes."""
-    best: dict[int, StepRecord] = {}
-    for r in records:
-        if r.device not in best or r.peak_allocated_bytes > best[r.device].peak_allocated_bytes:
-            best[r.device] = r
-    return [best[d] for d in sorted(best)]

@@ -1,5 +1,5 @@
 // src/attribution/attributor.cpp -- hold counting and locked access to the ledgers
-#include "attribution/attributor.hpp"
+#include "vramscope/attribution/attributor.hpp"
 
 namespace vramscope::attribution {
 

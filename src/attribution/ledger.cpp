@@ -1,5 +1,5 @@
 // src/attribution/ledger.cpp -- address matching, live-at-peak stamps and category retagging
-#include "attribution/ledger.hpp"
+#include "vramscope/attribution/ledger.hpp"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // src/attribution/module_frames.cpp -- forward frames rolled up at the outermost return; windows
-#include "attribution/module_frames.hpp"
+#include "vramscope/attribution/module_frames.hpp"
 
 #include <algorithm>
 

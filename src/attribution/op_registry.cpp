@@ -1,7 +1,7 @@
 // src/attribution/op_registry.cpp -- interning with thread-local caches; the thread-local op stack
-#include "attribution/op_registry.hpp"
+#include "vramscope/attribution/op_registry.hpp"
 
-#include "attribution/ledger.hpp"
+#include "vramscope/attribution/ledger.hpp"
 
 namespace vramscope::attribution {
 namespace {

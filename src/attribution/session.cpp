@@ -1,5 +1,5 @@
 // src/attribution/session.cpp -- profile start/stop, ledger holds and the step annotation (see session.hpp)
-#include "attribution/session.hpp"
+#include "vramscope/attribution/session.hpp"
 
 #include <stdexcept>
 

@@ -5,8 +5,9 @@
 #include <cstdio>
 #include <utility>
 
-#include "backends/nvml_backend_impl.hpp"
-#include "backends/nvml_errors.hpp"
+#include "vramscope/backends/nvml_backend_impl.hpp"
+#include "vramscope/backends/nvml_errors.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/clock.hpp"
 
 namespace vramscope::nvml {

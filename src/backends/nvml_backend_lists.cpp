@@ -2,8 +2,8 @@
 #include <array>
 #include <utility>
 
-#include "backends/nvml_backend_impl.hpp"
-#include "backends/nvml_errors.hpp"
+#include "vramscope/backends/nvml_backend_impl.hpp"
+#include "vramscope/backends/nvml_errors.hpp"
 
 namespace vramscope::nvml {
 

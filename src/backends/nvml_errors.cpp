@@ -3,7 +3,7 @@
 // Users meet NVML failures as "driver missing", "mismatch after an upgrade", "GPU lost" or
 // "permission": each gets its own wording so that the line says what to do, with NVML's own
 // text in parentheses for searching.
-#include "backends/nvml_errors.hpp"
+#include "vramscope/backends/nvml_errors.hpp"
 
 namespace vramscope::nvml {
 

@@ -4,7 +4,7 @@
 // driver, and so that tests can substitute a scripted library. nvml.h remaps the unversioned
 // names to the newest version with macros; we do the same by hand: newest symbol first, then
 // the older ones, remembering which version we got because the struct layouts differ.
-#include "backends/nvml_loader.hpp"
+#include "vramscope/backends/nvml_loader.hpp"
 
 #include <dlfcn.h>
 #include <link.h>

@@ -1,10 +1,10 @@
 // src/backends/nvml_process_probe.cpp -- process lists of one GPU, found by UUID
-#include "backends/nvml_process_probe.hpp"
+#include "vramscope/backends/nvml_process_probe.hpp"
 
 #include <array>
 #include <cstring>
 
-#include "backends/nvml_errors.hpp"
+#include "vramscope/backends/nvml_errors.hpp"
 
 namespace vramscope::nvml {
 

@@ -1,5 +1,5 @@
 // src/backends/nvml_processes.cpp -- reading NVML process lists and merging them per device
-#include "backends/nvml_processes.hpp"
+#include "vramscope/backends/nvml_processes.hpp"
 
 #include <algorithm>
 #include <tuple>

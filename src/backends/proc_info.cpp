@@ -1,5 +1,5 @@
 // src/backends/proc_info.cpp -- user and command of a pid from /proc, cached across samples
-#include "backends/proc_info.hpp"
+#include "vramscope/backends/proc_info.hpp"
 
 #include <fcntl.h>
 #include <pwd.h>

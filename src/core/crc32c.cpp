@@ -3,7 +3,7 @@
 // Eight 256-entry tables let the loop consume 8 bytes per step (about 1-2 GB/s), which keeps the
 // checksum far below the cost of the write() it protects. The tables are built at compile time,
 // so there is no initialisation order to worry about.
-#include "core/crc32c.hpp"
+#include "vramscope/core/crc32c.hpp"
 
 #include <array>
 #include <cstring>

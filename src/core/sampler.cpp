@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <cstdlib>
 
 #include "vramscope/clock.hpp"
 
@@ -37,43 +36,6 @@ void Sampler::sample(SystemSample& out) {
       if (m_on_warning) m_on_warning(warning);
     }
   }
-}
-
-namespace {
-
-/// `message` led by `prefix` unless it already says what kind of failure it is.
-std::string led_by(const std::string& prefix, const std::string& message, const char* keyword) {
-  if (message.find(keyword) != std::string::npos) return message;
-  return prefix + message;
-}
-
-/// Where to look next when no library could be loaded.
-std::string library_hint() {
-  const char* configured = std::getenv("VRAMSCOPE_NVML_LIBRARY");
-  if (configured != nullptr && configured[0] != '\0') return " (from VRAMSCOPE_NVML_LIBRARY)";
-  return " (set VRAMSCOPE_NVML_LIBRARY to use another NVML)";
-}
-
-}  // namespace
-
-Error backend_open_error(BackendFailure failure, const std::string& message) {
-  const std::string detail = message.empty() ? std::string("unknown reason") : message;
-  switch (failure) {
-    case BackendFailure::LibraryNotFound:
-      return Error(led_by("no NVIDIA driver: ", detail, "driver") + library_hint(), ExitNoGpu);
-    case BackendFailure::DriverNotLoaded:
-      return Error(led_by("no NVIDIA driver: ", detail, "driver"), ExitNoGpu);
-    case BackendFailure::NoDevices:
-      return Error(led_by("no GPU: ", detail, "GPU"), ExitNoGpu);
-    case BackendFailure::MissingSymbol:
-      return Error("unusable NVML library: " + detail + library_hint(), ExitNoGpu);
-    case BackendFailure::NoPermission:
-      return Error("no permission to use NVML: " + detail, ExitError);
-    case BackendFailure::None:
-    case BackendFailure::Other:
-      break;
-  }
-  return Error("cannot read GPUs: " + detail, ExitError);
 }
 
 }  // namespace vramscope

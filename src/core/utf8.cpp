@@ -1,5 +1,5 @@
 // src/core/utf8.cpp -- UTF-8 validation and replacement of ill-formed sequences
-#include "core/utf8.hpp"
+#include "vramscope/core/utf8.hpp"
 
 #include <cstddef>
 #include <cstdint>

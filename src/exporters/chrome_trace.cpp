@@ -1,10 +1,10 @@
 // src/exporters/chrome_trace.cpp -- streaming Chrome / Perfetto JSON trace writer
-#include "exporters/chrome_trace.hpp"
+#include "vramscope/exporters/chrome_trace.hpp"
 
 #include <nlohmann/json.hpp>
 
-#include "core/utf8.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/core/utf8.hpp"
 #include "vramscope/version.hpp"
 
 namespace vramscope::exporters {

@@ -1,5 +1,5 @@
 // src/exporters/http_server.cpp -- minimal, bounded HTTP/1.1 server (GET/HEAD, Connection: close)
-#include "exporters/http_server.hpp"
+#include "vramscope/exporters/http_server.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/posix_io.hpp"
+#include "vramscope/core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {

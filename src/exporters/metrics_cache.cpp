@@ -1,5 +1,5 @@
 // src/exporters/metrics_cache.cpp -- background refresh of the rendered Prometheus body
-#include "exporters/metrics_cache.hpp"
+#include "vramscope/exporters/metrics_cache.hpp"
 
 #include <chrono>
 #include <exception>
@@ -89,18 +89,33 @@ std::string MetricsCache::last_error() const {
   return m_last_error;
 }
 
+std::chrono::steady_clock::time_point next_refresh_deadline(
+    std::chrono::steady_clock::time_point deadline, std::chrono::nanoseconds interval,
+    std::chrono::steady_clock::time_point now) {
+  using Clock = std::chrono::steady_clock;
+  const auto interval_ticks = std::chrono::duration_cast<Clock::duration>(interval).count();
+  Clock::rep ticks = 0;
+  // Fell behind by more than an interval (suspended host): restart from now, do not burst.
+  // (A difference too large for the clock's rep is surely more than an interval.)
+  const bool is_far_behind = __builtin_sub_overflow(now.time_since_epoch().count(),
+                                                    deadline.time_since_epoch().count(), &ticks);
+  if (now > deadline && (is_far_behind || ticks > interval_ticks)) deadline = now;
+  if (__builtin_add_overflow(deadline.time_since_epoch().count(), interval_ticks, &ticks)) {
+    return Clock::time_point::max();
+  }
+  return Clock::time_point(Clock::duration(ticks));
+}
+
 void MetricsCache::run() {
   // Absolute deadlines keep the cadence from drifting by the sampling time itself.
   auto deadline = std::chrono::steady_clock::now();
   const auto interval = std::chrono::nanoseconds(m_interval_ns);
   for (;;) {
-    deadline += interval;
+    deadline = next_refresh_deadline(deadline, interval, std::chrono::steady_clock::now());
     {
       std::unique_lock<std::mutex> lock(m_mutex);
       if (m_wake.wait_until(lock, deadline, [this] { return m_stopping; })) return;
     }
-    const auto now = std::chrono::steady_clock::now();
-    if (now > deadline + interval) deadline = now;  // fell behind (suspended host): do not burst
     refresh();
   }
 }

@@ -1,5 +1,5 @@
 // src/exporters/prometheus.cpp -- Prometheus text exposition (0.0.4) of device and agent samples
-#include "exporters/prometheus.hpp"
+#include "vramscope/exporters/prometheus.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/utf8.hpp"
+#include "vramscope/core/utf8.hpp"
 
 namespace vramscope::exporters {
 

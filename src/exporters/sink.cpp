@@ -1,16 +1,19 @@
 // src/exporters/sink.cpp -- buffered, whole-record file output shared by the file exporters
-#include "exporters/sink.hpp"
+#include "vramscope/exporters/sink.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <vector>
 
-#include "core/posix_io.hpp"
+#include "vramscope/core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {
@@ -112,22 +115,101 @@ void BufferedFile::close() {
   }
 }
 
+namespace {
+
+/// Closes a directory descriptor of the walk below when it goes out of scope.
+struct DirFd {
+  int fd = -1;
+  DirFd() = default;
+  explicit DirFd(int opened) : fd(opened) {}
+  DirFd(const DirFd&) = delete;
+  DirFd& operator=(const DirFd&) = delete;
+  ~DirFd() {
+    if (fd >= 0) ::close(fd);
+  }
+  void reset(int opened) {
+    if (fd >= 0) ::close(fd);
+    fd = opened;
+  }
+};
+
+std::string octal_mode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777U));
+  return text;
+}
+
+/// Refuses a directory of the walk that another user could swap or fill (see the header).
+void check_directory(const std::string& shown, const struct stat& info, bool is_last) {
+  const uid_t me = ::geteuid();
+  const std::string how = " (use a directory of your own, mode 0700)";
+  if (is_last ? info.st_uid != me : info.st_uid != me && info.st_uid != 0) {
+    throw Error("refusing directory " + shown + ": it belongs to another user (uid " +
+                std::to_string(info.st_uid) + ")" + how);
+  }
+  const bool is_shared = (info.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  if (is_shared && (is_last || (info.st_mode & S_ISVTX) == 0)) {
+    throw Error("refusing directory " + shown + ": other users can write in it (mode " +
+                octal_mode(info.st_mode) + ")" + how);
+  }
+}
+
+}  // namespace
+
 void make_private_directories(const std::string& dir) {
   if (dir.empty()) throw Error("empty directory name");
-  std::size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = dir.find('/', pos + 1);
-    const std::string prefix = dir.substr(0, pos);
-    if (prefix.empty()) continue;
-    if (::mkdir(prefix.c_str(), 0700) == 0) continue;
-    const int error_number = errno;
-    struct stat info {};
-    if (error_number == EEXIST && ::stat(prefix.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
-      continue;
+  std::vector<std::string> names;
+  for (std::size_t begin = 0; begin <= dir.size();) {
+    const std::size_t slash = std::min(dir.find('/', begin), dir.size());
+    // "." adds nothing to check (the working directory is the user's choice, as for "runs").
+    const std::string name = dir.substr(begin, slash - begin);
+    if (!name.empty() && name != ".") names.push_back(name);
+    begin = slash + 1;
+  }
+  const bool is_absolute = dir.front() == '/';
+  // Each step opens the next component relative to the last one, never by its whole path, so
+  // what is checked is what is used: a name swapped after the check is not followed.
+  DirFd current(::open(is_absolute ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (current.fd < 0) throw Error("cannot open directory " + dir + ": " + errno_text(errno));
+  std::string shown = is_absolute ? "" : ".";
+  if (names.empty()) names.emplace_back(".");  // "/" or ".": checked like any last component
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    const bool is_last = i + 1 == names.size();
+    shown = i == 0 && !is_absolute ? name : shown + "/" + name;
+    if (::mkdirat(current.fd, name.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw Error("cannot create directory " + shown + ": " + errno_text(errno));
     }
-    if (error_number == EEXIST)
-      throw Error("cannot create directory " + dir + ": " + prefix + " is not a directory");
-    throw Error("cannot create directory " + prefix + ": " + errno_text(error_number));
+    int next = ::openat(current.fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) {
+      const int error_number = errno;
+      struct stat link {};
+      const bool is_link = ::fstatat(current.fd, name.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 &&
+                           S_ISLNK(link.st_mode);
+      if (!is_link && error_number == ENOTDIR) {
+        throw Error("cannot create directory " + dir + ": " + shown + " is not a directory");
+      }
+      if (!is_link) throw Error("cannot open directory " + shown + ": " + errno_text(error_number));
+      // The directory itself is never a symlink (one planted there would redirect every event
+      // file); on the way to it, only a link that we or root made is followed: in a shared
+      // directory like /tmp, another user's link is a trap.
+      if (is_last) {
+        throw Error("refusing directory " + shown +
+                    ": it is a symlink (give the directory it points to)");
+      }
+      if (link.st_uid != ::geteuid() && link.st_uid != 0) {
+        throw Error("refusing directory " + shown + ": it is a symlink of another user (uid " +
+                    std::to_string(link.st_uid) + ")");
+      }
+      next = ::openat(current.fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (next < 0) throw Error("cannot open directory " + shown + ": " + errno_text(errno));
+    }
+    current.reset(next);
+    struct stat info {};
+    if (::fstat(current.fd, &info) != 0) {
+      throw Error("cannot open directory " + shown + ": " + errno_text(errno));
+    }
+    check_directory(shown, info, is_last);
   }
 }
 

@@ -1,5 +1,5 @@
 // src/exporters/tensorboard.cpp -- TFRecord framing and hand-encoded Event protobufs
-#include "exporters/tensorboard.hpp"
+#include "vramscope/exporters/tensorboard.hpp"
 
 #include <unistd.h>
 
@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/crc32c.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/core/crc32c.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {

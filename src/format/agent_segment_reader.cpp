@@ -17,11 +17,12 @@
 #include <set>
 #include <utility>
 
-#include "format/agent_segment_layout.hpp"
-#include "format/process_identity.hpp"
-#include "format/segment_dir.hpp"
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/format/agent_segment_layout.hpp"
+#include "vramscope/format/agent_segments.hpp"
+#include "vramscope/format/process_identity.hpp"
+#include "vramscope/format/segment_dir.hpp"
 
 namespace vramscope {
 namespace {
@@ -442,7 +443,7 @@ class SegmentReader final : public AgentSegmentReader {
 
 }  // namespace
 
-std::unique_ptr<AgentSegmentReader> AgentSegmentReader::create(const std::string& dir) {
+std::unique_ptr<AgentSegmentReader> open_agent_segment_reader(const std::string& dir) {
   return std::make_unique<SegmentReader>(dir.empty() ? agent_segment_dir() : dir);
 }
 

@@ -7,12 +7,13 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/posix_io.hpp"
-#include "format/agent_segment_layout.hpp"
-#include "format/process_identity.hpp"
-#include "format/segment_dir.hpp"
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/core/posix_io.hpp"
+#include "vramscope/format/agent_segment_layout.hpp"
+#include "vramscope/format/agent_segments.hpp"
+#include "vramscope/format/process_identity.hpp"
+#include "vramscope/format/segment_dir.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {
@@ -157,8 +158,8 @@ int create_temp_file(int dir_fd, uint32_t pid, std::string& name) {
 
 }  // namespace
 
-std::unique_ptr<AgentSegmentWriter> AgentSegmentWriter::create(uint32_t pid, uint32_t device_slots,
-                                                               const std::string& dir) {
+std::unique_ptr<AgentSegmentWriter> open_agent_segment_writer(uint32_t pid, uint32_t device_slots,
+                                                              const std::string& dir) {
   if (device_slots == 0 || device_slots > segment_max_device_slots) {
     throw Error("agent segment: device slot count " + std::to_string(device_slots) +
                 " outside 1.." + std::to_string(segment_max_device_slots));

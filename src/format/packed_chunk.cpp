@@ -4,16 +4,16 @@
 // as it has been read, with the chunks before it back to the last key chunk as its history. A
 // chunk of a few samples that look like the previous ones costs a few bytes per sample; a
 // reader that stops at a torn chunk has lost only that chunk.
-#include "format/packed_chunk.hpp"
+#include "vramscope/format/packed_chunk.hpp"
 
 #include <zstd.h>
 
 #include <cstring>
 #include <stdexcept>
 
-#include "core/crc32c.hpp"
-#include "format/recording_layout.hpp"
-#include "format/varint.hpp"
+#include "vramscope/core/crc32c.hpp"
+#include "vramscope/format/recording_layout.hpp"
+#include "vramscope/format/varint.hpp"
 
 namespace vramscope::format {
 namespace {

@@ -1,5 +1,5 @@
 // src/format/process_identity.cpp -- reading start times and namespaces from /proc
-#include "format/process_identity.hpp"
+#include "vramscope/format/process_identity.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

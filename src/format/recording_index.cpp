@@ -1,14 +1,14 @@
 // src/format/recording_index.cpp -- index chunks: encode, verify, find from the end, walk back
-#include "format/recording_index.hpp"
+#include "vramscope/format/recording_index.hpp"
 
 #include <zstd.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/crc32c.hpp"
-#include "format/recording_layout.hpp"
-#include "format/varint.hpp"
+#include "vramscope/core/crc32c.hpp"
+#include "vramscope/format/recording_layout.hpp"
+#include "vramscope/format/varint.hpp"
 
 namespace vramscope::format {
 namespace {

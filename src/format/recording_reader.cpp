@@ -14,13 +14,14 @@
 #include <string>
 #include <tuple>
 
-#include "core/crc32c.hpp"
-#include "core/posix_io.hpp"
-#include "format/packed_chunk.hpp"
-#include "format/recording_index.hpp"
-#include "format/recording_layout.hpp"
-#include "format/sample_codec.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/core/crc32c.hpp"
+#include "vramscope/core/plausible.hpp"
+#include "vramscope/core/posix_io.hpp"
+#include "vramscope/format/packed_chunk.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/format/recording_index.hpp"
+#include "vramscope/format/recording_layout.hpp"
+#include "vramscope/format/sample_codec.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {
@@ -109,6 +110,10 @@ class RecordingReaderImpl final : public RecordingReader {
       m_decoder.decode(m_cursor, m_packed ? m_timestamps.base_ns() : m_previous_timestamp_ns, out);
       if (m_decoder.take_expanded_bytes() > max_decoded_sample_bytes) {
         throw format::FormatError("sample expands implausibly");
+      }
+      // A checksum says the bytes are what was written, not that a GPU could hold them.
+      if (std::string why = implausible_bytes(out); !why.empty()) {
+        throw format::FormatError("impossible value: " + why);
       }
       --m_samples_left;
       if (m_samples_left == 0) check_chunk_end(out);

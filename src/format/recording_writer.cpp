@@ -15,13 +15,13 @@
 #include <optional>
 #include <string>
 
-#include "core/crc32c.hpp"
-#include "core/posix_io.hpp"
-#include "format/packed_chunk.hpp"
-#include "format/recording_index.hpp"
-#include "format/recording_layout.hpp"
-#include "format/sample_codec.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/core/crc32c.hpp"
+#include "vramscope/core/posix_io.hpp"
+#include "vramscope/format/packed_chunk.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/format/recording_index.hpp"
+#include "vramscope/format/recording_layout.hpp"
+#include "vramscope/format/sample_codec.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {

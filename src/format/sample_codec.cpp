@@ -4,11 +4,11 @@
 // on the order; any change to a walk is a format change and bumps recording_version. The encoder
 // writes the current version only; the decoder reads every version (io.since() per field that
 // changed).
-#include "format/sample_codec.hpp"
+#include "vramscope/format/sample_codec.hpp"
 
 #include <string>
 
-#include "format/varint.hpp"
+#include "vramscope/format/varint.hpp"
 
 namespace vramscope::format {
 

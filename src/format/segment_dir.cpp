@@ -1,5 +1,5 @@
 // src/format/segment_dir.cpp -- locating, creating and vetting the segment directory
-#include "format/segment_dir.hpp"
+#include "vramscope/format/segment_dir.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,8 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/posix_io.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/core/posix_io.hpp"
+#include "vramscope/format/agent_segments.hpp"
 
 namespace vramscope {
 

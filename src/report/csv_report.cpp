@@ -1,11 +1,12 @@
 // src/report/csv_report.cpp -- CSV rows of devices and processes
-#include "report/csv_report.hpp"
+#include "vramscope/report/csv_report.hpp"
 
 #include <initializer_list>
 #include <optional>
 
-#include "report/process_type.hpp"
+#include "vramscope/core/utf8.hpp"
 #include "vramscope/join.hpp"
+#include "vramscope/report/process_type.hpp"
 
 namespace vramscope::report {
 namespace {
@@ -33,11 +34,33 @@ const char* bool_text(bool value) { return value ? "true" : "false"; }
 }  // namespace
 
 std::string csv_field(std::string_view text) {
-  const bool needs_quotes = text.find_first_of(",\"\r\n") != std::string_view::npos ||
-                            (!text.empty() && (text.front() == ' ' || text.back() == ' '));
-  if (!needs_quotes) return std::string(text);
+  // Ill-formed UTF-8 first becomes U+FFFD, then every control character: a command line is
+  // another user's text, and `--csv --processes` or `watch -f csv` print it to a terminal, where
+  // ESC starts an escape sequence, BEL rings and a lone CR overwrites the line.
+  std::string clean = to_valid_utf8(text);
+  for (std::size_t i = 0; i < clean.size(); ++i) {
+    const auto c = static_cast<unsigned char>(clean[i]);
+    if (c < 0x20U || c == 0x7FU) {
+      clean.replace(i, 1, utf8_replacement);
+      i += utf8_replacement.size() - 1;
+    } else if (c == 0xC2U && i + 1 < clean.size() &&
+               static_cast<unsigned char>(clean[i + 1]) <= 0x9FU) {
+      // C1 controls (U+0080..U+009F, encoded C2 80..C2 9F): U+009B is CSI to many terminals.
+      clean.replace(i, 2, utf8_replacement);
+      i += utf8_replacement.size() - 1;
+    }
+  }
+  // OWASP's CSV injection rule: a spreadsheet takes a cell starting with = + - @ (or tab, CR,
+  // both replaced above) as a formula. A leading apostrophe makes it text, and quoting keeps
+  // the apostrophe part of the field for every reader.
+  const bool is_formula =
+      !clean.empty() && std::string_view("=+-@\t\r").find(clean.front()) != std::string_view::npos;
+  if (is_formula) clean.insert(0, 1, '\'');
+  const bool needs_quotes = is_formula || clean.find_first_of(",\"") != std::string::npos ||
+                            (!clean.empty() && (clean.front() == ' ' || clean.back() == ' '));
+  if (!needs_quotes) return clean;
   std::string quoted = "\"";
-  for (char c : text) {
+  for (char c : clean) {
     if (c == '"') quoted += '"';
     quoted += c;
   }

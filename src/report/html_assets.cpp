@@ -4,7 +4,7 @@
 // range of the timelines' plot areas (their SVG viewBox), redrawing the time labels. The page
 // reads fine without it. It also notes where each chart landed (data-box) and that it ran
 // (data-ready), which the headless-browser test reads back.
-#include "report/html_report.hpp"
+#include "vramscope/report/html_report.hpp"
 
 namespace vramscope::report {
 

@@ -1,14 +1,14 @@
 // src/report/html_report.cpp -- assembles the report page: summary, GPU and process charts, OOMs
-#include "report/html_report.hpp"
+#include "vramscope/report/html_report.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 
-#include "report/svg_chart.hpp"
-#include "report/table_report.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/report/svg_chart.hpp"
+#include "vramscope/report/table_report.hpp"
 #include "vramscope/units.hpp"
 
 namespace vramscope::report {
@@ -61,7 +61,7 @@ std::string header_html(const RunProfile& run) {
   if (!run.metadata.command.empty()) item("Command", run.metadata.command);
   if (s.sample_count() > 0) {
     item("Span", local_time_text(s.start_ns()) + " .. " + local_time_text(s.end_ns()) + " (" +
-                     format_duration_ns(s.end_ns() - s.start_ns()) + ")");
+                     format_duration_ns(saturating_sub_ns(s.end_ns(), s.start_ns())) + ")");
   }
   item("Samples", std::to_string(s.sample_count()) + ", every " +
                       format_duration_ns(run.metadata.interval_ns));

@@ -1,13 +1,13 @@
 // src/report/json_report.cpp -- SystemSample -> JSON (schema in docs/json-schema.md)
-#include "report/json_report.hpp"
+#include "vramscope/report/json_report.hpp"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "core/utf8.hpp"
-#include "report/process_type.hpp"
+#include "vramscope/core/utf8.hpp"
 #include "vramscope/join.hpp"
+#include "vramscope/report/process_type.hpp"
 
 namespace vramscope::report {
 namespace {

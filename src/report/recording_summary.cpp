@@ -1,5 +1,5 @@
 // src/report/recording_summary.cpp -- peaks per device and per process over a recording
-#include "report/recording_summary.hpp"
+#include "vramscope/report/recording_summary.hpp"
 
 #include <time.h>
 
@@ -7,11 +7,11 @@
 #include <array>
 #include <nlohmann/json.hpp>
 
-#include "core/utf8.hpp"
-#include "report/table_report.hpp"
-#include "report/text_cells.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/core/utf8.hpp"
 #include "vramscope/join.hpp"
+#include "vramscope/report/table_report.hpp"
+#include "vramscope/report/text_cells.hpp"
 #include "vramscope/units.hpp"
 
 namespace vramscope::report {

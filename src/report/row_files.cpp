@@ -1,7 +1,7 @@
 // src/report/row_files.cpp -- CSV and JSON-lines sinks over the report formatters
-#include "report/row_files.hpp"
+#include "vramscope/report/row_files.hpp"
 
-#include "report/json_report.hpp"
+#include "vramscope/report/json_report.hpp"
 
 namespace vramscope::report {
 

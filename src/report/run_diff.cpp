@@ -1,10 +1,11 @@
 // src/report/run_diff.cpp -- matching two runs' devices and processes and comparing their peaks
-#include "report/run_diff.hpp"
+#include "vramscope/report/run_diff.hpp"
 
 #include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <set>
 
 #include "vramscope/units.hpp"
@@ -142,8 +143,15 @@ void check_growth(const Change& c, double percent, const std::string& what,
 
 std::optional<int64_t> Change::delta() const {
   if (!a || !b) return std::nullopt;
-  // Byte counts stay far below 2^63; the cast cannot overflow for any real GPU.
-  return static_cast<int64_t>(*b) - static_cast<int64_t>(*a);
+  // Readers refuse byte counts above 2^50, but a difference is never left to wrap: a growth
+  // beyond 2^63 once printed as a shrink. Saturates at the ends of int64_t.
+  constexpr uint64_t int64_max = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  if (*b >= *a) {
+    const uint64_t grown = *b - *a;
+    return grown > int64_max ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(grown);
+  }
+  const uint64_t shrunk = *a - *b;
+  return shrunk > int64_max ? std::numeric_limits<int64_t>::min() : -static_cast<int64_t>(shrunk);
 }
 
 std::optional<double> Change::delta_percent() const {

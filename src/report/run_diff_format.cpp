@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "report/run_diff.hpp"
-#include "report/table_report.hpp"
-#include "report/text_cells.hpp"
+#include "vramscope/report/run_diff.hpp"
+#include "vramscope/report/table_report.hpp"
+#include "vramscope/report/text_cells.hpp"
 #include "vramscope/units.hpp"
 
 namespace vramscope::report {

@@ -1,5 +1,5 @@
 // src/report/run_profile.cpp -- reads a recording once into its summary and step peaks
-#include "report/run_profile.hpp"
+#include "vramscope/report/run_profile.hpp"
 
 #include <exception>
 #include <memory>

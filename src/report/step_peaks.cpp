@@ -1,5 +1,5 @@
 // src/report/step_peaks.cpp -- collects every step's peaks and their order statistics
-#include "report/step_peaks.hpp"
+#include "vramscope/report/step_peaks.hpp"
 
 #include <algorithm>
 

@@ -6,7 +6,8 @@
 // non-empty value, and peak times are kept relative to the first sample of the whole.
 #include <nlohmann/json.hpp>
 
-#include "report/recording_summary.hpp"
+#include "vramscope/report/recording_summary.hpp"
+#include "vramscope/report/summary_plausible.hpp"
 
 namespace vramscope::report {
 namespace {
@@ -140,6 +141,8 @@ std::optional<RecordingSummary> RecordingSummary::parse(std::string_view bytes) 
       if (!p.at(12).is_null()) peak.category_step_bytes = p.at(12).get<CategoryBytes>();
       s.m_processes[{peak.pid, peak.device_uuid}] = peak;
     }
+    // Impossible peaks are no summary: the segment is read instead (summary_plausible.hpp).
+    if (!implausible_bytes(s).empty()) return std::nullopt;
     return s;
   } catch (const Json::exception&) {
     return std::nullopt;

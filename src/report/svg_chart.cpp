@@ -1,5 +1,5 @@
 // src/report/svg_chart.cpp -- axes, bands, lines and markers as SVG text
-#include "report/svg_chart.hpp"
+#include "vramscope/report/svg_chart.hpp"
 
 #include <fmt/format.h>
 

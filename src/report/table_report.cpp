@@ -1,14 +1,14 @@
 // src/report/table_report.cpp -- the one-shot table: devices, their processes, footnotes
-#include "report/table_report.hpp"
+#include "vramscope/report/table_report.hpp"
 
 #include <time.h>
 
 #include <array>
 
-#include "report/process_type.hpp"
-#include "report/text_cells.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/join.hpp"
+#include "vramscope/report/process_type.hpp"
+#include "vramscope/report/text_cells.hpp"
 #include "vramscope/units.hpp"
 
 namespace vramscope::report {

@@ -1,7 +1,7 @@
 // src/report/text_cells.cpp -- width-aware, control-character-safe text cells
-#include "report/text_cells.hpp"
+#include "vramscope/report/text_cells.hpp"
 
-#include "core/utf8.hpp"
+#include "vramscope/core/utf8.hpp"
 
 namespace vramscope::report {
 namespace {

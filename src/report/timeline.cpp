@@ -1,5 +1,5 @@
 // src/report/timeline.cpp -- streaming max-per-bin downsampling of device and process series
-#include "report/timeline.hpp"
+#include "vramscope/report/timeline.hpp"
 
 #include <algorithm>
 #include <tuple>

@@ -1,5 +1,5 @@
 // src/report/watch_line.cpp -- compact per-GPU lines for streaming
-#include "report/watch_line.hpp"
+#include "vramscope/report/watch_line.hpp"
 
 #include <cstdio>
 

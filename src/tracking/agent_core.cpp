@@ -1,5 +1,5 @@
 // src/tracking/agent_core.cpp -- draining, polling, windows, steps, OOMs and publication
-#include "tracking/agent_core.hpp"
+#include "vramscope/tracking/agent_core.hpp"
 
 #include <algorithm>
 
@@ -54,9 +54,6 @@ AgentCore::AgentCore(std::vector<std::string> device_uuids, StatsProvider stats,
       m_step_started_ns(monotonic_ns()),
       m_window_started_ns(m_step_started_ns) {
   m_devices.resize(device_uuids.size());
-#if VRAMSCOPE_BENCH_HOOKS
-  m_bench_gate.device_count = m_devices.size();
-#endif
   for (std::size_t i = 0; i < device_uuids.size(); ++i) {
     Device& device = m_devices[i];
     device.uuid = std::move(device_uuids[i]);

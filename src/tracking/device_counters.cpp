@@ -1,5 +1,5 @@
 // src/tracking/device_counters.cpp -- event arithmetic, torch readings for large blocks, seeding, peak marks
-#include "tracking/device_counters.hpp"
+#include "vramscope/tracking/device_counters.hpp"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // src/tracking/event_recorder.cpp -- the recorder's storage and its concurrent snapshot
-#include "tracking/event_recorder.hpp"
+#include "vramscope/tracking/event_recorder.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -1,5 +1,5 @@
 // src/tracking/event_ring.cpp -- the SPSC ring's index arithmetic
-#include "tracking/event_ring.hpp"
+#include "vramscope/tracking/event_ring.hpp"
 
 #include <bit>
 

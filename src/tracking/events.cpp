@@ -1,5 +1,5 @@
 // src/tracking/events.cpp -- names of allocator actions
-#include "tracking/events.hpp"
+#include "vramscope/tracking/events.hpp"
 
 #include <array>
 

@@ -1,5 +1,5 @@
 // src/view/canvas.cpp -- an in-memory grid of terminal cells and the primitives that draw into it
-#include "view/canvas.hpp"
+#include "vramscope/view/canvas.hpp"
 
 #include <algorithm>
 #include <cmath>

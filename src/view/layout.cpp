@@ -1,5 +1,5 @@
 // src/view/layout.cpp -- pure geometry of `vramscope top`: terminal size + counts -> rectangles
-#include "view/layout.hpp"
+#include "vramscope/view/layout.hpp"
 
 #include <algorithm>
 #include <string>

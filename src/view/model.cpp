@@ -1,5 +1,5 @@
 // src/view/model.cpp -- what `vramscope top` shows: the per-GPU and per-process join, sort, filter
-#include "view/model.hpp"
+#include "vramscope/view/model.hpp"
 
 #include <algorithm>
 #include <array>

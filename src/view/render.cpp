@@ -1,5 +1,5 @@
 // src/view/render.cpp -- one frame of `vramscope top`: header, GPU panels, process table, footer, help
-#include "view/render.hpp"
+#include "vramscope/view/render.hpp"
 
 #include <algorithm>
 #include <array>
@@ -83,7 +83,8 @@ std::string cell_text(const Column& column, const ProcessRow& row) {
   if (name == "STEP") return row.step ? std::to_string(*row.step) : "-";
   if (name == "RANK") return row.rank ? std::to_string(*row.rank) : "-";
   if (!row.command.empty()) return row.command;
-  // Explain the gap instead of leaving it blank (see user request 2: containers).
+  // Explain the gap instead of leaving it blank: inside a container the driver lists host pids,
+  // which this pid namespace does not have (and the agents publish the pids they see).
   if (!row.in_driver_list)
     return "(agent only: pid not in the driver's list, other pid namespace?)";
   return "(not visible here: other pid namespace?)";

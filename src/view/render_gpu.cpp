@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "view/render.hpp"
 #include "vramscope/units.hpp"
+#include "vramscope/view/render.hpp"
 
 namespace vramscope::view::detail {
 

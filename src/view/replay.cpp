@@ -1,5 +1,5 @@
 // src/view/replay.cpp -- a cursor over a recording for `top --replay`: step, seek, timed playback
-#include "view/replay.hpp"
+#include "vramscope/view/replay.hpp"
 
 #include <algorithm>
 #include <cmath>

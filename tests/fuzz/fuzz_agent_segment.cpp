@@ -20,10 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "format/agent_segment_layout.hpp"
-#include "format/process_identity.hpp"
-#include "format/segment_dir.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/format/agent_segment_layout.hpp"
+#include "vramscope/format/agent_segments.hpp"
+#include "vramscope/format/process_identity.hpp"
+#include "vramscope/format/segment_dir.hpp"
 
 namespace {
 
@@ -105,7 +106,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   patch(bytes);
   write_file(path, bytes);
 
-  auto reader = vramscope::AgentSegmentReader::create(dir);
+  auto reader = vramscope::open_agent_segment_reader(dir);
   std::vector<vramscope::AllocatorSample> allocators;
   std::vector<vramscope::StepRecord> steps;
   std::vector<vramscope::OomRecord> ooms;

@@ -15,9 +15,9 @@
 #include <string>
 #include <string_view>
 
-#include "format/packed_chunk.hpp"
-#include "format/recording_index.hpp"
-#include "format/sample_codec.hpp"
+#include "vramscope/format/packed_chunk.hpp"
+#include "vramscope/format/recording_index.hpp"
+#include "vramscope/format/sample_codec.hpp"
 
 namespace {
 

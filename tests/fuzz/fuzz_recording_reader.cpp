@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
 #include "vramscope/status.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

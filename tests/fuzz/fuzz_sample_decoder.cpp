@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "format/sample_codec.hpp"
+#include "vramscope/format/sample_codec.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

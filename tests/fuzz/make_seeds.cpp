@@ -15,11 +15,12 @@
 #include <iterator>
 #include <string>
 
-#include "format/agent_segment_layout.hpp"
-#include "format/packed_chunk.hpp"
-#include "format/sample_codec.hpp"
 #include "vramscope/agent_segment.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/agent_segment_layout.hpp"
+#include "vramscope/format/agent_segments.hpp"
+#include "vramscope/format/packed_chunk.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/format/sample_codec.hpp"
 #include "vramscope/status.hpp"
 
 namespace {
@@ -108,7 +109,7 @@ void write_segment_seeds(const std::string& out_dir) {
   for (const int steps : {0, 3, 300}) {
     std::string bytes;
     {
-      auto writer = vramscope::AgentSegmentWriter::create(pid, 2, pattern);
+      auto writer = vramscope::open_agent_segment_writer(pid, 2, pattern);
       vramscope::AllocatorSample a;
       a.rank = 0;
       a.world_size = 2;

@@ -100,6 +100,20 @@ def test_shared_directories_without_the_sticky_bit_are_refused(tmp_path):
     assert sorted(os.listdir(shared)) == sorted(os.path.basename(p) for p in written(paths).values())
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a directory of another user")
+@pytest.mark.parametrize("mode", [0o1777, 0o775, 0o755])
+def test_a_directory_of_another_user_is_refused(tmp_path, mode):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chmod(theirs, mode)
+    os.chown(theirs, 65534, 65534)
+    paths = _oom_report.report_paths(123, 0.0, str(theirs))
+    with pytest.raises(PermissionError,
+                       match=r"belongs to another user \(uid 65534\).*VRAMSCOPE_OOM_DIR"):
+        _oom_report.write_report(evidence(), paths)
+    assert os.listdir(theirs) == []
+
+
 def test_a_file_in_place_of_the_directory_is_refused(tmp_path):
     not_a_dir = tmp_path / "reports"
     not_a_dir.write_text("")

@@ -5,8 +5,10 @@
 import ast
 import importlib
 import pathlib
+import re
 import shutil
 import subprocess
+import types
 
 import pytest
 
@@ -96,3 +98,54 @@ def test_the_extension_exports_only_its_entry_point():
     # (Instantiations of std templates over our types keep libstdc++'s default visibility.)
     ours = [name for name in exported if name.startswith("vramscope::")]
     assert ours == [], f"vramscope symbols exported from {built[0].name}: {ours[:5]}"
+
+
+# stats()'s keys exist once, as the C++ table device_stats_fields (the extension builds stats()
+# from it and exports its names as _device_stats_fields); the stub, docs/agent-api.md and the
+# polling fallback are held to it here.
+AGENT_API_DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "agent-api.md"
+
+
+def stub_stats_keys() -> list[str]:
+    doc = ast.get_docstring(stub_functions()["stats"])
+    assert doc is not None and "by:" in doc, "the stub's stats() docstring lists its keys"
+    return doc.split("by:", 1)[1].split()
+
+
+def doc_stats_keys() -> list[str]:
+    """The keys of docs/agent-api.md's "`stats(d)` keys:" paragraph, braces expanded
+    (`peak_{allocated,reserved,requested}_bytes`; `{…}` repeats the braces before it)."""
+    text = AGENT_API_DOC.read_text()
+    paragraph = text.split("`stats(d)` keys:", 1)[1].split("\n\n", 1)[0]
+    keys: list[str] = []
+    choices: list[str] = []
+    for span in re.findall(r"`([^`]+)`", paragraph):
+        for word in span.split():
+            match = re.fullmatch(r"([a-z_]*)\{([^}]*)\}([a-z_]*)", word)
+            if match is None:
+                keys.append(word)
+                continue
+            if match.group(2) != "…":
+                choices = match.group(2).split(",")
+            keys += [match.group(1) + choice + match.group(3) for choice in choices]
+    return keys
+
+
+def test_the_docs_list_the_stats_keys_of_the_stub():
+    assert doc_stats_keys() == stub_stats_keys()
+
+
+def test_the_polling_fallback_answers_stats_with_agent_keys():
+    # torch stands in as a namespace: the reader needs only these three calls of torch.cuda.
+    cuda = types.SimpleNamespace(device_count=lambda: 1, memory_stats=lambda device: {},
+                                 empty_cache=lambda: None)
+    reader = PollingReader(types.SimpleNamespace(cuda=cuda), "test")
+    keys = set(reader.stats(0))
+    assert keys <= set(stub_stats_keys()), sorted(keys - set(stub_stats_keys()))
+    assert {"allocated_bytes", "peak_allocated_bytes", "step", "polling_only"} <= keys
+
+
+def test_the_stub_lists_the_stats_keys_of_the_built_extension():
+    pytest.importorskip("torch")  # the extension binds to the libc10 torch loaded first
+    agent = pytest.importorskip("vramscope._agent", reason="the agent extension is not built")
+    assert list(agent._device_stats_fields) == stub_stats_keys()

@@ -33,11 +33,9 @@ def test_missing_headers_stop_with_one_line_naming_the_packages(tmp_path):
              if line.startswith("vramscope: missing C++ headers or libraries;")]
     assert len(lines) == 1, out.stderr
     line = lines[0]
-    assert ("Debian/Ubuntu `apt install libfmt-dev libzstd-dev libcli11-dev libcpp-httplib-dev "
-            "libncurses-dev`") in line
-    assert ("Fedora `dnf install fmt-devel libzstd-devel cli11-devel cpp-httplib-devel "
-            "ncurses-devel`") in line
-    assert "conda `conda install -c conda-forge fmt zstd cli11 cpp-httplib ncurses`" in line
+    assert "Debian/Ubuntu `apt install libfmt-dev libzstd-dev libcli11-dev libncurses-dev`" in line
+    assert "Fedora `dnf install fmt-devel libzstd-devel cli11-devel ncurses-devel`" in line
+    assert "conda `conda install -c conda-forge fmt zstd cli11 ncurses`" in line
     if importlib.util.find_spec("nlohmann_json") is not None:
         # The JSON headers came from the nlohmann-json build requirement instead.
         assert "json" not in line

@@ -4,7 +4,7 @@
 #include <map>
 #include <random>
 
-#include "attribution/ledger.hpp"
+#include "vramscope/attribution/ledger.hpp"
 
 namespace vramscope::attribution {
 namespace {

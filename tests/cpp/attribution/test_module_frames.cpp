@@ -6,7 +6,7 @@
 
 #include <map>
 
-#include "attribution/ledger.hpp"
+#include "vramscope/attribution/ledger.hpp"
 
 namespace vramscope::attribution {
 namespace {

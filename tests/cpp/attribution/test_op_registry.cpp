@@ -6,9 +6,9 @@
 #include <thread>
 #include <vector>
 
-#include "attribution/attributor.hpp"
-#include "attribution/op_registry.hpp"
-#include "tracking/device_producer.hpp"
+#include "vramscope/attribution/attributor.hpp"
+#include "vramscope/attribution/op_registry.hpp"
+#include "vramscope/tracking/device_producer.hpp"
 
 namespace vramscope::attribution {
 namespace {

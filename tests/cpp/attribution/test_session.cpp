@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "attribution/session.hpp"
+#include "vramscope/attribution/session.hpp"
 
 namespace vramscope::attribution {
 namespace {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "vramscope/backend.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 
 namespace vramscope::testing {
 

@@ -4,8 +4,9 @@
 
 #include <string>
 
-#include "backends/proc_info.hpp"
 #include "nvml_double_fixture.hpp"
+#include "vramscope/backends/open_sampler.hpp"
+#include "vramscope/backends/proc_info.hpp"
 
 namespace vramscope {
 namespace {

@@ -3,9 +3,10 @@
 
 #include <string>
 
-#include "backends/nvml_errors.hpp"
-#include "backends/nvml_loader.hpp"
 #include "nvml_double_fixture.hpp"
+#include "vramscope/backends/nvml_errors.hpp"
+#include "vramscope/backends/nvml_loader.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 
 namespace vramscope {
 namespace {

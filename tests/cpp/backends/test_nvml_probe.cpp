@@ -2,8 +2,8 @@
 // real dlopen path against the NVML test double
 #include <gtest/gtest.h>
 
-#include "backends/nvml_process_probe.hpp"
 #include "nvml_double_fixture.hpp"
+#include "vramscope/backends/nvml_process_probe.hpp"
 
 namespace vramscope {
 namespace {

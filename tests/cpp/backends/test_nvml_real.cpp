@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "vramscope/backend.hpp"
+#include "vramscope/backends/open_sampler.hpp"
 #include "vramscope/units.hpp"
 
 namespace vramscope {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "backends/proc_info.hpp"
+#include "vramscope/backends/proc_info.hpp"
 
 namespace vramscope {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "cli_runner.hpp"
 #include "report/sample_fixtures.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
 
 namespace vramscope::testing {
 namespace {

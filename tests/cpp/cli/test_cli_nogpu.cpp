@@ -54,6 +54,47 @@ TEST(CliNoGpu, ArgumentsAreCheckedBeforeTheDriver) {
   }
 }
 
+// std::stoi took " 80" and "+0"; CLI11 took an empty --max-size as "not given", and a bad size
+// ended as exit 1.
+TEST(CliNoGpu, ListenPortAndMaxSizeAreReadStrictly) {
+  VRAMSCOPE_REQUIRE_CLI();
+  TempDir dir;
+  const std::map<std::string, std::optional<std::string>> env = {
+      {"VRAMSCOPE_NVML_LIBRARY", dir.file("libnvidia-ml-absent.so.1")}};
+  for (const char* listen : {" 80", "+0", "127.0.0.1: 80", "127.0.0.1:+80", "127.0.0.1:", "-1"}) {
+    const CliResult r = run_cli(dir, {"exporter", "--listen", listen}, env);
+    EXPECT_EQ(r.exit_code, 2) << "'" << listen << "': " << r.err;
+    EXPECT_TRUE(one_line(r.err)) << r.err;
+    EXPECT_NE(r.err.find("--listen"), std::string::npos) << r.err;
+  }
+  for (const char* size : {"", "100", "lots", " 1GiB", "1GiB ", "-1GiB"}) {
+    const CliResult r =
+        run_cli(dir, {"record", "-o", dir.file("m.vsrec"), "--max-size", size}, env);
+    EXPECT_EQ(r.exit_code, 2) << "'" << size << "': " << r.err;
+    EXPECT_TRUE(one_line(r.err)) << r.err;
+    EXPECT_NE(r.err.find("--max-size"), std::string::npos) << r.err;
+  }
+}
+
+// 2^63-1 ns overflowed the deadline arithmetic into a busy loop; a day is the longest interval.
+TEST(CliNoGpu, IntervalsAboveADayAreUsageErrors) {
+  VRAMSCOPE_REQUIRE_CLI();
+  TempDir dir;
+  const std::map<std::string, std::optional<std::string>> env = {
+      {"VRAMSCOPE_NVML_LIBRARY", dir.file("libnvidia-ml-absent.so.1")}};
+  for (const char* interval : {"9223372036854775807ns", "25h"}) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"watch", "-i", interval, "--count", "1"},
+          std::vector<std::string>{"record", "-o", dir.file("i.vsrec"), "-i", interval},
+          std::vector<std::string>{"exporter", "--interval", interval}}) {
+      const CliResult r = run_cli(dir, args, env);
+      EXPECT_EQ(r.exit_code, 2) << args[0] << " " << interval << ": " << r.err;
+      EXPECT_TRUE(one_line(r.err)) << r.err;
+      EXPECT_NE(r.err.find("24h"), std::string::npos) << r.err;
+    }
+  }
+}
+
 TEST(CliNoGpu, BadIntervalsAreUsageErrors) {
   VRAMSCOPE_REQUIRE_CLI();
   TempDir dir;
@@ -125,18 +166,22 @@ TEST(CliNoGpu, AMissingOrUnreadableInputFileIsExitOneEverywhere) {
   TempDir dir;
   const std::string absent = dir.file("absent.vsrec");
   const std::string folder = dir.file("");
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"show", absent},
-                                               {"top", "--replay", absent, "--once"},
-                                               {"export", absent, "--csv", dir.file("out.csv")}}) {
+  const auto every_reader = [&](const std::string& path) {
+    return std::vector<std::vector<std::string>>{{"show", path},
+                                                 {"top", "--replay", path, "--once"},
+                                                 {"export", path, "--csv", dir.file("out.csv")},
+                                                 {"report", path, "-o", dir.file("out.html")},
+                                                 {"diff", path, path}};
+  };
+  for (const std::vector<std::string>& args : every_reader(absent)) {
     const CliResult r = run_cli(dir, args);
     EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
     EXPECT_EQ(r.err, "vramscope: " + absent + ": no such file\n");
   }
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"show", folder},
-                                               {"top", "--replay", folder, "--once"},
-                                               {"export", folder, "--csv", dir.file("out.csv")}}) {
+  // A directory is no file at all: a usage error (exit 2), in every command alike.
+  for (const std::vector<std::string>& args : every_reader(folder)) {
     const CliResult r = run_cli(dir, args);
-    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
     EXPECT_EQ(r.err, "vramscope: " + folder + ": is a directory, not a file\n");
   }
 }

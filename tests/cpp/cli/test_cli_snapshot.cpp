@@ -15,6 +15,7 @@
 #include "cli_runner.hpp"
 #include "golden.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/format/agent_segments.hpp"
 #include "vramscope/sampler.hpp"
 
 extern char** environ;
@@ -189,7 +190,7 @@ TEST(CliSnapshot, AgentJoinsTheDriverRowEndToEnd) {
   stats.allocated_bytes = 20480 * mib;
   stats.reserved_bytes = 24576 * mib;
   const auto writer =
-      AgentSegmentWriter::create(static_cast<uint32_t>(trainer.pid()), 1, dir.file("shm"));
+      open_agent_segment_writer(static_cast<uint32_t>(trainer.pid()), 1, dir.file("shm"));
   writer->publish(0, stats);
 
   const auto env = double_env(dir.file("script.json"));

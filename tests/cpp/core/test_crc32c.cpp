@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/crc32c.hpp"
+#include "vramscope/core/crc32c.hpp"
 
 namespace vramscope {
 namespace {

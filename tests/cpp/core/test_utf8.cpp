@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "core/utf8.hpp"
+#include "vramscope/core/utf8.hpp"
 
 namespace vramscope {
 namespace {

@@ -15,10 +15,10 @@
 #include <string>
 #include <thread>
 
-#include "exporters/http_server.hpp"
-#include "exporters/metrics_cache.hpp"
-#include "exporters/tensorboard.hpp"
 #include "fixtures.hpp"
+#include "vramscope/exporters/http_server.hpp"
+#include "vramscope/exporters/metrics_cache.hpp"
+#include "vramscope/exporters/tensorboard.hpp"
 
 using namespace vramscope;
 

@@ -4,10 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "exporters/chrome_trace.hpp"
 #include "fixtures.hpp"
 #include "golden.hpp"
 #include "temp_dir.hpp"
+#include "vramscope/exporters/chrome_trace.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "exporters/http_server.hpp"
+#include "vramscope/exporters/http_server.hpp"
 
 namespace vramscope::exporters {
 namespace {

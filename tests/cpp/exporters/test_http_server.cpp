@@ -3,9 +3,9 @@
 
 #include <thread>
 
-#include "exporters/http_server.hpp"
-#include "exporters/prometheus.hpp"
 #include "http_client.hpp"
+#include "vramscope/exporters/http_server.hpp"
+#include "vramscope/exporters/prometheus.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {

@@ -2,12 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
-#include "exporters/metrics_cache.hpp"
 #include "fixtures.hpp"
+#include "vramscope/exporters/metrics_cache.hpp"
 
 namespace vramscope::exporters {
 namespace {
@@ -97,6 +99,23 @@ TEST(MetricsCache, ThreadRefreshesAndStops) {
   const int after_stop = calls.load();
   EXPECT_GE(after_stop, 5);
   EXPECT_EQ(static_cast<uint64_t>(after_stop), cache.refresh_count());
+}
+
+// An interval near 2^63 ns wrapped `deadline += interval` into the past: wait_until returned at
+// once and the thread refreshed in a busy loop.
+TEST(NextRefreshDeadline, SaturatesAndNeverLandsInThePast) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  const auto huge = std::chrono::nanoseconds(std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(next_refresh_deadline(now, huge, now), Clock::time_point::max());
+  EXPECT_EQ(next_refresh_deadline(now, std::chrono::seconds(1), now),
+            now + std::chrono::seconds(1));
+  // More than an interval behind: restart from now instead of bursting.
+  const Clock::time_point behind = now - std::chrono::seconds(10);
+  EXPECT_EQ(next_refresh_deadline(behind, std::chrono::seconds(1), now),
+            now + std::chrono::seconds(1));
+  EXPECT_EQ(next_refresh_deadline(Clock::time_point::min(), std::chrono::seconds(1), now),
+            now + std::chrono::seconds(1));
 }
 
 }  // namespace

@@ -5,9 +5,9 @@
 #include <regex>
 #include <set>
 
-#include "exporters/prometheus.hpp"
 #include "fixtures.hpp"
 #include "golden.hpp"
+#include "vramscope/exporters/prometheus.hpp"
 
 namespace vramscope::exporters {
 namespace {

@@ -13,12 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "exporters/prometheus.hpp"
-#include "format/sample_codec.hpp"
-#include "report/csv_report.hpp"
-#include "report/json_report.hpp"
 #include "temp_dir.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/exporters/prometheus.hpp"
+#include "vramscope/format/agent_segments.hpp"
+#include "vramscope/format/sample_codec.hpp"
+#include "vramscope/report/csv_report.hpp"
+#include "vramscope/report/json_report.hpp"
 #include "vramscope/sample.hpp"
 
 namespace vramscope {
@@ -78,9 +79,9 @@ TEST(AllocatorCounters, TheTableCoversTheStructOnceInOrder) {
 
 TEST(AllocatorCounters, EveryCounterCrossesTheAgentSegment) {
   test::TempDir dir;
-  auto writer = AgentSegmentWriter::create(static_cast<uint32_t>(::getpid()), 1, dir.path());
+  auto writer = open_agent_segment_writer(static_cast<uint32_t>(::getpid()), 1, dir.path());
   writer->publish(0, numbered_sample());
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   std::vector<AllocatorSample> allocators;
   std::vector<StepRecord> steps;
   std::vector<OomRecord> ooms;
@@ -190,10 +191,10 @@ TEST(RecordFields, StepAndOomTablesCoverTheirStructs) {
 TEST(RecordFields, StepAndOomFieldsCrossTheSegmentAndTheCodec) {
   const SystemSample sample = step_and_oom_sample();
   test::TempDir dir;
-  auto writer = AgentSegmentWriter::create(static_cast<uint32_t>(::getpid()), 1, dir.path());
+  auto writer = open_agent_segment_writer(static_cast<uint32_t>(::getpid()), 1, dir.path());
   writer->push_step(sample.steps[0]);
   writer->push_oom(sample.ooms[0]);
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   std::vector<AllocatorSample> allocators;
   std::vector<StepRecord> steps;
   std::vector<OomRecord> ooms;

@@ -5,10 +5,10 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/crc32c.hpp"
-#include "exporters/tensorboard.hpp"
 #include "fixtures.hpp"
 #include "temp_dir.hpp"
+#include "vramscope/core/crc32c.hpp"
+#include "vramscope/exporters/tensorboard.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::exporters {

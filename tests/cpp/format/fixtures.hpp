@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
 #include "vramscope/sample.hpp"
 
 namespace vramscope::testing {

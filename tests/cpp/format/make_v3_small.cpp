@@ -9,7 +9,7 @@
 #include <cstdio>
 
 #include "format/v2_small_fixture.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
 #include "vramscope/status.hpp"
 
 int main(int argc, char** argv) {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "report/recording_summary.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/report/recording_summary.hpp"
 
 namespace {
 

@@ -12,11 +12,12 @@
 #include <random>
 #include <thread>
 
-#include "format/agent_segment_layout.hpp"
-#include "format/process_identity.hpp"
-#include "format/segment_dir.hpp"
 #include "format/test_data.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/format/agent_segment_layout.hpp"
+#include "vramscope/format/agent_segments.hpp"
+#include "vramscope/format/process_identity.hpp"
+#include "vramscope/format/segment_dir.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {
@@ -108,8 +109,8 @@ StepRecord step_for(uint64_t step) {
 
 TEST(AgentSegment, RoundTripsEveryField) {
   TempDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 2, dir.path());
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 2, dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   EXPECT_TRUE(poll(*reader).allocators.empty()) << "unpublished slots are not reported";
 
   writer->publish(1, sample_for(12345));
@@ -170,14 +171,14 @@ TEST(AgentSegment, RoundTripsEveryField) {
 
 TEST(AgentSegment, StepCategoriesRoundTripAndStayOptional) {
   TempDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
   StepRecord with = step_for(1);
   // Values above 2^32 and one zero: every byte of each field matters.
   with.category_bytes =
       CategoryBytes{5'000'000'001ULL, 5'000'000'002ULL, 10'000'000'004ULL, 123'456'789ULL, 0, 42};
   writer->push_step(with);
   writer->push_step(step_for(2));
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   const Polled out = poll(*reader);
   ASSERT_EQ(out.steps.size(), 2U);
   ASSERT_TRUE(out.steps[0].category_bytes.has_value());
@@ -189,7 +190,7 @@ TEST(AgentSegment, StepCategoriesRoundTripAndStayOptional) {
 
 TEST(AgentSegment, StepWithUnknownFlagBitsLosesItsCategoriesOnly) {
   TempDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
   StepRecord step = step_for(7);
   step.category_bytes = CategoryBytes{1, 2, 3, 4, 5, 6};
   writer->push_step(step);
@@ -207,7 +208,7 @@ TEST(AgentSegment, StepWithUnknownFlagBitsLosesItsCategoriesOnly) {
   ASSERT_EQ(::pwrite(fd, &bad_flags, sizeof bad_flags, flags_at),
             static_cast<ssize_t>(sizeof bad_flags));
   ::close(fd);
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   const Polled out = poll(*reader);
   ASSERT_EQ(out.steps.size(), 1U);
   EXPECT_EQ(out.steps[0].step, 7U);
@@ -218,7 +219,7 @@ TEST(AgentSegment, OtherFormatVersionIsRefusedWithOneClearWarning) {
   TempDir dir;
   std::string bytes;
   {
-    auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+    auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
     writer->publish(0, sample_for(5));
     std::ifstream in(writer->path(), std::ios::binary);
     bytes.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -233,7 +234,7 @@ TEST(AgentSegment, OtherFormatVersionIsRefusedWithOneClearWarning) {
   std::ofstream(path, std::ios::binary) << bytes;
   ::chmod(path.c_str(), 0600);
 
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   const Polled out = poll(*reader);
   EXPECT_TRUE(out.allocators.empty()) << "a segment of another version is never read";
   const std::vector<std::string> warnings = reader->take_warnings();
@@ -250,11 +251,11 @@ TEST(AgentSegment, OtherFormatVersionIsRefusedWithOneClearWarning) {
 
 TEST(AgentSegment, LongUuidIsTruncatedNotOverflowed) {
   TempDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
   AllocatorSample s = sample_for(1);
   s.device_uuid = std::string(300, 'x');
   writer->publish(0, s);
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   Polled out = poll(*reader);
   ASSERT_EQ(out.allocators.size(), 1U);
   EXPECT_EQ(out.allocators[0].device_uuid, std::string(format::segment_uuid_bytes - 1, 'x'));
@@ -265,7 +266,7 @@ TEST(AgentSegment, FilesAreOwnerOnlyAndRemovedByTheWriter) {
   const std::string dir = parent.path() + "/segments";
   std::string path;
   {
-    auto writer = AgentSegmentWriter::create(self_pid(), 1, dir);
+    auto writer = open_agent_segment_writer(self_pid(), 1, dir);
     path = writer->path();
     EXPECT_EQ(path, dir + "/agent-" + std::to_string(self_pid()) + ".seg");
     struct stat info {};
@@ -286,26 +287,26 @@ TEST(AgentSegment, WriterRefusesUnsafeDirectories) {
   const std::string open_dir = parent.path() + "/open";
   ASSERT_EQ(::mkdir(open_dir.c_str(), 0700), 0);
   ASSERT_EQ(::chmod(open_dir.c_str(), 0777), 0);
-  EXPECT_THROW(AgentSegmentWriter::create(self_pid(), 1, open_dir), Error);
+  EXPECT_THROW(open_agent_segment_writer(self_pid(), 1, open_dir), Error);
 
   const std::string real_dir = parent.path() + "/real";
   const std::string link = parent.path() + "/link";
   ASSERT_EQ(::mkdir(real_dir.c_str(), 0700), 0);
   ASSERT_EQ(::symlink(real_dir.c_str(), link.c_str()), 0);
-  EXPECT_THROW(AgentSegmentWriter::create(self_pid(), 1, link), Error);
+  EXPECT_THROW(open_agent_segment_writer(self_pid(), 1, link), Error);
 
-  EXPECT_THROW(AgentSegmentWriter::create(self_pid(), 0, real_dir), Error);
-  EXPECT_THROW(AgentSegmentWriter::create(self_pid(), 100000, real_dir), Error);
+  EXPECT_THROW(open_agent_segment_writer(self_pid(), 0, real_dir), Error);
+  EXPECT_THROW(open_agent_segment_writer(self_pid(), 100000, real_dir), Error);
 
   // A reader of an unsafe directory sees no agents and does not fail.
-  auto reader = AgentSegmentReader::create(open_dir);
+  auto reader = open_agent_segment_reader(open_dir);
   EXPECT_TRUE(poll(*reader).allocators.empty());
 }
 
 TEST(AgentSegment, ConcurrentReaderOnlySeesConsistentCopies) {
   TempDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   constexpr uint64_t publishes = 200'000;
   constexpr uint64_t steps_pushed = 20'000;
   // The reader must map the segment before the first push: records overwritten before a reader
@@ -391,8 +392,8 @@ TEST(Seqlock, NeverReturnsATornCopy) {
 
 TEST(AgentSegment, StepsAreReturnedOnceAcrossRingWrap) {
   TempDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   writer->publish(0, sample_for(1));
   EXPECT_TRUE(poll(*reader).steps.empty());
 
@@ -413,7 +414,7 @@ TEST(AgentSegment, StepsAreReturnedOnceAcrossRingWrap) {
   EXPECT_EQ(reader->lost_step_count(), 44U);
 
   // A reader arriving late gets the ring's history and counts nothing as lost.
-  auto late = AgentSegmentReader::create(dir.path());
+  auto late = open_agent_segment_reader(dir.path());
   out = poll(*late);
   ASSERT_EQ(out.steps.size(), capacity);
   EXPECT_EQ(out.steps.back().step, burst + 5);
@@ -422,8 +423,8 @@ TEST(AgentSegment, StepsAreReturnedOnceAcrossRingWrap) {
 
 TEST(AgentSegment, OomRingWrapsAndCountsLost) {
   TempDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   poll(*reader);
   const uint64_t total = format::segment_oom_capacity + 3;
   for (uint64_t i = 1; i <= total; ++i) {
@@ -445,7 +446,7 @@ TEST(AgentSegment, DeadWriterSegmentIsRemoved) {
     // The child "crashes": it leaves without running the writer's destructor.
     int code = 0;
     try {
-      auto writer = AgentSegmentWriter::create(static_cast<uint32_t>(::getpid()), 1, dir.path());
+      auto writer = open_agent_segment_writer(static_cast<uint32_t>(::getpid()), 1, dir.path());
       writer->publish(0, sample_for(5));
       static_cast<void>(writer.release());  // leaked: a killed writer never cleans up
     } catch (...) {
@@ -459,14 +460,14 @@ TEST(AgentSegment, DeadWriterSegmentIsRemoved) {
   const std::string path = dir.path() + "/" + format::segment_file_name(child);
   ASSERT_TRUE(fs::exists(path)) << "the crashed child left its segment";
 
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   EXPECT_TRUE(poll(*reader).allocators.empty());
   EXPECT_FALSE(fs::exists(path)) << "a dead writer's segment is cleaned up";
 }
 
 TEST(AgentSegment, RecycledPidIsDetectedByStartTime) {
   TempDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
   writer->publish(0, sample_for(1));
   // Pretend the segment was written by an earlier process that had our pid.
   const int fd = ::open(writer->path().c_str(), O_RDWR);
@@ -478,14 +479,14 @@ TEST(AgentSegment, RecycledPidIsDetectedByStartTime) {
   ASSERT_EQ(::pwrite(fd, &header, sizeof(header), 0), static_cast<ssize_t>(sizeof(header)));
   ::close(fd);
 
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   EXPECT_TRUE(poll(*reader).allocators.empty());
   EXPECT_FALSE(fs::exists(writer->path()));
 }
 
 TEST(AgentSegment, ForeignGarbageAndTruncatedFilesAreIgnored) {
   TempDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
   writer->publish(0, sample_for(77));
   std::ifstream in(writer->path(), std::ios::binary);
   const std::string valid((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -528,7 +529,7 @@ TEST(AgentSegment, ForeignGarbageAndTruncatedFilesAreIgnored) {
   const std::string outside = write_file("elsewhere", valid);
   ASSERT_EQ(::symlink(outside.c_str(), (dir.path() + "/agent-11.seg").c_str()), 0);
 
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   Polled out = poll(*reader);
   ASSERT_EQ(out.allocators.size(), 1U) << "only the real segment is read";
   EXPECT_EQ(out.allocators[0].allocated_bytes, 77U);
@@ -540,7 +541,7 @@ TEST(AgentSegment, ForeignGarbageAndTruncatedFilesAreIgnored) {
 }
 
 TEST(AgentSegment, ReaderOfMissingDirectorySeesNothing) {
-  auto reader = AgentSegmentReader::create("/nonexistent/vramscope-test-dir");
+  auto reader = open_agent_segment_reader("/nonexistent/vramscope-test-dir");
   Polled out = poll(*reader);
   EXPECT_TRUE(out.allocators.empty());
 }

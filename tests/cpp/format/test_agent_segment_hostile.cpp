@@ -15,12 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "format/agent_segment_layout.hpp"
-#include "format/process_identity.hpp"
-#include "format/segment_dir.hpp"
 #include "format/temp_dir.hpp"
 #include "format/test_data.hpp"
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/format/agent_segment_layout.hpp"
+#include "vramscope/format/agent_segments.hpp"
+#include "vramscope/format/process_identity.hpp"
+#include "vramscope/format/segment_dir.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {
@@ -84,12 +85,12 @@ std::string forge_copy(const std::string& dir, const std::string& valid_path, ui
 
 TEST(HostileSegment, RingCounterAtTheTopOfItsRangeDoesNotHang) {
   SegmentDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
   writer->publish(0, plausible_sample());
   StepRecord step;
   step.step = 1;
   writer->push_step(step);
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   ASSERT_EQ(poll(*reader).steps.size(), 1U);
   edit_header(writer->path(), [](SegmentHeader& header) {
     header.steps_written = UINT64_MAX;
@@ -100,7 +101,7 @@ TEST(HostileSegment, RingCounterAtTheTopOfItsRangeDoesNotHang) {
       {
         ::alarm(20);
         const Polled again = poll(*reader);
-        auto fresh = AgentSegmentReader::create(dir.path());
+        auto fresh = open_agent_segment_reader(dir.path());
         const Polled first = poll(*fresh);
         const bool bounded = again.steps.size() <= format::segment_step_capacity &&
                              first.steps.size() <= format::segment_step_capacity &&
@@ -112,9 +113,9 @@ TEST(HostileSegment, RingCounterAtTheTopOfItsRangeDoesNotHang) {
 
 TEST(HostileSegment, SegmentShrunkUnderAMappingIsDroppedNotRead) {
   SegmentDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
   writer->publish(0, plausible_sample());
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   ASSERT_EQ(poll(*reader).allocators.size(), 1U);
   const off_t full_size = static_cast<off_t>(fs::file_size(writer->path()));
 
@@ -130,7 +131,7 @@ TEST(HostileSegment, SegmentShrunkUnderAMappingIsDroppedNotRead) {
 
 TEST(HostileSegment, ImplausibleNumbersAreSkippedRecordByRecord) {
   SegmentDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 4, dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 4, dir.path());
   writer->publish(0, plausible_sample());
   AllocatorSample huge = plausible_sample();
   huge.allocated_bytes = UINT64_MAX;
@@ -163,7 +164,7 @@ TEST(HostileSegment, ImplausibleNumbersAreSkippedRecordByRecord) {
   bad_oom.cuda_device = -3;
   writer->push_oom(bad_oom);
 
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   const Polled out = poll(*reader);
   ASSERT_EQ(out.allocators.size(), 1U);
   EXPECT_EQ(out.allocators[0].allocated_bytes, 1000U);
@@ -175,7 +176,7 @@ TEST(HostileSegment, ImplausibleNumbersAreSkippedRecordByRecord) {
 
 TEST(HostileSegment, PidsNoProcessCanHaveAreNeverAlive) {
   SegmentDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
   writer->publish(0, plausible_sample());
   // 2^32-1 is -1 as a pid_t: kill(-1, 0) succeeds whenever we may signal anything.
   for (const uint32_t pid : {UINT32_MAX, format::max_pid(), uint32_t{1} << 31U}) {
@@ -183,7 +184,7 @@ TEST(HostileSegment, PidsNoProcessCanHaveAreNeverAlive) {
       header.writer_start_ticks = 0;  // "unknown": only existence would be checked
     });
   }
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   const Polled out = poll(*reader);
   ASSERT_EQ(out.allocators.size(), 1U) << "only the real writer is alive";
   EXPECT_EQ(out.allocators[0].pid, self_pid());
@@ -198,7 +199,7 @@ TEST(HostileSegment, PidsNoProcessCanHaveAreNeverAlive) {
 
 TEST(HostileSegment, ForeignNamespaceHeartbeatInTheFutureIsStale) {
   SegmentDir dir;
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir.path());
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
   writer->publish(0, plausible_sample());
   const uint64_t own_namespace = format::pid_namespace_inode();
   ASSERT_NE(own_namespace, 0U);
@@ -221,7 +222,7 @@ TEST(HostileSegment, ForeignNamespaceHeartbeatInTheFutureIsStale) {
   foreign(4, INT64_MIN);                               // overflowed the distance before the fix
   foreign(5, valid.heartbeat_ns + 3'600'000'000'000);  // an hour ahead
 
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   std::vector<uint32_t> pids;
   for (const AllocatorSample& a : poll(*reader).allocators) pids.push_back(a.pid);
   std::sort(pids.begin(), pids.end());
@@ -245,14 +246,14 @@ TEST(HostileSegment, APreCreatedDirectoryIsRefusedLoudlyWithTheWayOut) {
   }
   for (const std::string& dir : dirs) {
     try {
-      AgentSegmentWriter::create(self_pid(), 1, dir);
+      open_agent_segment_writer(self_pid(), 1, dir);
       ADD_FAILURE() << "the writer used " << dir;
     } catch (const Error& error) {
       EXPECT_NE(std::string(error.what()).find("VRAMSCOPE_SHM_DIR"), std::string::npos)
           << error.what();
     }
     // The monitor says so too (once), instead of silently showing no agents.
-    auto reader = AgentSegmentReader::create(dir);
+    auto reader = open_agent_segment_reader(dir);
     EXPECT_TRUE(poll(*reader).allocators.empty());
     const std::vector<std::string> warnings = reader->take_warnings();
     ASSERT_EQ(warnings.size(), 1U) << dir;
@@ -261,7 +262,7 @@ TEST(HostileSegment, APreCreatedDirectoryIsRefusedLoudlyWithTheWayOut) {
     poll(*reader);
     EXPECT_TRUE(reader->take_warnings().empty()) << "said once, not on every poll";
   }
-  auto missing = AgentSegmentReader::create(parent.file("not-yet"));
+  auto missing = open_agent_segment_reader(parent.file("not-yet"));
   poll(*missing);
   EXPECT_TRUE(missing->take_warnings().empty()) << "no agent has started yet: nothing to say";
 }
@@ -272,7 +273,7 @@ TEST(HostileSegment, TheSegmentDirectoryIsMadeOwnerOnly) {
   const std::string dir = parent.file("segments");
   ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
   ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
-  auto writer = AgentSegmentWriter::create(self_pid(), 1, dir);
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir);
   struct stat info {};
   ASSERT_EQ(::stat(dir.c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 07777, 0700U);

@@ -4,13 +4,13 @@
 
 #include <cstring>
 
-#include "core/crc32c.hpp"
 #include "format/fixtures.hpp"
-#include "format/packed_chunk.hpp"
-#include "format/recording_layout.hpp"
-#include "format/sample_codec.hpp"
 #include "format/temp_dir.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/core/crc32c.hpp"
+#include "vramscope/format/packed_chunk.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/format/recording_layout.hpp"
+#include "vramscope/format/sample_codec.hpp"
 
 namespace vramscope {
 namespace {

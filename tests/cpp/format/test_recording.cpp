@@ -10,10 +10,10 @@
 #include <functional>
 
 #include "format/fixtures.hpp"
-#include "format/packed_chunk.hpp"
-#include "format/recording_layout.hpp"
 #include "format/temp_dir.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/packed_chunk.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/format/recording_layout.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {

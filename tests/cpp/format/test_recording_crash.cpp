@@ -10,7 +10,7 @@
 
 #include "format/fixtures.hpp"
 #include "format/temp_dir.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "format/fixtures.hpp"
-#include "format/recording_layout.hpp"
 #include "format/temp_dir.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/format/recording_layout.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope {

@@ -7,11 +7,11 @@
 #include <cstdlib>
 
 #include "format/fixtures.hpp"
-#include "format/recording_layout.hpp"
 #include "format/temp_dir.hpp"
 #include "format/test_data.hpp"
 #include "format/v1_small_fixture.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/format/recording_layout.hpp"
 
 namespace vramscope {
 namespace {

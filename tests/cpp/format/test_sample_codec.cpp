@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "format/fixtures.hpp"
-#include "format/sample_codec.hpp"
+#include "vramscope/format/sample_codec.hpp"
 
 namespace vramscope::format {
 namespace {

@@ -2,7 +2,7 @@
 # `make_v3_small OUT` writes tests/data/recordings/v3_small.vsrec (docs/recording-format.md).
 add_executable(make_v3_small ${CMAKE_CURRENT_SOURCE_DIR}/format/make_v3_small.cpp)
 target_link_libraries(make_v3_small PRIVATE vramscope::layers)
-target_include_directories(make_v3_small PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+target_include_directories(make_v3_small PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 vramscope_warnings(make_v3_small)
 
 # The data folder is compiled in as well: gtest_discover_tests' ENVIRONMENT property does not reach
@@ -14,7 +14,6 @@ target_compile_definitions(test_format PRIVATE
 # Steady-state bytes and writer CPU per sample, for docs/benchmarks.md (`recording_bytes IN OUT N`).
 add_executable(recording_bytes ${CMAKE_CURRENT_SOURCE_DIR}/format/recording_bytes.cpp)
 target_link_libraries(recording_bytes PRIVATE vramscope::layers)
-target_include_directories(recording_bytes PRIVATE ${PROJECT_SOURCE_DIR}/src)
 vramscope_warnings(recording_bytes)
 
 # The packed-chunk tests build hostile zstd frames themselves.

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
 #include "vramscope/sample.hpp"
 
 namespace vramscope::testing {

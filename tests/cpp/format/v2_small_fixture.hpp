@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "format/v1_small_fixture.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
 #include "vramscope/sample.hpp"
 
 namespace vramscope::testing {

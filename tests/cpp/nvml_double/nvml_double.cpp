@@ -4,7 +4,8 @@
 // (VRAMSCOPE_NVML_LIBRARY=<that .so>). It exports the NVML C functions vramscope calls and
 // answers from a JSON script named by $VRAMSCOPE_NVML_DOUBLE_SCRIPT, read at nvmlInit (and by
 // vramscope_nvml_double_reload()). Struct layouts are transcribed from nvml.h independently of
-// src/backends/nvml_api.hpp, so that a layout mistake there shows up as wrong values in tests.
+// vramscope/backends/nvml_api.hpp, so that a layout mistake there shows up as wrong values in
+// tests.
 //
 // Script format (every key optional unless marked):
 //   {

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "report/recording_summary.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/report/recording_summary.hpp"
 
 int main(int argc, char** argv) {
   using namespace vramscope;

@@ -3,8 +3,8 @@
 
 #include <regex>
 
-#include "report/html_report.hpp"
 #include "report/sample_fixtures.hpp"
+#include "vramscope/report/html_report.hpp"
 
 namespace vramscope::report {
 namespace {

@@ -5,9 +5,9 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "report/recording_summary.hpp"
 #include "report/sample_fixtures.hpp"
-#include "report/watch_line.hpp"
+#include "vramscope/report/recording_summary.hpp"
+#include "vramscope/report/watch_line.hpp"
 
 namespace vramscope::report {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/run_diff.hpp"
 #include "report/sample_fixtures.hpp"
+#include "vramscope/report/run_diff.hpp"
 
 namespace vramscope::report {
 namespace {

@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "report/recording_summary.hpp"
 #include "report/sample_fixtures.hpp"
-#include "vramscope/recording.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/report/recording_summary.hpp"
 
 namespace vramscope::report {
 namespace {

@@ -1,7 +1,7 @@
 // tests/cpp/report/test_text_cells.cpp -- fixed-width cells: UTF-8 widths, cuts, escapes
 #include <gtest/gtest.h>
 
-#include "report/text_cells.hpp"
+#include "vramscope/report/text_cells.hpp"
 
 namespace vramscope::report {
 namespace {

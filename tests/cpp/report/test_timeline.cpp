@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "report/sample_fixtures.hpp"
-#include "report/timeline.hpp"
+#include "vramscope/report/timeline.hpp"
 
 namespace vramscope::report {
 namespace {

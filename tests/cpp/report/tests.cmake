@@ -1,10 +1,12 @@
-# tests/cpp/report/tests.cmake -- the formatter tests parse JSON with nlohmann/json.
+# tests/cpp/report/tests.cmake -- the formatter tests parse JSON with nlohmann/json; the row-file
+# tests share the exporters' samples and golden helpers (tests/cpp/exporters/), which find
+# tests/data without the CTest environment.
 target_link_libraries(test_report PRIVATE vramscope_json)
+target_compile_definitions(test_report PRIVATE VRAMSCOPE_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
 
 # A long synthetic recording for the HTML report's size and time check and docs/benchmarks.md.
 add_executable(make_big_recording ${CMAKE_CURRENT_LIST_DIR}/make_big_recording.cpp)
 target_link_libraries(make_big_recording PRIVATE vramscope::layers)
-target_include_directories(make_big_recording PRIVATE ${PROJECT_SOURCE_DIR}/src)
 vramscope_warnings(make_big_recording)
 
 # `vramscope report` pages in headless Chromium (skipped without chromium); needs the CLI. Not in

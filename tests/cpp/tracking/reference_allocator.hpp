@@ -22,8 +22,8 @@
 #include <random>
 #include <vector>
 
-#include "tracking/device_counters.hpp"
-#include "tracking/events.hpp"
+#include "vramscope/tracking/device_counters.hpp"
+#include "vramscope/tracking/events.hpp"
 
 namespace vramscope::tracking::testing {
 

@@ -8,9 +8,10 @@
 #include <random>
 #include <thread>
 
-#include "attribution/attributor.hpp"
-#include "tracking/agent_core.hpp"
 #include "tracking/reference_allocator.hpp"
+#include "vramscope/attribution/attributor.hpp"
+#include "vramscope/format/agent_segments.hpp"
+#include "vramscope/tracking/agent_core.hpp"
 
 namespace vramscope::tracking {
 namespace {
@@ -105,7 +106,7 @@ TEST(AgentCore, StepRecordsCarryTorchsBlockPeaksAndArePublished) {
   TempDir dir;
   std::vector<std::unique_ptr<ReferenceAllocator>> models;
   models.push_back(std::make_unique<ReferenceAllocator>(1, false));
-  auto core = tracking_core(models, AgentSegmentWriter::create(config().pid, 1, dir.path()));
+  auto core = tracking_core(models, open_agent_segment_writer(config().pid, 1, dir.path()));
   ReferenceAllocator& torch = *models[0];
 
   // A 700000-byte request is a 700416-byte block; a (19 MiB - 100) request takes a whole 20 MiB
@@ -134,7 +135,7 @@ TEST(AgentCore, StepRecordsCarryTorchsBlockPeaksAndArePublished) {
   torch.free_address(again);
 
   core->tick();
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   std::vector<AllocatorSample> allocators;
   std::vector<StepRecord> published;
   std::vector<OomRecord> ooms;
@@ -220,7 +221,7 @@ TEST(AgentCore, GlobalPeaksStartAtTorchsAndResetOnlyOurs) {
 TEST(AgentCore, OomIsRecordedWithTheEventsLeadingToIt) {
   TempDir dir;
   FakeTorch torch(2);
-  auto writer = AgentSegmentWriter::create(config().pid, 2, dir.path());
+  auto writer = open_agent_segment_writer(config().pid, 2, dir.path());
   AgentCore core({"GPU-0", "GPU-1"}, torch.provider(), config(), std::move(writer));
   ASSERT_TRUE(core.seed(0));
   ASSERT_TRUE(core.seed(1));
@@ -244,7 +245,7 @@ TEST(AgentCore, OomIsRecordedWithTheEventsLeadingToIt) {
   EXPECT_EQ(history.front().address, 26U) << "oldest kept first";
   EXPECT_TRUE(core.recent_events(0).empty());
 
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   std::vector<AllocatorSample> allocators;
   std::vector<StepRecord> steps;
   std::vector<OomRecord> ooms;
@@ -389,11 +390,11 @@ TEST(AgentCore, APausedTrackerTargetIgnoresEventsUntilResumed) {
   const TrackerTarget target = core.tracker_target();
   const auto no_op = [] { return 0U; };
   constexpr auto raw_alloc = static_cast<int64_t>(Action::Alloc);  // torch's TraceEntry::ALLOC
-  core.pause_tracking(true);
+  pause_tracking(true);
   target.on_trace_entry(0, raw_alloc, 4096, 0x1000, no_op);
   EXPECT_EQ(core.counters(0).total_event_count(), 0U);
   EXPECT_TRUE(core.recent_events(0).empty());
-  core.pause_tracking(false);
+  pause_tracking(false);
   target.on_trace_entry(0, raw_alloc, 512, 0x2000, no_op);
   core.tick();
   EXPECT_EQ(core.stats(0).requested_bytes, 512U);
@@ -469,12 +470,12 @@ TEST(AgentCore, ConcurrentProducersOnSeveralDevices) {
 namespace vramscope::tracking {
 namespace {
 
-/// The agent's wiring of attribution into steps (agent/attribution_glue.cpp), with a real
+/// The wiring of attribution into steps (src/attribution/session.cpp), with a real
 /// Attributor: events reach the ledger only when drained, so step() must drain before asking.
 TEST(AgentCore, StepAnnotatorSeesEveryEventOfTheStepAndPublishesItsBreakdown) {
   TempDir dir;
   FakeTorch torch(1);
-  auto writer = AgentSegmentWriter::create(config().pid, 1, dir.path());
+  auto writer = open_agent_segment_writer(config().pid, 1, dir.path());
   AgentCore core({"GPU-test"}, torch.provider(), config(), std::move(writer));
   ASSERT_TRUE(core.seed(0));
   attribution::Attributor attributor(1);
@@ -524,7 +525,7 @@ TEST(AgentCore, StepAnnotatorSeesEveryEventOfTheStepAndPublishesItsBreakdown) {
   EXPECT_EQ(bytes_of(*second[0].category_bytes, MemoryCategory::Activations), 0U);
 
   // The published step records carry the same breakdown.
-  auto reader = AgentSegmentReader::create(dir.path());
+  auto reader = open_agent_segment_reader(dir.path());
   std::vector<AllocatorSample> allocators;
   std::vector<StepRecord> steps;
   std::vector<OomRecord> ooms;

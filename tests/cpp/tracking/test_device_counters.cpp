@@ -3,8 +3,8 @@
 
 #include <random>
 
-#include "tracking/device_counters.hpp"
 #include "tracking/reference_allocator.hpp"
+#include "vramscope/tracking/device_counters.hpp"
 
 namespace vramscope::tracking {
 namespace {

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "tracking/event_recorder.hpp"
+#include "vramscope/tracking/event_recorder.hpp"
 
 namespace vramscope::tracking {
 namespace {

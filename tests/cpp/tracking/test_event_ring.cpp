@@ -4,7 +4,7 @@
 #include <atomic>
 #include <thread>
 
-#include "tracking/event_ring.hpp"
+#include "vramscope/tracking/event_ring.hpp"
 
 namespace vramscope::tracking {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "view/canvas.hpp"
+#include "vramscope/view/canvas.hpp"
 
 namespace vramscope::view {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "view/layout.hpp"
+#include "vramscope/view/layout.hpp"
 
 namespace vramscope::view {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "fixtures.hpp"
-#include "view/model.hpp"
 #include "vramscope/join.hpp"
+#include "vramscope/view/model.hpp"
 
 namespace vramscope::view {
 namespace {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "fixtures.hpp"
-#include "view/render.hpp"
 #include "vramscope/clock.hpp"
 #include "vramscope/units.hpp"
+#include "vramscope/view/render.hpp"
 
 namespace vramscope::view {
 namespace {

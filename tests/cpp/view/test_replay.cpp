@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "fixtures.hpp"
-#include "view/model.hpp"
-#include "view/replay.hpp"
 #include "vramscope/status.hpp"
+#include "vramscope/view/model.hpp"
+#include "vramscope/view/replay.hpp"
 
 namespace vramscope::view {
 namespace {

@@ -15,6 +15,7 @@
 
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/format/agent_segments.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -23,7 +24,7 @@ int main(int argc, char** argv) {
   }
   try {
     const auto pid = static_cast<uint32_t>(getpid());
-    auto writer = vramscope::AgentSegmentWriter::create(pid, 1);
+    auto writer = vramscope::open_agent_segment_writer(pid, 1);
     vramscope::AllocatorSample sample;
     sample.pid = pid;
     sample.device_uuid = argv[1];

@@ -1,0 +1,133 @@
+// src/exporters/include/vramscope/exporters/tensorboard.hpp -- native TensorBoard event-file writer (no TensorFlow, no protobuf)
+//
+// An event file is a sequence of TFRecords (notes §9), each one serialized `Event` message:
+//
+//   ┌────────────────┬──────────────────────┬─────────────────┬──────────────────────┐
+//   │ length  u64 LE │ masked crc32c(length)│ payload (Event) │ masked crc32c(payload)│
+//   │ 8 bytes        │ u32 LE               │ length bytes    │ u32 LE               │
+//   └────────────────┴──────────────────────┴─────────────────┴──────────────────────┘
+//
+//   Event   { 1: wall_time double (0x09) | 2: step int64 (0x10) | 3: file_version string (0x1A)
+//             | 5: summary Summary (0x2A) }
+//   Summary { 1: repeated Value (0x0A) }
+//   Value   { 1: tag string (0x0A) | 2: simple_value float32 (0x15) }
+//
+// simple_value is the one scalar form every reader accepts; it is float32, so byte counts above
+// 16 MiB are charted with ~7 significant digits. Tag scheme: docs/tensorboard.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vramscope/exporters/sink.hpp"
+#include "vramscope/sample.hpp"
+
+namespace vramscope::exporters {
+
+/// One scalar of an event: a tag and its value.
+struct TensorBoardScalar {
+  std::string tag;
+  double value = 0;
+};
+
+/// Serializes Event{wall_time, file_version="brain.Event:2"} (the first event of every file).
+std::string encode_file_version_event(double wall_time_s);
+/// Serializes Event{wall_time, step, summary{value...}} with simple_value scalars.
+std::string encode_scalars_event(const std::vector<TensorBoardScalar>& scalars, int64_t step,
+                                 double wall_time_s);
+/// Wraps a payload in TFRecord framing with masked CRC-32C.
+std::string frame_tfrecord(std::string_view payload);
+/// `events.out.tfevents.<10-digit seconds>.<hostname>.<pid>.<counter>` (the Python writers' form).
+std::string tensorboard_file_name(int64_t unix_seconds, std::string_view hostname, uint32_t pid,
+                                  uint32_t counter);
+
+/// A tag suffix and the sample field it carries (a member pointer into `Record`).
+template <typename Record, typename Value>
+struct TensorBoardTag {
+  std::string_view tag;
+  Value Record::*member;
+};
+
+// Every tag the writer produces, in the order it writes them. Torch tags follow the process
+// prefix `memory/[rank<R>/|pid<P>/]cuda<D>/`, driver tags `driver/gpu<N>/`. The in-process
+// Monitor (python/vramscope/tensorboard.py) writes the same names for its own process.
+
+/// Per sample, with the allocator's current step as the TensorBoard step.
+inline constexpr std::array<TensorBoardTag<AllocatorSample, uint64_t>, 4>
+    tensorboard_allocator_tags = {{
+        {"allocated_bytes", &AllocatorSample::allocated_bytes},
+        {"reserved_bytes", &AllocatorSample::reserved_bytes},
+        {"requested_bytes", &AllocatorSample::requested_bytes},
+        {"active_bytes", &AllocatorSample::active_bytes},
+    }};
+/// Per completed step (then `category/<name>_bytes` per MemoryCategory, when tracked).
+inline constexpr std::array<TensorBoardTag<StepRecord, uint64_t>, 3> tensorboard_step_tags = {{
+    {"step_peak_allocated_bytes", &StepRecord::peak_allocated_bytes},
+    {"step_peak_reserved_bytes", &StepRecord::peak_reserved_bytes},
+    {"step_peak_requested_bytes", &StepRecord::peak_requested_bytes},
+}};
+/// Per OOM, at the OOM's time.
+inline constexpr TensorBoardTag<OomRecord, uint64_t> tensorboard_oom_tag = {
+    "oom_requested_bytes", &OomRecord::requested_bytes};
+/// Per sample and GPU, when the driver reported the value (TensorBoardOptions::driver_tags).
+inline constexpr std::array<TensorBoardTag<DeviceSample, std::optional<uint64_t>>, 4>
+    tensorboard_driver_tags = {{
+        {"used_bytes", &DeviceSample::used_bytes},
+        {"free_bytes", &DeviceSample::free_bytes},
+        {"reserved_bytes", &DeviceSample::reserved_bytes},
+        {"total_bytes", &DeviceSample::total_bytes},
+    }};
+
+/// How sample values become tags.
+struct TensorBoardOptions {
+  /// Put the process in torch tags (`memory/rank0/cuda0/...`, or `memory/pid123/cuda0/...` without
+  /// a rank)? Needed when one run holds several processes (export of a recording); the in-process
+  /// Monitor writes one run directory per rank instead and leaves it off, so ranks overlay.
+  bool qualify_process = true;
+  /// Write driver-view tags (`driver/gpuN/used_bytes`...)?
+  bool driver_tags = true;
+  /// Automatic flush when this long passed since the last one (checked on each write; 0 = only
+  /// explicit flush() and close()). Whole records are flushed either way.
+  int64_t flush_interval_ns = 2000000000;
+};
+
+/// Writes one event file into a run directory. Not thread-safe.
+class TensorBoardWriter : public Sink {
+ public:
+  /// Creates `log_dir` (0700, parents too) if missing and a new event file in it (0600) whose first
+  /// record is the file_version event. Throws vramscope::Error on failure.
+  TensorBoardWriter(const std::string& log_dir, const TensorBoardOptions& options = {});
+  ~TensorBoardWriter() override;
+
+  /// Writes one scalar event (like SummaryWriter.add_scalar).
+  void add_scalar(std::string_view tag, double value, int64_t step, double wall_time_s);
+  /// Writes several scalars sharing one step and time as one event.
+  void add_scalars(const std::vector<TensorBoardScalar>& scalars, int64_t step, double wall_time_s);
+  /// Writes a sample's driver values (step = samples written so far) and each agent's allocator
+  /// values (step = its training step), then its completed steps and OOMs.
+  void write(const SystemSample& sample) override;
+  /// Writes the peaks of one completed step at that step number.
+  void write_step(const StepRecord& step);
+  void flush() override;
+  /// Flushes and closes; later writes throw.
+  void close();
+  /// Path of the event file.
+  const std::string& path() const;
+
+ private:
+  void append_event(const std::string& payload);
+  std::string torch_prefix(uint32_t pid, int32_t rank, int32_t cuda_device) const;
+
+  TensorBoardOptions m_options;
+  std::unique_ptr<BufferedFile> m_file;
+  std::string m_path;
+  int64_t m_sample_index = 0;
+  int64_t m_last_flush_ns = 0;
+};
+
+}  // namespace vramscope::exporters

@@ -1,0 +1,28 @@
+// src/format/include/vramscope/format/agent_segments.hpp -- the agents' segment files: where they live, opening one to write or the folder to read
+//
+// The writer and reader interfaces are core's (vramscope/agent_segment.hpp: the agent core
+// publishes through one, the Sampler polls one); format implements them over the byte layout of
+// vramscope/format/agent_segment_layout.hpp (docs/agent-segment.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "vramscope/agent_segment.hpp"
+
+namespace vramscope {
+
+/// Directory holding the segments: $VRAMSCOPE_SHM_DIR if set, else /dev/shm/vramscope-<uid>.
+/// Created 0700 on first use by a writer.
+std::string agent_segment_dir();
+
+/// Creates the segment file for `pid` with room for `device_slots` CUDA devices (mode 0600).
+/// Throws vramscope::Error on failure. `dir` empty means agent_segment_dir().
+std::unique_ptr<AgentSegmentWriter> open_agent_segment_writer(uint32_t pid, uint32_t device_slots,
+                                                              const std::string& dir = {});
+
+/// A reader of every live segment in `dir` (empty means agent_segment_dir()).
+std::unique_ptr<AgentSegmentReader> open_agent_segment_reader(const std::string& dir = {});
+
+}  // namespace vramscope

@@ -1,0 +1,21 @@
+// src/report/include/vramscope/report/json_report.hpp -- SystemSample as versioned JSON (`vramscope --json`, watch jsonl)
+//
+// The schema is a contract documented in docs/json-schema.md: byte counts are integers in keys
+// ending `_bytes`, an unsupported value is null (never 0), and new keys may be added without
+// bumping json_schema_version; renaming or retyping one bumps it.
+#pragma once
+
+#include <string>
+
+#include "vramscope/sample.hpp"
+
+namespace vramscope::report {
+
+/// Version of the JSON document written by format_sample_json().
+inline constexpr int json_schema_version = 1;
+
+/// The sample as one JSON document; `pretty` indents by two spaces, otherwise one line
+/// (what `watch --format jsonl` prints).
+std::string format_sample_json(const SystemSample& sample, bool pretty);
+
+}  // namespace vramscope::report

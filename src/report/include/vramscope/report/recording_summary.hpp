@@ -1,0 +1,122 @@
+// src/report/include/vramscope/report/recording_summary.hpp -- what `vramscope show` says about a recording
+//
+// A RecordingSummary is fed every sample of a recording in order and keeps only peaks and
+// counts, so a recording of any length is summarised in constant memory per device and process.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "vramscope/format/recording.hpp"
+#include "vramscope/sample.hpp"
+
+namespace vramscope::report {
+
+/// Peak of one GPU over the recording.
+struct DevicePeak {
+  uint32_t index = 0;
+  std::string name;
+  std::string uuid;
+  std::optional<uint64_t> total_bytes;
+  std::optional<uint64_t> peak_used_bytes;
+  /// When the peak was seen, as ns since the first sample.
+  int64_t peak_offset_ns = 0;
+};
+
+/// Peaks of one process on one GPU over the recording.
+struct ProcessPeak {
+  uint32_t pid = 0;
+  std::string device_uuid;
+  uint32_t device_index = 0;
+  std::string command;
+  /// Driver-side peak and its time (empty when the driver never gave a number).
+  std::optional<uint64_t> peak_used_bytes;
+  int64_t peak_offset_ns = 0;
+  /// Agent peaks; empty when no agent published for this process.
+  std::optional<uint64_t> torch_peak_allocated_bytes;
+  std::optional<uint64_t> torch_peak_reserved_bytes;
+  /// Highest step number seen and the largest per-step allocated peak.
+  std::optional<uint64_t> step_count;
+  std::optional<uint64_t> max_step_peak_allocated_bytes;
+  /// Of the steps that carry categories, the one with the highest requested peak: its number
+  /// and what that peak was made of. Empty when the process tracked no categories.
+  std::optional<uint64_t> category_step;
+  std::optional<uint64_t> category_step_peak_requested_bytes;
+  std::optional<CategoryBytes> category_step_bytes;
+};
+
+/// Peaks and counts of a whole recording.
+class RecordingSummary {
+ public:
+  /// Folds one sample in (samples must come in recording order).
+  void add(const SystemSample& sample);
+  /// Folds in the summary of the samples that follow this one's (a later segment), with the
+  /// same result as add()ing them (summary_digest.cpp).
+  void merge(const RecordingSummary& later);
+  /// Compact bytes of this summary, and back (nullopt for bytes that are not one).
+  std::string serialize() const;
+  static std::optional<RecordingSummary> parse(std::string_view bytes);
+
+  uint64_t sample_count() const { return m_sample_count; }
+  /// First and last sample timestamps (CLOCK_REALTIME ns); 0 when empty.
+  int64_t start_ns() const { return m_start_ns; }
+  int64_t end_ns() const { return m_end_ns; }
+  uint64_t oom_count() const { return m_oom_count; }
+  /// By device uuid.
+  const std::map<std::string, DevicePeak>& devices() const { return m_devices; }
+  /// By (pid, device uuid).
+  const std::map<std::pair<uint32_t, std::string>, ProcessPeak>& processes() const {
+    return m_processes;
+  }
+
+ private:
+  ProcessPeak& process(uint32_t pid, const std::string& uuid, uint32_t device_index);
+
+  uint64_t m_sample_count = 0;
+  int64_t m_start_ns = 0;
+  int64_t m_end_ns = 0;
+  uint64_t m_oom_count = 0;
+  std::map<std::string, DevicePeak> m_devices;
+  std::map<std::pair<uint32_t, std::string>, ProcessPeak> m_processes;
+};
+
+/// The SegmentDigest of `vramscope record`: each segment's RecordingSummary, serialized, so that
+/// `show` merges the digests of the index instead of reading every sample.
+class SummaryDigest final : public SegmentDigest {
+ public:
+  void add(const SystemSample& sample) override { m_summary.add(sample); }
+  std::string take() override;
+
+ private:
+  RecordingSummary m_summary;
+};
+
+/// How the file ended, as `show` reports it.
+struct RecordingTail {
+  TailState state = TailState::Clean;
+  std::string message;
+};
+
+/// Summarises what `reader` has left to read. With `use_index`, segments that the file's index
+/// describes with a SummaryDigest are merged from their digests instead of being read (their
+/// chunks are then not checked); the rest is read sample by sample. `tail` gets how the samples
+/// read ended; `indexed_segments` (when not null) how many segments came from the index.
+RecordingSummary summarise_recording(RecordingReader& reader, bool use_index, RecordingTail& tail,
+                                     std::size_t* indexed_segments = nullptr);
+
+/// "clean", "truncated" or "corrupt".
+const char* tail_state_name(TailState state);
+
+/// The human summary (local times, MiB like nvidia-smi), one '\n'-terminated line each.
+std::string format_summary_text(const std::string& path, const RecordingMetadata& metadata,
+                                const RecordingSummary& summary, const RecordingTail& tail);
+
+/// The same as one JSON document (schema_version 1, documented in docs/json-schema.md).
+std::string format_summary_json(const std::string& path, const RecordingMetadata& metadata,
+                                const RecordingSummary& summary, const RecordingTail& tail);
+
+}  // namespace vramscope::report

@@ -1,0 +1,132 @@
+// tests/cpp/report/test_impossible_values.cpp -- numbers no GPU can hold are refused at read, and
+// differences of any numbers never wrap (`show`'s 16 EiB peak, `diff`'s negative growth, the
+// report's "(-2 ns)" span)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "report/sample_fixtures.hpp"
+#include "vramscope/core/plausible.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/report/html_report.hpp"
+#include "vramscope/report/recording_summary.hpp"
+#include "vramscope/report/run_diff.hpp"
+#include "vramscope/report/summary_plausible.hpp"
+
+namespace vramscope::report {
+namespace {
+
+using testing::make_two_gpu_sample;
+using testing::mib;
+
+constexpr uint64_t uint64_max = std::numeric_limits<uint64_t>::max();
+
+/// A private scratch path, removed at the end.
+struct ScratchPath {
+  std::string path;
+  ScratchPath() {
+    std::string pattern = (std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp");
+    pattern += "/vramscope-impossible-XXXXXX";
+    const int fd = ::mkstemp(pattern.data());
+    if (fd >= 0) ::close(fd);
+    path = pattern;
+  }
+  ~ScratchPath() { ::unlink(path.c_str()); }
+};
+
+TEST(ImpossibleValues, SampleFieldsAboveAPebibyteAreNamed) {
+  SystemSample s = make_two_gpu_sample();
+  EXPECT_EQ(implausible_bytes(s), "");
+  s.devices[1].used_bytes = uint64_max;
+  EXPECT_EQ(implausible_bytes(s), "GPU 1 used_bytes 18446744073709551615");
+  s = make_two_gpu_sample();
+  s.allocators[0].peak_reserved_bytes = max_plausible_bytes + 1;
+  EXPECT_NE(implausible_bytes(s).find("peak_reserved_bytes 1125899906842625"), std::string::npos);
+  s = make_two_gpu_sample();
+  s.devices[0].processes[0].used_bytes = max_plausible_bytes;  // the bound itself is allowed
+  EXPECT_EQ(implausible_bytes(s), "");
+}
+
+// A forged recording (valid checksums) with a 2^64-1 byte peak: `show` printed "16.0 EiB" as
+// a fact, through the index digest and through the samples alike.
+TEST(ImpossibleValues, ARecordingEndsAtTheImpossibleSampleAndItsDigestIsNotTrusted) {
+  ScratchPath file;
+  {
+    RecordingWriterOptions options;
+    options.overwrite = true;
+    options.sync_each_chunk = false;
+    options.digest = std::make_shared<SummaryDigest>();
+    RecordingMetadata metadata;
+    metadata.hostname = "host";
+    auto writer = RecordingWriter::create(file.path, metadata, options);
+    SystemSample s = make_two_gpu_sample();
+    for (int i = 0; i < 6; ++i) {
+      s.timestamp_ns += 100'000'000;
+      s.devices[0].used_bytes = i == 4 ? uint64_max : (1000 + i) * mib;
+      writer->append(s);
+    }
+    writer->close();
+  }
+  for (const bool use_index : {true, false}) {
+    auto reader = RecordingReader::open(file.path);
+    RecordingTail tail;
+    const RecordingSummary summary = summarise_recording(*reader, use_index, tail);
+    EXPECT_EQ(summary.sample_count(), 4U) << "use_index " << use_index;
+    EXPECT_EQ(tail.state, TailState::Corrupt);
+    EXPECT_NE(tail.message.find("impossible value: GPU 0 used_bytes 18446744073709551615"),
+              std::string::npos)
+        << tail.message;
+    for (const auto& [uuid, d] : summary.devices()) {
+      EXPECT_LE(d.peak_used_bytes.value_or(0), max_plausible_bytes) << uuid;
+    }
+  }
+}
+
+TEST(ImpossibleValues, ADigestWithAnImpossiblePeakIsNoSummary) {
+  RecordingSummary forged;
+  SystemSample s = make_two_gpu_sample();
+  forged.add(s);
+  ASSERT_TRUE(RecordingSummary::parse(forged.serialize()).has_value());
+  s.allocators[0].peak_allocated_bytes = uint64_max;
+  forged.add(s);
+  EXPECT_NE(implausible_bytes(forged).find("torch_peak_allocated_bytes"), std::string::npos);
+  EXPECT_FALSE(RecordingSummary::parse(forged.serialize()).has_value());
+}
+
+// `diff` printed a growth from 0 to 2^64-1 as "-1 B".
+TEST(ImpossibleValues, DiffDeltasSaturateInsteadOfWrapping) {
+  EXPECT_EQ((Change{0, uint64_max}.delta()), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ((Change{uint64_max, 0}.delta()), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ((Change{0, uint64_t{1} << 63U}.delta()), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ((Change{uint64_t{1} << 63U, 0}.delta()), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ((Change{5 * mib, 3 * mib}.delta()), -static_cast<int64_t>(2 * mib));
+  EXPECT_EQ((Change{3 * mib, 5 * mib}.delta()), static_cast<int64_t>(2 * mib));
+  const std::vector<std::string> grown = peaks_grown(
+      RunDiff{{DeviceDiff{0, std::nullopt, std::nullopt, Change{0, uint64_max}}}, {}}, 5.0);
+  ASSERT_EQ(grown.size(), 1U);
+  EXPECT_EQ(grown[0].find("grew -"), std::string::npos) << grown[0];
+}
+
+// The report's span subtracted the first timestamp from the last without saturating.
+TEST(ImpossibleValues, TheReportsSpanNeverGoesNegative) {
+  RunProfile run;
+  run.path = "run.vsrec";
+  TimelineCollector timeline(200, 100'000'000);
+  SystemSample s = make_two_gpu_sample();
+  for (const int64_t ts :
+       {std::numeric_limits<int64_t>::min() + 1, std::numeric_limits<int64_t>::max() - 1}) {
+    s.timestamp_ns = ts;
+    run.summary.add(s);
+    timeline.add(s);
+  }
+  const std::string page = format_html_report(run, timeline.finish());
+  EXPECT_EQ(page.find("(-"), std::string::npos) << "a negative span";
+}
+
+}  // namespace
+}  // namespace vramscope::report
