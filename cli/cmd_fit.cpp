@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "core/posix_io.hpp"
 #include "run_python.hpp"
+#include "vramscope/core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {
