@@ -32,6 +32,10 @@ Command add_report_command(CLI::App& app);
 Command add_top_command(CLI::App& app);
 /// `vramscope run [opts] script.py|-m module [args]`: run a Python program under the agent.
 Command add_run_command(CLI::App& app);
+/// `vramscope fit`: the largest batch that fits, by probes under the agent (cmd_fit.cpp).
+Command add_fit_command(CLI::App& app);
+/// Runs `python -m vramscope.predict rest...` (exec; returns only by throwing Error).
+int run_fit(const std::vector<std::string>& rest);
 /// `vramscope export FILE --tensorboard DIR --trace OUT --csv OUT --jsonl OUT`.
 Command add_export_command(CLI::App& app);
 /// `vramscope exporter [--listen HOST:PORT]`: Prometheus /metrics.

@@ -88,9 +88,14 @@ int run(int argc, char** argv) {
   commands.push_back(cli::add_report_command(app));
   commands.push_back(cli::add_top_command(app));
   commands.push_back(cli::add_run_command(app));
+  commands.push_back(cli::add_fit_command(app));
   commands.push_back(cli::add_export_command(app));
   commands.push_back(cli::add_exporter_command(app));
 
+  // `fit` hands its whole command line, `--` and --help included, to Python.
+  if (argc >= 2 && std::string(argv[1]) == "fit") {
+    return cli::run_fit(std::vector<std::string>(argv + 2, argv + argc));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -7,7 +7,7 @@ doc="$(dirname "${BASH_SOURCE[0]}")/../docs/cli.md"
 head="$(sed '/^## `vramscope`$/,$d' "$doc")"
 {
   printf '%s\n\n' "$head"   # $(...) dropped the blank line before the first section
-  for c in "" watch record show diff report top run export exporter; do
+  for c in "" watch record show diff report top run fit export exporter; do
     printf '## `vramscope%s`\n\n```text\n' "${c:+ $c}"
     COLUMNS=100 "$cli" $c --help 2>&1
     printf '```\n\n'

@@ -10,6 +10,8 @@ The readers mirror ``torch.cuda`` so that they can be swapped in::
     with vramscope.Monitor(every=100, auto_step=True) as mon:
         train()                         # one line every 100 optimizer steps, a table at exit
 
+    vramscope.fit(step).size            # the largest batch that fits, from a few small steps
+
 In a notebook, ``%load_ext vramscope`` adds ``%vramscope`` and ``%%vramscope``.
 
 The agent attaches on first use, or right after the program initialises CUDA. Importing this
@@ -39,6 +41,7 @@ from ._core.torchcheck import VramscopeWarning
 # IPython looks load_ipython_extension up on the package (%load_ext vramscope); not API.
 from ._ipython import load_ipython_extension, show  # noqa: F401
 from .monitor import Monitor
+from .predict.fit import fit
 
 # Through the public module vramscope.profile, so that it is loaded before the name is bound to
 # the function: a later `from vramscope.profile import ...` then leaves vramscope.profile alone.
@@ -67,6 +70,7 @@ __all__ = [
     "attach",
     "device_count",
     "empty_cache",
+    "fit",
     "last_oom",
     "max_memory_allocated",
     "max_memory_requested",

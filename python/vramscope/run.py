@@ -119,6 +119,11 @@ def _start_agent(opts: RunOptions):
         _api.attach(interval_ms=opts.interval_ms)
         monitor = Monitor(every=0, auto_step=True, exit_table_rows=0)
         monitor.start()
+        # Under `vramscope fit`: this process is one probe (its steps' peaks, then exit).
+        from .predict.child import from_env
+        probe = from_env(os.environ)
+        if probe is not None:
+            monitor._sinks.append(probe)
         return monitor
     except (ImportError, RuntimeError) as e:
         _note(opts.quiet, f"{str(e).removeprefix('vramscope: ')}; running without the agent")

@@ -50,9 +50,9 @@ def _tensor_type() -> Any:
     return getattr(torch, "Tensor", None) if torch is not None else None
 
 
-def leading_dim(args: Any, kwargs: Any = None) -> int | None:
-    """The leading dimension of the first tensor among ``args`` then ``kwargs`` values (one
-    level into lists, tuples and dicts: a batch dict of input_ids and labels); None if none."""
+def input_shape(args: Any, kwargs: Any = None) -> tuple[int, ...] | None:
+    """The shape of the first tensor among ``args`` then ``kwargs`` values (one level into
+    lists, tuples and dicts: a batch dict of input_ids and labels); None if none."""
     tensor = _tensor_type()
     if tensor is None:
         return None
@@ -62,8 +62,14 @@ def leading_dim(args: Any, kwargs: Any = None) -> int | None:
             value if isinstance(value, (list, tuple)) else (value,))
         for item in inner:
             if isinstance(item, tensor) and item.dim() >= 1:
-                return int(item.shape[0])
+                return tuple(int(d) for d in item.shape)
     return None
+
+
+def leading_dim(args: Any, kwargs: Any = None) -> int | None:
+    """The leading dimension of that first tensor (the batch size); None if none."""
+    shape = input_shape(args, kwargs)
+    return shape[0] if shape is not None else None
 
 
 def block_lists(model: Any, limit: int = 4) -> list[tuple[str, str, int]]:
@@ -196,6 +202,8 @@ def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] |
         if "/torch/autograd/" in name and code.co_name in ("backward", "grad") and \
                 "phase" not in out:
             out["phase"] = "backward"
+        if code.co_name == "generate" and "generating" not in out:
+            out["generating"] = True  # transformers' generate(): a KV cache grows per token
         if module_type is None or code.co_name not in _MODULE_CALLS:
             continue
         owner = frame.f_locals.get("self")
@@ -209,12 +217,12 @@ def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] |
         out.setdefault("phase", "forward")
         local = outermost.f_locals
         if "args" in local or "kwargs" in local:
-            batch = leading_dim(local.get("args"), local.get("kwargs"))
+            shape = input_shape(local.get("args"), local.get("kwargs"))
         else:  # a forward(self, x, ...) frame: its parameters are its first locals
             names = outermost.f_code.co_varnames[1:outermost.f_code.co_argcount]
-            batch = leading_dim([local.get(n) for n in names])
-        if batch is not None:
-            out.update(batch_size=batch, batch_source="stack")
+            shape = input_shape([local.get(n) for n in names])
+        if shape is not None:
+            out.update(batch_size=shape[0], batch_source="stack", input_shape=shape)
     elif not main_thread and "phase" not in out:
         # The autograd engine runs a CUDA backward on its own thread, with no Python frames.
         out["phase"] = "backward"
@@ -239,6 +247,10 @@ class ModelProbe:
         #: Did a hooked forward read the batch since the last step end?
         self._seen_in_step = False
         self.batch_size: int | None = None
+        #: The model input's shape at the last forward, and the last shape seen at a step end
+        #: per batch size (a sequence that grew at the same batch is told apart by it).
+        self.input_shape: tuple[int, ...] | None = None
+        self._shapes_by_batch: dict[int, tuple[int, ...]] = {}
         self.autocast: bool | None = None
         self.discovery_tries = 0
 
@@ -283,12 +295,14 @@ class ModelProbe:
                                                                with_kwargs=True)
                                    for c in model.children()]
         self._seen_in_step = False
+        if self.input_shape is not None and len(self._shapes_by_batch) < 64:
+            self._shapes_by_batch[self.input_shape[0]] = self.input_shape
 
     def _on_forward(self, module: Any, args: Any, kwargs: Any) -> None:
         # One call per forward of the top-level module: the leading dimension and autocast.
-        batch = leading_dim(args, kwargs)
-        if batch is not None:
-            self.batch_size = batch
+        shape = input_shape(args, kwargs)
+        if shape is not None:
+            self.batch_size, self.input_shape = shape[0], shape
             self._seen_in_step = True
         torch = sys.modules.get("torch")
         self.autocast = bool(torch.is_autocast_enabled("cuda")) if torch is not None else None
@@ -314,12 +328,23 @@ class ModelProbe:
             out["autocast"] = self.autocast
         if self.batch_size is not None:
             out.update(batch_size=self.batch_size, batch_source="forward")
+            if self.input_shape is not None:
+                out["input_shape"] = self.input_shape
         if frames is not None:
+            # Read on the OOM's own thread (grad mode is per thread): False under no_grad or
+            # inference_mode, where nothing is saved for a backward.
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                out["grad_enabled"] = bool(torch.is_grad_enabled())
             stack = stack_evidence(frames, self._block_index, main_thread)
             if "batch_size" in out:
                 stack.pop("batch_size", None)
                 stack.pop("batch_source", None)
+                stack.pop("input_shape", None)
             out.update(stack)
+        shape = out.get("input_shape")
+        if shape is not None and shape[0] in self._shapes_by_batch:
+            out["past_input_shape"] = self._shapes_by_batch[shape[0]]
         return out
 
     def close(self) -> None:

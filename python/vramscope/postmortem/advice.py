@@ -53,6 +53,14 @@ class OomEvidence:
     #: forward running at the OOM) or "" (unknown).
     batch_size: int | None = None
     batch_source: str = ""
+    #: The failing step's model input shape (its first tensor), and the shape of a past step's
+    #: input at the same batch size: which dimension grew (None: unknown).
+    input_shape: tuple[int, ...] | None = None
+    past_input_shape: tuple[int, ...] | None = None
+    #: Was autograd recording on the OOM's thread (None: unknown)? Was a ``generate()`` call
+    #: on the stack (a KV cache growing with every token)?
+    grad_enabled: bool | None = None
+    generating: bool = False
     world_size: int = 1
     #: Why op/module/category data is missing (shown instead of their tables).
     attribution_note: str = ""

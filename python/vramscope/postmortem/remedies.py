@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from .._core.units import format_bytes
 from ..attribution.model_probe import STATE_PER_PARAMETER
 from .advice import Advice, OomEvidence, StepPoint, growing_text, leak_rate
+from ..predict.model import MemoryModel, Probe, fit_model
 
 #: Share of the budget a suggested batch size or memory fraction keeps free: the allocator's
 #: rounding and the next step's temporaries are not in a linear fit.
@@ -55,6 +56,9 @@ class Assessment:
     #: The step's expected peak of allocated bytes, and how it was estimated.
     projected_peak_bytes: int
     projection: str
+    #: Is the projection only a lower bound (the failing request, a step that already outgrew
+    #: every measured one)? Then ``need_bytes`` is "at least", and no remedy is ``fits``.
+    projection_is_lower_bound: bool = False
 
 
 def _peaks_by_batch(steps: Sequence[StepPoint]) -> dict[int, StepPoint]:
@@ -66,19 +70,25 @@ def _peaks_by_batch(steps: Sequence[StepPoint]) -> dict[int, StepPoint]:
     return best
 
 
-def batch_line(steps: Sequence[StepPoint]) -> tuple[float, float] | None:
-    """(fixed bytes, bytes per sample) of a least-squares line through (batch, step peak) over
-    two or more batch sizes; None with fewer or a line that does not rise."""
+def batch_model(steps: Sequence[StepPoint]) -> MemoryModel | None:
+    """The memory model against the batch (vramscope.predict, the one ``vramscope fit`` uses)
+    through the step peaks at two or more batch sizes; None with fewer or when it does not
+    rise with the batch."""
     by_batch = _peaks_by_batch(steps)
-    if len(by_batch) < 2:
+    model = fit_model([Probe(b, s.peak_allocated_bytes, s.peak_reserved_bytes)
+                       for b, s in by_batch.items()])
+    if model is None or model.bytes_per_unit <= 0:
         return None
-    xs = list(by_batch)
-    ys = [by_batch[b].peak_allocated_bytes for b in xs]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    if slope <= 0:
+    return model
+
+
+def batch_line(steps: Sequence[StepPoint]) -> tuple[float, float] | None:
+    """(fixed bytes, bytes per sample) of the model through (batch, step peak) over two or more
+    batch sizes; None with fewer or a line that does not rise."""
+    model = batch_model(steps)
+    if model is None:
         return None
-    return my - slope * mx, slope
+    return float(model.fixed_bytes), float(model.bytes_per_unit)
 
 
 def _activations(e: OomEvidence) -> int:
@@ -90,28 +100,93 @@ def _activations(e: OomEvidence) -> int:
     return live
 
 
-def projected_peak(e: OomEvidence) -> tuple[int, str]:
-    """The failing step's expected peak of allocated bytes and the basis of the estimate."""
+def grown_dims(e: OomEvidence) -> str:
+    """"dimension 1: 256 -> 512" for each non-leading dimension of the model's input that is
+    larger than at a past step of the same batch size; "" when none grew or it is unknown."""
+    now, past = e.input_shape, e.past_input_shape
+    if not now or not past or len(now) != len(past):
+        return ""
+    return ", ".join(f"dimension {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(past, now))
+                     if i > 0 and b > a)
+
+
+def _projection(e: OomEvidence) -> tuple[int, str, bool]:
+    """The failing step's expected peak of allocated bytes, the basis of the estimate, and
+    whether it is only a lower bound. A measured basis (a past step at the failing batch, the
+    memory model through past batch sizes, the last step) counts only while the failing step
+    has not already outgrown it: a step that needs more than the measured one at the same batch
+    grew in another dimension (a longer sequence, a larger image, a growing cache), and then
+    only the lower bound is known."""
     lower = e.allocated_bytes + e.requested_bytes
+    grown = grown_dims(e)
+    outgrew = ("the step already needs {need} at the OOM, more than {what} "
+               f"({grown or 'another input dimension grew'}): at least that much")
     by_batch = _peaks_by_batch(e.steps)
     if e.batch_size and e.batch_size in by_batch:
-        return max(lower, by_batch[e.batch_size].peak_allocated_bytes), \
-            f"the peak of a past step at batch {e.batch_size}"
-    line = batch_line(e.steps)
-    if line is not None and e.batch_size:
-        fixed, per_sample = line
-        return max(lower, int(fixed + per_sample * e.batch_size)), \
-            f"a line through the peaks at {len(by_batch)} batch sizes"
+        past = by_batch[e.batch_size].peak_allocated_bytes
+        if grown and lower <= past:
+            return lower, (f"the failing request: the past step at batch {e.batch_size} had a "
+                           f"smaller input ({grown}), so its peak {format_bytes(past)} is not "
+                           "this step's: at least that much"), True
+        if lower > past:
+            return lower, outgrew.format(need=format_bytes(lower), what="the peak "
+                                         f"{format_bytes(past)} of a past step at batch "
+                                         f"{e.batch_size}"), True
+        return past, f"the peak of a past step at batch {e.batch_size}", False
+    model = batch_model(e.steps)
+    if model is not None and e.batch_size:
+        p = model.predict(e.batch_size)
+        if lower > p.allocated_bytes + p.margin_bytes:
+            return lower, outgrew.format(need=format_bytes(lower), what="the memory model "
+                                         f"predicts at batch {e.batch_size} "
+                                         f"({format_bytes(p.allocated_bytes)})"), True
+        return max(lower, p.allocated_bytes), f"the memory model: {p.basis}", False
     live = e.categories.get("activations", 0)
     if live and _activations(e) > live:
         return lower + _activations(e) - live, \
-            f"the activations so far, {e.forward_progress:.0%} through the forward's blocks"
+            f"the activations so far, {e.forward_progress:.0%} through the forward's blocks " \
+            "(backward's gradients and temporaries not counted: at least that much)", True
     if e.phase == "optimizer" and e.optimizer_state_full_bytes > e.optimizer_state_bytes:
         missing = e.optimizer_state_full_bytes - e.optimizer_state_bytes - e.requested_bytes
-        return lower + max(0, missing), "the optimizer state still to be allocated"
+        return lower + max(0, missing), "the optimizer state still to be allocated", True
+    if e.generating:
+        return lower, ("the failing request, inside generate(): the KV cache grows with every "
+                       "new token, so the call needs more than this: at least that much"), True
     if e.steps and not any(s.batch_size for s in e.steps):
-        return max(lower, e.steps[-1].peak_allocated_bytes), "the peak of the last step"
-    return lower, "the failing request"
+        past = e.steps[-1].peak_allocated_bytes
+        if lower <= past:
+            return past, "the peak of the last step", False
+        return lower, outgrew.format(need=format_bytes(lower), what="the peak "
+                                     f"{format_bytes(past)} of the last step"), True
+    return lower, "the failing request (the rest of the step is not known)", True
+
+
+def _optimizer_step_floor(e: OomEvidence) -> int:
+    """Allocated bytes the step needs at least at its optimizer step, where the parameters,
+    their gradients and the optimizer's full state are live at once (0 without an optimizer):
+    on a first step, gradients and the lazily allocated state are still to come."""
+    if e.parameter_bytes <= 0 or not e.optimizer or e.grad_enabled is False or e.generating:
+        return 0  # inference: no optimizer step in this call
+    return 2 * e.parameter_bytes + max(e.optimizer_state_full_bytes, e.optimizer_state_bytes)
+
+
+def projection(e: OomEvidence) -> tuple[int, str, bool]:
+    """The failing step's expected peak of allocated bytes, the basis of the estimate, and
+    whether it is only a lower bound (raised, when it is one, to what the optimizer's step
+    needs at least: parameters, gradients and the full state)."""
+    peak, basis, only_lower = _projection(e)
+    floor = _optimizer_step_floor(e)
+    if only_lower and floor > peak:
+        return floor, (f"parameters, gradients and the full {e.optimizer} state, live at once "
+                       f"at the optimizer's step ({format_bytes(floor)}; larger than {basis})"), \
+            True
+    return peak, basis, only_lower
+
+
+def projected_peak(e: OomEvidence) -> tuple[int, str]:
+    """The failing step's expected peak of allocated bytes and the basis of the estimate."""
+    peak, basis, _ = projection(e)
+    return peak, basis
 
 
 def _leak(e: OomEvidence, need: int) -> Advice | None:
@@ -285,6 +360,10 @@ def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: list[tuple[st
     activations = _activations(e)
     if activations <= 0:
         return None
+    if e.grad_enabled is False:
+        rejected.append(("activation_checkpointing", "autograd was off at the OOM (no_grad or "
+                         "inference_mode): nothing is kept for a backward to recompute"))
+        return None
     if activations < 0.3 * peak:
         rejected.append(("activation_checkpointing", f"activations are only "
                          f"{format_bytes(activations)} of a {format_bytes(peak)} peak"))
@@ -342,6 +421,10 @@ def _optimizer_state(e: OomEvidence, need: int, peak: int, rejected: list[tuple[
                 e.categories.get("optimizer_state", 0))
     if state <= 0:
         return None
+    if e.grad_enabled is False:
+        rejected.append(("optimizer_state", "autograd was off at the OOM (no_grad or "
+                         "inference_mode): the optimizer's state is not what ran out"))
+        return None
     if state < 0.3 * peak:
         rejected.append(("optimizer_state", f"the optimizer state is only "
                          f"{format_bytes(state)} of a {format_bytes(peak)} peak"))
@@ -393,7 +476,7 @@ def _memory_fraction(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
 
 def assess(e: OomEvidence) -> Assessment:
     """The need, the advised remedies (first the one that fixes the OOM) and the others."""
-    peak, projection = projected_peak(e)
+    peak, basis, only_lower = projection(e)
     need = max(e.shortfall_bytes, peak - e.budget_bytes, 1)
     rejected: list[tuple[str, str]] = []
     found = [
@@ -408,26 +491,41 @@ def assess(e: OomEvidence) -> Assessment:
         _memory_fraction(e, need, rejected),
     ]
     candidates = [a for a in found if a is not None]
+    # Against a need that is only "at least", no remedy is promised to fit: the ones that
+    # cover the known part keep their order (``covers_known_need``), the others follow by what
+    # they recover.
+    covers = {id(a): a.fits for a in candidates}
+    if only_lower:
+        for a in candidates:
+            a.params["covers_known_need"] = a.fits
+            a.fits = False
+            a.detail += (f" The step needs at least {format_bytes(need)} more than the budget "
+                         "allows; the rest of its need is not known, so this is not promised "
+                         "to fit (`vramscope fit` measures what a step needs).")
 
     def rank(a: Advice) -> int:
         kind = "batch_grew" if a.kind == "batch_size" and a.params.get("batch_grew") else a.kind
         return PRIORITY.index(kind)
 
-    advice = sorted((a for a in candidates if a.fits), key=rank)
-    partial = sorted((a for a in candidates if not a.fits), key=lambda a: -a.recovers_bytes)
+    advice = sorted((a for a in candidates if covers[id(a)]), key=rank)
+    partial = sorted((a for a in candidates if not covers[id(a)]),
+                     key=lambda a: -a.recovers_bytes)
     if advice:
         rejected += [(a.kind, f"recovers {format_bytes(a.recovers_bytes)} of the "
-                      f"{format_bytes(need)} needed") for a in partial]
+                      f"{'at least ' if only_lower else ''}{format_bytes(need)} needed")
+                     for a in partial]
     else:
         advice = partial
     if not advice:
         advice = [Advice(
             score=0.0, kind="generic", title="reduce the batch size or sequence length",
-            detail=(f"{format_bytes(need)} was missing and no single cause stands out in the "
-                    "evidence; run under Monitor(model=..., optimizer=...) or "
-                    "vramscope.profile() to see who holds the memory."))]
+            detail=(f"{'at least ' if only_lower else ''}{format_bytes(need)} was missing and "
+                    "no single cause stands out in the evidence; run under "
+                    "Monitor(model=..., optimizer=...) or vramscope.profile() to see who holds "
+                    "the memory, or `vramscope fit` for the largest batch that fits."))]
     return Assessment(advice=advice, not_advised=rejected, need_bytes=need,
-                      projected_peak_bytes=peak, projection=projection)
+                      projected_peak_bytes=peak, projection=basis,
+                      projection_is_lower_bound=only_lower)
 
 
 def rank_advice(e: OomEvidence) -> list[Advice]:

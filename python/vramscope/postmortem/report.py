@@ -43,8 +43,9 @@ def _numbers(e: OomEvidence, a: Assessment) -> list[str]:
     return [
         f"requested        {format_bytes(e.requested_bytes)}",
         f"shortfall        {format_bytes(e.shortfall_bytes)} (needed by the step: "
-        f"{format_bytes(a.need_bytes)}; its peak ≈{format_bytes(a.projected_peak_bytes)}, from "
-        f"{a.projection})",
+        + (f"at least {format_bytes(a.need_bytes)} more than the budget allows; its peak ≥"
+           if a.projection_is_lower_bound else f"{format_bytes(a.need_bytes)}; its peak ≈")
+        + f"{format_bytes(a.projected_peak_bytes)}, from {a.projection})",
         f"budget           {format_bytes(e.budget_bytes)} for PyTorch{cap}",
         f"free for PyTorch {format_bytes(e.available_bytes)}",
         f"reserved         {format_bytes(e.reserved_bytes)}",
@@ -102,8 +103,13 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "",
                          f"{format_bytes(s.allocated_bytes):>10}{batch}")
         lines.append("")
     fits = any(x.fits for x in advice)
-    lines.append("advice, most useful first:" if fits or not advice else
-                 "advice (none covers the need alone; the largest recoveries first):")
+    if fits or not advice:
+        lines.append("advice, most useful first:")
+    elif any(x.params.get("covers_known_need") for x in advice):
+        lines.append("advice (the step's need is only known as a lower bound: none is promised "
+                     "to fit; those that cover it first):")
+    else:
+        lines.append("advice (none covers the need alone; the largest recoveries first):")
     for i, x in enumerate(advice, 1):
         recovers = f" [recovers ≈{format_bytes(x.recovers_bytes)}]" if x.recovers_bytes else ""
         lines.append(f"  {i}. {x.title}{recovers}")
@@ -146,6 +152,7 @@ def report_json(e: OomEvidence, advice: Sequence[Advice],
              outside_bytes=e.outside_bytes, other_processes_bytes=e.other_processes_bytes,
              shortfall_bytes=e.shortfall_bytes, need_bytes=a.need_bytes,
              projected_peak_bytes=a.projected_peak_bytes, projection=a.projection,
+             projection_is_lower_bound=a.projection_is_lower_bound,
              fragmentation=round(e.fragmentation, 4), leak_rate_bytes=leak_rate(e.steps),
              advice=[_advice_json(x) for x in advice],
              not_advised=[{"kind": k, "reason": r} for k, r in a.not_advised])

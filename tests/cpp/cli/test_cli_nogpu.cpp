@@ -193,7 +193,7 @@ TEST(CliNoGpu, UsageErrorsAreOneLineInVramscopesWords) {
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_EQ(unknown.err,
             "vramscope: unknown command 'frobnicate'; the commands are watch, record, show, diff, "
-            "report, top, run, export, exporter (vramscope --help)\n");
+            "report, top, run, fit, export, exporter (vramscope --help)\n");
   const CliResult count = run_cli(dir, {"watch", "-n", "abc"});
   EXPECT_EQ(count.err,
             "vramscope: watch: --count: expected a whole number from 0 to 18446744073709551615, "

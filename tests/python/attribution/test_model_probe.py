@@ -131,10 +131,10 @@ def test_the_stack_at_an_oom_in_a_block_says_forward_batch_and_progress():
     (frames,) = model.seen
     found = probe.stack_evidence(frames, p._block_index)
     assert found == {"phase": "forward", "forward_progress": 3 / 4, "batch_size": 5,
-                     "batch_source": "stack"}
+                     "batch_source": "stack", "input_shape": (5, 8)}
     # Without the probe's blocks: still the phase and the outermost module's batch.
     assert probe.stack_evidence(frames) == {"phase": "forward", "batch_size": 5,
-                                            "batch_source": "stack"}
+                                            "batch_source": "stack", "input_shape": (5, 8)}
     # The probe prefers its own pre-hook's batch (the same forward).
     evidence = p.evidence(frames)
     assert evidence["batch_source"] == "forward" and evidence["forward_progress"] == 3 / 4

@@ -58,7 +58,10 @@ def test_activation_checkpointing_names_the_repeated_modules():
     titles = [a.title for a in advice]
     assert titles[0] == "activation checkpointing on the 12 Block modules"
     assert "≈44.0 GiB" in advice[0].detail  # 11 of 12 blocks' activations
-    assert advice[0].params == {"modules": None, "class": "Block", "count": 12}
+    # The need is the failing request's (a lower bound): covering it is not a promise to fit.
+    assert advice[0].params == {"modules": None, "class": "Block", "count": 12,
+                                "covers_known_need": True}
+    assert not advice[0].fits
     # A smaller batch fits too, but changes the training more: it comes after.
     assert [a.kind for a in advice][1:] == ["batch_size"], titles
     assert advice[1].params["batch_size"] < 32

@@ -1,0 +1,140 @@
+# bench/bench_fit.py -- `vramscope fit`'s answer against the true largest batch, on a GPU
+"""For each model of bench/fit_models.py, under one memory-fraction cap:
+
+1. fit in a fresh process (the API; the Lightning and HF integrations for those two);
+2. the true largest batch by bisection, each batch size in a fresh process (3 steps);
+3. (--timing) fit and accelerate's find_executable_batch_size on the same step in one
+   process, for their wall times (first, alone on the GPU);
+4. the CLI once: ``vramscope fit --budget cap -- python bench/fit_models.py run gpt2 {} F``.
+
+Models run side by side (one thread per model, each starting its own processes). Writes a JSON
+file and prints a table. --known model=N,... takes the true largest batch of an earlier run
+(same cap) and only checks that fit's answer runs in a fresh process.
+
+    python bench/bench_fit.py OUT.json [--fraction 0.042] [--models cnn,vit,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "fit_models.py")
+
+
+def child(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, MODELS, *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def runs(model: str, batch: int, fraction: str, log: list) -> bool:
+    proc = child("run", model, str(batch), fraction)
+    ok = proc.returncode == 0
+    log.append((batch, ok))
+    if proc.returncode not in (0, 3):
+        raise RuntimeError(f"{model} at {batch}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+    return ok
+
+
+def true_largest(model: str, answer: int, fraction: str) -> dict:
+    """Bisection in fresh processes around fit's answer."""
+    log: list = []
+    if answer < 1 or not runs(model, answer, fraction, log):
+        low, high = 0, max(answer, 1)
+    else:
+        low, high = answer, None
+        step = max(1, answer // 8)
+        while high is None:
+            trial = low + step
+            if runs(model, trial, fraction, log):
+                low, step = trial, step * 2
+            else:
+                high = trial
+    while high - low > 1:
+        mid = (low + high) // 2
+        if runs(model, mid, fraction, log):
+            low = mid
+        else:
+            high = mid
+    return {"true_largest": low, "bisection": log}
+
+
+def one_model(model: str, fraction: str, known: dict[str, int]) -> dict:
+    began = time.perf_counter()
+    proc = child("fit", model, fraction)
+    if proc.returncode != 0:
+        return {"model": model, "error": proc.stderr[-3000:]}
+    line = [x for x in proc.stdout.splitlines() if x.startswith("{")][-1]
+    out = json.loads(line)
+    out["fit_process_seconds"] = round(time.perf_counter() - began, 2)
+    if model in known:
+        # The true largest batch was found by bisection in an earlier run (same cap, same
+        # machine kind): check only that the answer runs in a fresh process.
+        log: list = []
+        runs(model, out["answer"], fraction, log)
+        out.update(true_largest=known[model], bisection=log, truth_from="an earlier run")
+    else:
+        out.update(true_largest(model, out["answer"], fraction))
+    return out
+
+
+def cli_fit(fraction: str) -> dict:
+    began = time.perf_counter()
+    proc = subprocess.run(["vramscope", "fit", "--budget", "cap", "--json", "--", sys.executable,
+                           MODELS, "run", "gpt2", "{}", fraction], capture_output=True,
+                          text=True, timeout=400, check=False)
+    return {"rc": proc.returncode, "seconds": round(time.perf_counter() - began, 2),
+            "stdout": proc.stdout[-6000:], "stderr": proc.stderr[-3000:]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--fraction", default="0.042")
+    p.add_argument("--models", default="cnn,vit,gpt2,t5,lightning,hf_trainer")
+    p.add_argument("--timing", default="cnn,vit,gpt2")
+    p.add_argument("--accelerate-start", default="256")
+    p.add_argument("--known", default="", help="model=true largest batch,... (no bisection)")
+    p.add_argument("--no-cli", action="store_true")
+    args = p.parse_args()
+    known = {k: int(v) for k, v in (x.split("=") for x in args.known.split(",") if x)}
+    results: dict = {"fraction": args.fraction, "models": {}, "timing": {}}
+    models = [m for m in args.models.split(",") if m]
+    # The wall-time comparison first, alone on the GPU.
+    for m in [m for m in args.timing.split(",") if m]:
+        proc = child("both", m, args.fraction, args.accelerate_start, timeout=400)
+        lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+        results["timing"][m] = json.loads(lines[-1]) if lines else {"error": proc.stderr[-3000:]}
+        print(json.dumps(results["timing"][m])[:2000], flush=True)
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+    with concurrent.futures.ThreadPoolExecutor(len(models) + 1) as pool:
+        futures = {pool.submit(one_model, m, args.fraction, known): m for m in models}
+        cli = None if args.no_cli else pool.submit(cli_fit, args.fraction)
+        for future in concurrent.futures.as_completed(futures):
+            m = futures[future]
+            try:
+                results["models"][m] = future.result()
+            except Exception as e:  # noqa: BLE001 -- record and go on with the others
+                results["models"][m] = {"model": m, "error": str(e)[-3000:]}
+            print(json.dumps(results["models"][m])[:2000], flush=True)
+        results["cli"] = cli.result() if cli is not None else None
+    print(json.dumps(results["cli"])[:6000], flush=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+    print("model        fit  true  below%  probes  fit_s  ooms")
+    for m, r in results["models"].items():
+        if "answer" in r and "true_largest" in r:
+            below = 100.0 * (r["true_largest"] - r["answer"]) / max(1, r["true_largest"])
+            print(f"{m:12s} {r['answer']:4d} {r['true_largest']:5d} {below:6.1f}  "
+                  f"{len(r['probes']):6d} {r['fit_seconds']:6.1f} {r['ooms']:5d}")
+
+
+if __name__ == "__main__":
+    main()

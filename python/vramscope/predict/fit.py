@@ -1,0 +1,183 @@
+# python/vramscope/predict/fit.py -- vramscope.fit(step, budget=...): the largest batch, in-process
+"""``fit`` runs a few real steps of ``step`` at small sizes in this process, reads their exact
+peaks, fits the memory model and returns the largest batch (or sequence length) whose predicted
+peak fits the budget with a margin::
+
+    def step(batch_size):
+        x = torch.randn(batch_size, 3, 224, 224, device="cuda")
+        loss = model(x).logsumexp(-1).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    result = vramscope.fit(step, budget="card", margin=0.05, restore=(model, opt))
+    print(result.describe())          # the model, the answer, its margin, the probes
+    train(batch_size=result.size)
+
+Every probe is a size the evidence says fits (see ``search``); the step is never run at a size
+that could run out of memory by the model. Peaks come from the agent's step records (exact,
+from allocator events; torch's own peak counters are left alone); without the agent, from
+torch's counters, reset before each step. The cache is emptied before each size so that its
+reserved peak is that of a fresh layout. Under torch.distributed every rank searches and all
+use the smallest answer (``agree_min``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import gc
+import time
+from collections.abc import Sequence
+from typing import Any, Callable
+
+from .._core.session import SESSION
+from .budget import Budget, agree_min, device_memory, resolve_budget
+from .model import Probe
+from .search import FitResult, ProbeOutOfMemory, search
+
+__all__ = ["fit", "measure_in_process"]
+
+
+def _is_oom(torch: Any, exc: BaseException) -> bool:
+    """Is ``exc`` a CUDA out-of-memory error? (Here, not from the post-mortem's helpers: the
+    post-mortem sits above predict and reads its model.)"""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc)
+
+
+def _peaks_reader(torch: Any, device: int
+                  ) -> tuple[Callable[[], None], Callable[[], tuple[int, int]]]:
+    """(start a window, read its (peak allocated, peak reserved)) for ``device``: the agent's
+    step records when it runs in events mode, else torch's counters."""
+    if SESSION.agent is not None:
+        def start() -> None:
+            SESSION.step_all()
+
+        def read() -> tuple[int, int]:
+            for r in SESSION.step_all():
+                if int(r["device"]) == device:
+                    return int(r["peak_allocated_bytes"]), int(r["peak_reserved_bytes"])
+            raise RuntimeError(f"vramscope: the agent returned no step record for cuda:{device}")
+        return start, read
+
+    def start_torch() -> None:
+        torch.cuda.reset_peak_memory_stats(device)
+
+    def read_torch() -> tuple[int, int]:
+        return (int(torch.cuda.max_memory_allocated(device)),
+                int(torch.cuda.max_memory_reserved(device)))
+    return start_torch, read_torch
+
+
+def _host_copy(state: Any) -> Any:
+    """A deep copy of a state dict with every tensor on the host."""
+    import torch
+
+    if isinstance(state, torch.Tensor):
+        return state.detach().to("cpu", copy=True)
+    if isinstance(state, dict):
+        return {k: _host_copy(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(_host_copy(v) for v in state)
+    return copy.deepcopy(state)
+
+
+def measure_in_process(call: Callable[[int], Any], steps: int,
+                       device: int) -> Callable[[int], Probe]:
+    """``measure(size)`` for ``search``: runs ``call(size)`` ``steps`` times and returns the
+    highest peaks; a step that runs out of memory raises ProbeOutOfMemory."""
+    import torch
+
+    start, read = _peaks_reader(torch, device)
+
+    def measure(size: int) -> Probe:
+        gc.collect()
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()  # a fresh layout for this size, as a new process has
+        allocated = reserved = 0
+        began = time.perf_counter()
+        for _ in range(steps):
+            start()
+            try:
+                call(size)
+                torch.cuda.synchronize(device)
+            except Exception as e:
+                if not _is_oom(torch, e):
+                    raise
+                del e
+                gc.collect()
+                torch.cuda.empty_cache()
+                raise ProbeOutOfMemory(size) from None
+            a, r = read()
+            allocated, reserved = max(allocated, a), max(reserved, r)
+        return Probe(size, allocated, reserved, steps, time.perf_counter() - began)
+
+    return measure
+
+
+def fit(step: Callable[..., Any], budget: Any = None, *, margin: float = 0.05,
+        over: str = "batch_size", seq_len: int | None = None, batch_size: int | None = None,
+        quadratic: bool | None = None, start: int | None = None, limit: int | None = None,
+        multiple: int | None = None, steps: int = 2, device: int | None = None,
+        max_probes: int = 8, group: Any = None, restore: Sequence[Any] = ()) -> FitResult:
+    """The largest batch (``over="batch_size"``, the default) or sequence length
+    (``over="seq_len"``) at which ``step`` fits ``budget`` with ``margin``.
+
+    ``step(batch_size)`` runs one training step; with ``seq_len=S`` it is called as
+    ``step(batch_size, S)``; with ``over="seq_len"`` as ``step(batch_size, seq_len)`` at the
+    given ``batch_size``. ``budget``: "card" (default), "cap", a size ("12 GiB", bytes) or a
+    fraction of the device. ``margin``: the share of the budget kept free. ``quadratic``: fit a
+    term in the size squared (default: for ``seq_len``, where attention can be quadratic).
+    ``start``: the first size probed (1 for a batch, 32 for a sequence). ``limit``: never
+    answer above it (the dataset's size); ``multiple``: round the answer down to it.
+    ``steps``: steps per probe (the first step of a run allocates the optimizer's state).
+    ``group``: the process group whose ranks agree on the smallest answer (default: the job).
+    ``restore``: objects with ``state_dict``/``load_state_dict`` (the model, the optimizer)
+    whose state is copied to the host before the probes and loaded back after them: the probe
+    steps are real steps and change the weights.
+    """
+    import torch
+
+    if over not in ("batch_size", "seq_len"):
+        raise ValueError(f"vramscope: over must be 'batch_size' or 'seq_len', got {over!r}")
+    if steps < 1:
+        raise ValueError("vramscope: steps must be at least 1")
+    if over == "seq_len":
+        if batch_size is None:
+            raise ValueError("vramscope: over='seq_len' needs batch_size= (the batch it runs at)")
+        fixed_batch = batch_size
+
+        def call(size: int) -> Any:
+            return step(fixed_batch, size)
+        unit, quad, first = "token", True if quadratic is None else quadratic, start or 32
+    else:
+        if seq_len is not None:
+            fixed_seq = seq_len
+
+            def call(size: int) -> Any:
+                return step(size, fixed_seq)
+        else:
+            call = step
+        unit, quad, first = "sample", bool(quadratic), start or 1
+    SESSION.attach(init_cuda=True)
+    dev = torch.cuda.current_device() if device is None else int(device)
+    chosen: Budget = resolve_budget(budget, device_memory(dev))
+    saved = [(obj, _host_copy(obj.state_dict())) for obj in restore]
+    try:
+        result = search(measure_in_process(call, steps, dev), chosen.bytes, margin=margin,
+                        start=first, limit=limit, multiple=multiple, quadratic=quad,
+                        max_probes=max_probes, unit=unit, what=over)
+    finally:
+        for obj, state in saved:
+            obj.load_state_dict(state)
+    gc.collect()
+    torch.cuda.empty_cache()
+    agreed = agree_min(result.size, group)
+    if agreed != result.size:
+        prediction = result.model.predict(agreed) if result.model is not None and agreed else None
+        result = dataclasses.replace(result, size=agreed, prediction=prediction,
+                                     reason=result.reason + f"; another rank's answer, {agreed}, "
+                                     "is the smallest")
+    return dataclasses.replace(result, budget_source=chosen.source)

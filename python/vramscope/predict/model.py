@@ -1,0 +1,263 @@
+# python/vramscope/predict/model.py -- one model of a step's memory against its size (pure)
+"""Peak memory of a training step as a function of one size ``x`` (the batch, or the sequence
+length at a fixed batch), fitted to exact step peaks measured at a few small sizes::
+
+    peak allocated(x) = fixed + per_unit * x (+ per_unit2 * x**2 where asked: attention)
+    peak reserved(x)  = the same form, fitted to the reserved peaks (the cache's overhead)
+
+A ``Prediction`` says what a size needs, with the basis, a stated margin and a sound lower
+bound. Both the batch-size search (``vramscope.fit``) and the OOM advice read this one model,
+so they cannot disagree. Pure functions of ``Probe`` values: tested with synthetic numbers.
+
+Why the prediction is conservative: it is the higher of the least-squares curve and the line
+through the two largest probes (a step whose memory grows faster per sample at larger sizes,
+as cuDNN workspaces and attention do, is followed), plus the largest residual of the fit.
+The lower bound assumes only that memory does not grow slower per unit beyond the probes than
+it did between any two of them (each sample keeps its own activations): the largest peak
+measured at a size at most ``x``, plus the smallest measured per-unit increase times the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+__all__ = ["Probe", "MemoryModel", "Prediction", "fit_model", "block_bytes", "segment_bytes"]
+
+#: The caching allocator's rounding (c10/cuda/CUDACachingAllocator.cpp): every block is a
+#: multiple of 512 bytes; requests up to 1 MiB come from 2 MiB segments (the small pool),
+#: up to 10 MiB from 20 MiB segments, larger ones get a segment of their own rounded to 2 MiB.
+MIN_BLOCK_BYTES = 512
+SMALL_REQUEST_BYTES = 1 << 20
+SMALL_SEGMENT_BYTES = 2 << 20
+LARGE_SEGMENT_BYTES = 20 << 20
+MIN_LARGE_ALLOC_BYTES = 10 << 20
+ROUND_LARGE_BYTES = 2 << 20
+
+
+def block_bytes(request_bytes: int) -> int:
+    """The block the allocator hands out for a request (what ``allocated_bytes`` counts)."""
+    return max(MIN_BLOCK_BYTES, -(-request_bytes // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES)
+
+
+def segment_bytes(request_bytes: int) -> int:
+    """The new segment a request needs when no cached block can serve it (what
+    ``reserved_bytes`` grows by, and what the memory-fraction cap is checked against)."""
+    if request_bytes <= SMALL_REQUEST_BYTES:
+        return SMALL_SEGMENT_BYTES
+    if request_bytes < MIN_LARGE_ALLOC_BYTES:
+        return LARGE_SEGMENT_BYTES
+    return -(-block_bytes(request_bytes) // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """The exact peaks of real steps at one size (the highest over the steps measured)."""
+
+    #: The size the step ran at (a batch, or a sequence length).
+    size: int
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+    #: How many steps were measured, and their wall time in seconds (0: unknown).
+    steps: int = 1
+    seconds: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """What a step at ``size`` needs by the model."""
+
+    size: int
+    #: The expected peak of allocated and of reserved bytes (reserved: what the budget holds).
+    allocated_bytes: int
+    reserved_bytes: int
+    #: Bytes the prediction may be short by (the largest amount a probe lay above the fitted
+    #: curve): ``reserved_bytes + margin_bytes`` is the stated need.
+    margin_bytes: int
+    #: The step needs at least this many allocated bytes (see the module docstring).
+    lower_bound_bytes: int
+    #: How the numbers were obtained, in words.
+    basis: str
+
+    @property
+    def need_bytes(self) -> int:
+        """The stated need: the reserved peak and the margin."""
+        return self.reserved_bytes + self.margin_bytes
+
+
+def _poly_fit(xs: Sequence[float], ys: Sequence[float], degree: int) -> list[float] | None:
+    """Least-squares coefficients [c0, c1(, c2)] of ys against 1, x(, x²); None when the
+    sizes cannot determine them."""
+    n = degree + 1
+    if len(set(xs)) < n:
+        return None
+    # Normal equations, solved by Gaussian elimination (n <= 3); x scaled for conditioning.
+    scale = max(abs(x) for x in xs) or 1.0
+    rows = [[(x / scale) ** k for k in range(n)] for x in xs]
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
+    b = [sum(r[i] * y for r, y in zip(rows, ys)) for i in range(n)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) < 1e-12:
+            return None
+        a[col], a[pivot], b[col], b[pivot] = a[pivot], a[col], b[pivot], b[col]
+        for r in range(n):
+            if r != col:
+                f = a[r][col] / a[col][col]
+                a[r] = [u - f * v for u, v in zip(a[r], a[col])]
+                b[r] -= f * b[col]
+    return [b[k] / a[k][k] / scale ** k for k in range(n)]
+
+
+def _eval(coef: Sequence[float], x: float) -> float:
+    return sum(c * x ** k for k, c in enumerate(coef))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Curve:
+    """One fitted quantity (allocated or reserved peaks) against the size."""
+
+    coef: tuple[float, ...]
+    #: Largest amount by which a probe lies above the fitted curve.
+    residual_bytes: float
+    #: (size, peak) of the two largest probes: the local line for extrapolation.
+    anchor: tuple[tuple[int, int], tuple[int, int]]
+    #: The smallest increase per unit between consecutive probes (>= 0).
+    slope_low: float
+
+    def central(self, x: float) -> float:
+        return _eval(self.coef, x)
+
+    def local(self, x: float) -> float:
+        (x0, y0), (x1, y1) = self.anchor
+        return y1 + (y1 - y0) / (x1 - x0) * (x - x1)
+
+
+def _curve(points: dict[int, int], degree: int) -> _Curve | None:
+    xs = sorted(points)
+    coef = _poly_fit(xs, [points[x] for x in xs], degree)
+    if coef is None:
+        return None
+    residual = max(0.0, max(points[x] - _eval(coef, x) for x in xs))
+    slopes = [(points[b] - points[a]) / (b - a) for a, b in zip(xs, xs[1:])]
+    return _Curve(tuple(coef), residual, ((xs[-2], points[xs[-2]]), (xs[-1], points[xs[-1]])),
+                  max(0.0, min(slopes)))
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryModel:
+    """A step's peak memory against one size, fitted to probes (``fit_model``)."""
+
+    #: Allocated bytes that do not depend on the size (parameters, gradients, optimizer state,
+    #: buffers), bytes per unit of size and, for a quadratic model, per unit squared.
+    fixed_bytes: int
+    bytes_per_unit: int
+    bytes_per_unit2: int
+    #: The cache's overhead at the largest probe: peak reserved less peak allocated, and the
+    #: ratio of the two.
+    cache_overhead_bytes: int
+    cache_ratio: float
+    #: "sample" (the size is the batch) or "token" (a sequence length).
+    unit: str
+    probes: tuple[Probe, ...]
+    _allocated: _Curve
+    _reserved: _Curve
+
+    @property
+    def degree(self) -> int:
+        return len(self._allocated.coef) - 1
+
+    @property
+    def largest_probe(self) -> Probe:
+        return max(self.probes, key=lambda p: p.size)
+
+    def predict(self, size: int) -> Prediction:
+        """The need of a step at ``size``."""
+        alloc, reserved = self._allocated, self._reserved
+        a_central, a_local = alloc.central(size), alloc.local(size)
+        r_central, r_local = reserved.central(size), reserved.local(size)
+        a_high = max(a_central, a_local)
+        r_high = max(r_central, r_local, a_high)
+        inside = size <= self.largest_probe.size
+        margin = max(alloc.residual_bytes, reserved.residual_bytes)
+        lower = self.lower_bound(size)
+        basis = (f"{'a quadratic' if self.degree == 2 else 'a line'} through the exact step "
+                 f"peaks at {len(self.probes)} sizes "
+                 f"({', '.join(str(p.size) for p in sorted(self.probes, key=lambda p: p.size))})"
+                 + ("" if inside else f", extrapolated from {self.largest_probe.size}"))
+        return Prediction(size, int(math.ceil(a_high)), int(math.ceil(r_high)),
+                          int(math.ceil(margin)), lower, basis)
+
+    def lower_bound(self, size: int) -> int:
+        """Allocated bytes a step at ``size`` needs at least: the largest peak measured at a
+        size at most ``size``, plus the smallest measured increase per unit for the rest."""
+        below = [p for p in self.probes if p.size <= size]
+        if not below:
+            return 0
+        base = max(below, key=lambda p: p.size)
+        top = max(p.peak_allocated_bytes for p in below)
+        return int(top + self._allocated.slope_low * (size - base.size))
+
+    def largest_fitting(self, budget_bytes: int, margin_fraction: float = 0.05,
+                        limit: int | None = None) -> int:
+        """The largest size whose stated need fits ``budget_bytes`` less ``margin_fraction`` of
+        it (0 when even size 1 does not); no more than ``limit``."""
+        usable = budget_bytes * (1.0 - margin_fraction)
+        if self.predict(1).need_bytes > usable:
+            return 0
+        low, high = 1, 2
+        cap = limit if limit is not None else 1 << 40
+        while high <= cap and self.predict(high).need_bytes <= usable:
+            low, high = high, high * 2
+        high = min(high, cap + 1)
+        while high - low > 1:  # need is increasing in size: bisect the boundary
+            mid = (low + high) // 2
+            if self.predict(mid).need_bytes <= usable:
+                low = mid
+            else:
+                high = mid
+        return low
+
+    def describe(self) -> str:
+        """One line: the fitted numbers."""
+        from .._core.units import format_bytes
+
+        text = (f"fixed {format_bytes(self.fixed_bytes)} + {format_bytes(self.bytes_per_unit)} "
+                f"per {self.unit}")
+        if self.degree == 2:
+            text += f" + {format_bytes(self.bytes_per_unit2)} per {self.unit}²"
+        return (text + f"; cache overhead {format_bytes(self.cache_overhead_bytes)} "
+                f"(reserved/allocated {self.cache_ratio:.3f}) at {self.unit} "
+                f"{self.largest_probe.size}")
+
+
+def fit_model(probes: Sequence[Probe], quadratic: bool = False,
+              unit: str = "sample") -> MemoryModel | None:
+    """The model through ``probes`` (two sizes or more; three for ``quadratic``); None when
+    they cannot determine it. Several probes at one size keep their highest peaks."""
+    allocated: dict[int, int] = {}
+    reserved: dict[int, int] = {}
+    best: dict[int, Probe] = {}
+    for p in probes:
+        if p.size <= 0:
+            raise ValueError(f"vramscope: a probe's size must be positive, got {p.size}")
+        allocated[p.size] = max(allocated.get(p.size, 0), p.peak_allocated_bytes)
+        reserved[p.size] = max(reserved.get(p.size, 0), p.peak_reserved_bytes,
+                               p.peak_allocated_bytes)
+        if p.size not in best or p.steps > best[p.size].steps:
+            best[p.size] = p
+    degree = 2 if quadratic else 1
+    a_curve = _curve(allocated, degree)
+    r_curve = _curve(reserved, degree)
+    if a_curve is None or r_curve is None:
+        return None
+    top = max(allocated)
+    coef = list(a_curve.coef) + [0.0] * (3 - len(a_curve.coef))
+    merged = tuple(dataclasses.replace(best[s], peak_allocated_bytes=allocated[s],
+                                       peak_reserved_bytes=reserved[s]) for s in sorted(best))
+    return MemoryModel(
+        fixed_bytes=int(coef[0]), bytes_per_unit=int(coef[1]), bytes_per_unit2=int(coef[2]),
+        cache_overhead_bytes=reserved[top] - allocated[top],
+        cache_ratio=reserved[top] / allocated[top] if allocated[top] else 1.0,
+        unit=unit, probes=merged, _allocated=a_curve, _reserved=r_curve)

@@ -1,0 +1,215 @@
+# python/vramscope/predict/search.py -- which sizes to probe, and the answer they support (pure)
+"""The search behind ``vramscope fit``: measure a few real steps at small sizes, fit the model,
+and return the largest size whose stated need fits the budget with a margin, without ever
+running a step that the evidence does not say fits.
+
+``search(measure, budget_bytes)`` calls ``measure(size) -> Probe`` (in-process steps, or a fresh
+process per size under ``vramscope fit --``) at sizes it picks:
+
+1. ``start`` (default 1), then twice that, when one probe's peaks doubled fit (with one
+   point, k times a size needs at most k times its peak: the fixed bytes are not doubled);
+2. then sizes at growing shares of the model's current answer (half, then 80 %), each one
+   predicted to fit with the margin and no larger than the largest probe's peak scaled in
+   proportion to the size allows (a fixed peak at small sizes, such as the optimizer's step,
+   can hide the per-sample bytes), so the last fit extrapolates little;
+3. it stops when the answer moved by less than ``settle`` between fits, after ``max_probes``
+   probes, or when the next size would not be larger than the last.
+
+Pure: ``measure`` is the only contact with a GPU, so the CPU tests drive it with a synthetic
+step of known memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from .model import MemoryModel, Prediction, Probe, fit_model
+
+__all__ = ["FitResult", "ProbeOutOfMemory", "search", "round_down"]
+
+#: Shares of the current answer probed after the first two sizes.
+PROBE_SHARES = (0.5, 0.8)
+
+
+class ProbeOutOfMemory(Exception):
+    """Raised by a ``measure`` whose step ran out of memory after all (the model was wrong, or
+    another process took memory meanwhile): the search answers below that size."""
+
+    def __init__(self, size: int, detail: str = "") -> None:
+        super().__init__(f"size {size} ran out of memory{': ' + detail if detail else ''}")
+        self.size = size
+
+
+def round_down(size: int, multiple: int | None) -> int:
+    """``size`` rounded down to ``multiple`` (when it is at least one multiple)."""
+    if multiple and multiple > 1 and size >= multiple:
+        return size - size % multiple
+    return size
+
+
+@dataclasses.dataclass(frozen=True)
+class FitResult:
+    """The answer of a search: the size, the model and the probes it stands on."""
+
+    #: The largest size that fits with the margin (0: not even the smallest).
+    size: int
+    #: The budget the reserved peak must stay within, and the share of it kept free.
+    budget_bytes: int
+    margin_fraction: float
+    model: MemoryModel | None
+    #: What the model says of ``size`` (None without a model or when nothing fits).
+    prediction: Prediction | None
+    probes: tuple[Probe, ...]
+    #: Why the search stopped, in words.
+    reason: str
+    #: "batch_size" or "seq_len": what the size is.
+    what: str = "batch_size"
+    #: Where the budget came from ("the card", "the cap 0.5 of the device", "12 GiB asked").
+    budget_source: str = ""
+
+    @property
+    def margin_bytes(self) -> int:
+        """What the answer leaves free of the budget by the model: the budget less the
+        predicted reserved peak (the stated margin and the kept share are inside it)."""
+        if self.prediction is None:
+            return 0
+        return self.budget_bytes - self.prediction.reserved_bytes
+
+    def describe(self) -> str:
+        """The model, the answer, its margin and the probes, a few lines of text."""
+        from .._core.units import format_bytes
+
+        source = f", {self.budget_source}" if self.budget_source else ""
+        lines = [f"budget: {format_bytes(self.budget_bytes)}{source} (kept free: "
+                 f"{self.margin_fraction:.0%})"]
+        lines.append("probes: " + ", ".join(
+            f"{p.size} -> {format_bytes(p.peak_allocated_bytes)} allocated, "
+            f"{format_bytes(p.peak_reserved_bytes)} reserved" for p in self.probes))
+        if self.model is not None:
+            lines.append("model: " + self.model.describe())
+        if self.prediction is not None and self.size > 0:
+            p = self.prediction
+            lines.append(
+                f"answer: {self.what} {self.size}: peak ≈{format_bytes(p.allocated_bytes)} "
+                f"allocated, ≈{format_bytes(p.reserved_bytes)} reserved "
+                f"(± {format_bytes(p.margin_bytes)}; at least "
+                f"{format_bytes(p.lower_bound_bytes)}), {format_bytes(self.margin_bytes)} "
+                f"of the budget left free; {p.basis}")
+        else:
+            lines.append(f"answer: none: {self.reason}")
+        if self.size > 0:
+            lines.append(f"stopped: {self.reason}")
+        return "\n".join(lines)
+
+
+def _fits_doubled(probe: Probe, factor: float, usable: float, degree: int = 1) -> bool:
+    return probe.peak_reserved_bytes * factor ** degree <= usable
+
+
+def _proportional_bound(probe: Probe, usable: float, degree: int) -> int:
+    """The largest size whose peak, grown from ``probe``'s in proportion to the size (to its
+    square for degree 2), stays within ``usable``: sound for any peak that is a polynomial of
+    the size with non-negative coefficients, or the largest of several such."""
+    if probe.peak_reserved_bytes <= 0:
+        return probe.size
+    return int(probe.size * (usable / probe.peak_reserved_bytes) ** (1.0 / degree))
+
+
+def search(measure: Callable[[int], Probe], budget_bytes: int, *, margin: float = 0.05,
+           start: int = 1, limit: int | None = None, multiple: int | None = None,
+           quadratic: bool = False, max_probes: int = 8, settle: float = 0.03,
+           unit: str = "sample", what: str = "batch_size",
+           known: Sequence[Probe] = ()) -> FitResult:
+    """Probes sizes (see the module docstring) and returns the answer. ``limit``: never answer
+    (or probe) above it; ``multiple``: round the answer down to it; ``quadratic``: fit a
+    quadratic term (a sequence length under attention); ``known``: probes measured before."""
+    if not 0.0 <= margin < 1.0:
+        raise ValueError(f"vramscope: margin must be in [0, 1), got {margin}")
+    if start < 1:
+        raise ValueError(f"vramscope: the first size must be at least 1, got {start}")
+    usable = budget_bytes * (1.0 - margin)
+    probes: list[Probe] = list(known)
+
+    def done(size: int, model: MemoryModel | None, reason: str) -> FitResult:
+        prediction = model.predict(size) if model is not None and size > 0 else None
+        return FitResult(size, budget_bytes, margin, model, prediction,
+                         tuple(sorted(probes, key=lambda p: p.size)), reason, what)
+
+    def run(size: int) -> Probe:
+        probe = measure(size)
+        probes.append(probe)
+        return probe
+
+    try:
+        return _search(run, probes, usable, done, start=start, limit=limit, multiple=multiple,
+                       quadratic=quadratic, max_probes=max_probes, settle=settle, unit=unit,
+                       what=what, budget_bytes=budget_bytes, margin=margin)
+    except ProbeOutOfMemory as oom:
+        # The model missed: answer only what ran.
+        ran = [p.size for p in probes if p.size < oom.size]
+        return done(round_down(max(ran, default=0), multiple), fit_model(probes, quadratic, unit),
+                    f"probing stopped: {oom}; the answer is the largest size that ran")
+
+
+def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
+            done: Callable[[int, MemoryModel | None, str], FitResult], *, start: int,
+            limit: int | None, multiple: int | None, quadratic: bool, max_probes: int,
+            settle: float, unit: str, what: str, budget_bytes: int, margin: float) -> FitResult:
+    needed = 3 if quadratic else 2
+
+    # 1. The first sizes: each at most twice the last (a sound bound from one point).
+    if not probes:
+        run(start)
+    first = min(probes, key=lambda p: p.size)
+    if first.peak_reserved_bytes > usable:
+        return done(0, None, f"{what} {first.size} already needs more than the budget allows")
+    while len({p.size for p in probes}) < needed:
+        last = max(probes, key=lambda p: p.size)
+        nxt = last.size * 2
+        if limit is not None and nxt > limit:
+            return done(round_down(last.size, multiple), fit_model(probes, quadratic, unit),
+                        f"the limit {limit} leaves no room for a second size")
+        if not _fits_doubled(last, nxt / last.size, usable, 2 if quadratic else 1):
+            answer = last.size  # the peaks measured there fit; doubling may not
+            return done(answer, fit_model(probes, quadratic, unit) if len(probes) >= needed
+                        else None, f"{what} {nxt} might not fit by {what} {last.size}'s peaks")
+        run(nxt)
+
+    # 2. Toward the answer: the model's answer, but never past what the largest probe alone
+    # says fits (a step's peak grows at most in proportion to its size, squared for a
+    # quadratic model): at small sizes a fixed peak (the optimizer's step, loading) can hide
+    # the per-sample bytes, and the model then promises far too much.
+    answer_before = 0
+    reason = f"{max_probes} probes taken"
+    degree = 2 if quadratic else 1
+    while True:
+        model = fit_model(probes, quadratic, unit)
+        if model is None:
+            return done(0, None, "the probes do not determine a model")
+        answer = model.largest_fitting(budget_bytes, margin, limit)
+        top = max(probes, key=lambda p: p.size)
+        bound = _proportional_bound(top, usable, degree)
+        close = top.size >= PROBE_SHARES[0] * answer
+        if answer_before and abs(answer - answer_before) <= settle * answer_before and close:
+            reason = "the answer settled"
+            break
+        if len(probes) >= max_probes:
+            break
+        # A new probe worth its step: at least a quarter above the largest one.
+        share = next((s for s in PROBE_SHARES if int(answer * s) >= 1.25 * top.size), None)
+        if share is None:
+            reason = "the last probe is close to the answer"
+            break
+        nxt = min(int(answer * share), bound, limit if limit is not None else bound)
+        if nxt <= top.size:
+            reason = f"no size above {top.size} is known to fit"
+            break
+        answer_before = answer
+        run(nxt)
+    top = max(probes, key=lambda p: p.size)
+    if top.size < PROBE_SHARES[0] * answer:
+        # The probes stayed far below the model's answer: answer only what is known to fit.
+        answer = min(answer, max(top.size, _proportional_bound(top, usable, degree)))
+        reason += f"; far from the probes, the answer is what {what} {top.size}'s peak allows"
+    return done(round_down(answer, multiple), model, reason)

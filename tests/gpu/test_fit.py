@@ -1,0 +1,71 @@
+# tests/gpu/test_fit.py -- vramscope fit against the true largest batch, each size a fresh process
+#
+# fit_program.py is a plain training program under a 2 GiB cap. The true largest batch is found
+# by bisection, each batch in a fresh process; fit's answer (the API in-process, and the CLI
+# with a fresh process per probe) must run, never exceed it, and be at most 10 % (or one
+# multiple of 8) below it, with no OOM during the search. About a minute on an H200.
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import HERE, gpu_env
+
+PROGRAM = str(HERE / "fit_program.py")
+
+
+def runs(batch: int) -> bool:
+    out = subprocess.run([sys.executable, PROGRAM, "run", str(batch)], env=gpu_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode in (0, 3), out.stderr[-3000:]
+    return out.returncode == 0
+
+
+def true_largest(start: int) -> int:
+    low, high = 0, start
+    while runs(high):
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if runs(mid) else (low, mid)
+    return low
+
+
+@pytest.fixture(scope="module")
+def api_answer():
+    out = subprocess.run([sys.executable, PROGRAM, "fit"], env=gpu_env(), capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def truth(api_answer):
+    return true_largest(max(1, api_answer["answer"]))
+
+
+def close_below(answer: int, truth: int) -> bool:
+    return 0 < answer <= truth and (answer >= 0.9 * truth or truth - answer <= 8)
+
+
+def test_the_api_answer_runs_and_is_close_below_the_truth(api_answer, truth):
+    assert api_answer["ooms"] == 0, api_answer["describe"]
+    assert close_below(api_answer["answer"], truth), (truth, api_answer["describe"])
+    assert runs(api_answer["answer"])
+
+
+@pytest.mark.skipif(not (os.environ.get("VRAMSCOPE_CLI") or shutil.which("vramscope")),
+                    reason="set VRAMSCOPE_CLI to the vramscope binary")
+def test_the_cli_answer_from_fresh_processes_is_close_below_the_truth(truth):
+    cli = os.environ.get("VRAMSCOPE_CLI") or shutil.which("vramscope")
+    out = subprocess.run([cli, "fit", "--budget", "cap", "--json", "--", sys.executable, PROGRAM,
+                          "run", "{}"], env=gpu_env(VRAMSCOPE_PYTHON=sys.executable),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert close_below(result["answer"], truth), (truth, out.stdout)

@@ -1,0 +1,119 @@
+# tests/python/postmortem/test_oom_projection.py -- the OOM's projected need: measured, or only a lower bound
+from __future__ import annotations
+
+from vramscope.postmortem import remedies as _oom_remedies
+from vramscope.postmortem import report as _oom_report
+from vramscope.postmortem.advice import StepPoint
+from vramscope.predict.model import fit_model
+
+from test_oom_advice import GiB, MiB, card, doubling_steps
+
+
+def test_a_past_step_at_the_same_batch_that_the_failing_step_outgrew_is_only_a_lower_bound():
+    # The T5: batch 32 ran at source length 256 (4 GiB peak); at 512 the same batch
+    # already holds 11 GiB at the OOM under a 12 GiB cap. The past peak says nothing of it.
+    steps = [StepPoint(1, 4 * GiB, GiB, batch_size=32, peak_reserved_bytes=5 * GiB)]
+    e = card(allocated=11 * GiB, cached_free=int(0.8 * GiB), largest=300 * MiB,
+             requested=1536 * MiB, limit=12 * GiB, batch_size=32, steps=steps)
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound
+    assert "another input dimension grew" in a.projection
+    assert a.projected_peak_bytes == 11 * GiB + 1536 * MiB
+    assert a.advice and not any(x.fits for x in a.advice)
+    text = _oom_report.format_report(e, a.advice, when="2026-12-03 00:00:00")
+    assert "at least" in text and "lower bound" in text
+
+
+def test_the_memory_model_through_past_batches_is_a_projection_that_can_promise():
+    # GPT-2 doubling its batch on the card: batch 256 after 8 ... 128. The model's line is not
+    # a lower bound: the batch that fits is promised, as vramscope fit would promise it.
+    steps = doubling_steps([8.3, 16.1, 31.8, 63.0, 125.5])
+    e = card(allocated=87 * GiB, cached_free=int(5.8 * GiB), largest=int(3.4 * GiB),
+             requested=int(49.1 * GiB), batch_size=256, steps=steps)
+    a = _oom_remedies.assess(e)
+    assert not a.projection_is_lower_bound
+    assert a.projection.startswith("the memory model: a line through the exact step peaks at 5")
+    model = fit_model(_oom_remedies.batch_model(steps).probes)
+    assert a.projected_peak_bytes == model.predict(256).allocated_bytes
+    assert a.advice[0].kind == "batch_size" and a.advice[0].fits
+
+
+def test_the_failing_request_alone_promises_nothing():
+    e = card(allocated=70 * GiB, cached_free=0, largest=0, requested=80 * GiB)
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound and a.projection.startswith("the failing request")
+    assert not any(x.fits for x in a.advice)
+    assert "at least" in a.advice[0].detail
+
+
+def test_a_first_step_oom_in_the_forward_counts_the_gradients_and_state_still_to_come():
+    # vramscope run, first step, ViT-like: 1.3 GiB of fp32 parameters, AdamW's state not yet
+    # allocated; the OOM came early in the forward with 3 GiB allocated under a 4 GiB cap.
+    e = card(allocated=3 * GiB, cached_free=0, largest=0, requested=900 * MiB, limit=4 * GiB,
+             phase="forward", parameter_bytes=int(1.3 * GiB), optimizer="AdamW",
+             optimizer_state_full_bytes=int(2.6 * GiB))
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound
+    assert a.projected_peak_bytes == int(1.3 * GiB) * 2 + int(2.6 * GiB)
+    assert a.projection.startswith("parameters, gradients and the full AdamW state")
+    assert a.need_bytes == a.projected_peak_bytes - e.budget_bytes
+
+
+def test_a_sequence_that_grew_at_the_same_batch_is_named_and_only_bounds_the_need():
+    # The T5 under vramscope run: batch 32 ran at source length 256 (peak 9 GiB); the
+    # first step at 512 fails early, below that peak: the past peak is not this step's.
+    steps = [StepPoint(1, 9 * GiB, GiB, batch_size=32, peak_reserved_bytes=10 * GiB)]
+    e = card(allocated=5 * GiB, cached_free=int(0.5 * GiB), largest=200 * MiB,
+             requested=2 * GiB, limit=12 * GiB, batch_size=32, steps=steps,
+             input_shape=(32, 512), past_input_shape=(32, 256))
+    assert _oom_remedies.grown_dims(e) == "dimension 1: 256 -> 512"
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound
+    assert "smaller input (dimension 1: 256 -> 512)" in a.projection
+    assert not any(x.fits for x in a.advice)
+
+
+def test_the_probe_keeps_the_input_shape_per_batch_for_the_report():
+    import torch
+
+    from vramscope.attribution.model_probe import ModelProbe, input_shape
+
+    assert input_shape(({"input_ids": torch.zeros(4, 7, dtype=torch.long)},)) == (4, 7)
+    model = torch.nn.Embedding(10, 3)
+    probe = ModelProbe()
+    probe.attach(model)
+    model(torch.zeros(2, 5, dtype=torch.long))
+    probe.step_end()
+    model(torch.zeros(2, 9, dtype=torch.long))
+    evidence = probe.evidence()
+    probe.close()
+    assert evidence["input_shape"] == (2, 9) and evidence["past_input_shape"] == (2, 5)
+
+
+def test_inference_under_no_grad_in_generate_weighs_neither_checkpointing_nor_the_optimizer():
+    # The GPT-2 generate(): batch 192, 1024 new tokens under no_grad and an 8 GiB cap.
+    e = card(allocated=int(7.5 * GiB), cached_free=int(0.4 * GiB), largest=100 * MiB,
+             requested=384 * MiB, limit=8 * GiB, batch_size=192, phase="forward",
+             grad_enabled=False, generating=True, parameter_bytes=500 * MiB, optimizer="AdamW",
+             optimizer_state_full_bytes=GiB, categories={"activations": 6 * GiB},
+             block_lists=[("transformer.h", "GPT2Block", 12)])
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound and "inside generate()" in a.projection
+    reasons = dict(a.not_advised)
+    assert "autograd was off" in reasons["activation_checkpointing"]
+    assert "autograd was off" in reasons["optimizer_state"]
+    assert not any(x.fits for x in a.advice)
+
+
+def test_the_probe_says_whether_autograd_was_on_at_the_oom():
+    import sys
+
+    import torch
+
+    from vramscope.attribution.model_probe import ModelProbe
+
+    probe = ModelProbe()
+    with torch.no_grad():
+        assert probe.evidence([sys._getframe()])["grad_enabled"] is False
+    assert probe.evidence([sys._getframe()])["grad_enabled"] is True
+    assert "grad_enabled" not in probe.evidence()

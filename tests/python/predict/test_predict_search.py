@@ -1,0 +1,127 @@
+# tests/python/predict/test_predict_search.py -- the probe search against synthetic steps
+from __future__ import annotations
+
+import pytest
+
+from vramscope.predict.model import Probe
+from vramscope.predict.search import round_down, search
+
+from test_predict_model import GiB, MiB, step_peaks
+
+
+def true_largest(budget: int, **kwargs) -> int:
+    """The largest size whose reserved peak fits ``budget`` (what a run without margin allows)."""
+    size = 1
+    while step_peaks(size + 1, **kwargs).peak_reserved_bytes <= budget:
+        size += 1
+    return size
+
+
+@pytest.mark.parametrize("fixed, per_sample, budget", [
+    (2 * GiB, 48 * MiB, 20 * GiB),
+    (10 * GiB, 300 * MiB, 80 * GiB),
+    (512 * MiB, 3 * MiB, 6 * GiB),
+])
+def test_the_answer_is_below_the_truth_and_close_to_it(fixed, per_sample, budget):
+    measured = []
+
+    def measure(size: int) -> Probe:
+        probe = step_peaks(size, fixed=fixed, per_sample=per_sample)
+        # Never a probe the budget cannot hold (the search's promise: no OOM while searching).
+        assert probe.peak_reserved_bytes <= budget
+        measured.append(size)
+        return probe
+
+    result = search(measure, budget, margin=0.03)
+    truth = true_largest(budget, fixed=fixed, per_sample=per_sample)
+    assert 0.9 * truth <= result.size <= truth
+    assert len(measured) <= 6
+    assert result.model is not None and result.prediction is not None
+    assert result.margin_bytes >= 0
+    assert "answer: batch_size" in result.describe()
+
+
+def test_a_step_too_large_for_the_budget_is_not_run_twice():
+    calls = []
+
+    def measure(size: int) -> Probe:
+        calls.append(size)
+        return step_peaks(size, fixed=5 * GiB)
+
+    result = search(measure, 4 * GiB)
+    assert calls == [1]
+    assert result.size == 0
+    assert "needs more than the budget" in result.reason
+
+
+def test_doubling_stops_when_one_point_cannot_promise_it():
+    # batch 1 takes 60 % of the budget: batch 2 could need 120 %, so it is never run.
+    calls = []
+
+    def measure(size: int) -> Probe:
+        calls.append(size)
+        return Probe(size, int(0.6 * GiB) * size, int(0.6 * GiB) * size)
+
+    result = search(measure, GiB, margin=0.0)
+    assert calls == [1]
+    assert result.size == 1
+
+
+def test_limit_and_multiple():
+    def measure(size: int) -> Probe:
+        return step_peaks(size)
+
+    assert search(measure, 20 * GiB, limit=100).size == 100
+    answer = search(measure, 20 * GiB, multiple=8).size
+    assert answer % 8 == 0 and answer > 0
+    assert round_down(13, 8) == 8 and round_down(7, 8) == 7 and round_down(13, None) == 13
+
+
+def test_a_quadratic_search_over_the_sequence_length():
+    def measure(size: int) -> Probe:
+        return step_peaks(size, fixed=GiB, per_sample=2 * MiB, per_sample2=MiB // 64)
+
+    result = search(measure, 16 * GiB, start=64, quadratic=True, unit="token", what="seq_len")
+    truth = true_largest(16 * GiB, fixed=GiB, per_sample=2 * MiB, per_sample2=MiB // 64)
+    assert 0.9 * truth <= result.size <= truth
+    assert result.model is not None and result.model.degree == 2
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="margin"):
+        search(step_peaks, GiB, margin=1.0)
+    with pytest.raises(ValueError, match="first size"):
+        search(step_peaks, GiB, start=0)
+
+
+def test_a_probe_that_runs_out_of_memory_after_all_ends_at_the_largest_size_that_ran():
+    from vramscope.predict.search import ProbeOutOfMemory
+
+    def measure(size: int) -> Probe:
+        if size > 2:  # another process took the memory meanwhile
+            raise ProbeOutOfMemory(size, "CUDA out of memory")
+        return step_peaks(size)
+
+    result = search(measure, 20 * GiB)
+    assert result.size == 2
+    assert "ran out of memory" in result.reason and [p.size for p in result.probes] == [1, 2]
+
+
+def test_a_fixed_peak_that_hides_the_per_sample_bytes_at_small_sizes_is_not_trusted():
+    # Measured on an H200 (ResNet-50, AdamW, 5.9 GiB cap): at batch 1 and 2 the step's peak is
+    # the optimizer's (600 MiB), the activations' share grows past it only later; a line through
+    # 1 and 2 promised batch 3000. Peak = max(optimizer peak, fixed + per-sample * batch).
+    budget = 6 * GiB
+
+    def peaks(size: int) -> Probe:
+        allocated = max(600 * MiB, 400 * MiB + 85 * MiB * size)
+        return Probe(size, allocated, int(allocated * 1.06))
+
+    def measure(size: int) -> Probe:
+        probe = peaks(size)
+        assert probe.peak_reserved_bytes <= budget, f"probe {size} would run out of memory"
+        return probe
+
+    result = search(measure, budget)
+    truth = max(b for b in range(1, 200) if peaks(b).peak_reserved_bytes <= budget)
+    assert 0.9 * truth <= result.size <= truth, result.describe()
