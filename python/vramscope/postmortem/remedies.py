@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from .._core.units import format_bytes
 from ..attribution.model_probe import STATE_PER_PARAMETER
-from .advice import Advice, OomEvidence, StepPoint, growing_text, leak_rate
 from ..predict.model import MemoryModel, Probe, fit_model
+from .advice import Advice, OomEvidence, StepPoint, growing_text, leak_rate
 
 #: Share of the budget a suggested batch size or memory fraction keeps free: the allocator's
 #: rounding and the next step's temporaries are not in a linear fit.
