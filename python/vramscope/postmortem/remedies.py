@@ -161,11 +161,18 @@ def _projection(e: OomEvidence) -> tuple[int, str, bool]:
     return lower, "the failing request (the rest of the step is not known)", True
 
 
+def _autograd_off(e: OomEvidence) -> bool:
+    """Was autograd off at the OOM because the program ran without it (no_grad, inference_mode)?
+    Not inside the optimizer's step: ``Optimizer.step`` turns autograd off itself, and a
+    training step that runs out there is no inference."""
+    return e.grad_enabled is False and e.phase != "optimizer"
+
+
 def _optimizer_step_floor(e: OomEvidence) -> int:
     """Allocated bytes the step needs at least at its optimizer step, where the parameters,
     their gradients and the optimizer's full state are live at once (0 without an optimizer):
     on a first step, gradients and the lazily allocated state are still to come."""
-    if e.parameter_bytes <= 0 or not e.optimizer or e.grad_enabled is False or e.generating:
+    if e.parameter_bytes <= 0 or not e.optimizer or _autograd_off(e) or e.generating:
         return 0  # inference: no optimizer step in this call
     return 2 * e.parameter_bytes + max(e.optimizer_state_full_bytes, e.optimizer_state_bytes)
 
@@ -360,7 +367,7 @@ def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: list[tuple[st
     activations = _activations(e)
     if activations <= 0:
         return None
-    if e.grad_enabled is False:
+    if _autograd_off(e):
         rejected.append(("activation_checkpointing", "autograd was off at the OOM (no_grad or "
                          "inference_mode): nothing is kept for a backward to recompute"))
         return None
@@ -421,7 +428,7 @@ def _optimizer_state(e: OomEvidence, need: int, peak: int, rejected: list[tuple[
                 e.categories.get("optimizer_state", 0))
     if state <= 0:
         return None
-    if e.grad_enabled is False:
+    if _autograd_off(e):
         rejected.append(("optimizer_state", "autograd was off at the OOM (no_grad or "
                          "inference_mode): the optimizer's state is not what ran out"))
         return None

@@ -117,3 +117,18 @@ def test_the_probe_says_whether_autograd_was_on_at_the_oom():
         assert probe.evidence([sys._getframe()])["grad_enabled"] is False
     assert probe.evidence([sys._getframe()])["grad_enabled"] is True
     assert "grad_enabled" not in probe.evidence()
+
+
+def test_an_oom_inside_the_optimizers_step_is_no_inference_though_autograd_is_off():
+    # Optimizer.step turns autograd off itself: the GPU's AdamW program (8 x 256 MiB Linear, a
+    # 7 GiB cap) ran out while AdamW made its state, with grad_enabled False at the OOM.
+    e = card(allocated=int(6.81 * GiB), cached_free=2 * MiB, largest=2 * MiB,
+             requested=256 * MiB, limit=7 * GiB, batch_size=8, phase="optimizer",
+             grad_enabled=False, parameter_bytes=2 * GiB, optimizer="AdamW",
+             optimizer_state_bytes=int(2.75 * GiB), optimizer_state_full_bytes=4 * GiB,
+             categories={"parameters": 2 * GiB, "gradients": 2 * GiB,
+                         "optimizer_state": int(2.75 * GiB), "activations": 32 * MiB},
+             block_lists=[("", "Linear", 8)])
+    a = _oom_remedies.assess(e)
+    assert "optimizer_state" not in dict(a.not_advised)
+    assert a.advice[0].kind == "optimizer_state", [x.kind for x in a.advice]
