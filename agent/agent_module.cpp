@@ -23,10 +23,6 @@
 #include "tracking/agent_core.hpp"
 #include "vramscope/agent_segment.hpp"
 
-#ifndef VRAMSCOPE_TORCH_VERSION
-#error "VRAMSCOPE_TORCH_VERSION must be defined by the build (agent/CMakeLists.txt)"
-#endif
-
 namespace nb = nanobind;
 using namespace nb::literals;
 
@@ -184,9 +180,12 @@ NB_MODULE(_agent, m) {
         return state == nullptr ? std::string() : state->core->segment_path();
       },
       "The shared-memory segment file ('' when not publishing or not attached).");
-  m.def(
-      "torch_version", [] { return std::string(VRAMSCOPE_TORCH_VERSION); },
-      "The torch version this module was built against.");
+  m.def("load_torch", &load_torch_library, "path"_a,
+        "Load the torch-facing library at `path` (built for the imported torch; "
+        "vramscope._torchcheck chooses it) and return the torch version it was built against. "
+        "Raises RuntimeError when it cannot be loaded.");
+  m.def("torch_version", &loaded_torch_version,
+        "The torch version the loaded torch-facing library was built against.");
   m.def("allocator_backend", &allocator_backend,
         "torch's CUDA allocator backend: 'native', 'cudaMallocAsync' or 'pluggable'.");
   bind_attribution(m);
@@ -194,18 +193,18 @@ NB_MODULE(_agent, m) {
   bind_oom_capture(m);
   bind_tensorboard(m);
   bind_driver(m);
+  m.def(
+      "_bench_attach_cpu_proxy",
+      [](double interval_ms) { return AgentState::instance().attach_cpu_proxy(interval_ms); },
+      "interval_ms"_a = 10.0,
+      "Benchmarks and tests: attach to torch's CPU tensors as device 0, for timing the callback "
+      "without a GPU (cannot be undone; instead of attach()). Returns the mode.");
 #if VRAMSCOPE_BENCH_HOOKS
   m.def("_bench_attach_noop_tracker", &attach_noop_trace_tracker,
         "Benchmark support: attach a trace tracker that does nothing (cannot be undone).");
   m.def("_bench_alloc_pairs", &time_alloc_pairs, "pairs"_a, "size_bytes"_a,
         nb::call_guard<nb::gil_scoped_release>(),
         "Benchmark support: ns per raw_alloc+raw_delete pair, timed in C++ on the current device.");
-  m.def(
-      "_bench_attach_cpu_proxy",
-      [](double interval_ms) { return AgentState::instance().attach_cpu_proxy(interval_ms); },
-      "interval_ms"_a = 10.0,
-      "Benchmark support: attach to torch's CPU tensors as device 0, for timing the callback "
-      "without a GPU (cannot be undone; instead of attach()). Returns the mode.");
   m.def("_bench_pause_tracking", &pause_tracking, "paused"_a,
         "Benchmark support: skip (True) or resume (False) the tracker callback's work. While "
         "paused no event is counted: the agent's numbers stop being exact for good.");

@@ -220,6 +220,7 @@ void pause_tracking(bool paused) {
   // work is skipped, so a benchmark can compare vramscope's share in one process.
   state.core->pause_tracking(paused);
 }
+#endif
 
 std::string AgentState::attach_cpu_proxy(double interval_ms) {
   std::lock_guard lock(m_attach_mutex);
@@ -239,9 +240,8 @@ std::string AgentState::attach_cpu_proxy(double interval_ms) {
       nullptr));
   attach_cpu_proxy_tracker(state->core->tracker_target());
   state->mode = TrackingMode::Events;
-  state->mode_reason = "CPU proxy: torch's CPU tensors as device 0, for benchmarks only";
+  state->mode_reason = "CPU proxy: torch's CPU tensors as device 0, for benchmarks and tests only";
   return start(state, interval_ns);
 }
-#endif
 
 }  // namespace vramscope::agent

@@ -84,8 +84,17 @@ def allocator_backend() -> str:
 def segment_path() -> str:
     """The shared-memory segment file ("" when not publishing)."""
 
+def load_torch(path: str) -> str:
+    """Load the torch-facing library at ``path`` (built for the imported torch;
+    vramscope._torchcheck chooses it) and return the torch version it was built against.
+    Raises RuntimeError when it cannot be loaded."""
+
 def torch_version() -> str:
-    """The torch version the module was built against."""
+    """The torch version the loaded torch-facing library was built against."""
+
+def _bench_attach_cpu_proxy(interval_ms: float = 10.0) -> str:
+    """Benchmarks and tests: attach to torch's CPU tensors as device 0 (instead of attach();
+    cannot be undone). Returns the mode."""
 
 # --- attribution and OOM post-mortem (agent/attribution_glue.cpp) -----------------------------
 
