@@ -1,4 +1,4 @@
-# tests/wheel/test_torch_matrix.py -- the wheel under the oldest, the GPU machine's and the newest torch; the compile on first use
+# tests/wheel/test_torch_matrix.py -- the wheel under torch 2.8, 2.11 and 2.15; compile on first use
 #
 # For each torch, a fresh venv gets that torch by linking the distributions of a cached venv
 # (~/.cache/vramscope/torch-venv/<version>: created once with `pip install torch==<version>`,

@@ -106,3 +106,17 @@ def test_no_library_beyond_glibc_the_gcc_runtime_and_torch(wheel):
             foreign = {n for n in needed if n not in GLIBC | GCC_RUNTIME and not TORCH.match(n)}
             assert not foreign, f"{name} needs {foreign}"
     assert {"cli", "extension"} <= kinds, kinds
+
+
+@pytest.mark.parametrize("wheel", WHEELS, ids=os.path.basename)
+def test_each_torch_facing_library_exports_its_entry_alone(wheel):
+    """Anything else it exported (std templates instantiated for torch's types) could interpose
+    on torch's own copies, or theirs on it."""
+    libraries = [(n, e) for n, e in _elves(wheel) if n.startswith("vramscope/_torch/")]
+    assert libraries, "no torch-facing library"
+    for name, elf in libraries:
+        dynsym = elf.get_section_by_name(".dynsym")
+        exported = {sym.name for sym in dynsym.iter_symbols()
+                    if sym["st_shndx"] != "SHN_UNDEF" and sym.name
+                    and sym["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK")}
+        assert exported == {"vramscope_torch_api"}, f"{name} exports {exported}"
