@@ -92,10 +92,6 @@ def load_torch(path: str) -> str:
 def torch_version() -> str:
     """The torch version the loaded torch-facing library was built against."""
 
-def _bench_attach_cpu_proxy(interval_ms: float = 10.0) -> str:
-    """Benchmarks and tests: attach to torch's CPU tensors as device 0 (instead of attach();
-    cannot be undone). Returns the mode."""
-
 # --- attribution and OOM post-mortem (agent/attribution_glue.cpp) -----------------------------
 
 def profile_start(sampling: float = 1.0) -> None:

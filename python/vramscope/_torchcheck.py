@@ -99,7 +99,9 @@ def find_library(torch: ModuleType) -> tuple[pathlib.Path | None, str | None]:
     its minor version, else one compiled for it on first use (cached per torch build).
     Returns ``(path, None)`` or ``(None, reason)``."""
     cxx11_abi = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
-    carried = carried_library(torch.__version__, cxx11_abi)
+    # The carried libraries are built without the benchmark hooks (which change the tracker's
+    # structs): an extension with them always gets a library compiled for it.
+    carried = None if bench_hooks() else carried_library(torch.__version__, cxx11_abi)
     if carried is not None:
         return carried, None
     return _torchlib.compiled_library(torch, cxx11_abi, bench_hooks())
