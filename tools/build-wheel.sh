@@ -44,10 +44,15 @@ mkdir -p "$cache" "$out" build
 tools/install-deps.sh --cli-only >/dev/null
 if ((all)); then
   for v in 3.10 3.11 3.12 3.13; do
-    found="$(command -v "python$v" || true)"
-    [[ -z "$found" ]] && command -v pyenv >/dev/null &&
-      found="$(pyenv prefix "$v" 2>/dev/null | tail -n 1)/bin/python$v" && [[ -x "$found" ]] || true
-    [[ -x "$found" ]] || { echo "build-wheel.sh: --all needs python$v (pyenv install $v)" >&2; exit 1; }
+    # pyenv's own install first: its shim of python3.X exists even where that version is not
+    # selected, and then fails.
+    found=""
+    if command -v pyenv >/dev/null && prefix="$(pyenv prefix "$v" 2>/dev/null)"; then
+      found="$(tail -n 1 <<<"$prefix")/bin/python$v"
+    fi
+    [[ -x "$found" ]] || found="$(command -v "python$v" || true)"
+    [[ -n "$found" ]] && "$found" -c '' 2>/dev/null \
+      || { echo "build-wheel.sh: --all needs python$v (e.g. pyenv install $v)" >&2; exit 1; }
     pythons+=("$found")
   done
 fi
@@ -64,6 +69,8 @@ build_env() {
   [[ -x "$venv/bin/python" ]] || { log "creating the build environment $venv"; "$base" -m venv "$venv"; }
   if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     log "installing the build requirements into $venv"
+    # A CPython's bundled pip may predate -C (pip 23.1).
+    "$venv/bin/python" -m pip install -q --upgrade pip >&2
     "$venv/bin/python" -m pip install -q -r "$requirements" >&2
     echo "$want" > "$stamp"
   fi
@@ -76,8 +83,15 @@ else
   for p in "${pythons[@]}"; do envs+=("$(build_env "$p")"); done
 fi
 tool_py="${envs[0]}"
-export VRAMSCOPE_ZIG
-VRAMSCOPE_ZIG="$("$tool_py" -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')"
+# zig in one cached place, whichever interpreter builds: zig compiles its libc++ once per
+# installation (minutes), and the CLI's build folder remembers its headers.
+zig_version="$(sed -n 's/^ziglang==//p' tools/requirements-zig.txt)"
+zig_dir="$cache/ziglang-$zig_version"
+if [[ ! -x "$zig_dir/ziglang/zig" ]]; then
+  log "installing zig $zig_version (PyPI's ziglang, 100 MB, once) into $zig_dir"
+  "$tool_py" -m pip install -q --target "$zig_dir" -r tools/requirements-zig.txt >&2
+fi
+export VRAMSCOPE_ZIG="$zig_dir/ziglang/zig"
 
 # --- the CLI: once, by zig for glibc 2.28 -------------------------------------------------------
 # Only the third-party headers are shown to zig (a folder of links), never /usr/include itself,
@@ -88,6 +102,9 @@ for h in fmt CLI nlohmann httplib.h zstd.h zstd_errors.h ncursesw curses.h ncurs
          ncurses_dll.h unctrl.h term.h termcap.h; do
   [[ -e "/usr/include/$h" ]] && ln -sfn "/usr/include/$h" "$cli_build/include/$h"
 done
+# A build folder of another zig starts over (its objects hold that zig's headers).
+[[ "$(cat "$cli_build/zig-path" 2>/dev/null)" == "$VRAMSCOPE_ZIG" ]] || rm -rf "$cli_build/cmake"
+echo "$VRAMSCOPE_ZIG" > "$cli_build/zig-path"
 if [[ ! -f "$cli_build/cmake/build.ninja" ]]; then
   log "configuring the CLI for glibc 2.28 (zig)"
   cmake -S . -B "$cli_build/cmake" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -115,14 +132,17 @@ if [[ ! -f "$cuda_include/cuda_runtime_api.h" ]]; then
   "$tool_py" -m zipfile -e "$(ls "$cache"/tools/nvidia_cuda_runtime_cu12-12.8.*.whl | head -n 1)" \
       "$cache/cuda-headers"
 fi
-torchlibs="$root/build/torchlibs"
-mkdir -p "$torchlibs"
-: > "$torchlibs/torchlibs.txt.new"
 compiler=c++
 command -v ccache >/dev/null && compiler="ccache c++"
 digest="$(PYTHONPATH=python "$tool_py" -c 'import pathlib
 from vramscope import _torchlib
 print(_torchlib.sources_digest(pathlib.Path(".")))')"
+# Compiled libraries are kept per source digest in the cache, for every clone of the machine;
+# this build's copies and their list go to build/torchlibs (VRAMSCOPE_TORCHLIB_DIR below).
+compiled="$cache/torchlibs/$digest"
+torchlibs="$root/build/torchlibs"
+rm -rf "$torchlibs"
+mkdir -p "$torchlibs" "$compiled"
 while read -r version; do
   [[ -z "$version" || "$version" == \#* ]] && continue
   unpacked="$cache/torch/$version"
@@ -138,18 +158,17 @@ while read -r version; do
         'torch/version.py' -d "$unpacked"
     touch "$unpacked/.done"
   fi
-  stamp="$torchlibs/$version.stamp"
-  if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$digest" ]]; then
+  if [[ ! -s "$compiled/$version.line" ]]; then
     log "compiling the agent's library for torch $version"
     "$tool_py" python/vramscope/_torchlib.py --source-root . --torch-dir "$unpacked/torch" \
-        --cuda-include "$cuda_include" --out-dir "$torchlibs" --cxx "$compiler" \
-        >"$torchlibs/$version.line"
-    echo "$digest" > "$stamp"
+        --cuda-include "$cuda_include" --out-dir "$compiled" --cxx "$compiler" \
+        >"$compiled/$version.line.tmp"
+    mv "$compiled/$version.line.tmp" "$compiled/$version.line"
   fi
-  line="$(cat "$torchlibs/$version.line")"
-  echo "$(basename "${line%% *}") ${line#* }" >> "$torchlibs/torchlibs.txt.new"
+  line="$(cat "$compiled/$version.line")"
+  cp "${line%% *}" "$torchlibs/"
+  echo "$(basename "${line%% *}") ${line#* }" >> "$torchlibs/torchlibs.txt"
 done < tools/torch-versions.txt
-mv "$torchlibs/torchlibs.txt.new" "$torchlibs/torchlibs.txt"
 
 # --- one wheel per CPython ----------------------------------------------------------------------
 wheels=()

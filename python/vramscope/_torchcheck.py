@@ -81,7 +81,7 @@ def carried_library(torch_version: str, cxx11_abi: bool) -> pathlib.Path | None:
         return None
     for built, name in dict(build_info.TORCH_LIBRARIES).items():
         if agent_version_problem(torch_version, built) is None:
-            path = pathlib.Path(__file__).resolve().parent / "_torch" / name
+            path = _torchlib.package_dir() / "_torch" / name
             return path if path.is_file() else None
     return None
 

@@ -163,6 +163,17 @@ def sources_digest(source_root: pathlib.Path) -> str:
     return h.hexdigest()[:16]
 
 
+def package_dir() -> pathlib.Path:
+    """The installed vramscope package's folder (which holds _torch/ and _torchlib_src/),
+    wherever this module sits in it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("vramscope")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the vramscope package is not importable")
+    return pathlib.Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
 def cache_root() -> pathlib.Path:
     """~/.cache/vramscope, or $VRAMSCOPE_CACHE_DIR."""
     return pathlib.Path(os.environ.get("VRAMSCOPE_CACHE_DIR")
@@ -194,7 +205,7 @@ def compiled_library(torch, cxx11_abi: bool,
     source digest. Compiles it on first use with a progress line on stderr. Returns
     ``(path, None)`` or ``(None, one-line reason)``."""
     version = str(torch.__version__)
-    source_root = pathlib.Path(__file__).resolve().parent / "_torchlib_src"
+    source_root = package_dir() / "_torchlib_src"
     if not (source_root / SOURCES[0]).is_file():
         return None, (f"this vramscope carries no agent for torch {version} and no sources to "
                       "compile one (a source checkout: build the wheel with tools/build-wheel.sh)")
