@@ -18,7 +18,8 @@
 # Prints the wheels' paths, one a line, last.
 #
 # --python: an interpreter to build for (repeatable; default: the development environment of
-#   tools/install-deps.sh). Any other one gets its own cached build environment,
+#   tools/install-deps.sh): a path, or python3.12 / 3.12 (found through pyenv, then PATH).
+#   Any other one gets its own cached build environment,
 #   ~/.cache/vramscope/wheel-py<X.Y>, with tools/requirements-wheel.txt (no torch).
 # --all: every CPython from 3.10 that torch ships wheels for (3.10-3.13), found on PATH or
 #   through pyenv.
@@ -33,7 +34,7 @@ while (($#)); do
     --python) pythons+=("${2:?--python needs an interpreter}"); shift 2 ;;
     --all) all=1; shift ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-wheel.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -42,19 +43,25 @@ cache="$HOME/.cache/vramscope"
 mkdir -p "$cache" "$out" build
 
 tools/install-deps.sh --cli-only >/dev/null
+# The interpreter of CPython X.Y: pyenv's own install first (its shim of python3.X exists even
+# where that version is not selected, and then fails), else python3.X on PATH.
+find_python() {
+  local v="$1" found="" prefix
+  if command -v pyenv >/dev/null && prefix="$(pyenv prefix "$v" 2>/dev/null)"; then
+    found="$(tail -n 1 <<<"$prefix")/bin/python$v"
+  fi
+  [[ -x "$found" ]] || found="$(command -v "python$v" || true)"
+  [[ -n "$found" ]] && "$found" -c '' 2>/dev/null \
+    || { echo "build-wheel.sh: no working python$v (e.g. pyenv install $v)" >&2; exit 1; }
+  echo "$found"
+}
+for i in "${!pythons[@]}"; do
+  if [[ "${pythons[$i]}" =~ ^(python)?(3\.[0-9]+)$ ]]; then
+    pythons[i]="$(find_python "${BASH_REMATCH[2]}")"
+  fi
+done
 if ((all)); then
-  for v in 3.10 3.11 3.12 3.13; do
-    # pyenv's own install first: its shim of python3.X exists even where that version is not
-    # selected, and then fails.
-    found=""
-    if command -v pyenv >/dev/null && prefix="$(pyenv prefix "$v" 2>/dev/null)"; then
-      found="$(tail -n 1 <<<"$prefix")/bin/python$v"
-    fi
-    [[ -x "$found" ]] || found="$(command -v "python$v" || true)"
-    [[ -n "$found" ]] && "$found" -c '' 2>/dev/null \
-      || { echo "build-wheel.sh: --all needs python$v (e.g. pyenv install $v)" >&2; exit 1; }
-    pythons+=("$found")
-  done
+  for v in 3.10 3.11 3.12 3.13; do pythons+=("$(find_python "$v")"); done
 fi
 
 # The build environment of one interpreter: the development one, or a cached one.
