@@ -10,7 +10,6 @@
 # and without a compiler one line says so and the session polls.
 from __future__ import annotations
 
-import os
 import pathlib
 import shutil
 import subprocess
@@ -144,5 +143,4 @@ def test_without_a_compiler_one_line_says_so_and_the_session_polls(uncarried, tm
     assert line.startswith("None no C++ compiler (c++, g++ or clang++; or $CXX) to build the "
                            "agent for torch 2.11.0"), line
     assert "\n" not in line
-    assert not (tmp_path / "torchlib").exists() or not list((tmp_path / "torchlib").glob("*/*.so"))
-    assert os.path.basename(sys.executable)
+    assert not list(tmp_path.glob("torchlib/*/*.so"))
