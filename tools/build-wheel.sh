@@ -8,8 +8,8 @@
 #     libc++ and ncursesw linked in: it needs nothing but glibc at run time (tools/zig/c++);
 #   - the Python extension vramscope._agent for one CPython (nanobind; no torch inside);
 #   - one torch-facing library per torch minor version of tools/torch-versions.txt, compiled by
-#     python/vramscope/_core/torchlib_build.py (one `c++` call, the one a user's machine runs for any
-#     other torch) against the headers and libraries of that torch's PyPI wheel, downloaded once
+#     python/vramscope/_core/torchlib_build.py (one `c++` call, the one a user's machine runs for
+#     any other torch) against the headers and libraries of that torch's PyPI wheel, downloaded once
 #     into ~/.cache/vramscope/torch-wheels and unpacked into ~/.cache/vramscope/torch/<version>;
 #   - the sources of that library, for compiling it on first use under any other torch.
 # auditwheel repairs each wheel: the manylinux tag is checked (manylinux_2_34: the extension
@@ -167,9 +167,9 @@ while read -r version; do
   fi
   if [[ ! -s "$compiled/$version.line" ]]; then
     log "compiling the agent's library for torch $version"
-    "$tool_py" python/vramscope/_core/torchlib_build.py --source-root . --torch-dir "$unpacked/torch" \
-        --cuda-include "$cuda_include" --out-dir "$compiled" --cxx "$compiler" \
-        >"$compiled/$version.line.tmp"
+    "$tool_py" python/vramscope/_core/torchlib_build.py --source-root . \
+        --torch-dir "$unpacked/torch" --cuda-include "$cuda_include" --out-dir "$compiled" \
+        --cxx "$compiler" >"$compiled/$version.line.tmp"
     mv "$compiled/$version.line.tmp" "$compiled/$version.line"
   fi
   line="$(cat "$compiled/$version.line")"
