@@ -200,7 +200,6 @@ void AgentState::shutdown() {
   state->core->close_segment();
 }
 
-#if VRAMSCOPE_BENCH_HOOKS
 std::string AgentState::attach_cpu_proxy(double interval_ms) {
   std::lock_guard lock(m_attach_mutex);
   if (attached_or_null() != nullptr) {
@@ -219,9 +218,8 @@ std::string AgentState::attach_cpu_proxy(double interval_ms) {
       nullptr));
   attach_cpu_proxy_tracker(state->core->tracker_target());
   state->mode = TrackingMode::Events;
-  state->mode_reason = "CPU proxy: torch's CPU tensors as device 0, for benchmarks only";
+  state->mode_reason = "CPU proxy: torch's CPU tensors as device 0, for benchmarks and tests only";
   return start(state, interval_ns);
 }
-#endif
 
 }  // namespace vramscope::agent

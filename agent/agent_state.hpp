@@ -59,11 +59,9 @@ class AgentState {
   /// CUDA device, seeds the counters and starts the agent thread. Idempotent; returns the mode.
   std::string attach(double interval_ms, bool publish, int rank, int world_size,
                      const std::vector<std::string>& device_uuids);
-#if VRAMSCOPE_BENCH_HOOKS
-  /// Benchmark builds only: attach() for a machine without a GPU. One device, fed by torch's
-  /// CPU tensors through the same tracker (agent/cpu_proxy.cpp). Throws if already attached.
+  /// attach() for a machine without a GPU (benchmarks, tests): one device, fed by torch's CPU
+  /// tensors through the same tracker (agent/torchlib/cpu_proxy.cpp). Throws if already attached.
   std::string attach_cpu_proxy(double interval_ms);
-#endif
   /// The attachment, or nullptr before attach().
   Attachment* attached_or_null() noexcept { return m_attachment.load(std::memory_order_acquire); }
   /// The attachment; throws std::runtime_error before attach().

@@ -1,8 +1,11 @@
 // agent/torch_hooks.hpp -- the thin layer over c10's CUDA caching allocator
 //
 // Everything that touches torch's C++ API is behind these functions, so the bindings and
-// the torch-free core never see a c10 type. Functions that may fail in torch throw
-// std::runtime_error with torch's message, or return empty, as documented.
+// the torch-free core never see a c10 type. They call the torch-facing library loaded by
+// load_torch_library() (agent/torchlib/, through its C table: torch_bridge.cpp); the extension
+// itself includes no torch header and links no torch library. Functions that may fail in torch
+// throw std::runtime_error with torch's message, or return empty, as documented; before a
+// library is loaded every one of them throws (or returns empty) saying so.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +24,20 @@
 #include "vramscope/tracking/events.hpp"
 
 namespace vramscope::agent {
+
+/// dlopens the torch-facing library at `path` (built for the imported torch: the caller chose
+/// it by torch's version) and returns the torch version it was compiled against. Throws
+/// std::runtime_error when it cannot be loaded or was built from other sources; a second call
+/// with the same path returns the same answer, with another path throws.
+std::string load_torch_library(const std::string& path);
+
+/// The torch version of the loaded library; throws std::runtime_error when none is loaded.
+std::string loaded_torch_version();
+
+/// Makes every allocation and free of torch's CPU tensors call the tracker
+/// attach_trace_tracker() would attach, as device 0's events (agent/torchlib/cpu_proxy.cpp):
+/// the agent's events without a GPU, for benchmarks and tests. Cannot be undone.
+void attach_cpu_proxy_tracker(tracking::TrackerTarget target);
 
 /// The allocator backend's name: "native", "cudaMallocAsync" or "pluggable".
 std::string allocator_backend();
@@ -94,14 +111,13 @@ class RecordFunctionSwitch final : public attribution::OpSwitch {
 /// agent's own per-event cost is measured (torch builds a TraceEntry for any tracker).
 void attach_noop_trace_tracker();
 
-/// Benchmark support: makes every allocation and free of torch's CPU tensors call the tracker
-/// attach_trace_tracker() would attach, as device 0's events (agent/cpu_proxy.cpp), so that the
-/// callback's cost in a launch-bound step can be timed without a GPU. Cannot be undone.
-void attach_cpu_proxy_tracker(tracking::TrackerTarget target);
-
 /// Benchmark support: `pairs` raw_alloc + raw_delete pairs of `size_bytes` on the current device
 /// through the caching allocator, timed in C++; returns nanoseconds per pair.
 double time_alloc_pairs(std::size_t pairs, std::size_t size_bytes);
+
+/// Benchmark support: skips (true) or resumes (false) the tracker's work. The flag is the
+/// torch-facing library's, where the tracker runs (vramscope/tracking/bench_gate.hpp).
+void pause_torch_tracker(bool paused);
 #endif
 
 }  // namespace vramscope::agent

@@ -87,6 +87,18 @@ def require_bench_hooks():
                  "pip install --no-build-isolation -C cmake.define.VRAMSCOPE_BENCH_HOOKS=ON .")
 
 
+def loaded_agent():
+    """The agent extension with its torch-facing library loaded (the extension holds no torch
+    code: nothing of it runs before load_torch)."""
+    import torch
+
+    from vramscope._core.session import load_agent
+    agent, problem = load_agent(torch)
+    if agent is None:
+        sys.exit(f"bench: the agent cannot load: {problem}")
+    return agent
+
+
 def attach_mode(what, interval_ms=10.0, cpu_proxy=False):
     """Attaches what a mode measures: "agent", "agent_paused" (attached, its callback's work
     paused), "agent_1s" (ticking once a second), "agent_ledgers" (with attribution's ledgers
@@ -100,8 +112,7 @@ def attach_mode(what, interval_ms=10.0, cpu_proxy=False):
                              "baseline do)")
         if what:
             require_bench_hooks()
-            from vramscope import _agent
-            _agent._bench_attach_cpu_proxy(interval_ms)
+            loaded_agent()._bench_attach_cpu_proxy(interval_ms)
         return
     if what in ("agent_paused", "noop"):
         require_bench_hooks()
@@ -114,8 +125,7 @@ def attach_mode(what, interval_ms=10.0, cpu_proxy=False):
         elif what == "agent_ledgers":
             vramscope._agent.attribution_acquire()
     elif what == "noop":
-        from vramscope import _agent
-        _agent._bench_attach_noop_tracker()
+        loaded_agent()._bench_attach_noop_tracker()
     elif what:
         raise ValueError(f"unknown attach mode {what!r}")
 

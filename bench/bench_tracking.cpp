@@ -148,8 +148,8 @@ void BM_CallbackInCacheHeavyLoop(benchmark::State& state) {
   // 2 ring push only (as the callback pushes, drained every 10 ms by a second thread), 3 the
   // whole callback outside attribution (counters and recorder of a core ticked every 10 ms by
   // a second thread, as in the agent), 4 the same reached the agent's way (a std::function
-  // whose closure holds the producers, reading the attribution context: agent/torch_hooks.cpp),
-  // 5 as 4 while streaming (attribution: the ring too).
+  // whose closure holds the producers, reading the attribution context:
+  // agent/torchlib/torch_library.cpp), 5 as 4 while streaming (attribution: the ring too).
   const auto variant = state.range(0);
   AgentConfig config;
   config.ring_capacity = 1U << 16U;

@@ -33,6 +33,7 @@ NB_MODULE(_agent, m) {
   using namespace vramscope::agent;
   m.doc() = "vramscope's in-process PyTorch allocator agent (see docs/agent-api.md).";
 
+  bind_torch(m);
   bind_attach(m);
   bind_memory(m);
   bind_steps(m);

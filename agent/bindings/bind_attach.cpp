@@ -8,10 +8,6 @@
 #include "bindings.hpp"
 #include "torch_hooks.hpp"
 
-#ifndef VRAMSCOPE_TORCH_VERSION
-#error "VRAMSCOPE_TORCH_VERSION must be defined by the build (agent/CMakeLists.txt)"
-#endif
-
 namespace nb = nanobind;
 using namespace nb::literals;
 
@@ -44,9 +40,6 @@ void bind_attach(nb::module_& m) {
         return state == nullptr ? std::string() : state->core->segment_path();
       },
       "The shared-memory segment file ('' when not publishing or not attached).");
-  m.def(
-      "torch_version", [] { return std::string(VRAMSCOPE_TORCH_VERSION); },
-      "The torch version this module was built against.");
   m.def("allocator_backend", &allocator_backend,
         "torch's CUDA allocator backend: 'native', 'cudaMallocAsync' or 'pluggable'.");
 }

@@ -2,8 +2,9 @@
 //
 // The policy (one profile at a time, counted holds, streaming on and off) is
 // attribution::AttributionSession's, torch-free and tested in C++; torch's RecordFunction is
-// behind RecordFunctionSwitch (torch_hooks.cpp), whose callbacks intern op names into the
-// session's registry. The ledgers' tables are read in bind_attribution_tables.cpp.
+// behind RecordFunctionSwitch (torch_bridge.cpp, over agent/torchlib/torch_library.cpp), whose
+// callbacks intern op names into the session's registry. The ledgers' tables are read in
+// bind_attribution_tables.cpp.
 #include <nanobind/stl/string.h>
 
 #include <map>

@@ -6,7 +6,6 @@
 
 #include "bindings.hpp"
 #include "torch_hooks.hpp"
-#include "vramscope/tracking/bench_gate.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -23,7 +22,8 @@ void pause_tracking(bool paused) {
   if (state.mode != TrackingMode::Events) {
     throw std::runtime_error("the agent is not tracking events (mode: " + state.mode_text() + ")");
   }
-  tracking::pause_tracking(paused);
+  // The flag the tracker reads is the torch-facing library's (its copy of bench_gate.hpp).
+  pause_torch_tracker(paused);
 }
 
 }  // namespace
@@ -34,12 +34,6 @@ void bind_bench(nb::module_& m) {
   m.def("_bench_alloc_pairs", &time_alloc_pairs, "pairs"_a, "size_bytes"_a,
         nb::call_guard<nb::gil_scoped_release>(),
         "Benchmark support: ns per raw_alloc+raw_delete pair, timed in C++ on the current device.");
-  m.def(
-      "_bench_attach_cpu_proxy",
-      [](double interval_ms) { return AgentState::instance().attach_cpu_proxy(interval_ms); },
-      "interval_ms"_a = 10.0,
-      "Benchmark support: attach to torch's CPU tensors as device 0, for timing the callback "
-      "without a GPU (cannot be undone; instead of attach()). Returns the mode.");
   m.def("_bench_pause_tracking", &pause_tracking, "paused"_a,
         "Benchmark support: skip (True) or resume (False) the tracker callback's work. While "
         "paused no event is counted: the agent's numbers stop being exact for good.");

@@ -21,8 +21,7 @@ Attachment* attached_or_null() noexcept;
 /// `device` checked against the tracked devices (IndexError when out of range).
 std::size_t checked_device(const Attachment& state, int device);
 
-/// attach(), is_attached(), mode(), device_count(), segment_path(), torch_version(),
-/// allocator_backend().
+/// attach(), is_attached(), mode(), device_count(), segment_path(), allocator_backend().
 void bind_attach(nanobind::module_& m);
 /// The memory readers: memory_*(), max_memory_*(), reset_peak(), stats(), empty_cache().
 void bind_memory(nanobind::module_& m);
@@ -39,6 +38,9 @@ void bind_driver(nanobind::module_& m);
 /// The TensorBoardWriter class: the C++ writer of src/exporters/tensorboard.cpp with the subset
 /// of torch's SummaryWriter API that vramscope.tensorboard uses.
 void bind_tensorboard(nanobind::module_& m);
+/// load_torch(), torch_version() and _bench_attach_cpu_proxy() (every build: the tests count
+/// the CPU proxy's events under each torch).
+void bind_torch(nanobind::module_& m);
 /// Benchmark builds only (VRAMSCOPE_BENCH_HOOKS): the _bench_* functions; nothing otherwise.
 void bind_bench(nanobind::module_& m);
 

@@ -91,8 +91,13 @@ def allocator_backend() -> str:
 def segment_path() -> str:
     """The shared-memory segment file ("" when not publishing)."""
 
+def load_torch(path: str) -> str:
+    """Load the torch-facing library at ``path`` (built for the imported torch;
+    vramscope._core.torchcheck chooses it) and return the torch version it was built against.
+    Raises RuntimeError when it cannot be loaded."""
+
 def torch_version() -> str:
-    """The torch version the module was built against."""
+    """The torch version the loaded torch-facing library was built against."""
 
 # --- attribution and OOM post-mortem (agent/bindings/bind_attribution*.cpp, bind_oom.cpp) ------
 

@@ -41,7 +41,7 @@ step "vramscope run examples/train_small_gpt.py --seconds 10"
 step "the agent's mode"
 "$venv/bin/python" -c "import torch, vramscope, vramscope._build_info as b
 torch.ones(1, device='cuda')
-print('built for torch', b.TORCH_VERSION, '| running torch', torch.__version__, '| mode', vramscope.attach())"
+print('libraries for torch', ', '.join(b.TORCH_LIBRARIES), '| running torch', torch.__version__, '| mode', vramscope.attach())"
 step "tests/wheel/test_wheel.py"
 VRAMSCOPE_WHEEL="$wheel" python3 -m pytest tests/wheel/test_wheel.py -v -rs -p no:cacheprovider 2>&1 \
   | tee "$out/test_wheel.log" | tail -n 20

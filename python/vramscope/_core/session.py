@@ -55,20 +55,26 @@ def extension() -> ModuleType | None:
 
 
 def load_agent(torch: ModuleType) -> tuple[ModuleType | None, str | None]:
-    """Imports the agent extension to attach it (torch must already be imported so that the
-    extension binds to the same libc10_cuda). Returns ``(module, None)`` or ``(None, reason)``.
+    """Imports the agent extension to attach it and has it load the torch-facing library for
+    this torch (torch must already be imported so that the library binds the same
+    libc10_cuda). Returns ``(module, None)`` or ``(None, reason)``.
 
-    The version the build recorded is compared first, so that an agent compiled against another
-    torch's allocator structs is never loaded; the extension's own answer is checked again after
-    loading it."""
-    problem = torchcheck.recorded_version_problem(torch)
-    if problem is not None:
+    The library is chosen by torch's version before anything is loaded (``torchcheck``: the one
+    the package carries, or one compiled on first use), so that a library compiled against
+    another torch's allocator structs is never loaded; the library's own answer is checked
+    again after loading it."""
+    path, problem = torchcheck.find_library(torch)
+    if path is None:
         return None, problem
     try:
         from .. import _agent
     except ImportError as e:
         return None, f"the agent extension could not be loaded ({e})"
-    problem = torchcheck.agent_version_problem(torch.__version__, _agent.torch_version())
+    try:
+        built = _agent.load_torch(str(path))
+    except RuntimeError as e:
+        return None, f"the agent's torch library could not be loaded ({e})"
+    problem = torchcheck.agent_version_problem(torch.__version__, built)
     if problem is not None:
         return None, problem
     return _agent, None

@@ -2,18 +2,21 @@
 """Every way the agent can be unusable, each with one clear line.
 
 torch missing -> ImportError; torch without CUDA or no visible GPU -> RuntimeError from attach()
-(the readers then answer like torch.cuda: zeros); an agent built
-for another torch minor version (or not built at all) -> a one-time warning and the polling
+(the readers then answer like torch.cuda: zeros); a torch the package carries no library for
+and no C++ compiler to build one (or a failed build) -> a one-time warning and the polling
 fallback, because loading C++ compiled against other allocator struct layouts would be unsafe.
 """
 
 from __future__ import annotations
 
 import importlib
+import pathlib
 import re
 import sys
 import warnings
 from types import ModuleType
+
+from . import torchlib_build as _torchlib
 
 #: Message of the ImportError raised when torch is not installed.
 TORCH_MISSING = "vramscope's agent needs PyTorch: pip install torch"
@@ -56,8 +59,8 @@ def major_minor(version: str) -> tuple[int, int] | None:
 
 
 def agent_version_problem(torch_version: str, built_for: str) -> str | None:
-    """Why an agent built against torch ``built_for`` must not run under ``torch_version``,
-    or None when both have the same major.minor."""
+    """Why a torch-facing library built against torch ``built_for`` must not run under
+    ``torch_version``, or None when both have the same major.minor."""
     loaded, built = major_minor(torch_version), major_minor(built_for)
     if loaded is not None and loaded == built:
         return None
@@ -66,26 +69,43 @@ def agent_version_problem(torch_version: str, built_for: str) -> str | None:
             "--no-binary vramscope --force-reinstall vramscope`")
 
 
-def built_for() -> str | None:
-    """The torch version the installed agent was built for, read from ``vramscope._build_info``
-    (written by the build next to the extension) without loading the extension; None when the
-    package has no built agent (a source checkout on PYTHONPATH)."""
+def carried_library(torch_version: str, cxx11_abi: bool) -> pathlib.Path | None:
+    """The torch-facing library the package carries for this torch, or None: one built for
+    the same minor version of a release (the wheel's libraries are built against PyPI's
+    releases, with the C++11 ABI). A nightly or a source build of the same minor version may
+    have other allocator structs: it gets a library compiled for it."""
     try:
         build_info = importlib.import_module("vramscope._build_info")
     except ImportError:
         return None
-    return str(build_info.TORCH_VERSION)
-
-
-def recorded_version_problem(torch: ModuleType) -> str | None:
-    """Why the installed agent must not even be loaded under this torch (the version its build
-    recorded differs: an agent compiled against another torch's allocator structs, e.g. a wheel
-    built for torch 2.11 under torch 2.12), or None. The session checks this before it imports
-    the extension, and ``agent_version_problem`` with the extension's own answer after."""
-    recorded = built_for()
-    if recorded is None:
+    if not cxx11_abi or not _torchlib.is_release(torch_version):
         return None
-    return agent_version_problem(torch.__version__, recorded)
+    for built, name in dict(build_info.TORCH_LIBRARIES).items():
+        if agent_version_problem(torch_version, built) is None:
+            path = _torchlib.package_dir() / "_torch" / name
+            return path if path.is_file() else None
+    return None
+
+
+def bench_hooks() -> bool:
+    """Were the extension's benchmark hooks compiled in (a library compiled here must agree)?"""
+    try:
+        return bool(importlib.import_module("vramscope._build_info").BENCH_HOOKS)
+    except ImportError:
+        return False
+
+
+def find_library(torch: ModuleType) -> tuple[pathlib.Path | None, str | None]:
+    """The torch-facing library for the imported ``torch``: the one the package carries for
+    its minor version, else one compiled for it on first use (cached per torch build).
+    Returns ``(path, None)`` or ``(None, reason)``."""
+    cxx11_abi = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+    # The carried libraries are built without the benchmark hooks (which change the tracker's
+    # structs): an extension with them always gets a library compiled for it.
+    carried = None if bench_hooks() else carried_library(torch.__version__, cxx11_abi)
+    if carried is not None:
+        return carried, None
+    return _torchlib.compiled_library(torch, cxx11_abi, bench_hooks())
 
 
 _warned = False

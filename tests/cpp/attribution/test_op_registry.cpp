@@ -58,7 +58,7 @@ TEST(OpStack, NestsPerThreadAndToleratesUnmatchedEnds) {
 TEST(OpStack, EventsCarryTheOpOnlyWhileOpsAreTracked) {
   // Outside a profile() the stack is not maintained: a scope open when the callback was
   // disabled stays on it, and must not be stamped on later allocations. The tracker stamps
-  // through the device's producer, as agent/torch_hooks.cpp does.
+  // through the device's producer, as agent/torchlib/torch_library.cpp does.
   int scope = 0;
   push_op(&scope, 9);
   ASSERT_EQ(current_op(), 9U);

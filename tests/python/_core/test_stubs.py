@@ -17,7 +17,7 @@ from vramscope._core.polling import PollingReader
 
 STUB = pathlib.Path(vramscope.__file__).with_name("_agent.pyi")
 # Functions of the extension that only make sense for the real agent.
-AGENT_ONLY = {"attach", "is_attached", "segment_path", "torch_version", "recent_events",
+AGENT_ONLY = {"attach", "is_attached", "segment_path", "torch_version", "load_torch", "recent_events",
               "allocator_backend",
               # Attribution and the OOM post-mortem need the allocator's trace events, which the
               # polling fallback does not have.

@@ -1,8 +1,9 @@
-# tests/python/_core/test_torchcheck.py -- the agent/torch version rule and the fallback reasons
+# tests/python/_core/test_torchcheck.py -- the library/torch version rule and the fallback reasons
 import pytest
 import torch
 
 from vramscope._core import torchcheck as _torchcheck
+from vramscope._core import torchlib_build as _torchlib
 from vramscope._core.session import load_agent
 from vramscope._core.torchcheck import agent_version_problem, major_minor
 
@@ -40,17 +41,39 @@ def test_load_agent_reports_a_reason_or_a_matching_module():
         assert major_minor(module.torch_version()) == major_minor(torch.__version__)
 
 
-def test_the_recorded_version_is_checked_before_the_extension_loads(monkeypatch):
-    # A wheel built for another torch minor: the extension must not even be loaded.
+@pytest.mark.parametrize("version, release", [
+    ("2.11.0", True), ("2.11.0+cu130", True), ("2.15.0+cpu", True),
+    ("2.12.0.dev20260101+cu130", False), ("2.11.0a0+git1234", False), ("2.11", False),
+])
+def test_only_a_release_is_served_by_a_carried_library(version, release):
+    assert _torchlib.is_release(version) is release
+
+
+def test_a_carried_library_serves_its_minor_version_of_a_release_only(monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "vramscope._build_info", types.SimpleNamespace(
+        TORCH_LIBRARIES={"2.11.0+cu130": "libvramscope_torch_2_11.so"}, BENCH_HOOKS=False))
+    for version, abi in (("2.12.0", True), ("2.11.0a0+git1234", True), ("2.11.0", False)):
+        assert _torchcheck.carried_library(version, abi) is None
+
+
+def test_without_a_library_or_a_compiler_the_extension_is_never_loaded(monkeypatch, tmp_path):
+    # A torch the package carries no library for, on a machine without a C++ compiler.
     import sys
     import types
 
     monkeypatch.setitem(sys.modules, "vramscope._build_info",
-                        types.SimpleNamespace(TORCH_VERSION="1.0.0", TORCH_CXX11_ABI=1))
+                        types.SimpleNamespace(TORCH_LIBRARIES={}, BENCH_HOOKS=False))
     monkeypatch.delitem(sys.modules, "vramscope._agent", raising=False)
+    monkeypatch.setenv("VRAMSCOPE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CXX", raising=False)
     module, reason = load_agent(torch)
     assert module is None
-    assert f"built for torch 1.0.0 but torch {torch.__version__} is loaded" in reason
+    assert reason.startswith(("no C++ compiler", "this vramscope carries no agent")), reason
+    assert "\n" not in reason
     assert "vramscope._agent" not in sys.modules
 
 

@@ -1,7 +1,7 @@
 // src/attribution/include/vramscope/attribution/op_registry.hpp -- operator names as small ids, call counts, the per-thread op stack
 //
-// RecordFunction start/end callbacks (agent/torch_hooks.cpp) run on every thread that runs
-// an operator: the Python thread, autograd threads, at::launch workers. The allocator tracker
+// RecordFunction start/end callbacks (agent/torchlib/torch_library.cpp) run on every thread that
+// runs an operator: the Python thread, autograd threads, at::launch workers. The allocator tracker
 // reads the innermost op of the thread it runs on, so the stack is thread_local and lock-free.
 // Names are interned once per thread through a thread-local cache; only a name never seen by
 // that thread takes the registry's mutex.

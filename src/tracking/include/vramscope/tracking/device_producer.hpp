@@ -6,7 +6,8 @@
 // is an instruction line (and often a page) to fetch again. The counters, the recorder and the
 // ring's producer side of a device therefore live together in one allocation, reached from a
 // pointer the tracker carries in its own closure, and on_event() inlines whole into the
-// tracker (agent/torch_hooks.cpp): an allocation or free runs one function and makes no call.
+// tracker (agent/torchlib/torch_library.cpp): an allocation or free runs one function and makes no
+// call.
 #pragma once
 
 #include <atomic>

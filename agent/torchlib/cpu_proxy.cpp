@@ -1,4 +1,4 @@
-// agent/cpu_proxy.cpp -- benchmark builds only: torch's CPU tensors drive the trace tracker, so that a launch-bound step's share can be timed without a GPU
+// agent/torchlib/cpu_proxy.cpp -- torch's CPU tensors drive the trace tracker: the agent's events without a GPU (benchmarks, tests)
 //
 // The cost that matters (docs/benchmarks.md) is the tracker's in a launch-bound step, where
 // microseconds of interpreter and dispatcher code run between two allocator events and evict
@@ -9,12 +9,11 @@
 // as device 0's ALLOC, then FREE_REQUESTED and FREE_COMPLETED, the three events torch traces for
 // a block freed without stream uses. bench_turns.py --step small-ops-cpu then compares the
 // callback working and paused in one process, as on the GPU. It is a proxy: the share it shows
-// is per event of a CPU step, and a GPU run decides.
+// is per event of a CPU step, and a GPU run decides. The tests (tests/wheel) count its events
+// exactly under each torch the wheel serves, which checks that the tracker a library hands to
+// torch is the one torch calls.
 //
-// Written for torch 2.11's TraceEntry (its constructor takes a mempool since 2.4); benchmark
-// builds are made against the torch they measure.
-#if VRAMSCOPE_BENCH_HOOKS
-
+// TraceEntry's constructor takes a mempool since 2.4 (the form used here, 2.8 to 2.15).
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -22,12 +21,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <utility>
 
-#include "torch_hooks.hpp"
 #include "trace_tracker.hpp"
 
-namespace vramscope::agent {
+namespace vramscope::torchlib {
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
 namespace {
@@ -79,8 +78,10 @@ class TracingCpuAllocator final : public c10::Allocator {
   }
 
   void trace(alloc::TraceEntry::Action action, const void* data, std::size_t bytes) const {
+    // The stream is a cudaStream_t up to 2.10 and a void* since: nullptr is both. The mempool
+    // is spelled {0, 0} (MempoolId_t is c10::cuda's up to 2.8, c10's after).
     m_tracker(alloc::TraceEntry(action, 0, reinterpret_cast<std::uintptr_t>(data), bytes, nullptr,
-                                c10::MempoolId_t{0, 0}, c10::getApproximateTime()));
+                                {0, 0}, c10::getApproximateTime()));
   }
 
   alloc::AllocatorTraceTracker m_tracker;
@@ -88,13 +89,19 @@ class TracingCpuAllocator final : public c10::Allocator {
 
 }  // namespace
 
-void attach_cpu_proxy_tracker(tracking::TrackerTarget target) {
-  // Never freed: tensors it allocated may be freed until the process ends, and torch keeps the
-  // pointer. Priority 1 outranks the default CPU allocator (registered at 0).
-  auto* allocator = new TracingCpuAllocator(make_trace_tracker(target));
-  c10::SetCPUAllocator(allocator, 1);
+// Declared in torch_library.cpp's table.
+bool attach_cpu_proxy(const tracking::TrackerTarget* target, VramscopeCurrentOp current_op,
+                      VramscopeTorchError* error) {
+  try {
+    // Never freed: tensors it allocated may be freed until the process ends, and torch keeps
+    // the pointer. Priority 1 outranks the default CPU allocator (registered at 0).
+    auto* allocator = new TracingCpuAllocator(make_trace_tracker(*target, current_op));
+    c10::SetCPUAllocator(allocator, 1);
+    return true;
+  } catch (const std::exception& e) {
+    set_error(error, e.what());
+    return false;
+  }
 }
 
-}  // namespace vramscope::agent
-
-#endif  // VRAMSCOPE_BENCH_HOOKS
+}  // namespace vramscope::torchlib
