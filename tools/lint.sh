@@ -7,10 +7,11 @@
 #   tools/lint.sh [...] FILE...   only these files (for the pre-commit hooks); others are ignored
 #
 # clang-format checks our C++ (src agent cli include tests bench; never build/ or third-party
-# code) against .clang-format. clang-tidy runs the .clang-tidy checks over compile_commands.json
-# of the dev build (build/dev, configured through CMakePresets.json when missing; another with
-# VRAMSCOPE_LINT_BUILD_DIR). ruff and mypy check the Python package with the configuration in
-# pyproject.toml; a tool that is not installed is reported as skipped, with how to install it.
+# code) against .clang-format. clang-tidy runs the .clang-tidy checks over the units of src agent
+# cli bench (and of any test file named) in compile_commands.json of the dev build (build/dev,
+# configured through CMakePresets.json when missing; another with VRAMSCOPE_LINT_BUILD_DIR).
+# ruff and mypy check the Python package with the configuration in pyproject.toml; a tool that
+# is not installed is reported as skipped, with how to install it.
 # Exits non-zero when a check that ran failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -85,18 +86,23 @@ if wanted clang-tidy; then
       failed clang-tidy "no $build_dir/compile_commands.json (configure it: cmake --preset dev)"
     else
       # The database's translation units that are ours: a generated or third-party file
-      # would not be ours to fix.
+      # would not be ours to fix. The whole-tree sweep takes the product's code (src, agent,
+      # cli, bench); the tests' units are checked when named (the pre-commit hook names the
+      # files a commit changes): they are 45 % of the units and 6 of the sweep's 13 cold
+      # minutes on 2 cores, and are compiled with the same warnings as errors. The layer test's
+      # planted upward call is never checked: it exists to fail at its #include.
       mapfile -t units < <(python3 - "$build_dir/compile_commands.json" "${files[@]}" <<'EOF'
 import json, os, sys
 root = os.getcwd()
-mine = ("src/", "agent/", "cli/", "tests/", "bench/")
 wanted = {os.path.normpath(f) for f in sys.argv[2:]}
+mine = ("src/", "agent/", "cli/", "tests/", "bench/") if wanted else ("src/", "agent/", "cli/", "bench/")
+planted = {"tests/cpp/layers/upward_call.cpp"}
 seen = set()  # a file built by several targets (the NVML double's variants) is checked once
 for entry in json.load(open(sys.argv[1])):
     path = os.path.relpath(os.path.join(entry["directory"], entry["file"]), root)
     # A file gone since the last configure is not checked (the next build re-globs).
     if path.startswith(mine) and (not wanted or path in wanted) and os.path.exists(path) \
-            and path not in seen:
+            and path not in seen and path not in planted:
         seen.add(path)
         print(path)
 EOF

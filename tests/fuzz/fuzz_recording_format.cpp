@@ -9,8 +9,9 @@
 // (recording_pieces.hpp). Half the time it mutates bytes as libFuzzer would, so that damage
 // checksums catch is fuzzed too.
 //
-// Each input is read as `show` reads it (index digests where they are whole, samples after) and
-// as `show --scan` does (every sample, also binned as `report` bins them); ASan/UBSan,
+// Each input is read as `show` reads it (summarise_recording: every sample; the index digests
+// are not trusted) and as a plain loop over the samples does (also binned as `report` bins
+// them); ASan/UBSan,
 // -rss_limit_mb and -timeout turn a crash, a memory bound broken or a reader slower than linear
 // into a failure. With VRAMSCOPE_FUZZ_SHOW_EQUALS_SCAN=1 it also traps when the two disagree on the
 // sample count or the tail (docs/recording-format.md promises they agree).
@@ -47,7 +48,7 @@ std::optional<Reading> read(const std::string& bytes, bool use_index) {
     vramscope::report::RecordingTail tail;
     vramscope::report::RecordingSummary summary;
     if (use_index) {
-      summary = vramscope::report::summarise_recording(*reader, true, tail);
+      summary = vramscope::report::summarise_recording(*reader, tail);
     } else {
       vramscope::report::TimelineCollector timeline(1000, 0);
       vramscope::SystemSample sample;

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "build_limits.hpp"
 #include "cli_runner.hpp"
 #include "format/forge_recording.hpp"
 #include "format/memory_limit.hpp"
@@ -115,6 +116,7 @@ struct Forged {
 
 TEST(CliBounds, EveryReaderStaysWithinItsBoundsOnForgedFiles) {
   VRAMSCOPE_REQUIRE_CLI();
+  VRAMSCOPE_SKIP_TIME_BOUND_UNDER_TSAN();
   TempDir dir;
   const std::vector<Forged> files = {
       {"deep_digest", [] { return forge::forge_deep_digest(); }},

@@ -1,8 +1,8 @@
 // tests/cpp/core/test_join.cpp -- the per-process join: arithmetic and the inconsistent cases
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
+#include "build_limits.hpp"
 #include "report/sample_fixtures.hpp"
 #include "vramscope/join.hpp"
 
@@ -188,6 +188,7 @@ TEST(Join, DescribesSeveralIssuesInOneLine) {
 }
 
 TEST(Join, TakesTimeLinearInTheSample) {
+  VRAMSCOPE_SKIP_TIME_BOUND_UNDER_TSAN();
   // 65,536 processes and as many agents whose pids all differ: every process compared with
   // every agent, ~4 billion steps a sample, seconds each for a file of a few repeated samples.
   SystemSample s;
@@ -199,10 +200,7 @@ TEST(Join, TakesTimeLinearInTheSample) {
   s.allocators.back().pid = 65536;  // the last process finds its agent
   EXPECT_EXIT(
       {
-        rlimit cpu{};
-        cpu.rlim_cur = 1;  // CPU seconds: SIGXCPU past them
-        cpu.rlim_max = 2;
-        ::setrlimit(RLIMIT_CPU, &cpu);
+        testing::limit_cpu_seconds(1);  // 0.2 s on the dev build
         const JoinResult joined = join_processes(s);
         const bool right = joined.devices.at(0).processes.size() == 65536 + 65535 &&
                            joined.devices[0].processes[65535].torch.has_value();

@@ -8,6 +8,7 @@
 // and passes the checks it is meant to pass. Not a test by itself
 // (tests/cpp/cli/test_cli_bounds.cpp is).
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -17,13 +18,11 @@
 #include "format/forge_recording.hpp"
 #include "vramscope/report/recording_summary.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+/// Writes every forged file into `dir`; 0, or 1 when one cannot be written.
+int forge_into(const std::string& dir) {
   using namespace vramscope;
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: forge_recordings DIR\n");
-    return 2;
-  }
-  const std::string dir = argv[1];
   const std::string genuine = forge::genuine(100, std::make_shared<report::SummaryDigest>(), 1024);
   report::RecordingSummary claim;
   SystemSample s = forge::one_gpu(forge::at_ns(0));
@@ -59,4 +58,19 @@ int main(int argc, char** argv) {
     std::printf("%s %zu bytes\n", path.c_str(), bytes.size());
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: forge_recordings DIR\n");
+    return 2;
+  }
+  try {
+    return forge_into(argv[1]);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "forge_recordings: %s\n", e.what());
+    return 1;
+  }
 }

@@ -11,20 +11,12 @@
 
 #include <cstdint>
 
+#include "build_limits.hpp"
+
 namespace vramscope::testing {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool address_space_limit_works = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-inline constexpr bool address_space_limit_works = false;
-#else
-inline constexpr bool address_space_limit_works = true;
-#endif
-#else
-inline constexpr bool address_space_limit_works = true;
-#endif
+/// Does an address-space limit hold here (not under a sanitizer)?
+inline constexpr bool address_space_limit_works = !sanitized_build;
 
 /// Limits this process's address space to `bytes` (nothing under a sanitizer).
 inline void limit_address_space(uint64_t bytes) {

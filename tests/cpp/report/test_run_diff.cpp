@@ -1,10 +1,10 @@
 // tests/cpp/report/test_run_diff.cpp -- matching runs, step-peak distributions, growth checks
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "build_limits.hpp"
 #include "report/sample_fixtures.hpp"
 #include "vramscope/report/run_diff.hpp"
 
@@ -198,10 +198,7 @@ TEST(RunDiff, MatchesThousandsOfCommandsWithoutComparingEachPair) {
   ASSERT_EQ(a.summary.processes().size(), 16000U);
   EXPECT_EXIT(
       {
-        rlimit cpu{};
-        cpu.rlim_cur = 2;  // CPU seconds: SIGXCPU past them
-        cpu.rlim_max = 3;
-        ::setrlimit(RLIMIT_CPU, &cpu);
+        testing::limit_cpu_seconds(2);
         const RunDiff diff = compare_runs(a, b);
         std::size_t paired = 0;
         for (const ProcessDiff& row : diff.processes) {
