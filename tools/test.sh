@@ -100,6 +100,11 @@ run_ctest() {
 }
 
 mkdir -p build
+# The wheel tests' cached venvs of other torch releases (tests/wheel/torch_venvs.py: ~2.5 GB
+# each, mostly download and unpacking, ~4 minutes cold) are made while the C++ builds run; the
+# wheel section waits for them, so no pip runs beside tools/build-wheel.sh's downloads.
+"$py" tests/wheel/torch_venvs.py >build/torch-venvs.log 2>&1 &
+torch_venvs_pid=$!
 run_ctest dev
 if [[ "${VRAMSCOPE_SKIP_SANITIZERS:-0}" != 1 ]]; then
   run_ctest asan
@@ -126,6 +131,10 @@ if [[ -x tools/fuzz.sh ]]; then
 fi
 
 section "Python package: the wheel (tools/build-wheel.sh), installed with plain pip"
+if ! wait "$torch_venvs_pid"; then
+  tail -n 5 build/torch-venvs.log
+  echo "the torch venvs failed (build/torch-venvs.log): the wheel tests try again"
+fi
 # The distributable wheel is what the Python tests use: built once (the agent against the
 # installed torch), installed here, and installed again by tests/wheel into a fresh venv.
 echo "building the wheel: the CLI and the agent (minutes the first time, seconds after)"

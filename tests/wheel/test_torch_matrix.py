@@ -1,9 +1,10 @@
 # tests/wheel/test_torch_matrix.py -- the wheel under torch 2.8, 2.11 and 2.15; compile on first use
 #
 # For each torch, a fresh venv gets that torch by linking the distributions of a cached venv
-# (~/.cache/vramscope/torch-venv/<version>: created once with `pip install torch==<version>`,
-# a few minutes each, kept) and the wheel with plain pip. In it the agent loads the library
-# the wheel carries for that torch and counts real tracker events exactly: the CPU proxy
+# (torch_venvs.py: ~/.cache/vramscope/torch-venv/<version>, created once with `pip install
+# torch==<version>` and kept; tools/test.sh creates them while the C++ builds run) and the
+# wheel with plain pip. In it the agent loads the library the wheel carries for that torch and
+# counts real tracker events exactly: the CPU proxy
 # (agent/torchlib/cpu_proxy.cpp) makes torch's CPU tensors call the very tracker the library
 # hands to torch's caching allocator. Then a torch the wheel carries no library for (its
 # library removed from the venv) gets one compiled on first use with the machine's compiler,
@@ -18,12 +19,10 @@ import sys
 import pytest
 
 from test_wheel import WHEEL, Venv, _torch_closure
+from torch_venvs import TORCHES, torch_venv
 
 pytestmark = pytest.mark.skipif(not WHEEL, reason="set VRAMSCOPE_WHEEL to a built wheel "
                                                   "(tools/build-wheel.sh prints its path)")
-CACHE = pathlib.Path.home() / ".cache" / "vramscope"
-#: The oldest torch the wheel serves, the GPU machine's and the newest.
-TORCHES = ("2.8.0", "2.11.0", "2.15.0")
 #: Tensors the probe allocates, and each one's bytes (>= 64: the proxy traces it).
 TENSORS, FLOATS = 100, 1000
 
@@ -40,21 +39,6 @@ del xs
 s = agent.stats(0)
 print(s["event_count"], s["peak_requested_bytes"], s["requested_bytes"], s["unknown_event_count"])
 """
-
-
-def _torch_venv(version: str) -> pathlib.Path:
-    """A cached venv of this interpreter's version with torch ``version`` from PyPI."""
-    tag = f"py{sys.version_info[0]}.{sys.version_info[1]}"
-    venv = CACHE / "torch-venv" / f"{version}-{tag}"
-    done = venv / ".vramscope-done"
-    if not done.exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        links = ["--find-links", str(CACHE / "torch-wheels")]
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *links,
-                        f"torch=={version}"], check=True, timeout=1800)
-        done.touch()
-    return venv
 
 
 def _site(python: pathlib.Path) -> pathlib.Path:
@@ -74,7 +58,7 @@ def _fresh(root: pathlib.Path, version: str) -> Venv:
         sources = [pathlib.Path(d.locate_file("")) / pathlib.PurePosixPath(rel).parts[0]
                    for d in dists for rel in d.files or []]
     else:
-        cached = _site(_torch_venv(version) / "bin" / "python")
+        cached = _site(torch_venv(version) / "bin" / "python")
         sources = [p for p in cached.iterdir() if p.name not in ("pip", "__pycache__")
                    and not p.name.startswith(("pip-", "_distutils", "distutils"))]
     for source in sources:
