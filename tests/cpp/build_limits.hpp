@@ -62,10 +62,10 @@ inline void limit_cpu_seconds(rlim_t dev_seconds) {
 
 /// Skips the calling test under ThreadSanitizer: a CPU-time bound on single-threaded code, which
 /// TSan slows 14-fold or more and checks nothing in (the dev and ASan builds run it).
-#define VRAMSCOPE_SKIP_TIME_BOUND_UNDER_TSAN()                                              \
-  do {                                                                                      \
-    if (::vramscope::testing::thread_sanitized_build) {                                     \
-      GTEST_SKIP() << "a CPU-time bound on single-threaded code: the dev and ASan builds "  \
+#define VRAMSCOPE_SKIP_TIME_BOUND_UNDER_TSAN()                                                \
+  do {                                                                                        \
+    if (::vramscope::testing::thread_sanitized_build) {                                       \
+      GTEST_SKIP() << "a CPU-time bound on single-threaded code: the dev and ASan builds "    \
                       "check it, TSan slows it 14-fold or more and has no race to find here"; \
-    }                                                                                       \
+    }                                                                                         \
   } while (false)
