@@ -12,6 +12,8 @@
 #     any other torch) against the headers and libraries of that torch's PyPI wheel, downloaded once
 #     into ~/.cache/vramscope/torch-wheels and unpacked into ~/.cache/vramscope/torch/<version>;
 #   - the sources of that library, for compiling it on first use under any other torch.
+# VRAMSCOPE_TORCH_VERSIONS="2.11.0 ..." builds the libraries of only those releases (a wheel for
+# one machine whose torch is known; any other torch then compiles its library on first use).
 # auditwheel repairs each wheel: the manylinux tag is checked (manylinux_2_34: the extension
 # and libraries use the build machine's GCC, whose libstdc++ they share with torch) and
 # torch's own libraries stay out, because the agent must bind the very torch the user imports.
@@ -34,7 +36,7 @@ while (($#)); do
     --python) pythons+=("${2:?--python needs an interpreter}"); shift 2 ;;
     --all) all=1; shift ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-wheel.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -175,7 +177,7 @@ while read -r version; do
   line="$(cat "$compiled/$version.line")"
   cp "${line%% *}" "$torchlibs/"
   echo "$(basename "${line%% *}") ${line#* }" >> "$torchlibs/torchlibs.txt"
-done < tools/torch-versions.txt
+done < <(if [[ -n "${VRAMSCOPE_TORCH_VERSIONS:-}" ]]; then tr ' ' '\n' <<<"$VRAMSCOPE_TORCH_VERSIONS"; else cat tools/torch-versions.txt; fi)
 
 # --- one wheel per CPython ----------------------------------------------------------------------
 wheels=()
