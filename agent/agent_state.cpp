@@ -114,6 +114,7 @@ std::string AgentState::attach(double interval_ms, bool publish, int rank, int w
 
   std::vector<std::string> uuids(device_uuids.begin(), device_uuids.end());
   uuids.resize(static_cast<std::size_t>(device_count));
+  const std::vector<std::string> driver_uuids = uuids;
   tracking::AgentConfig config;
   config.pid = static_cast<uint32_t>(::getpid());
   config.rank = rank;
@@ -178,6 +179,7 @@ std::string AgentState::attach(double interval_ms, bool publish, int rank, int w
     state->mode_reason =
         polling_reason + (pluggable ? " (and no device stats: nothing to report)" : "");
   }
+  if (state->mode == TrackingMode::Events) start_pairing(*state, driver_uuids, config.pid);
   if (!pluggable) {
     try {
       attach_oom_observer(&AgentState::on_oom, this, static_cast<std::size_t>(device_count));
@@ -188,6 +190,22 @@ std::string AgentState::attach(double interval_ms, bool publish, int rank, int w
   return start(state, interval_ns);
 }
 
+void AgentState::start_pairing(Attachment& state, const std::vector<std::string>& uuids,
+                               uint32_t pid) {
+  const bool pools = trace_entries_carry_pools();
+  std::vector<const tracking::DeviceCounters*> counters;
+  for (std::size_t device = 0; device < state.core->device_count(); ++device) {
+    tracking::DeviceCounters& device_counters = state.core->producers()[device].counters;
+    device_counters.set_pools_tracked(pools);
+    counters.push_back(&device_counters);
+  }
+  state.driver_source = std::make_unique<AgentDriverSource>(m_driver, uuids, pid);
+  state.pairing = std::make_unique<tracking::DriverPairing>(std::move(counters),
+                                                            *state.driver_source);
+  state.core->set_pairing(state.pairing.get());
+  state.driver_thread = std::make_unique<DriverThread>(*state.pairing);
+}
+
 void AgentState::shutdown() {
   Attachment* state = attached_or_null();
   // A fork()ed child inherits the state but not the thread, and must not remove the parent's
@@ -196,6 +214,7 @@ void AgentState::shutdown() {
   if (state->thread) {
     nb::gil_scoped_release release;
     state->thread->stop();
+    if (state->driver_thread) state->driver_thread->stop();
   }
   state->core->close_segment();
 }

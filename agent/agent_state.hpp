@@ -36,6 +36,11 @@ struct Attachment {
   /// The ledgers and the policy over them (profiles, holds, step categories).
   std::unique_ptr<attribution::AttributionSession> attribution;
   std::unique_ptr<AgentThread> thread;
+  /// The driver's bytes paired with torch's reserved, part by part (events mode only: a pairing
+  /// needs the segment events), and the thread that reads the driver for it.
+  std::unique_ptr<AgentDriverSource> driver_source;
+  std::unique_ptr<tracking::DriverPairing> pairing;
+  std::unique_ptr<DriverThread> driver_thread;
   TrackingMode mode = TrackingMode::Polling;
   /// Why the mode is what it is: a device that could not be seeded (events), or why no
   /// tracker could be attached (polling). Empty for plain events mode.
@@ -80,6 +85,8 @@ class AgentState {
   /// Starts `state`'s agent thread and publishes it as the attachment (it is never freed
   /// after: an allocator holds its tracker); returns its mode. Under m_attach_mutex.
   std::string start(std::unique_ptr<Attachment>& state, int64_t interval_ns);
+  /// Starts pairing the driver's bytes with torch's reserved for every device of `state`.
+  void start_pairing(Attachment& state, const std::vector<std::string>& uuids, uint32_t pid);
   /// The OOM observer's entry; `self` is this state (attach_oom_observer's context).
   static void on_oom(void* self, std::size_t device, uint64_t requested_bytes,
                      uint64_t device_total_bytes, uint64_t device_free_bytes) noexcept;

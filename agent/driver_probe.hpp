@@ -1,4 +1,4 @@
-// agent/driver_probe.hpp -- NVML's view of this process, opened on first use (bound as driver_process_bytes)
+// agent/driver_probe.hpp -- NVML's view of this process (bound as driver_process_bytes), and the thread that pairs it with torch's reserved
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,13 @@
 #include <optional>
 #include <string>
 
+#include <condition_variable>
+#include <thread>
+#include <vector>
+
+#include "device_allocations.hpp"
 #include "vramscope/backends/nvml_process_probe.hpp"
+#include "vramscope/tracking/driver_pairing.hpp"
 
 namespace vramscope::agent {
 
@@ -28,6 +34,46 @@ class DriverProbe {
   bool m_opened = false;
   std::unique_ptr<nvml::ProcessMemoryProbe> m_probe;
   std::string m_error;
+};
+
+/// The agent's side of a pairing (tracking::DriverPairing): NVML for the process's bytes, the
+/// walk of the address space for its allocations.
+class AgentDriverSource final : public tracking::DriverSource {
+ public:
+  /// `uuids[device]` names torch's device `device` to NVML.
+  AgentDriverSource(DriverProbe& probe, std::vector<std::string> uuids, uint32_t pid)
+      : m_probe(probe), m_uuids(std::move(uuids)), m_pid(pid) {}
+  std::optional<uint64_t> process_bytes(std::size_t device) override;
+  std::optional<uint64_t> allocation_bytes(std::size_t device) override;
+
+ private:
+  DriverProbe& m_probe;
+  std::vector<std::string> m_uuids;
+  uint32_t m_pid;
+  DeviceAllocations m_allocations;
+};
+
+/// The thread that advances a DriverPairing: it sleeps between the pairing's steps (a guard
+/// time, the interval), reads NVML and walks the address space on its own, so that neither the
+/// allocator's callback nor the agent thread's tick ever waits for the driver.
+class DriverThread {
+ public:
+  /// Starts advancing `pairing` (which must outlive the thread).
+  explicit DriverThread(tracking::DriverPairing& pairing);
+  ~DriverThread();
+  DriverThread(const DriverThread&) = delete;
+  DriverThread& operator=(const DriverThread&) = delete;
+  /// Stops and joins the thread (idempotent), promptly.
+  void stop();
+
+ private:
+  void run();
+
+  tracking::DriverPairing& m_pairing;
+  std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_stopping = false;
+  std::thread m_thread;
 };
 
 }  // namespace vramscope::agent

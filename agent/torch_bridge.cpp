@@ -199,6 +199,8 @@ void RecordFunctionSwitch::disable() {
   m_enabled = 0;
 }
 
+bool trace_entries_carry_pools() { return api().trace_entries_carry_pools(); }
+
 #if VRAMSCOPE_BENCH_HOOKS
 void attach_noop_trace_tracker() {
   VramscopeTorchError error{};

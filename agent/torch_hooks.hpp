@@ -106,6 +106,9 @@ class RecordFunctionSwitch final : public attribution::OpSwitch {
   uint64_t m_enabled = 0;
 };
 
+/// Do the loaded torch's trace entries carry their pool (torch 2.8+: private pools counted)?
+bool trace_entries_carry_pools();
+
 #if VRAMSCOPE_BENCH_HOOKS
 /// Benchmark support: attaches a trace tracker that does nothing, the floor against which the
 /// agent's own per-event cost is measured (torch builds a TraceEntry for any tracker).

@@ -1,8 +1,10 @@
-// agent/bindings/bind_driver.cpp -- the driver's bytes for one pid on one GPU, through the owner's DriverProbe
+// agent/bindings/bind_driver.cpp -- the driver's bytes for one pid on one GPU, through the owner's DriverProbe, and this process's bytes part by part
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "bindings.hpp"
@@ -22,6 +24,43 @@ void bind_driver(nb::module_& m) {
       "Bytes the driver (NVML) charges `pid` on the GPU with this UUID; None when NVML is "
       "unusable, the GPU is a MIG instance or unknown, or the pid is not listed (NVML lists "
       "host pids, so not from inside a container's pid namespace).");
+  m.def(
+      "driver_breakdown",
+      [](std::size_t device) -> nb::object {
+        Attachment& attachment = AgentState::instance().attached();
+        if (device >= attachment.core->device_count()) throw nb::index_error("no such device");
+        if (!attachment.pairing) return nb::none();
+        std::optional<DriverBreakdown> b = attachment.pairing->breakdown(device);
+        if (!b) return nb::none();
+        nb::dict out;
+        out["paired_ns"] = b->paired_ns;
+        out["driver_bytes"] = b->driver_bytes;
+        out["reserved_bytes"] = b->reserved_bytes;
+        out["private_pool_bytes"] = b->private_pool_bytes;
+        out["nccl_bytes"] = b->nccl_bytes;
+        out["other_bytes"] = b->other_bytes;
+        out["context_bytes"] = b->context_bytes;
+        out["first_context_bytes"] = b->first_context_bytes;
+        out["excess_bytes"] = b->excess_bytes;
+        out["nccl_version"] = b->nccl_version;
+        out["unsettled_count"] = b->unsettled_count;
+        out["non_pytorch_bytes"] = b->non_pytorch_bytes();
+        return out;
+      },
+      "device"_a,
+      "The driver's bytes for this process on torch's device `device`, part by part, at the "
+      "agent's last settled pairing (docs/agent-api.md): a dict, or None before the first one "
+      "or without trace events.");
+  m.def(
+      "set_nccl",
+      [](std::size_t device, uint32_t version, std::optional<uint64_t> nccl_bytes) {
+        Attachment& attachment = AgentState::instance().attached();
+        if (device >= attachment.core->device_count()) throw nb::index_error("no such device");
+        if (attachment.pairing) attachment.pairing->set_nccl(device, version, nccl_bytes);
+      },
+      "device"_a, "version"_a, "nccl_bytes"_a.none(),
+      "NCCL as torch reports it on `device`: its version (major*10000 + minor*100 + patch; 0: "
+      "no communicator) and its bytes (None: not reported by this NCCL).");
   m.def(
       "driver_probe_error", [] { return AgentState::instance().driver().error(); },
       "Why NVML could not be opened by driver_process_bytes ('' when it was, or not tried yet).");

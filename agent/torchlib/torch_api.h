@@ -21,7 +21,7 @@
 extern "C" {
 
 /// Bumped whenever a field of VramscopeTorchApi changes.
-#define VRAMSCOPE_TORCH_API_VERSION 2u
+#define VRAMSCOPE_TORCH_API_VERSION 3u
 
 /// Why a call failed: torch's message, first line only.
 struct VramscopeTorchError {
@@ -117,6 +117,9 @@ struct VramscopeTorchApi {
   /// (vramscope/tracking/bench_gate.hpp) is this library's, where the tracker runs; a no-op
   /// without the benchmark hooks.
   void (*pause_tracking)(bool paused);
+  /// Do this torch's trace entries carry their block's pool (TraceEntry::mempool_, torch 2.8+)?
+  /// Then the tracker counts private pools' segments (CUDA graphs, MemPool) apart.
+  bool (*trace_entries_carry_pools)(void);
 };
 
 /// The table, or null when the caller was built from another source: `api_version` must be

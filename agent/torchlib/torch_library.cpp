@@ -259,6 +259,12 @@ void pause_tracking([[maybe_unused]] bool paused) {
 #endif
 }
 
+/// Do this torch's trace entries carry the pool of their block (TraceEntry::mempool_, 2.8+)?
+template <typename Entry>
+inline constexpr bool entry_has_pool = requires(const Entry& e) { e.mempool_.first; };
+
+bool trace_entries_carry_pools() { return entry_has_pool<alloc::TraceEntry>; }
+
 constexpr VramscopeTorchApi api{
     VRAMSCOPE_TORCH_VERSION, &allocator_backend,
     &cuda_device_count,      &allocator_initialised,
@@ -269,6 +275,7 @@ constexpr VramscopeTorchApi api{
     &reenable_op_callback,   &disable_op_callback,
     &attach_cpu_proxy,       &attach_noop_tracker,
     &time_alloc_pairs,       &pause_tracking,
+    &trace_entries_carry_pools,
 };
 
 }  // namespace
@@ -293,6 +300,13 @@ alloc::AllocatorTraceTracker make_trace_tracker(tracking::TrackerTarget target,
     target.on_trace_entry(static_cast<int64_t>(entry.device_), static_cast<int64_t>(entry.action_),
                           static_cast<uint64_t>(entry.size_), static_cast<uint64_t>(entry.addr_),
                           [] { return current_op(); });
+    if constexpr (entry_has_pool<alloc::TraceEntry>) {
+      // Private pools (CUDA graphs, MemPool): one branch on two words torch just wrote.
+      if ((entry.mempool_.first | entry.mempool_.second) != 0) [[unlikely]]
+        target.on_private_pool_entry(static_cast<int64_t>(entry.device_),
+                                     static_cast<int64_t>(entry.action_),
+                                     static_cast<uint64_t>(entry.size_));
+    }
   };
   static_assert(sizeof(tracker) == 2 * sizeof(void*), "the closure must stay two words");
   return tracker;

@@ -37,6 +37,10 @@ enum JoinIssue : uint8_t {
   /// The agent claims more allocated or reserved bytes than the GPU has: its segment is damaged
   /// or forged, and its numbers take part in no sum.
   JoinIssueExceedsDeviceTotal = 1U << 4U,
+  /// The driver's reading of this frame and the agent's reserved were taken while segments
+  /// moved (they differ from the agent's last settled pairing by more than a page):
+  /// non-PyTorch is the settled value, and this frame's parts do not add up to the driver's.
+  JoinIssueUnsettled = 1U << 5U,
 };
 
 /// One process on one device, with whatever each view knows about it.
@@ -50,8 +54,10 @@ struct JoinedProcess {
   /// reserved - allocated: free blocks the allocator keeps cached. Empty without an agent or
   /// when allocated > reserved.
   std::optional<uint64_t> cached_free_bytes;
-  /// driver used - reserved: CUDA context, NCCL, cuBLAS workspaces, other libraries. Empty
-  /// without an agent, without a driver number, or when reserved > driver used.
+  /// What the driver charges beyond torch's reserved: CUDA context, NCCL, other libraries.
+  /// The agent's last settled pairing when it has one (torch->breakdown), else driver used -
+  /// reserved of this frame. Empty without an agent, without a driver number, or when
+  /// reserved > driver used without a settled pairing.
   std::optional<uint64_t> non_pytorch_bytes;
   /// Bitmask of JoinIssue; 0 when the decomposition adds up.
   uint8_t issues = 0;

@@ -90,6 +90,62 @@ struct DeviceSample {
   std::string error;
 };
 
+/// What the driver charges one process on one device, named part by part. The agent pairs the
+/// driver's reading with torch's reserved bytes at one instant -- no segment was allocated or
+/// freed for a guard time before the reading and after it -- and lists the device allocations
+/// made outside torch's caching allocator. At that instant:
+///   driver = reserved + nccl (when reported) + other + context,
+/// where context is what no allocation accounts for: the CUDA context and the modules loaded
+/// into it. A part that could not be measured is empty, never zero.
+struct DriverBreakdown {
+  /// CLOCK_REALTIME ns of the driver's reading this breakdown splits.
+  int64_t paired_ns = 0;
+  /// The driver's bytes for the process on this device (NVML) at the pairing.
+  uint64_t driver_bytes = 0;
+  /// torch's reserved bytes at the same instant (every pool).
+  uint64_t reserved_bytes = 0;
+  /// Of reserved, the bytes in private pools: CUDA graphs (torch.cuda.graph, torch.compile's
+  /// reduce-overhead), torch.cuda.MemPool. Empty when this torch's events carry no pool.
+  std::optional<uint64_t> private_pool_bytes;
+  /// NCCL's device memory as NCCL reports it (torch's Backend.memory_stats(), NCCL >= 2.29.7);
+  /// empty when no communicator reports it (its bytes are then inside other_bytes).
+  std::optional<uint64_t> nccl_bytes;
+  /// Device allocations outside torch's caching allocator (another library's cudaMalloc, cuBLAS
+  /// or cuDNN's own, NCCL's when NCCL does not report): empty when they could not be listed.
+  std::optional<uint64_t> other_bytes;
+  /// The CUDA context and its modules: the driver's bytes no allocation accounts for.
+  uint64_t context_bytes = 0;
+  /// The context at the agent's first pairing (at CUDA init under `vramscope run`).
+  std::optional<uint64_t> first_context_bytes;
+  /// Bytes by which the parts found exceeded the driver's reading (0 when they fit): shown,
+  /// never hidden by clamping a part to zero.
+  uint64_t excess_bytes = 0;
+  /// NCCL's version as major*10000 + minor*100 + patch when the process has a NCCL
+  /// communicator; 0 when it has none (or it is not known).
+  uint32_t nccl_version = 0;
+  /// Pairings tried and found unsettled (a segment moved around the reading) since attach.
+  uint32_t unsettled_count = 0;
+
+  /// Everything the driver charges that is not torch's: context + other + NCCL.
+  uint64_t non_pytorch_bytes() const {
+    return context_bytes + other_bytes.value_or(0) + nccl_bytes.value_or(0);
+  }
+};
+
+/// "2.28.9" for a DriverBreakdown::nccl_version of 22809.
+inline std::string nccl_version_text(uint32_t version) {
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+/// What a breakdown says of NCCL: "reported", "not reported by NCCL 2.28.9" (its bytes are then
+/// in other), or "no NCCL communicator".
+inline std::string nccl_status_text(const DriverBreakdown& b) {
+  if (b.nccl_bytes) return "reported";
+  if (b.nccl_version != 0) return "not reported by NCCL " + nccl_version_text(b.nccl_version);
+  return "no NCCL communicator";
+}
+
 /// Live allocator statistics one agent publishes for one CUDA device of its process.
 struct AllocatorSample {
   uint32_t pid = 0;
@@ -124,6 +180,9 @@ struct AllocatorSample {
   bool polling_only = false;
   /// When the agent last published, CLOCK_REALTIME in ns.
   int64_t updated_ns = 0;
+  /// The driver's bytes for this process, part by part, at the agent's last settled pairing;
+  /// empty before the first one (or where the agent cannot read the driver).
+  std::optional<DriverBreakdown> breakdown;
 };
 
 /// What an allocator counter counts: the readers' plausibility bound and the exports' type

@@ -74,6 +74,14 @@ def note_oom(device: int, requested_bytes: int, device_total_bytes: int,
              device_free_bytes: int) -> None:
     """Record an OOM the observer did not see (published to the segment like the observer's)."""
 
+def driver_breakdown(device: int) -> dict[str, int | None] | None:
+    """The driver's bytes for this process on torch's device ``device``, part by part, at the
+    agent's last settled pairing; None before the first one or without trace events."""
+
+def set_nccl(device: int, version: int, nccl_bytes: int | None) -> None:
+    """NCCL as torch reports it on ``device``: version (0: no communicator), bytes (None: not
+    reported by this NCCL)."""
+
 def driver_process_bytes(uuid: str, pid: int) -> int | None:
     """Bytes the driver (NVML) charges `pid` on the GPU with this UUID; None when NVML is
     unusable, the GPU is a MIG instance or unknown, or the pid is not listed (NVML lists host

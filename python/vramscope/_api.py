@@ -106,6 +106,21 @@ def memory_stats(device: Device = None) -> dict[str, Any]:
     return dict(_slow("stats", device))
 
 
+def memory_breakdown(device: Device = None) -> dict[str, Any] | None:
+    """What the driver charges this process on ``device``, part by part, at the agent's last
+    settled pairing: ``driver_bytes`` = ``reserved_bytes`` (torch; of it ``private_pool_bytes``
+    in CUDA graphs' and MemPools' pools) + ``nccl_bytes`` (as NCCL reports it; None: this NCCL
+    does not) + ``other_bytes`` (device allocations outside torch: other libraries, NCCL's when
+    not reported) + ``context_bytes`` (the CUDA context and its modules), at ``paired_ns``.
+    ``excess_bytes`` > 0 says the parts found exceeded the driver's reading. The agent pairs
+    once a second, only while no segment moves (docs/agent-api.md); None before its first
+    pairing, in polling mode, and without a GPU or NVML."""
+    if not _S.ready():
+        parse_device(device, lambda: 0)
+        return None
+    return _S.driver_breakdown(parse_device(device, _S.current, _S.count))
+
+
 def empty_cache() -> int:
     """Returns cached, unused memory of every device to the driver (``torch.cuda.empty_cache``)
     and says how many bytes of reserved memory that released."""

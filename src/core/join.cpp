@@ -9,6 +9,10 @@
 namespace vramscope {
 namespace {
 
+/// How far a frame's driver reading may sit from reserved + the settled non-PyTorch bytes and
+/// still count as settled: one 2 MiB page, the driver's granularity.
+constexpr uint64_t settled_tolerance_bytes = uint64_t{2} << 20U;
+
 /// For each allocator, the position of the first device that its uuid names; npos when none
 /// does.
 std::vector<std::size_t> allocator_devices(const SystemSample& sample) {
@@ -46,6 +50,17 @@ void decompose(const DeviceSample& device, JoinedProcess& row) {
     return;
   }
   const uint64_t driver_used = *row.driver->used_bytes;
+  if (torch.breakdown) {
+    // The agent paired the driver with reserved while no segment moved: that is the
+    // non-PyTorch memory. This frame's two readings, taken apart, may straddle a segment
+    // (the peak is where memory moves fastest): then the frame is flagged, not believed.
+    const uint64_t settled = torch.breakdown->non_pytorch_bytes();
+    row.non_pytorch_bytes = settled;
+    const uint64_t explained = torch.reserved_bytes + settled;
+    const uint64_t gap = std::max(explained, driver_used) - std::min(explained, driver_used);
+    if (gap > settled_tolerance_bytes) row.issues |= JoinIssueUnsettled;
+    return;
+  }
   if (torch.reserved_bytes <= driver_used) {
     row.non_pytorch_bytes = driver_used - torch.reserved_bytes;
   } else {
@@ -141,6 +156,7 @@ std::string describe_join_issues(uint8_t issues) {
   add(JoinIssueAllocatedExceedsReserved, "torch allocated > reserved");
   add(JoinIssueDriverUsedUnknown, "driver used N/A");
   add(JoinIssueExceedsDeviceTotal, "torch numbers > GPU total (damaged agent segment?)");
+  add(JoinIssueUnsettled, "segments moving: non-PyTorch as last settled");
   return text;
 }
 

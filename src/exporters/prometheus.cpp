@@ -287,6 +287,39 @@ void render_allocators(Exposition& out, const SystemSample& sample) {
       out.sample(labels[i], allocators[i]->*counter.member);
     }
   }
+
+  // The driver's bytes named part by part, from the agent's last settled pairing: no sample
+  // before one, and none for a part that was not measured (NCCL's when NCCL does not report).
+  using Part = std::optional<uint64_t> (*)(const DriverBreakdown&);
+  struct PartFamily {
+    std::string_view metric;
+    std::string_view help;
+    Part part;
+  };
+  static constexpr PartFamily part_families[] = {
+      {"vramscope_torch_non_pytorch_bytes",
+       "Bytes the driver charges the process beyond torch's reserved (context + other + NCCL), "
+       "at the agent's last settled pairing.",
+       [](const DriverBreakdown& b) -> std::optional<uint64_t> { return b.non_pytorch_bytes(); }},
+      {"vramscope_torch_context_bytes",
+       "The CUDA context and its modules: the driver's bytes no allocation accounts for.",
+       [](const DriverBreakdown& b) -> std::optional<uint64_t> { return b.context_bytes; }},
+      {"vramscope_torch_other_bytes",
+       "Device allocations outside torch's caching allocator (other libraries; NCCL's when "
+       "NCCL does not report them).",
+       [](const DriverBreakdown& b) { return b.other_bytes; }},
+      {"vramscope_torch_nccl_bytes", "NCCL's device memory as NCCL reports it.",
+       [](const DriverBreakdown& b) { return b.nccl_bytes; }},
+      {"vramscope_torch_private_pool_bytes",
+       "Of torch's reserved bytes, those in private pools (CUDA graphs, MemPool).",
+       [](const DriverBreakdown& b) { return b.private_pool_bytes; }},
+  };
+  for (const PartFamily& family : part_families) {
+    out.family(family.metric, "gauge", family.help);
+    for (std::size_t i = 0; i < allocators.size(); ++i) {
+      if (allocators[i]->breakdown) out.sample(labels[i], family.part(*allocators[i]->breakdown));
+    }
+  }
 }
 
 void render_categories(Exposition& out, const SystemSample& sample) {

@@ -325,7 +325,12 @@ class SegmentReader final : public AgentSegmentReader {
         return false;
       }
     }
-    return true;
+    if ((s.flags & ~slot_flags_known) != 0) return false;
+    // A breakdown's parts are bytes on one device; flags for parts without a breakdown are
+    // a damaged slot.
+    if ((s.flags & slot_flag_breakdown) == 0) return (s.flags & ~slot_flag_polling_only) == 0;
+    return s.breakdown_paired_ns >= 0 &&
+           bytes_are_plausible(std::begin(s.breakdown_bytes), std::end(s.breakdown_bytes));
   }
 
   static bool is_plausible(const StepPayload& e) {
@@ -400,7 +405,31 @@ class SegmentReader final : public AgentSegmentReader {
     copy_from_payload(allocator_counters, stats.counters, sample);
     sample.polling_only = (stats.flags & slot_flag_polling_only) != 0;
     sample.updated_ns = stats.updated_ns;
+    if ((stats.flags & slot_flag_breakdown) != 0) sample.breakdown = breakdown_of(stats);
     return sample;
+  }
+
+  static DriverBreakdown breakdown_of(const SlotStats& stats) {
+    auto word = [&stats](BreakdownWord w) {
+      return stats.breakdown_bytes[static_cast<std::size_t>(w)];
+    };
+    auto optional = [&](BreakdownWord w, uint32_t flag) -> std::optional<uint64_t> {
+      if ((stats.flags & flag) == 0) return std::nullopt;
+      return word(w);
+    };
+    DriverBreakdown b;
+    b.paired_ns = stats.breakdown_paired_ns;
+    b.driver_bytes = word(BreakdownWord::Driver);
+    b.reserved_bytes = word(BreakdownWord::Reserved);
+    b.context_bytes = word(BreakdownWord::Context);
+    b.excess_bytes = word(BreakdownWord::Excess);
+    b.private_pool_bytes = optional(BreakdownWord::PrivatePools, slot_flag_private_pools);
+    b.nccl_bytes = optional(BreakdownWord::Nccl, slot_flag_nccl);
+    b.other_bytes = optional(BreakdownWord::Other, slot_flag_other);
+    b.first_context_bytes = optional(BreakdownWord::FirstContext, slot_flag_first_context);
+    b.nccl_version = stats.nccl_version;
+    b.unsettled_count = stats.breakdown_unsettled;
+    return b;
   }
 
   // Which payload a record is stored as (declared only, for read_records' decltype).

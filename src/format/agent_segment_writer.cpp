@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/clock.hpp"
@@ -94,9 +96,36 @@ class SegmentWriter final : public AgentSegmentWriter {
     copy_to_payload(allocator_counters, sample, stats.counters);
     stats.updated_ns = sample.updated_ns != 0 ? sample.updated_ns : wall_time_ns();
     copy_fixed_string(stats.device_uuid, sample.device_uuid.data(), sample.device_uuid.size());
+    if (sample.breakdown) put_breakdown(*sample.breakdown, stats);
     seqlock_write(slots() + slot, stats);
     store_word(reinterpret_cast<uint64_t*>(&header()->heartbeat_ns),
                static_cast<uint64_t>(stats.updated_ns));
+  }
+
+  /// Stores a breakdown in the slot's version-3 words and flags.
+  static void put_breakdown(const DriverBreakdown& b, SlotStats& stats) {
+    auto word = [&stats](BreakdownWord w) -> uint64_t& {
+      return stats.breakdown_bytes[static_cast<std::size_t>(w)];
+    };
+    stats.flags |= slot_flag_breakdown;
+    stats.breakdown_paired_ns = b.paired_ns;
+    word(BreakdownWord::Driver) = b.driver_bytes;
+    word(BreakdownWord::Reserved) = b.reserved_bytes;
+    word(BreakdownWord::Context) = b.context_bytes;
+    word(BreakdownWord::Excess) = b.excess_bytes;
+    const std::pair<const std::optional<uint64_t>&, std::pair<BreakdownWord, uint32_t>> optional[] = {
+        {b.private_pool_bytes, {BreakdownWord::PrivatePools, slot_flag_private_pools}},
+        {b.nccl_bytes, {BreakdownWord::Nccl, slot_flag_nccl}},
+        {b.other_bytes, {BreakdownWord::Other, slot_flag_other}},
+        {b.first_context_bytes, {BreakdownWord::FirstContext, slot_flag_first_context}},
+    };
+    for (const auto& [value, where] : optional) {
+      if (!value) continue;
+      word(where.first) = *value;
+      stats.flags |= where.second;
+    }
+    stats.nccl_version = b.nccl_version;
+    stats.breakdown_unsettled = b.unsettled_count;
   }
 
   void push_step(const StepRecord& step) override {

@@ -34,6 +34,27 @@ json mig_json(const MigInstanceSample& mig) {
               {"free_bytes", or_null(mig.free_bytes)}};
 }
 
+/// The driver's bytes part by part (the agent's last settled pairing), or null before one.
+json parts_json(const std::optional<DriverBreakdown>& parts) {
+  if (!parts) return nullptr;
+  const DriverBreakdown& b = *parts;
+  json nccl_version = nullptr;
+  if (b.nccl_version != 0) nccl_version = nccl_version_text(b.nccl_version);
+  return json{{"paired_ns", b.paired_ns},
+              {"driver_bytes", b.driver_bytes},
+              {"reserved_bytes", b.reserved_bytes},
+              {"private_pool_bytes", or_null(b.private_pool_bytes)},
+              {"nccl_bytes", or_null(b.nccl_bytes)},
+              {"other_bytes", or_null(b.other_bytes)},
+              {"context_bytes", b.context_bytes},
+              {"first_context_bytes", or_null(b.first_context_bytes)},
+              {"non_pytorch_bytes", b.non_pytorch_bytes()},
+              {"excess_bytes", b.excess_bytes},
+              {"nccl_version", nccl_version},
+              {"nccl", nccl_status_text(b)},
+              {"unsettled_count", b.unsettled_count}};
+}
+
 /// The agent's numbers attached to a process row, plus the decomposition of driver used.
 json torch_json(const JoinedProcess& row) {
   if (!row.torch) return nullptr;
@@ -49,7 +70,8 @@ json torch_json(const JoinedProcess& row) {
               {"rank", t.rank},
               {"cuda_device", t.cuda_device},
               {"step", t.step},
-              {"issues", issues}};
+              {"issues", issues},
+              {"driver_parts", parts_json(t.breakdown)}};
 }
 
 json process_json(const JoinedProcess& row) {
@@ -110,6 +132,7 @@ json allocator_json(const AllocatorSample& a, bool joined) {
   }
   out["polling_only"] = a.polling_only;
   out["updated_ns"] = a.updated_ns;
+  out["driver_parts"] = parts_json(a.breakdown);
   return out;
 }
 

@@ -187,10 +187,33 @@ class TableWriter {
                         format_amount(row.torch->reserved_bytes, m_options.units) +
                         "  non-PyTorch " + format_amount(row.non_pytorch_bytes, m_options.units),
                     m_width));
+      if (row.torch->breakdown) parts(indent, *row.torch->breakdown);
     }
     if (row.issues != 0) {
       line(m_paint(fit_text(indent + "note: " + describe_join_issues(row.issues), m_width),
                    Tone::Yellow));
+    }
+  }
+
+  /// The non-PyTorch bytes named, e.g. "non-PyTorch = context 614MiB + other 4810MiB (NCCL
+  /// 2.28.9 within)", and torch's private pools when it has some.
+  void parts(const std::string& indent, const DriverBreakdown& b) {
+    const auto amount = [this](uint64_t bytes) {
+      return format_amount(std::optional<uint64_t>(bytes), m_options.units);
+    };
+    std::string text = indent + "non-PyTorch = context " + amount(b.context_bytes);
+    text += b.other_bytes ? " + other " + amount(*b.other_bytes) : std::string(" (other within)");
+    if (b.nccl_bytes) {
+      text += " + NCCL " + amount(*b.nccl_bytes);
+    } else if (b.nccl_version != 0) {
+      text += " (NCCL " + nccl_version_text(b.nccl_version) + " within)";
+    }
+    if (b.excess_bytes > 0) text += "; parts exceed driver by " + amount(b.excess_bytes);
+    line(fit_text(text, m_width));
+    if (b.private_pool_bytes && *b.private_pool_bytes > 0) {
+      line(fit_text(indent + "of reserved: " + amount(*b.private_pool_bytes) +
+                        " in private pools (CUDA graphs, MemPool)",
+                    m_width));
     }
   }
 

@@ -292,7 +292,13 @@ AllocatorSample AgentCore::sample_of(const Device& device, int64_t now_ns) const
   sample.step_peak_allocated_bytes = device.last_step_peak.allocated_bytes;
   sample.step_peak_reserved_bytes = device.last_step_peak.reserved_bytes;
   sample.updated_ns = now_ns;
+  if (m_pairing != nullptr) sample.breakdown = m_pairing->breakdown(device.index);
   return sample;
+}
+
+void AgentCore::set_pairing(const DriverPairing* pairing) {
+  std::lock_guard lock(m_mutex);
+  m_pairing = pairing;
 }
 
 }  // namespace vramscope::tracking

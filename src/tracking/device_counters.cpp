@@ -39,11 +39,13 @@ void DeviceCounters::on_rare_event(Action action, int64_t size) noexcept {
     case Action::SegmentMap: {
       const int64_t raw = add(m_reserved_raw, m_reserved_base, size);
       raise(m_reserved_peaks, raw + m_reserved_base.load(std::memory_order_relaxed));
+      count_segment_event();
       break;
     }
     case Action::SegmentFree:
     case Action::SegmentUnmap:
       add(m_reserved_raw, m_reserved_base, -size);
+      count_segment_event();
       break;
     case Action::Unknown:
       bump(m_unknown_events, uint64_t{1});
@@ -54,6 +56,35 @@ void DeviceCounters::on_rare_event(Action action, int64_t size) noexcept {
     case Action::Snapshot:
     case Action::Oom:
       break;
+  }
+}
+
+void DeviceCounters::count_segment_event() noexcept {
+  // Release, after reserved moved: a reader that sees the count sees the reserved bytes too.
+  m_segment_events.store(m_segment_events.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_release);
+}
+
+void DeviceCounters::on_private_pool_event(Action action, uint64_t size_bytes) noexcept {
+  const int64_t size = signed_size(size_bytes);
+  const int64_t now = m_private_pool_raw.load(std::memory_order_relaxed);
+  switch (action) {
+    case Action::SegmentAlloc:
+    case Action::SegmentMap:
+      m_private_pool_raw.store(now + size, std::memory_order_relaxed);
+      break;
+    case Action::SegmentFree:
+    case Action::SegmentUnmap:
+      if (now < size) [[unlikely]] {
+        // A segment of a pool made before attach.
+        m_private_pool_raw.store(0, std::memory_order_relaxed);
+        bump(m_anomalies, uint64_t{1});
+      } else {
+        m_private_pool_raw.store(now - size, std::memory_order_relaxed);
+      }
+      break;
+    default:
+      break;  // a block inside a private pool: reserved does not move
   }
 }
 

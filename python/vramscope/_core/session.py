@@ -20,6 +20,7 @@ with ``when_attached``, so that no room below it imports it.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from types import ModuleType
@@ -254,6 +255,77 @@ class Session:
             return None
         used = agent.driver_process_bytes(self._uuids[device], os.getpid())
         return None if used is None else int(used)
+
+
+    def driver_breakdown(self, device: int) -> dict[str, Any] | None:
+        """The driver's bytes for this process on ``device``, part by part, at the agent's last
+        settled pairing (``vramscope.memory_breakdown``); None before the first one, in polling
+        mode and without a driver."""
+        agent = self.agent
+        if agent is None or not 0 <= device < self.count:
+            return None
+        parts = agent.driver_breakdown(device)
+        return None if parts is None else dict(parts)
+
+    def report_nccl(self) -> None:
+        """Tells the agent what NCCL reports of its memory on each device (at step ends):
+        torch's ``Backend.memory_stats()`` where this torch and NCCL have it, else the NCCL
+        version alone (its bytes are then inside the breakdown's ``other``)."""
+        agent = self.agent
+        if agent is None:
+            return
+        for device, (version, nccl) in nccl_memory().items():
+            if 0 <= device < self.count:
+                agent.set_nccl(device, version, nccl)
+
+
+def _nccl_version(torch: Any) -> int:
+    try:
+        major, minor, patch = (int(v) for v in torch.cuda.nccl.version()[:3])
+    except Exception:  # noqa: BLE001 -- a torch without NCCL, or a version it cannot read
+        return 0
+    return major * 10000 + minor * 100 + patch
+
+
+def _total_of(stats: Any) -> int | None:
+    """The bytes in what ``Backend.memory_stats()`` returned: a number, or a mapping with a
+    total (NCCL's own key names vary by release)."""
+    if isinstance(stats, int):
+        return stats
+    if isinstance(stats, dict):
+        for key in ("total", "total_bytes", "totalBytes", "current", "bytes"):
+            value = stats.get(key)
+            if isinstance(value, int):
+                return value
+    return None
+
+
+def nccl_memory() -> dict[int, tuple[int, int | None]]:
+    """``{device: (nccl_version, bytes or None)}`` for the NCCL communicator of the default
+    process group, on the device it runs on; empty without one. Never imports torch."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    dist = torch.distributed
+    try:
+        if not dist.is_available() or not dist.is_initialized():
+            return {}
+        group = dist.group.WORLD
+        device = torch.device("cuda", torch.cuda.current_device())
+        backend = group._get_backend(device)
+    except Exception:  # noqa: BLE001 -- no NCCL backend on this group
+        return {}
+    if type(backend).__name__ != "ProcessGroupNCCL":
+        return {}
+    version = _nccl_version(torch)
+    stats = getattr(backend, "memory_stats", None)
+    nccl: int | None = None
+    if callable(stats):
+        try:
+            nccl = _total_of(stats())
+        except Exception:  # noqa: BLE001 -- an NCCL older than the API: not reported
+            nccl = None
+    return {int(device.index or 0): (version, nccl)}
 
 
 #: The process's session (one per process: the agent's hooks and segment are process-wide).

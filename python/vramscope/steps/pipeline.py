@@ -142,15 +142,19 @@ class StepPipeline:
         wanted = set(self.devices())
         batch_size = self.batch_size if self.framework is not None else self.probe.batch_size
         records = []
+        if self.driver:
+            SESSION.report_nccl()
         for r in raw:
             device = int(r["device"])
             if device not in wanted:
                 continue
+            breakdown = SESSION.driver_breakdown(device) if self.driver else None
             record = StepRecord.from_agent(
                 r, step=self.steps, rank=self.rank, world_size=self.world_size,
                 previous_allocated_bytes=self._last_allocated.get(device, 0),
-                non_pytorch_bytes=self._non_pytorch_bytes(device, int(r["reserved_bytes"])),
-                batch_size=batch_size)
+                non_pytorch_bytes=self._non_pytorch_bytes(device, int(r["reserved_bytes"]),
+                                                          breakdown),
+                batch_size=batch_size, breakdown=breakdown)
             self._last_allocated[device] = record.allocated_bytes
             records.append(record)
         return self.keep(records)
@@ -163,11 +167,15 @@ class StepPipeline:
         self.history.extend(records)
         return records
 
-    def _non_pytorch_bytes(self, device: int, reserved_bytes: int) -> int | None:
-        # One NVML process-list call per GPU per step (9-16 us on an H200): the driver's bytes for
-        # this pid minus the allocator's reserved bytes = CUDA context, library workspaces.
+    def _non_pytorch_bytes(self, device: int, reserved_bytes: int,
+                           breakdown: dict[str, Any] | None) -> int | None:
+        # The agent's last settled pairing when there is one: the driver's reading and reserved
+        # at the same instant. Otherwise one NVML process-list call per GPU per step (9-16 us
+        # on an H200) minus reserved now, which is off while segments move.
         if not self.driver:
             return None
+        if breakdown is not None:
+            return int(breakdown["non_pytorch_bytes"])
         return non_pytorch_bytes(SESSION.driver_process_bytes(device), reserved_bytes)
 
     def _refresh_rank(self) -> None:

@@ -54,6 +54,15 @@ class StepRecord:
     #: (CUDA context, cuBLAS/NCCL workspaces, ...), at the end of the step; None when NVML
     #: cannot tell (no driver, MIG, or another pid namespace: NVML lists host pids).
     non_pytorch_bytes: int | None = None
+    #: The non-PyTorch bytes part by part, from the agent's last settled pairing of the driver
+    #: with the allocator (``vramscope.memory_breakdown``); None when there is none yet. The CUDA
+    #: context and its modules; allocations outside torch (other libraries, NCCL's when NCCL
+    #: does not report); NCCL's as NCCL reports them; and, of reserved, the private pools' (CUDA
+    #: graphs, MemPool).
+    context_bytes: int | None = None
+    other_bytes: int | None = None
+    nccl_bytes: int | None = None
+    private_pool_bytes: int | None = None
     #: The batch size of the step: the leading dimension of the model's input at its last
     #: forward (read by one pre-hook on the top-level module); None when unknown.
     batch_size: int | None = None
@@ -61,7 +70,8 @@ class StepRecord:
     @classmethod
     def from_agent(cls, raw: Mapping[str, Any], step: int, rank: int, world_size: int,
                    previous_allocated_bytes: int, non_pytorch_bytes: int | None = None,
-                   batch_size: int | None = None) -> StepRecord:
+                   batch_size: int | None = None,
+                   breakdown: Mapping[str, Any] | None = None) -> StepRecord:
         """One device's record from the agent's step dict (one of ``SESSION.step_all()``'s),
         with what the agent does not know: the step number and rank, the allocated bytes at
         the end of the previous step, the driver's non-PyTorch bytes, the batch size."""
@@ -77,7 +87,15 @@ class StepRecord:
             duration_ns=int(raw.get("duration_ns", 0)),
             categories=None if categories is None else
             {name: int(categories.get(name, 0)) for name in CATEGORY_NAMES},
-            non_pytorch_bytes=non_pytorch_bytes, batch_size=batch_size)
+            non_pytorch_bytes=non_pytorch_bytes, batch_size=batch_size,
+            **_parts(breakdown))
+
+
+def _parts(breakdown: Mapping[str, Any] | None) -> dict[str, int | None]:
+    names = ("context_bytes", "other_bytes", "nccl_bytes", "private_pool_bytes")
+    if breakdown is None:
+        return dict.fromkeys(names)
+    return {n: None if breakdown.get(n) is None else int(breakdown[n]) for n in names}
 
 
 def rank_prefix(rank: int, world_size: int) -> str:

@@ -188,6 +188,78 @@ TEST(AgentSegment, StepCategoriesRoundTripAndStayOptional) {
   EXPECT_TRUE(reader->take_warnings().empty());
 }
 
+TEST(AgentSegment, DriverBreakdownRoundTripsWithItsOptionalPartsApart) {
+  TempDir dir;
+  auto writer = open_agent_segment_writer(self_pid(), 2, dir.path());
+  AllocatorSample with = sample_for(777);
+  with.cuda_device = 0;
+  DriverBreakdown b;
+  // Values above 2^32 and zeros: every byte of each word matters, and zero is not "unknown".
+  b.paired_ns = 1'764'000'000'123'456'789;
+  b.driver_bytes = 9'000'000'001ULL;
+  b.reserved_bytes = 6'000'000'002ULL;
+  b.private_pool_bytes = 0;
+  b.other_bytes = 1'073'741'824ULL;
+  b.context_bytes = 569'000'003ULL;
+  b.first_context_bytes = 543'162'368ULL;
+  b.excess_bytes = 5;
+  b.nccl_version = 22809;
+  b.unsettled_count = 17;
+  with.breakdown = b;
+  writer->publish(0, with);
+  AllocatorSample without = sample_for(778);
+  without.cuda_device = 1;
+  writer->publish(1, without);
+  auto reader = open_agent_segment_reader(dir.path());
+  const Polled out = poll(*reader);
+  ASSERT_EQ(out.allocators.size(), 2U);
+  const AllocatorSample& got = out.allocators[0].cuda_device == 0 ? out.allocators[0] : out.allocators[1];
+  const AllocatorSample& bare = out.allocators[0].cuda_device == 0 ? out.allocators[1] : out.allocators[0];
+  ASSERT_TRUE(got.breakdown.has_value());
+  EXPECT_EQ(got.breakdown->paired_ns, b.paired_ns);
+  EXPECT_EQ(got.breakdown->driver_bytes, b.driver_bytes);
+  EXPECT_EQ(got.breakdown->reserved_bytes, b.reserved_bytes);
+  EXPECT_EQ(got.breakdown->private_pool_bytes, std::optional<uint64_t>(0));
+  EXPECT_FALSE(got.breakdown->nccl_bytes.has_value()) << "not reported is not zero";
+  EXPECT_EQ(got.breakdown->other_bytes, b.other_bytes);
+  EXPECT_EQ(got.breakdown->context_bytes, b.context_bytes);
+  EXPECT_EQ(got.breakdown->first_context_bytes, b.first_context_bytes);
+  EXPECT_EQ(got.breakdown->excess_bytes, 5U);
+  EXPECT_EQ(got.breakdown->nccl_version, 22809U);
+  EXPECT_EQ(got.breakdown->unsettled_count, 17U);
+  EXPECT_FALSE(bare.breakdown.has_value()) << "no pairing yet is no breakdown";
+}
+
+TEST(AgentSegment, SlotWithUnknownFlagsOrAnImpossibleBreakdownIsRefused) {
+  TempDir dir;
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
+  AllocatorSample sample = sample_for(1);
+  DriverBreakdown b;
+  b.driver_bytes = 1;
+  sample.breakdown = b;
+  writer->publish(0, sample);
+  const auto geometry =
+      format::segment_geometry(sizeof(format::SegmentHeader), 1, format::segment_step_capacity,
+                               format::segment_oom_capacity);
+  const auto at = [&](std::size_t field) {
+    return static_cast<off_t>(geometry.slots_offset + offsetof(format::SlotBlock, payload) + field);
+  };
+  auto damage = [&](off_t where, uint64_t value, std::size_t bytes) {
+    const int fd = ::open(writer->path().c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, &value, bytes, where), static_cast<ssize_t>(bytes));
+    ::close(fd);
+  };
+  auto reader = open_agent_segment_reader(dir.path());
+  ASSERT_EQ(poll(*reader).allocators.size(), 1U);
+  damage(at(offsetof(format::SlotStats, breakdown_bytes)), uint64_t{1} << 62U, 8);
+  EXPECT_TRUE(poll(*reader).allocators.empty()) << "a part no device can hold";
+  writer->publish(0, sample);
+  ASSERT_EQ(poll(*reader).allocators.size(), 1U);
+  damage(at(offsetof(format::SlotStats, flags)), format::slot_flag_breakdown | (1U << 20U), 4);
+  EXPECT_TRUE(poll(*reader).allocators.empty()) << "a flag this version does not know";
+}
+
 TEST(AgentSegment, StepWithUnknownFlagBitsLosesItsCategoriesOnly) {
   TempDir dir;
   auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());

@@ -69,7 +69,21 @@ inline SystemSample make_two_gpu_sample() {
   gpu0.processes.push_back(make_process(5177, 900, true, "/usr/bin/Xorg :0"));
   s.devices.push_back(gpu0);
   s.devices.push_back(make_device(1));
-  s.allocators.push_back(make_allocator(4021, gpu0, 20480, 24576));
+  AllocatorSample trainer = make_allocator(4021, gpu0, 20480, 24576);
+  // The agent's settled pairing: 30000 MiB = 24576 reserved + 4810 other + 614 context, NCCL
+  // 2.28.9 not reporting (its bytes in other), 34 MiB of reserved in a CUDA graph's pool.
+  DriverBreakdown parts;
+  parts.paired_ns = 1'699'999'999'500'000'000;
+  parts.driver_bytes = 30000 * mib;
+  parts.reserved_bytes = 24576 * mib;
+  parts.private_pool_bytes = 34 * mib;
+  parts.other_bytes = 4810 * mib;
+  parts.context_bytes = 614 * mib;
+  parts.first_context_bytes = 518 * mib;
+  parts.nccl_version = 22809;
+  parts.unsettled_count = 3;
+  trainer.breakdown = parts;
+  s.allocators.push_back(trainer);
   return s;
 }
 

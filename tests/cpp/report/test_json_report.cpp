@@ -107,12 +107,35 @@ TEST(Json, UnsupportedIsNullNeverZero) {
 
 TEST(Json, InconsistentJoinIsReportedNotHidden) {
   SystemSample s = make_two_gpu_sample();
+  s.allocators[0].breakdown.reset();  // no settled pairing: this frame's arithmetic alone
   s.allocators[0].reserved_bytes = 40000 * mib;  // more than the driver's 30000 MiB
   const json torch =
       json::parse(format_sample_json(s, false))["devices"][0]["processes"][0]["torch"];
   EXPECT_EQ(torch["non_pytorch_bytes"], nullptr);
   ASSERT_EQ(torch["issues"].size(), 1U);
   EXPECT_EQ(torch["issues"][0], "torch reserved > driver used");
+}
+
+TEST(Json, AFrameTakenWhileSegmentsMoveShowsTheSettledPartsAndSaysSo) {
+  SystemSample s = make_two_gpu_sample();
+  // The driver's reading caught 6 GiB of segments torch had not traced yet (the peak frame).
+  s.devices[0].processes[0].used_bytes = (30000 + 6144) * mib;
+  const json torch =
+      json::parse(format_sample_json(s, false))["devices"][0]["processes"][0]["torch"];
+  EXPECT_EQ(torch["non_pytorch_bytes"], (4810 + 614) * mib) << "the settled value, not 11.6 GiB";
+  ASSERT_EQ(torch["issues"].size(), 1U);
+  EXPECT_EQ(torch["issues"][0], "segments moving: non-PyTorch as last settled");
+  const json& parts = torch["driver_parts"];
+  EXPECT_EQ(parts["context_bytes"], 614 * mib);
+  EXPECT_EQ(parts["other_bytes"], 4810 * mib);
+  EXPECT_EQ(parts["nccl_bytes"], nullptr) << "not reported is null, not 0";
+  EXPECT_EQ(parts["nccl"], "not reported by NCCL 2.28.9");
+  EXPECT_EQ(parts["private_pool_bytes"], 34 * mib);
+  // The frame within a page of the settled pairing: no issue.
+  s.devices[0].processes[0].used_bytes = 30001 * mib;
+  const json settled =
+      json::parse(format_sample_json(s, false))["devices"][0]["processes"][0]["torch"];
+  EXPECT_TRUE(settled["issues"].empty());
 }
 
 TEST(Json, LostDeviceCarriesItsError) {

@@ -40,9 +40,10 @@ namespace vramscope::format {
 /// "VRSCAGT1": identifies an agent segment (distinct from the recording file magic).
 inline constexpr char segment_magic[8] = {'V', 'R', 'S', 'C', 'A', 'G', 'T', '1'};
 /// Bumped on any layout change; readers refuse segments of another version (and say so once).
-/// Version 2 added the step flags and per-category bytes to StepPayload. The magic and the version
-/// stay at offsets 0 and 8 in every version, so a reader can always tell which one it is facing.
-inline constexpr uint16_t segment_version = 2;
+/// Version 2 added the step flags and per-category bytes to StepPayload; version 3 the driver's
+/// bytes part by part to SlotStats (DriverBreakdown). The magic and the version stay at offsets
+/// 0 and 8 in every version, so a reader can always tell which one it is facing.
+inline constexpr uint16_t segment_version = 3;
 /// Bytes reserved for a device UUID ("GPU-…" is 40 characters; MIG UUIDs are longer).
 inline constexpr std::size_t segment_uuid_bytes = 96;
 /// Bounds a reader accepts; a writer never creates more.
@@ -52,8 +53,29 @@ inline constexpr uint32_t segment_max_ring_capacity = 1U << 16U;
 inline constexpr uint32_t segment_step_capacity = 256;
 inline constexpr uint32_t segment_oom_capacity = 16;
 
-/// SlotStats::flags bits.
+/// SlotStats::flags bits: is the device polled only; is there a breakdown (version 3), and which
+/// of its optional parts are known?
 inline constexpr uint32_t slot_flag_polling_only = 1U << 0U;
+inline constexpr uint32_t slot_flag_breakdown = 1U << 1U;
+inline constexpr uint32_t slot_flag_private_pools = 1U << 2U;
+inline constexpr uint32_t slot_flag_nccl = 1U << 3U;
+inline constexpr uint32_t slot_flag_other = 1U << 4U;
+inline constexpr uint32_t slot_flag_first_context = 1U << 5U;
+/// Every flag a version-3 writer sets; a reader refuses a slot with any other bit.
+inline constexpr uint32_t slot_flags_known = (1U << 6U) - 1U;
+/// Entries of SlotStats::breakdown_bytes, in this order.
+enum class BreakdownWord : uint8_t {
+  Driver = 0,
+  Reserved,
+  PrivatePools,
+  Nccl,
+  Other,
+  Context,
+  FirstContext,
+  Excess,
+  Count,
+};
+inline constexpr std::size_t breakdown_word_count = static_cast<std::size_t>(BreakdownWord::Count);
 /// StepPayload::flags bits: are category_bytes valid?
 inline constexpr uint64_t step_flag_categories = 1U << 0U;
 /// Categories in StepPayload::category_bytes (MemoryCategory order).
@@ -110,12 +132,19 @@ struct SlotStats {
   int64_t updated_ns;
   /// NUL-terminated device UUID.
   char device_uuid[segment_uuid_bytes];
+  /// DriverBreakdown::paired_ns (version 3; the breakdown is valid when slot_flag_breakdown).
+  int64_t breakdown_paired_ns;
+  /// DriverBreakdown's bytes in BreakdownWord order; an optional part is valid only with its
+  /// flag (slot_flag_private_pools, _nccl, _other, _first_context).
+  uint64_t breakdown_bytes[breakdown_word_count];
+  uint32_t nccl_version;
+  uint32_t breakdown_unsettled;
 };
 // A new row in allocator_counters grows the slot: bump segment_version and update these.
 static_assert(allocator_counter_count == 13 && offsetof(SlotStats, counters) == 16 &&
-                  offsetof(SlotStats, updated_ns) == 120,
+                  offsetof(SlotStats, updated_ns) == 120 && offsetof(SlotStats, breakdown_bytes) == 232,
               "a new counter is a segment layout change");
-static_assert(sizeof(SlotStats) == 224);
+static_assert(sizeof(SlotStats) == 304);
 
 /// One completed step (pid from the header).
 struct StepPayload {
@@ -165,7 +194,7 @@ struct SeqBlock {
 using SlotBlock = SeqBlock<SlotStats>;
 using StepEntry = SeqBlock<StepPayload>;
 using OomEntry = SeqBlock<OomPayload>;
-static_assert(sizeof(SlotBlock) == 232 && sizeof(StepEntry) == 240 && sizeof(OomEntry) == 168);
+static_assert(sizeof(SlotBlock) == 312 && sizeof(StepEntry) == 240 && sizeof(OomEntry) == 168);
 
 /// Byte offsets of the three arrays, computed the same way by writer and reader.
 struct SegmentGeometry {

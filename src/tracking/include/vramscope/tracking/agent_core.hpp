@@ -24,6 +24,7 @@
 #include "vramscope/tracking/device_counters.hpp"
 #include "vramscope/tracking/device_producer.hpp"
 #include "vramscope/tracking/device_stats.hpp"
+#include "vramscope/tracking/driver_pairing.hpp"
 #include "vramscope/tracking/event_ring.hpp"
 #include "vramscope/tracking/events.hpp"
 
@@ -119,6 +120,10 @@ class AgentCore {
     m_producers[device].counters.set_totals_probe(probe, context);
   }
 
+  /// Publishes `pairing`'s settled breakdowns with every later sample (it must outlive the
+  /// core; the agent's pairing is never freed). Call before the agent thread starts.
+  void set_pairing(const DriverPairing* pairing);
+
   /// Seeds the event counters of `device` from the provider (call after the tracker is
   /// attached). Returns false when the provider fails or events never paused.
   bool seed(std::size_t device);
@@ -190,6 +195,7 @@ class AgentCore {
   std::vector<Event> m_scratch;
   EventConsumer m_consumer;
   StepAnnotator m_annotator;
+  const DriverPairing* m_pairing = nullptr;
 };
 
 }  // namespace vramscope::tracking

@@ -146,6 +146,25 @@ class DeviceCounters {
   void observe_allocated(uint64_t allocated_bytes) noexcept;
 
   uint64_t reserved_bytes() const { return value(m_reserved_raw, m_reserved_base); }
+  /// Segment events (alloc, free, map, unmap) seen: a pairing with the driver is settled only
+  /// while this does not move (DriverPairing). Acquire: reserved_bytes() then includes them.
+  uint64_t segment_event_count() const { return m_segment_events.load(std::memory_order_acquire); }
+
+  /// A segment event in a private pool (torch's pool id is not (0, 0): a CUDA graph's, a
+  /// MemPool's). The tracker calls it for those events only, besides on_event(), which counts
+  /// the segment in reserved as any other. Producer only.
+  void on_private_pool_event(Action action, uint64_t size_bytes) noexcept;
+  /// Reserved bytes in private pools, counted from attach (a pool's segments made before attach
+  /// are not seen: a free of one clamps at 0 and counts an anomaly).
+  uint64_t private_pool_bytes() const {
+    const int64_t v = m_private_pool_raw.load(std::memory_order_relaxed);
+    return v > 0 ? static_cast<uint64_t>(v) : 0;
+  }
+  /// Do this device's events carry torch's pool id (torch >= 2.8)? Set once at attach.
+  void set_pools_tracked(bool tracked) noexcept {
+    m_pools_tracked.store(tracked, std::memory_order_relaxed);
+  }
+  bool pools_tracked() const { return m_pools_tracked.load(std::memory_order_relaxed); }
   uint64_t requested_bytes() const { return value(m_requested_raw, m_requested_base); }
   /// torch's allocated bytes as of the last event (a large allocation counts at its rounded
   /// request until the device's next event settles its block size).
@@ -261,6 +280,8 @@ class DeviceCounters {
   void on_rare_event(Action action, int64_t size) noexcept;
   /// A FREE_COMPLETED whose FREE_REQUESTED came before attach.
   void on_unmatched_completion() noexcept;
+  /// One more segment event (after reserved moved).
+  void count_segment_event() noexcept;
   /// A free took the absolute value below 0 (its allocation predates what seeding accounted
   /// for): moves the offset so that the value is 0.
   void clamp_to_zero(std::atomic<int64_t>& base, int64_t raw) noexcept;
@@ -295,6 +316,9 @@ class DeviceCounters {
   std::array<std::atomic<int64_t>, peak_mark_count> m_reserved_peaks{};
   std::atomic<uint64_t> m_anomalies{0};
   std::atomic<uint64_t> m_unknown_events{0};
+  std::atomic<uint64_t> m_segment_events{0};
+  std::atomic<int64_t> m_private_pool_raw{0};
+  std::atomic<bool> m_pools_tracked{false};
   /// torch's peaks at the previous set_polled() (polling mode; called under the agent's lock).
   std::optional<CounterSeed> m_last_polled;
   // Large blocks only (producer only, besides the counts).

@@ -137,6 +137,17 @@ struct TrackerTarget {
                                        static_cast<uint8_t>(raw_action),
                                        static_cast<CurrentOp&&>(current_op));
   }
+
+  /// A trace entry of a private pool (torch's pool id is not (0, 0): a CUDA graph's capture, a
+  /// MemPool's users), after on_trace_entry() took it as any other. Out of line: the tracker
+  /// reaches it only past one branch on the entry's pool words, which torch has just written
+  /// (in L1), so a default-pool event pays that branch and nothing else.
+  [[gnu::noinline]] void on_private_pool_entry(int64_t device, int64_t raw_action,
+                                               uint64_t size_bytes) const noexcept {
+    if (tracking_paused()) return;
+    if (device < 0 || static_cast<std::size_t>(device) >= device_count) return;
+    producers[device].counters.on_private_pool_event(action_from_raw(raw_action), size_bytes);
+  }
 };
 
 }  // namespace vramscope::tracking

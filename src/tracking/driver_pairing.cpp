@@ -1,0 +1,171 @@
+// src/tracking/driver_pairing.cpp -- settled pairings of the driver's bytes with torch's reserved (see driver_pairing.hpp)
+#include "vramscope/tracking/driver_pairing.hpp"
+
+#include <algorithm>
+
+namespace vramscope::tracking {
+
+DriverPairing::DriverPairing(std::vector<const DeviceCounters*> devices, DriverSource& source,
+                             PairingConfig config)
+    : m_source(source), m_config(config) {
+  m_devices.resize(devices.size());
+  for (std::size_t i = 0; i < devices.size(); ++i) m_devices[i].counters = devices[i];
+}
+
+DriverBreakdown DriverPairing::split(uint64_t driver_bytes, uint64_t reserved_bytes,
+                                     std::optional<uint64_t> listed_bytes,
+                                     std::optional<uint64_t> nccl_bytes) {
+  DriverBreakdown b;
+  b.driver_bytes = driver_bytes;
+  b.reserved_bytes = reserved_bytes;
+  // Every part is taken out of what is left; a part larger than what is left is cut to it and
+  // the cut is the excess (a mismatch shown, never hidden).
+  uint64_t left = driver_bytes;
+  auto take = [&left, &b](uint64_t part) {
+    const uint64_t taken = std::min(part, left);
+    b.excess_bytes += part - taken;
+    left -= taken;
+    return taken;
+  };
+  take(reserved_bytes);
+  if (listed_bytes) {
+    // torch's segments are among the listed allocations.
+    uint64_t outside = *listed_bytes >= reserved_bytes ? *listed_bytes - reserved_bytes : 0;
+    b.excess_bytes += *listed_bytes >= reserved_bytes ? 0 : reserved_bytes - *listed_bytes;
+    if (nccl_bytes) {
+      // NCCL's buffers are device allocations of their own (cuMem*), listed with the others.
+      const uint64_t nccl = std::min(*nccl_bytes, outside);
+      b.nccl_bytes = take(nccl);
+      outside -= nccl;
+    }
+    b.other_bytes = take(outside);
+  } else if (nccl_bytes) {
+    b.nccl_bytes = take(*nccl_bytes);
+  }
+  b.context_bytes = left;
+  return b;
+}
+
+std::optional<DriverPairing::Reading> DriverPairing::read(Device& device) {
+  const std::size_t index = static_cast<std::size_t>(&device - m_devices.data());
+  const std::optional<uint64_t> driver = m_source.process_bytes(index);
+  if (!driver) return std::nullopt;
+  Reading reading;
+  reading.driver_bytes = *driver;
+  reading.reserved_bytes = device.counters->reserved_bytes();
+  if (device.counters->pools_tracked()) {
+    reading.private_pool_bytes = device.counters->private_pool_bytes();
+  }
+  const uint64_t unexplained =
+      reading.driver_bytes > reading.reserved_bytes ? reading.driver_bytes - reading.reserved_bytes
+                                                    : 0;
+  // The listing walks the address space: only when what torch does not hold has moved.
+  const bool moved = !device.unexplained_at_listing ||
+                     (std::max(unexplained, *device.unexplained_at_listing) -
+                      std::min(unexplained, *device.unexplained_at_listing)) >=
+                         m_config.relist_bytes;
+  if (moved) {
+    reading.listed = true;
+    reading.listed_bytes = m_source.allocation_bytes(index);
+    if (reading.listed_bytes) {
+      reading.other_bytes = *reading.listed_bytes >= reading.reserved_bytes
+                                ? *reading.listed_bytes - reading.reserved_bytes
+                                : 0;
+    }
+    // Kept only if the pairing settles (settle()).
+  } else {
+    reading.other_bytes = device.other_at_listing;
+  }
+  return reading;
+}
+
+void DriverPairing::settle(Device& device, const Reading& reading) {
+  if (reading.listed) {
+    device.unexplained_at_listing = reading.driver_bytes > reading.reserved_bytes
+                                        ? reading.driver_bytes - reading.reserved_bytes
+                                        : 0;
+    device.other_at_listing = reading.other_bytes;
+  }
+  std::lock_guard lock(m_mutex);
+  // split() wants every allocation listed, torch's included.
+  std::optional<uint64_t> listed;
+  if (reading.other_bytes) listed = *reading.other_bytes + reading.reserved_bytes;
+  DriverBreakdown b = split(reading.driver_bytes, reading.reserved_bytes, listed, device.nccl_bytes);
+  b.paired_ns = reading.wall_ns;
+  b.private_pool_bytes = reading.private_pool_bytes;
+  b.nccl_version = device.nccl_version;
+  b.unsettled_count = device.unsettled;
+  if (!device.first_context_bytes && b.other_bytes) device.first_context_bytes = b.context_bytes;
+  b.first_context_bytes = device.first_context_bytes;
+  device.settled = b;
+}
+
+int64_t DriverPairing::advance(int64_t now_ns, int64_t wall_ns) {
+  if (now_ns < m_due_ns) return m_due_ns;
+  switch (m_phase) {
+    case Phase::Idle:
+      for (Device& device : m_devices) {
+        device.count_at_start = device.counters->segment_event_count();
+        device.reading.reset();
+      }
+      m_phase = Phase::Quiet;
+      m_due_ns = now_ns + m_config.guard_ns;
+      return m_due_ns;
+    case Phase::Quiet: {
+      bool any = false;
+      for (Device& device : m_devices) {
+        // Not quiet: no reading for this device this round.
+        if (device.counters->segment_event_count() != device.count_at_start) {
+          std::lock_guard lock(m_mutex);
+          ++device.unsettled;
+          continue;
+        }
+        device.reading = read(device);
+        if (device.reading) device.reading->wall_ns = wall_ns;
+        any = any || device.reading.has_value();
+      }
+      if (!any) {
+        m_phase = Phase::Idle;
+        m_due_ns = now_ns + m_config.retry_ns;
+        return m_due_ns;
+      }
+      m_phase = Phase::Settle;
+      m_due_ns = now_ns + m_config.guard_ns;
+      return m_due_ns;
+    }
+    case Phase::Settle: {
+      bool all_settled = true;
+      for (Device& device : m_devices) {
+        if (!device.reading) continue;
+        if (device.counters->segment_event_count() == device.count_at_start) {
+          settle(device, *device.reading);
+        } else {
+          all_settled = false;
+          std::lock_guard lock(m_mutex);
+          ++device.unsettled;
+          if (device.settled) device.settled->unsettled_count = device.unsettled;
+        }
+        device.reading.reset();
+      }
+      m_phase = Phase::Idle;
+      m_due_ns = now_ns + (all_settled ? m_config.interval_ns : m_config.retry_ns);
+      return m_due_ns;
+    }
+  }
+  return m_due_ns;
+}
+
+std::optional<DriverBreakdown> DriverPairing::breakdown(std::size_t device) const {
+  std::lock_guard lock(m_mutex);
+  if (device >= m_devices.size()) return std::nullopt;
+  return m_devices[device].settled;
+}
+
+void DriverPairing::set_nccl(std::size_t device, uint32_t version, std::optional<uint64_t> bytes) {
+  std::lock_guard lock(m_mutex);
+  if (device >= m_devices.size()) return;
+  m_devices[device].nccl_version = version;
+  m_devices[device].nccl_bytes = bytes;
+}
+
+}  // namespace vramscope::tracking

@@ -1,0 +1,132 @@
+// src/tracking/include/vramscope/tracking/driver_pairing.hpp -- the driver's bytes paired with torch's reserved at one instant, and named part by part
+//
+// The driver (NVML) and the allocator count the same segments at different moments: torch
+// traces SEGMENT_ALLOC after cudaMalloc returned and SEGMENT_FREE before cudaFree ran, and a
+// reading of the driver takes its own time. Subtracting reserved from a driver reading taken
+// while segments move invents non-PyTorch memory (the peak, where memory moves fastest, is the
+// frame it happens in). A pairing is therefore only kept when it is *settled*:
+//
+//   time ─────┬──────── guard ────────┬── reading ──┬──────── guard ────────┬───▶
+//             t0: count c0            t1: count    driver, reserved,        t2: count
+//                                     must be c0   allocations listed        must be c0
+//
+// No segment event (the device's segment-event count) in [t0, t2]: every cudaMalloc traced
+// before t0 returned more than a guard before the reading, none was traced until a guard after
+// it, so the driver and the allocator saw the same segments. Otherwise the pairing is counted
+// as unsettled and the previous settled breakdown stays (marked by its time).
+//
+// The parts: driver = reserved + other + context, where `other` is every device allocation of
+// the process outside torch's segments (listed by the DriverSource: torch's segments are among
+// them, so other = listed - reserved) and `context` is what no allocation accounts for: the CUDA
+// context and the modules loaded into it. NCCL, when it reports its bytes, is named out of
+// other. A part never goes below zero: what the parts exceed the reading by is `excess`.
+//
+// Threads: advance() runs on its own thread (the agent's driver thread), never on the
+// allocator's callback and never under the core's lock: a reading costs NVML's process list and
+// a walk of the address space (milliseconds), which a step() call must not wait for.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "vramscope/sample.hpp"
+#include "vramscope/tracking/device_counters.hpp"
+
+namespace vramscope::tracking {
+
+/// The driver's side of a pairing: NVML and the CUDA driver in the agent, synthetic in tests.
+class DriverSource {
+ public:
+  virtual ~DriverSource() = default;
+  /// The driver's bytes for this process on `device` (torch's index); empty when it cannot
+  /// say (no NVML, a MIG instance, the pid not listed).
+  virtual std::optional<uint64_t> process_bytes(std::size_t device) = 0;
+  /// Bytes of every device allocation this process holds on `device`, torch's segments
+  /// included; empty when they cannot be listed.
+  virtual std::optional<uint64_t> allocation_bytes(std::size_t device) = 0;
+};
+
+/// Tunables of a DriverPairing.
+struct PairingConfig {
+  /// Quiet time demanded before and after the reading (longer than a cudaMalloc or cudaFree of
+  /// a large segment takes).
+  int64_t guard_ns = 50'000'000;
+  /// Time between two settled pairings.
+  int64_t interval_ns = 1'000'000'000;
+  /// Time before the next try after an unsettled one (segments were moving).
+  int64_t retry_ns = 100'000'000;
+  /// Change of driver - reserved that makes the next reading list the allocations again
+  /// (one 2 MiB page: the driver's granularity).
+  uint64_t relist_bytes = uint64_t{2} << 20U;
+};
+
+/// The pairing state machine for every device of one process.
+class DriverPairing {
+ public:
+  /// One entry of `devices` per tracked device: its counters (never moved, outliving this).
+  DriverPairing(std::vector<const DeviceCounters*> devices, DriverSource& source,
+                PairingConfig config = {});
+
+  /// Does the next piece of work due at `now_ns` (CLOCK_MONOTONIC) and returns when to call
+  /// again (an absolute CLOCK_MONOTONIC time). `wall_ns` (CLOCK_REALTIME) stamps a reading.
+  int64_t advance(int64_t now_ns, int64_t wall_ns);
+
+  /// The last settled breakdown of `device`, or empty before the first one.
+  std::optional<DriverBreakdown> breakdown(std::size_t device) const;
+  /// NCCL as torch reports it (set from Python at step ends): its version (0: no
+  /// communicator) and its bytes on `device` (empty: not reported by this NCCL).
+  void set_nccl(std::size_t device, uint32_t version, std::optional<uint64_t> bytes);
+
+  /// The parts of one settled reading: pure arithmetic, shared with tests.
+  static DriverBreakdown split(uint64_t driver_bytes, uint64_t reserved_bytes,
+                               std::optional<uint64_t> listed_bytes,
+                               std::optional<uint64_t> nccl_bytes);
+
+ private:
+  enum class Phase : uint8_t { Idle, Quiet, Settle };
+  struct Reading {
+    /// CLOCK_REALTIME ns of the reading.
+    int64_t wall_ns = 0;
+    uint64_t driver_bytes = 0;
+    uint64_t reserved_bytes = 0;
+    std::optional<uint64_t> private_pool_bytes;
+    /// Bytes of the allocations listed at this reading, or carried from the last listing.
+    std::optional<uint64_t> other_bytes;
+    /// Was the listing done at this reading (not carried)?
+    bool listed = false;
+    std::optional<uint64_t> listed_bytes;
+  };
+  struct Device {
+    const DeviceCounters* counters = nullptr;
+    /// Segment-event count at t0.
+    uint64_t count_at_start = 0;
+    std::optional<Reading> reading;
+    std::optional<DriverBreakdown> settled;
+    /// driver - reserved and other (as listed) at the last listing.
+    std::optional<uint64_t> unexplained_at_listing;
+    std::optional<uint64_t> other_at_listing;
+    std::optional<uint64_t> first_context_bytes;
+    /// Pairings not kept since attach: not quiet before the reading, or segments moved after.
+    uint32_t unsettled = 0;
+    uint32_t nccl_version = 0;
+    std::optional<uint64_t> nccl_bytes;
+  };
+
+  /// Reads the driver, torch and (when needed) the allocation list of `device`.
+  std::optional<Reading> read(Device& device);
+  /// Keeps `device`'s reading as its settled breakdown.
+  void settle(Device& device, const Reading& reading);
+
+  DriverSource& m_source;
+  PairingConfig m_config;
+  Phase m_phase = Phase::Idle;
+  int64_t m_due_ns = 0;
+  /// Guards m_devices' settled breakdowns and NCCL fields (read by publishers and Python).
+  mutable std::mutex m_mutex;
+  std::vector<Device> m_devices;
+};
+
+}  // namespace vramscope::tracking
