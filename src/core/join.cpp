@@ -156,7 +156,7 @@ std::string describe_join_issues(uint8_t issues) {
   add(JoinIssueAllocatedExceedsReserved, "torch allocated > reserved");
   add(JoinIssueDriverUsedUnknown, "driver used N/A");
   add(JoinIssueExceedsDeviceTotal, "torch numbers > GPU total (damaged agent segment?)");
-  add(JoinIssueUnsettled, "segments moving: non-PyTorch as last settled");
+  add(JoinIssueUnsettled, "driver and torch read apart: non-PyTorch as last settled");
   return text;
 }
 

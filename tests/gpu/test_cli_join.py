@@ -42,6 +42,8 @@ def rows_for_pid(node, pid):
 def flat(row, prefix=""):
     out = {}
     for key, value in row.items():
+        if key == "driver_parts":
+            continue  # the settled pairing's own numbers, of another instant
         if isinstance(value, dict):
             out.update(flat(value))
         else:

@@ -152,8 +152,7 @@ class StepPipeline:
             record = StepRecord.from_agent(
                 r, step=self.steps, rank=self.rank, world_size=self.world_size,
                 previous_allocated_bytes=self._last_allocated.get(device, 0),
-                non_pytorch_bytes=self._non_pytorch_bytes(device, int(r["reserved_bytes"]),
-                                                          breakdown),
+                non_pytorch_bytes=self._non_pytorch_bytes(device, int(r["reserved_bytes"])),
                 batch_size=batch_size, breakdown=breakdown)
             self._last_allocated[device] = record.allocated_bytes
             records.append(record)
@@ -167,15 +166,14 @@ class StepPipeline:
         self.history.extend(records)
         return records
 
-    def _non_pytorch_bytes(self, device: int, reserved_bytes: int,
-                           breakdown: dict[str, Any] | None) -> int | None:
-        # The agent's last settled pairing when there is one: the driver's reading and reserved
-        # at the same instant. Otherwise one NVML process-list call per GPU per step (9-16 us
-        # on an H200) minus reserved now, which is off while segments move.
+    def _non_pytorch_bytes(self, device: int, reserved_bytes: int) -> int | None:
+        # One NVML process-list call per GPU per step (9-16 us on an H200) minus reserved now.
+        # At a step's end the stepping thread, which makes the segments, is here: the two
+        # readings see the same segments, and they follow what the first steps load into the
+        # context at once (the agent's settled pairing, which names the parts, comes every
+        # quarter second and may be older).
         if not self.driver:
             return None
-        if breakdown is not None:
-            return int(breakdown["non_pytorch_bytes"])
         return non_pytorch_bytes(SESSION.driver_process_bytes(device), reserved_bytes)
 
     def _refresh_rank(self) -> None:

