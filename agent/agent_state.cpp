@@ -200,8 +200,8 @@ void AgentState::start_pairing(Attachment& state, const std::vector<std::string>
     counters.push_back(&device_counters);
   }
   state.driver_source = std::make_unique<AgentDriverSource>(m_driver, uuids, pid);
-  state.pairing = std::make_unique<tracking::DriverPairing>(std::move(counters),
-                                                            *state.driver_source);
+  state.pairing =
+      std::make_unique<tracking::DriverPairing>(std::move(counters), *state.driver_source);
   state.core->set_pairing(state.pairing.get());
   state.driver_thread = std::make_unique<DriverThread>(*state.pairing);
 }

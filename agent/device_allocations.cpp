@@ -47,7 +47,8 @@ bool DeviceAllocations::open() {
   auto* driver = new Driver();  // kept with the library for the life of the process
   bool complete = true;
   auto bind = [&](auto& function, const char* name) {
-    function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(library, name));
+    function =
+        reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(library, name));
     complete = complete && function != nullptr;
   };
   bind(driver->device_get, "cuDeviceGet");
@@ -114,7 +115,8 @@ std::optional<uint64_t> DeviceAllocations::bytes(int device, std::size_t max_pro
            (cu.pointer_attribute(&managed, pointer_attribute_is_managed, base) != cuda_success ||
             managed == 0);
   };
-  std::optional<uint64_t> total = tracking::walk_allocations(ranges, page_bytes, max_probes, probe, keep);
+  std::optional<uint64_t> total =
+      tracking::walk_allocations(ranges, page_bytes, max_probes, probe, keep);
   m_error = total ? "" : "the address space is too large to walk";
   return total;
 }

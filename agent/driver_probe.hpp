@@ -1,13 +1,12 @@
 // agent/driver_probe.hpp -- NVML's view of this process (bound as driver_process_bytes), and the thread that pairs it with torch's reserved
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-
-#include <condition_variable>
 #include <thread>
 #include <vector>
 

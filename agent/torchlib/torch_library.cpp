@@ -261,20 +261,22 @@ void pause_tracking([[maybe_unused]] bool paused) {
 
 /// Do this torch's trace entries carry the pool of their block (TraceEntry::mempool_, 2.8+)?
 template <typename Entry>
-inline constexpr bool entry_has_pool = requires(const Entry& e) { e.mempool_.first; };
+inline constexpr bool entry_has_pool = requires(const Entry& e) {
+  e.mempool_.first;
+};
 
 bool trace_entries_carry_pools() { return entry_has_pool<alloc::TraceEntry>; }
 
 constexpr VramscopeTorchApi api{
-    VRAMSCOPE_TORCH_VERSION, &allocator_backend,
-    &cuda_device_count,      &allocator_initialised,
-    &read_device_stats,      &read_totals_in_callback,
-    &allocated_bytes_now,    &attach_trace_tracker,
-    &attach_oom_observer,    &empty_cache,
-    &capture_segments,       &add_op_callback,
-    &reenable_op_callback,   &disable_op_callback,
-    &attach_cpu_proxy,       &attach_noop_tracker,
-    &time_alloc_pairs,       &pause_tracking,
+    VRAMSCOPE_TORCH_VERSION,    &allocator_backend,
+    &cuda_device_count,         &allocator_initialised,
+    &read_device_stats,         &read_totals_in_callback,
+    &allocated_bytes_now,       &attach_trace_tracker,
+    &attach_oom_observer,       &empty_cache,
+    &capture_segments,          &add_op_callback,
+    &reenable_op_callback,      &disable_op_callback,
+    &attach_cpu_proxy,          &attach_noop_tracker,
+    &time_alloc_pairs,          &pause_tracking,
     &trace_entries_carry_pools,
 };
 

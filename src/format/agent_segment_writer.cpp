@@ -113,12 +113,13 @@ class SegmentWriter final : public AgentSegmentWriter {
     word(BreakdownWord::Reserved) = b.reserved_bytes;
     word(BreakdownWord::Context) = b.context_bytes;
     word(BreakdownWord::Excess) = b.excess_bytes;
-    const std::pair<const std::optional<uint64_t>&, std::pair<BreakdownWord, uint32_t>> optional[] = {
-        {b.private_pool_bytes, {BreakdownWord::PrivatePools, slot_flag_private_pools}},
-        {b.nccl_bytes, {BreakdownWord::Nccl, slot_flag_nccl}},
-        {b.other_bytes, {BreakdownWord::Other, slot_flag_other}},
-        {b.first_context_bytes, {BreakdownWord::FirstContext, slot_flag_first_context}},
-    };
+    const std::pair<const std::optional<uint64_t>&, std::pair<BreakdownWord, uint32_t>> optional[] =
+        {
+            {b.private_pool_bytes, {BreakdownWord::PrivatePools, slot_flag_private_pools}},
+            {b.nccl_bytes, {BreakdownWord::Nccl, slot_flag_nccl}},
+            {b.other_bytes, {BreakdownWord::Other, slot_flag_other}},
+            {b.first_context_bytes, {BreakdownWord::FirstContext, slot_flag_first_context}},
+        };
     for (const auto& [value, where] : optional) {
       if (!value) continue;
       word(where.first) = *value;

@@ -56,14 +56,14 @@ std::optional<DriverPairing::Reading> DriverPairing::read(Device& device) {
   if (device.counters->pools_tracked()) {
     reading.private_pool_bytes = device.counters->private_pool_bytes();
   }
-  const uint64_t unexplained =
-      reading.driver_bytes > reading.reserved_bytes ? reading.driver_bytes - reading.reserved_bytes
-                                                    : 0;
+  const uint64_t unexplained = reading.driver_bytes > reading.reserved_bytes
+                                   ? reading.driver_bytes - reading.reserved_bytes
+                                   : 0;
   // The listing walks the address space: only when what torch does not hold has moved.
-  const bool moved = !device.unexplained_at_listing ||
-                     (std::max(unexplained, *device.unexplained_at_listing) -
-                      std::min(unexplained, *device.unexplained_at_listing)) >=
-                         m_config.relist_bytes;
+  const bool moved =
+      !device.unexplained_at_listing ||
+      (std::max(unexplained, *device.unexplained_at_listing) -
+       std::min(unexplained, *device.unexplained_at_listing)) >= m_config.relist_bytes;
   if (moved) {
     reading.listed = true;
     reading.listed_bytes = m_source.allocation_bytes(index);
@@ -90,7 +90,8 @@ void DriverPairing::settle(Device& device, const Reading& reading) {
   // split() wants every allocation listed, torch's included.
   std::optional<uint64_t> listed;
   if (reading.other_bytes) listed = *reading.other_bytes + reading.reserved_bytes;
-  DriverBreakdown b = split(reading.driver_bytes, reading.reserved_bytes, listed, device.nccl_bytes);
+  DriverBreakdown b =
+      split(reading.driver_bytes, reading.reserved_bytes, listed, device.nccl_bytes);
   b.paired_ns = reading.wall_ns;
   b.private_pool_bytes = reading.private_pool_bytes;
   b.nccl_version = device.nccl_version;

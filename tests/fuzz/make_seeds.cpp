@@ -118,6 +118,20 @@ void write_segment_seeds(const std::string& out_dir) {
       a.reserved_bytes = 4096;
       a.updated_ns = 1'700'000'000'000'000'000;
       writer->publish(0, a);
+      // Slot 1: a breakdown with every optional part (format 3's words and flags).
+      vramscope::DriverBreakdown parts;
+      parts.paired_ns = a.updated_ns - 1;
+      parts.driver_bytes = 9000;
+      parts.reserved_bytes = 4096;
+      parts.private_pool_bytes = 512;
+      parts.nccl_bytes = 100;
+      parts.other_bytes = 300;
+      parts.context_bytes = 4504;
+      parts.first_context_bytes = 4400;
+      parts.nccl_version = 22907;
+      a.cuda_device = 1;
+      a.breakdown = parts;
+      writer->publish(1, a);
       for (int s = 1; s <= steps; ++s) {
         vramscope::StepRecord step;
         step.step = static_cast<uint64_t>(s);

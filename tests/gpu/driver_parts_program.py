@@ -1,4 +1,4 @@
-# tests/gpu/driver_parts_program.py -- programs whose non-PyTorch memory is known, for test_driver_parts.py
+# tests/gpu/driver_parts_program.py -- programs with known non-PyTorch memory (test_driver_parts.py)
 """One scenario per run, in a fresh process; prints one JSON line "ok {...}" with what the agent's
 breakdown said and the truth to compare it with (torch's own numbers, NVML's, CuPy's).
 

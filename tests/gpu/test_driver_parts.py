@@ -1,4 +1,4 @@
-# tests/gpu/test_driver_parts.py -- every byte the driver charges, named: context, other, NCCL, private pools
+# tests/gpu/test_driver_parts.py -- every byte the driver charges, named: context, other, NCCL
 #
 # Each scenario runs in a fresh process (driver_parts_program.py) whose non-PyTorch memory is
 # known from outside: CuPy's allocation, torch's own snapshot of its pools, NVML's number for a
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import HERE, gpu_env, run_scenario, wait_for_idle_card
+from conftest import HERE, gpu_env, wait_for_idle_card
 
 MiB = 1 << 20
 PAGE = 2 * MiB  # the driver's allocation granularity

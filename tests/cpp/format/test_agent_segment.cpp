@@ -213,8 +213,10 @@ TEST(AgentSegment, DriverBreakdownRoundTripsWithItsOptionalPartsApart) {
   auto reader = open_agent_segment_reader(dir.path());
   const Polled out = poll(*reader);
   ASSERT_EQ(out.allocators.size(), 2U);
-  const AllocatorSample& got = out.allocators[0].cuda_device == 0 ? out.allocators[0] : out.allocators[1];
-  const AllocatorSample& bare = out.allocators[0].cuda_device == 0 ? out.allocators[1] : out.allocators[0];
+  const AllocatorSample& got =
+      out.allocators[0].cuda_device == 0 ? out.allocators[0] : out.allocators[1];
+  const AllocatorSample& bare =
+      out.allocators[0].cuda_device == 0 ? out.allocators[1] : out.allocators[0];
   ASSERT_TRUE(got.breakdown.has_value());
   EXPECT_EQ(got.breakdown->paired_ns, b.paired_ns);
   EXPECT_EQ(got.breakdown->driver_bytes, b.driver_bytes);

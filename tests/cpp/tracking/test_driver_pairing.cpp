@@ -13,7 +13,7 @@
 namespace vramscope::tracking {
 namespace {
 
-constexpr uint64_t MiB = uint64_t{1} << 20U;
+constexpr uint64_t mib = uint64_t{1} << 20U;
 constexpr int64_t ms = 1'000'000;
 
 /// One process as the driver sees it, in simulated time: a context, allocations outside
@@ -36,7 +36,7 @@ class World final : public DriverSource {
     m_changes.push_back({at + free_ns, -static_cast<int64_t>(bytes), false});
   }
   /// Schedules another library's allocation at `at`.
-  void outside_alloc(int64_t at, uint64_t bytes) { m_outside.push_back({at, bytes}); }
+  void outside_alloc(int64_t at, uint64_t bytes) { m_outside.emplace_back(at, bytes); }
 
   /// Applies everything scheduled up to `now`.
   void run_until(int64_t now) {
@@ -108,18 +108,18 @@ void drive(World& world, DriverPairing& pairing, int64_t end, OnSettled&& on_set
 
 TEST(DriverPairing, GrowthNeverInventsNonPytorchMemory) {
   // A growth-heavy run: a 1 GiB segment every 30 ms for 3 s (each cudaMalloc takes 4 ms), then
-  // frees, with another library's 512 MiB arriving in between.
-  World world(518 * MiB, 64 * MiB);
-  for (int i = 0; i < 100; ++i) world.segment_alloc(200 * ms + i * 30 * ms, 1024 * MiB, 4 * ms);
-  for (int i = 0; i < 50; ++i) world.segment_free(3500 * ms + i * 20 * ms, 1024 * MiB, 3 * ms);
-  world.outside_alloc(1700 * ms, 512 * MiB);
+  // frees, with another library's 512 mib arriving in between.
+  World world(518 * mib, 64 * mib);
+  for (int i = 0; i < 100; ++i) world.segment_alloc(200 * ms + i * 30 * ms, 1024 * mib, 4 * ms);
+  for (int i = 0; i < 50; ++i) world.segment_free(3500 * ms + i * 20 * ms, 1024 * mib, 3 * ms);
+  world.outside_alloc(1700 * ms, 512 * mib);
   DriverPairing pairing({&world.counters}, world);
   int settled = 0;
   drive(world, pairing, 8000 * ms, [&](const DriverBreakdown& b) {
     ++settled;
-    EXPECT_EQ(b.context_bytes, 518 * MiB) << "at " << b.paired_ns;
+    EXPECT_EQ(b.context_bytes, 518 * mib) << "at " << b.paired_ns;
     ASSERT_TRUE(b.other_bytes.has_value());
-    const uint64_t other = b.paired_ns >= 1700 * ms ? 576 * MiB : 64 * MiB;
+    const uint64_t other = b.paired_ns >= 1700 * ms ? 576 * mib : 64 * mib;
     EXPECT_EQ(*b.other_bytes, other) << "at " << b.paired_ns;
     EXPECT_EQ(b.excess_bytes, 0U);
     EXPECT_EQ(b.driver_bytes, b.reserved_bytes + b.non_pytorch_bytes());
@@ -130,36 +130,36 @@ TEST(DriverPairing, GrowthNeverInventsNonPytorchMemory) {
   const std::optional<DriverBreakdown> last = pairing.breakdown(0);
   ASSERT_TRUE(last.has_value());
   EXPECT_GT(last->unsettled_count, 0U);
-  EXPECT_EQ(last->reserved_bytes, 50 * 1024 * MiB);
+  EXPECT_EQ(last->reserved_bytes, 50 * 1024 * mib);
 }
 
 TEST(DriverPairing, AReadingDuringGrowthWouldBeWrong) {
   // The control for the test above: the same world read without the guards (the driver minus
   // the counters at an arbitrary instant) is off, so the guards are what keep it right.
-  World world(518 * MiB, 64 * MiB);
-  world.segment_alloc(10 * ms, 1024 * MiB, 4 * ms);
+  World world(518 * mib, 64 * mib);
+  world.segment_alloc(10 * ms, 1024 * mib, 4 * ms);
   world.run_until(12 * ms);  // inside the cudaMalloc: the driver charged, torch not traced yet
   const uint64_t unpaired = *world.process_bytes(0) - world.counters.reserved_bytes();
-  EXPECT_EQ(unpaired, (518 + 64 + 1024) * MiB);
+  EXPECT_EQ(unpaired, (518 + 64 + 1024) * mib);
 }
 
 TEST(DriverPairing, WalksOnlyWhenWhatTorchDoesNotHoldMoves) {
-  World world(518 * MiB, 64 * MiB);
-  world.segment_alloc(100 * ms, 256 * MiB, 1 * ms);
-  world.segment_alloc(2500 * ms, 256 * MiB, 1 * ms);
+  World world(518 * mib, 64 * mib);
+  world.segment_alloc(100 * ms, 256 * mib, 1 * ms);
+  world.segment_alloc(2500 * ms, 256 * mib, 1 * ms);
   DriverPairing pairing({&world.counters}, world);
   drive(world, pairing, 6000 * ms, [](const DriverBreakdown&) {});
   // Torch's growth does not move driver - reserved: a walk at the start, and at most one more
   // for a reading that caught a cudaMalloc before its trace (that reading is then unsettled).
   EXPECT_LE(world.listings, 2);
   EXPECT_GE(world.readings, 5 * world.listings);
-  World moved(518 * MiB, 64 * MiB);
-  moved.outside_alloc(2500 * ms, 4 * MiB);
+  World moved(518 * mib, 64 * mib);
+  moved.outside_alloc(2500 * ms, 4 * mib);
   DriverPairing again({&moved.counters}, moved);
   std::optional<uint64_t> last_other;
   drive(moved, again, 6000 * ms, [&](const DriverBreakdown& b) { last_other = b.other_bytes; });
   EXPECT_GE(moved.listings, 2);
-  EXPECT_EQ(last_other, 68 * MiB);
+  EXPECT_EQ(last_other, 68 * mib);
 }
 
 TEST(DriverPairing, NoDriverNoBreakdown) {
@@ -196,35 +196,35 @@ TEST(DriverPairing, SplitNamesEveryPartAndShowsAnExcess) {
 }
 
 TEST(DriverPairing, NcclReportedIsNamedOutOfOther) {
-  World world(518 * MiB, 600 * MiB);
+  World world(518 * mib, 600 * mib);
   DriverPairing pairing({&world.counters}, world);
-  pairing.set_nccl(0, 22907, 512 * MiB);
+  pairing.set_nccl(0, 22907, 512 * mib);
   std::optional<DriverBreakdown> last;
   drive(world, pairing, 3000 * ms, [&](const DriverBreakdown& b) { last = b; });
   ASSERT_TRUE(last.has_value());
-  EXPECT_EQ(last->nccl_bytes, 512 * MiB);
-  EXPECT_EQ(last->other_bytes, 88 * MiB);
-  EXPECT_EQ(last->context_bytes, 518 * MiB);
+  EXPECT_EQ(last->nccl_bytes, 512 * mib);
+  EXPECT_EQ(last->other_bytes, 88 * mib);
+  EXPECT_EQ(last->context_bytes, 518 * mib);
   EXPECT_EQ(last->nccl_version, 22907U);
-  EXPECT_EQ(last->first_context_bytes, 518 * MiB);
+  EXPECT_EQ(last->first_context_bytes, 518 * mib);
 }
 
 TEST(DeviceCounters, PrivatePoolSegmentsAreCountedApart) {
   DeviceCounters counters;
   counters.set_pools_tracked(true);
-  counters.on_event(Action::SegmentAlloc, 64 * MiB);
-  counters.on_event(Action::SegmentAlloc, 20 * MiB);
-  counters.on_private_pool_event(Action::SegmentAlloc, 20 * MiB);
-  counters.on_private_pool_event(Action::Alloc, 4 * MiB);  // a block: reserved does not move
-  EXPECT_EQ(counters.reserved_bytes(), 84 * MiB);
-  EXPECT_EQ(counters.private_pool_bytes(), 20 * MiB);
+  counters.on_event(Action::SegmentAlloc, 64 * mib);
+  counters.on_event(Action::SegmentAlloc, 20 * mib);
+  counters.on_private_pool_event(Action::SegmentAlloc, 20 * mib);
+  counters.on_private_pool_event(Action::Alloc, 4 * mib);  // a block: reserved does not move
+  EXPECT_EQ(counters.reserved_bytes(), 84 * mib);
+  EXPECT_EQ(counters.private_pool_bytes(), 20 * mib);
   EXPECT_EQ(counters.segment_event_count(), 2U);
-  counters.on_event(Action::SegmentFree, 20 * MiB);
-  counters.on_private_pool_event(Action::SegmentFree, 20 * MiB);
+  counters.on_event(Action::SegmentFree, 20 * mib);
+  counters.on_private_pool_event(Action::SegmentFree, 20 * mib);
   EXPECT_EQ(counters.private_pool_bytes(), 0U);
   // A pool's segment from before attach: clamped at 0 and counted.
   const uint64_t anomalies = counters.anomaly_count();
-  counters.on_private_pool_event(Action::SegmentUnmap, 2 * MiB);
+  counters.on_private_pool_event(Action::SegmentUnmap, 2 * mib);
   EXPECT_EQ(counters.private_pool_bytes(), 0U);
   EXPECT_EQ(counters.anomaly_count(), anomalies + 1);
 }
@@ -245,11 +245,11 @@ TEST(AddressWalk, CandidateRangesAreAnonymousOrTheDriversOwn) {
 }
 
 TEST(AddressWalk, FindsEveryAllocationOnceAndJumpsOverThem) {
-  const uint64_t page = 2 * MiB;
+  const uint64_t page = 2 * mib;
   // Allocations: [base, size): a 1 GiB one, a 4-byte one at a page start, one spanning two
   // mappings, and one the keep() refuses (host memory).
   std::map<uint64_t, uint64_t> allocations = {
-      {0x100000000, 1024 * MiB}, {0x200000000, 4}, {0x300000000, 8 * MiB}, {0x400000000, 2 * MiB}};
+      {0x100000000, 1024 * mib}, {0x200000000, 4}, {0x300000000, 8 * mib}, {0x400000000, 2 * mib}};
   const std::vector<AddressRange> ranges = {{0x0FFF00000, 0x140000000 + page},
                                             {0x200000000, 0x200400000},
                                             {0x2FFE00000, 0x300400000},
@@ -269,7 +269,7 @@ TEST(AddressWalk, FindsEveryAllocationOnceAndJumpsOverThem) {
   auto keep = [](uint64_t base, uint64_t) { return base != 0x400000000; };
   const std::optional<uint64_t> total = walk_allocations(ranges, page, 1'000'000, probe, keep);
   ASSERT_TRUE(total.has_value());
-  EXPECT_EQ(*total, 1024 * MiB + 4 + 8 * MiB);
+  EXPECT_EQ(*total, 1024 * mib + 4 + 8 * mib);
   // 1 GiB is one probe and a jump, not 512.
   EXPECT_LT(probes, 20);
   EXPECT_FALSE(walk_allocations(ranges, page, 3, probe, keep).has_value());

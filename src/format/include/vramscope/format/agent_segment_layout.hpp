@@ -142,7 +142,8 @@ struct SlotStats {
 };
 // A new row in allocator_counters grows the slot: bump segment_version and update these.
 static_assert(allocator_counter_count == 13 && offsetof(SlotStats, counters) == 16 &&
-                  offsetof(SlotStats, updated_ns) == 120 && offsetof(SlotStats, breakdown_bytes) == 232,
+                  offsetof(SlotStats, updated_ns) == 120 &&
+                  offsetof(SlotStats, breakdown_bytes) == 232,
               "a new counter is a segment layout change");
 static_assert(sizeof(SlotStats) == 304);
 
