@@ -125,6 +125,12 @@ class FakeAgent:
     def driver_process_bytes(self, uuid: str, pid: int) -> int | None:
         return None
 
+    def driver_breakdown(self, device: int) -> dict[str, Any] | None:
+        return None  # no driver here: no pairing
+
+    def set_nccl(self, device: int, version: int, nccl_bytes: int | None) -> None:
+        pass
+
     def segments(self, at_oom: bool = False) -> list[dict[str, Any]]:
         return []
 

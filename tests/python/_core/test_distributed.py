@@ -110,8 +110,9 @@ def test_monitor_reduce_peaks_records_and_prints_the_job_peak(results):
             # The trailing Nones: no per-category breakdown (Monitor(model=...) not used), no
             # non-PyTorch bytes (records made here, not by the agent) and no batch size (no
             # model forward ran).
+            # The non-PyTorch parts (context, other, NCCL, private pools) are unknown too.
             expected.append((step, rank, rank, 2, rank << 20, rank << 21, *peaks, 0, 0, None,
-                             None, None))
+                             None, None, None, None, None, None))
         assert history == expected, (rank, history)
         assert lines[0].startswith(f"[rank {rank}] step 1 | cuda:{rank} ") and "step peak 500.0 MiB" in lines[0], lines
         assert "step peak 800.0 MiB" in lines[1], lines

@@ -28,6 +28,8 @@ AGENT_ONLY = {"attach", "is_attached", "segment_path", "torch_version", "load_to
               "step_categories",
               # NVML's view of this process: Monitor asks for it only when the agent is there.
               "driver_process_bytes", "driver_probe_error",
+              # The settled pairing needs the segment events (events mode only).
+              "driver_breakdown", "set_nccl",
               # The TensorBoard tag scheme of the exporter, not a reader call.
               "tensorboard_step_scalars"}
 

@@ -60,3 +60,43 @@ def test_without_a_step_from_the_agent_nothing_is_kept():
         pipeline.start()
         assert pipeline.close_step() == [] and not pipeline.history
         pipeline.close()
+
+
+def test_a_step_record_names_the_non_pytorch_parts_of_the_agents_settled_pairing():
+    class PairedAgent(FakeAgent):
+        """The extension's answers when its driver thread has a settled pairing."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.nccl: list[tuple[int, int, int | None]] = []
+
+        def driver_breakdown(self, device: int) -> dict:
+            return {"paired_ns": 1, "driver_bytes": 900 * MiB, "reserved_bytes": 200 * MiB,
+                    "private_pool_bytes": 34 * MiB, "nccl_bytes": None,
+                    "other_bytes": 64 * MiB, "context_bytes": 636 * MiB,
+                    "first_context_bytes": 518 * MiB, "non_pytorch_bytes": 700 * MiB,
+                    "excess_bytes": 0, "nccl_version": 0, "unsettled_count": 0}
+
+        def set_nccl(self, device: int, version: int, nccl_bytes: int | None) -> None:
+            self.nccl.append((device, version, nccl_bytes))
+
+    with installed(PairedAgent()) as agent:
+        pipeline = StepPipeline()
+        pipeline.start()
+        agent.alloc(4 * MiB)
+        (record,) = pipeline.close_step()
+        pipeline.close()
+    assert (record.context_bytes, record.other_bytes) == (636 * MiB, 64 * MiB)
+    assert record.nccl_bytes is None  # not reported is not zero
+    assert record.private_pool_bytes == 34 * MiB
+    assert agent.nccl == []  # no process group here: nothing to tell the agent
+
+
+def test_a_driverless_pipeline_asks_the_agent_nothing():
+    with installed(FakeAgent()) as agent:
+        agent.driver_breakdown = None  # would raise if called
+        pipeline = StepPipeline(driver=False)
+        pipeline.start()
+        (record,) = pipeline.close_step()
+        pipeline.close()
+    assert (record.context_bytes, record.other_bytes, record.nccl_bytes) == (None, None, None)
