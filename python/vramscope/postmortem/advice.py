@@ -78,6 +78,10 @@ class OomEvidence:
     limit_bytes: int | None = None
     #: What the driver charges this process on the device (NVML); None when it cannot tell.
     process_driver_bytes: int | None = None
+    #: The non-PyTorch bytes named, from the agent's last settled pairing before the OOM
+    #: (``vramscope.memory_breakdown``: context_bytes, other_bytes, nccl_bytes, nccl_version,
+    #: private_pool_bytes, paired_ns, ...); None without one.
+    driver_parts: dict[str, Any] | None = None
     #: Did the allocator already use expandable segments?
     expandable_segments: bool = False
     #: "allocator" (the caching allocator ran out) or "other" (a cudaMalloc outside it:

@@ -125,6 +125,11 @@ class PostMortem(PostMortemSlot):
                 e.process_driver_bytes = self.session.driver_process_bytes(device)
             except Exception:  # noqa: BLE001 -- NVML is optional evidence
                 pass
+        if e.driver_parts is None and agent is not None:
+            try:
+                e.driver_parts = self.session.driver_breakdown(device)
+            except Exception:  # noqa: BLE001 -- the pairing is optional evidence
+                pass
         e.expandable_segments = e.expandable_segments or _alloc_conf_expandable()
 
     def fill(self, e: OomEvidence, agent: Any, device: int, stack: Stack | None = None,

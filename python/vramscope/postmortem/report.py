@@ -31,6 +31,19 @@ def _table(title: str, rows: Sequence[tuple[str, int]], total: int, limit: int =
     return lines
 
 
+def _named_parts(parts: dict[str, Any]) -> str:
+    """"= context 636 MiB + other 64 MiB (NCCL 2.28.9 within), at the last settled pairing"."""
+    text = f"= context {format_bytes(int(parts['context_bytes']))}"
+    if parts.get("other_bytes") is not None:
+        text += f" + other {format_bytes(int(parts['other_bytes']))}"
+    if parts.get("nccl_bytes") is not None:
+        text += f" + NCCL {format_bytes(int(parts['nccl_bytes']))}"
+    elif parts.get("nccl_version"):
+        v = int(parts["nccl_version"])
+        text += f" (NCCL {v // 10000}.{v // 100 % 100}.{v % 100} within)"
+    return text + ", at the last settled pairing"
+
+
 def _numbers(e: OomEvidence, a: Assessment) -> list[str]:
     """The memory picture at the OOM, in the allocator's terms: free <= budget <= total."""
     cap = (f" (memory-fraction cap {format_bytes(e.limit_bytes)})"
@@ -55,6 +68,8 @@ def _numbers(e: OomEvidence, a: Assessment) -> list[str]:
         f"device total     {format_bytes(e.device_total_bytes)}",
         f"device free      {format_bytes(e.device_free_bytes)}",
         f"non-PyTorch      {non_pytorch}",
+        *([f"                 {_named_parts(e.driver_parts)}"]
+          if e.non_pytorch_bytes is not None and e.driver_parts is not None else []),
         f"other processes  {others}",
     ]
 

@@ -105,6 +105,19 @@ def test_a_memory_fraction_cap_is_the_budget_and_non_pytorch_is_the_context():
     assert "non-PyTorch      700.0 MiB (this process's CUDA context" in text
 
 
+def test_the_report_names_the_non_pytorch_parts_of_the_last_settled_pairing():
+    e = card(allocated=11 * GiB, cached_free=512 * MiB, largest=256 * MiB, requested=GiB,
+             limit=12 * GiB)
+    e.driver_parts = {"context_bytes": 636 * MiB, "other_bytes": 64 * MiB, "nccl_bytes": None,
+                      "nccl_version": 22809, "private_pool_bytes": 0, "paired_ns": 1}
+    text = _oom_report.format_report(e, _oom_remedies.rank_advice(e))
+    assert ("= context 636.0 MiB + other 64.0 MiB (NCCL 2.28.9 within), at the last settled "
+            "pairing") in text
+    assert _oom_report.report_json(e, [])["driver_parts"]["context_bytes"] == 636 * MiB
+    e.driver_parts = None
+    assert "settled pairing" not in _oom_report.format_report(e, [])
+
+
 def test_a_tiny_cached_free_against_a_big_request_is_not_fragmentation():
     # The third case (vramscope run): 9.3 MiB cached free against a 576 MiB request.
     e = card(allocated=int(11.5 * GiB), cached_free=int(9.3 * MiB), largest=4 * MiB,
