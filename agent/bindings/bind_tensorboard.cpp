@@ -76,9 +76,16 @@ nb::list step_scalars(nb::handle record, bool qualify_rank) {
     }
     step.category_bytes = bytes;
   }
-  const nb::object non_pytorch = nb::getattr(record, "non_pytorch_bytes", nb::none());
-  const std::optional<uint64_t> non_pytorch_bytes =
-      non_pytorch.is_none() ? std::nullopt : std::optional(nb::cast<uint64_t>(non_pytorch));
+  const auto optional_bytes = [&record](const char* field) -> std::optional<uint64_t> {
+    const nb::object value = nb::getattr(record, field, nb::none());
+    return value.is_none() ? std::nullopt : std::optional(nb::cast<uint64_t>(value));
+  };
+  const std::optional<uint64_t> non_pytorch_bytes = optional_bytes("non_pytorch_bytes");
+  exporters::StepDriverParts parts;
+  parts.context_bytes = optional_bytes("context_bytes");
+  parts.other_bytes = optional_bytes("other_bytes");
+  parts.nccl_bytes = optional_bytes("nccl_bytes");
+  parts.private_pool_bytes = optional_bytes("private_pool_bytes");
   // One run per rank (qualify_rank false), or a user's run shared by the ranks.
   const bool qualify =
       qualify_rank && nb::cast<int64_t>(nb::getattr(record, "world_size", nb::int_(1))) > 1;
@@ -86,7 +93,8 @@ nb::list step_scalars(nb::handle record, bool qualify_rank) {
       exporters::tensorboard_torch_prefix(qualify, 0, step.rank, step.cuda_device);
   nb::list out;
   for (const TensorBoardScalar& scalar :
-       exporters::tensorboard_step_scalars(step, prefix, /*end_values=*/true, non_pytorch_bytes)) {
+       exporters::tensorboard_step_scalars(step, prefix, /*end_values=*/true, non_pytorch_bytes,
+                                           parts)) {
     out.append(nb::make_tuple(scalar.tag, scalar.value));
   }
   return out;
@@ -98,7 +106,9 @@ void bind_tensorboard(nb::module_& m) {
   m.def("tensorboard_step_scalars", &step_scalars, "record"_a, "qualify_rank"_a = false,
         "[(tag, value), ...] of one Monitor step record, from the exporter's tag tables: "
         "memory/[rank<R>/]cuda<D>/ (the rank only with qualify_rank and world_size > 1), the "
-        "step-end and peak bytes, non_pytorch_bytes when known, category/<name>_bytes.");
+        "step-end and peak bytes, non_pytorch_bytes and its parts (non_pytorch/context_bytes, "
+        "non_pytorch/other_bytes, non_pytorch/nccl_bytes, private_pool_bytes) when known, "
+        "category/<name>_bytes.");
   nb::class_<TensorBoardWriter>(
       m, "TensorBoardWriter",
       "Native TensorBoard event-file writer (no tensorboard package needed). Creates log_dir "

@@ -176,7 +176,8 @@ std::string tensorboard_torch_prefix(bool qualify_process, uint32_t pid, int32_t
 
 std::vector<TensorBoardScalar> tensorboard_step_scalars(const StepRecord& step,
                                                         std::string_view prefix, bool end_values,
-                                                        std::optional<uint64_t> non_pytorch_bytes) {
+                                                        std::optional<uint64_t> non_pytorch_bytes,
+                                                        const StepDriverParts& parts) {
   std::vector<TensorBoardScalar> scalars;
   scalars.reserve(std::size(tensorboard_step_end_tags) + std::size(tensorboard_step_tags) + 1 +
                   memory_category_count);
@@ -188,6 +189,11 @@ std::vector<TensorBoardScalar> tensorboard_step_scalars(const StepRecord& step,
   }
   for (const auto& [tag, member] : tensorboard_step_tags) add(tag, step.*member);
   if (end_values && non_pytorch_bytes) add(tensorboard_non_pytorch_tag, *non_pytorch_bytes);
+  if (end_values) {
+    for (const auto& [tag, member] : tensorboard_driver_part_tags) {
+      if (parts.*member) add(tag, *(parts.*member));
+    }
+  }
   if (step.category_bytes) {
     for (std::size_t c = 0; c < memory_category_count; ++c) {
       add("category/" + std::string(memory_category_names[c]) + "_bytes",

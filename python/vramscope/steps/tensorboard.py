@@ -23,6 +23,10 @@ extension whatever the writer::
     memory/cuda<D>/step_peak_reserved_bytes
     memory/cuda<D>/step_peak_requested_bytes
     memory/cuda<D>/non_pytorch_bytes          driver-used minus reserved, when NVML can tell
+    memory/cuda<D>/non_pytorch/context_bytes  its parts at the agent's last settled pairing:
+    memory/cuda<D>/non_pytorch/other_bytes    CUDA context, allocations outside torch, NCCL's
+    memory/cuda<D>/non_pytorch/nccl_bytes     (when NCCL reports it), and of reserved the
+    memory/cuda<D>/private_pool_bytes         private pools (CUDA graphs, MemPool)
     memory/cuda<D>/category/<name>_bytes      what the step's peak was made of, with
                                               Monitor(model=...): parameters, gradients,
                                               optimizer_state, activations, temporaries, other

@@ -186,6 +186,19 @@ TEST(TensorBoard, StepScalarsOfTheMonitorAndOfTheExport) {
                   {"memory/cuda2/category/other_bytes", 6}}));
   // The export knows no non-PyTorch bytes: a value passed without end values is left out.
   EXPECT_EQ(tensorboard_step_scalars(step, prefix, false, 99).size(), 3U + memory_category_count);
+  // The parts of non-PyTorch come after it, each only when measured (NCCL not reported here).
+  step.category_bytes.reset();
+  StepDriverParts parts;
+  parts.context_bytes = 700;
+  parts.other_bytes = 64;
+  parts.private_pool_bytes = 0;
+  const Tags with_parts = tags(tensorboard_step_scalars(step, prefix, true, 764, parts));
+  EXPECT_EQ(Tags(with_parts.begin() + 5, with_parts.end()),
+            (Tags{{"memory/cuda2/non_pytorch_bytes", 764},
+                  {"memory/cuda2/non_pytorch/context_bytes", 700},
+                  {"memory/cuda2/non_pytorch/other_bytes", 64},
+                  {"memory/cuda2/private_pool_bytes", 0}}));
+  EXPECT_EQ(tensorboard_step_scalars(step, prefix, false, 764, parts).size(), 3U);
 }
 
 // Data is buffered until flush(); flush writes whole records only.

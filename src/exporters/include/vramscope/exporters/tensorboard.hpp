@@ -81,6 +81,21 @@ inline constexpr std::array<TensorBoardTag<StepRecord, uint64_t>, 2> tensorboard
 /// Per completed step of the in-process Monitor, after the peaks, when NVML can tell: what the
 /// driver charges the process beyond the allocator's reserved bytes.
 inline constexpr std::string_view tensorboard_non_pytorch_tag = "non_pytorch_bytes";
+/// Per completed step of the in-process Monitor, after non_pytorch_bytes: its parts from the
+/// agent's last settled pairing, each when measured (docs/agent-api.md).
+struct StepDriverParts {
+  std::optional<uint64_t> context_bytes;
+  std::optional<uint64_t> other_bytes;
+  std::optional<uint64_t> nccl_bytes;
+  std::optional<uint64_t> private_pool_bytes;
+};
+inline constexpr std::array<TensorBoardTag<StepDriverParts, std::optional<uint64_t>>, 4>
+    tensorboard_driver_part_tags = {{
+        {"non_pytorch/context_bytes", &StepDriverParts::context_bytes},
+        {"non_pytorch/other_bytes", &StepDriverParts::other_bytes},
+        {"non_pytorch/nccl_bytes", &StepDriverParts::nccl_bytes},
+        {"private_pool_bytes", &StepDriverParts::private_pool_bytes},
+    }};
 /// Per OOM, at the OOM's time.
 inline constexpr TensorBoardTag<OomRecord, uint64_t> tensorboard_oom_tag = {
     "oom_requested_bytes", &OomRecord::requested_bytes};
@@ -100,11 +115,12 @@ std::string tensorboard_torch_prefix(bool qualify_process, uint32_t pid, int32_t
 
 /// The scalars of one completed step under `prefix`, in the order they are written: with
 /// `end_values` (the in-process Monitor) the tensorboard_step_end_tags first, then the peaks
-/// (tensorboard_step_tags), with `end_values` the non-PyTorch bytes when known, and
+/// (tensorboard_step_tags), with `end_values` the non-PyTorch bytes and its measured parts
+/// (tensorboard_driver_part_tags) when known, and
 /// `category/<name>_bytes` per MemoryCategory when the step has categories.
 std::vector<TensorBoardScalar> tensorboard_step_scalars(
     const StepRecord& step, std::string_view prefix, bool end_values = false,
-    std::optional<uint64_t> non_pytorch_bytes = std::nullopt);
+    std::optional<uint64_t> non_pytorch_bytes = std::nullopt, const StepDriverParts& parts = {});
 
 /// How sample values become tags.
 struct TensorBoardOptions {
