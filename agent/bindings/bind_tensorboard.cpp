@@ -92,9 +92,8 @@ nb::list step_scalars(nb::handle record, bool qualify_rank) {
   const std::string prefix =
       exporters::tensorboard_torch_prefix(qualify, 0, step.rank, step.cuda_device);
   nb::list out;
-  for (const TensorBoardScalar& scalar :
-       exporters::tensorboard_step_scalars(step, prefix, /*end_values=*/true, non_pytorch_bytes,
-                                           parts)) {
+  for (const TensorBoardScalar& scalar : exporters::tensorboard_step_scalars(
+           step, prefix, /*end_values=*/true, non_pytorch_bytes, parts)) {
     out.append(nb::make_tuple(scalar.tag, scalar.value));
   }
   return out;
