@@ -80,6 +80,16 @@ MemorySplit split_memory(const DeviceSample& device, const std::vector<ProcessRo
     // The driver's number includes the allocator's reserve; what exceeds it is not PyTorch's.
     // Without a driver number (pid not listed) only the reserve is known to be this process's.
     const uint64_t driver = row.driver_used_bytes.value_or(reserved);
+    if (row.driver_parts) {
+      // The settled pairing's non-PyTorch bytes; what the driver's reading of this frame holds
+      // beyond reserved + those is torch's segments in flight (cudaMalloc'd, not traced yet, or
+      // traced free before cudaFree ran), so it stays on torch's side of the bar.
+      const uint64_t settled = row.driver_parts->non_pytorch_bytes();
+      split.non_pytorch_bytes += settled;
+      if (driver > reserved + settled) split.cached_free_bytes += driver - reserved - settled;
+      attributed += std::max(driver, reserved + settled);
+      continue;
+    }
     split.non_pytorch_bytes += driver > reserved ? driver - reserved : 0;
     attributed += std::max(driver, reserved);
   }
@@ -152,6 +162,7 @@ void ViewModel::ingest(const SystemSample& sample) {
         row.has_agent = true;
         row.torch_allocated_bytes = torch->allocated_bytes;
         row.torch_reserved_bytes = torch->reserved_bytes;
+        row.driver_parts = torch->breakdown;
         row.step_peak_allocated_bytes = torch->step_peak_allocated_bytes;
         row.step = torch->step;
         if (torch->rank >= 0) row.rank = torch->rank;

@@ -187,6 +187,41 @@ void render_categories(const ProcessRow& row, const Rect& area, Canvas& canvas) 
   }
 }
 
+/// The selected row when its agent has a settled pairing to name.
+const ProcessRow* selected_with_parts(const ViewModel& model) {
+  const auto selected = model.selected_index();
+  if (!selected) return nullptr;
+  const ProcessRow& row = model.rows()[*selected];
+  return row.driver_parts ? &row : nullptr;
+}
+
+/// One line: what the selected process's non-torch bytes are, at the agent's last settled
+/// pairing ("pid 4242 GPU 0 non-torch: context 614M  other 64M  NCCL in other  pools 34M").
+void render_parts(const ProcessRow& row, const Rect& area, Canvas& canvas) {
+  const DriverBreakdown& b = *row.driver_parts;
+  const std::string prefix =
+      "pid " + std::to_string(row.pid) + " GPU " + std::to_string(row.gpu_index) + " non-torch:";
+  int x = canvas.text(area, area.x, area.y, prefix, detail::title_style);
+  std::vector<std::pair<std::string, std::string>> parts = {
+      {"context", format_bytes_compact(b.context_bytes)},
+      {"other", b.other_bytes ? format_bytes_compact(*b.other_bytes) : std::string("?")}};
+  if (b.nccl_bytes) {
+    parts.emplace_back("NCCL", format_bytes_compact(*b.nccl_bytes));
+  } else if (b.nccl_version != 0) {
+    parts.emplace_back("NCCL", "in other");
+  }
+  if (b.private_pool_bytes && *b.private_pool_bytes > 0) {
+    parts.emplace_back("graph pools", format_bytes_compact(*b.private_pool_bytes));
+  }
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const int gap = i == 0 ? 1 : 2;
+    const auto& [name, value] = parts[i];
+    if (x + gap + text_width(name) + 1 + text_width(value) > area.right()) break;
+    x = canvas.text(area, x + gap, area.y, name, Style{});
+    x = canvas.text(area, x + 1, area.y, value, detail::allocated_style);
+  }
+}
+
 void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas) {
   const Rect& area = layout.header;
   canvas.fill(area, U' ', header_style);
@@ -294,8 +329,9 @@ void render_help(Canvas& canvas) {
       "other = processes without agent; driver = driver-reserved",
       "USED = driver's bytes; ALLOC RSRVD = torch allocator;",
       "PEAK = peak allocated in the last step",
-      "line above the keys: the selected process's last step peak",
-      "by category (when its Monitor was given model=)",
+      "lines above the keys: the selected process's last step",
+      "peak by category (when its Monitor was given model=) and",
+      "its non-torch bytes: context, other, NCCL, graph pools",
   };
   int width = 0;
   for (const auto& line : lines) width = std::max(width, text_width(line));
@@ -333,6 +369,10 @@ void render(const ViewModel& model, Canvas& canvas) {
   // The selected process's breakdown takes the table's last line while a row still fits above.
   if (const ProcessRow* row = selected_with_categories(model); row && table.height >= 3) {
     render_categories(*row, table.row(table.height - 1), canvas);
+    table.height -= 1;
+  }
+  if (const ProcessRow* row = selected_with_parts(model); row && table.height >= 3) {
+    render_parts(*row, table.row(table.height - 1), canvas);
     table.height -= 1;
   }
   render_table(model, table, canvas);

@@ -38,6 +38,30 @@ TEST(ViewModel, SplitsDriverUsedIntoNonPytorchCachedAllocatedAndOther) {
   EXPECT_EQ(model.gpus()[0].torch_reserved_bytes, 10 * gib);
 }
 
+TEST(ViewModel, AFrameTakenWhileSegmentsMoveKeepsTheSettledNonPytorch) {
+  // The agent's settled pairing: 2 GiB beyond reserved. This frame's driver reading caught
+  // 4 GiB of segments torch has not traced yet (12 + 4 GiB used by the process).
+  SystemSample sample = fixtures::one_gpu();
+  DriverBreakdown parts;
+  parts.driver_bytes = 12 * gib;
+  parts.reserved_bytes = 10 * gib;
+  parts.context_bytes = 2 * gib;
+  parts.other_bytes = 0;
+  sample.allocators[0].breakdown = parts;
+  sample.devices[0].processes[0].used_bytes = 16 * gib;
+  *sample.devices[0].used_bytes += 4 * gib;
+  *sample.devices[0].free_bytes -= 4 * gib;
+  ViewModel model;
+  model.ingest(sample);
+  const MemorySplit& split = model.gpus()[0].split;
+  EXPECT_EQ(split.non_pytorch_bytes, 2 * gib) << "not 6 GiB of invented non-PyTorch memory";
+  EXPECT_EQ(split.cached_free_bytes, 2 * gib + 4 * gib) << "the segments in flight are torch's";
+  EXPECT_EQ(split.other_bytes, 3 * gib);
+  EXPECT_EQ(split.allocated_bytes + split.cached_free_bytes + split.non_pytorch_bytes +
+                split.other_bytes + split.driver_reserved_bytes + split.free_bytes,
+            split.total_bytes);
+}
+
 TEST(ViewModel, AgentClaimingMoreThanTheGpuHasIsLeftOutOfTheSplit) {
   // A forged segment must not turn a 140 GB GPU into "cached 16384P".
   SystemSample sample = fixtures::one_gpu();

@@ -263,6 +263,39 @@ TEST_F(Render, CategoriesLineDropsWholeCategoriesOnANarrowTerminal) {
   EXPECT_EQ(narrow[28], "pid 4242 GPU 0 step 812 peak 8.7G:");
 }
 
+TEST_F(Render, SelectedProcessNamesItsNonTorchBytesAboveItsCategories) {
+  ViewModel model;
+  model.interval_ns = 250'000'000;
+  for (int t = 0; t < 40; ++t) {
+    SystemSample sample = fixtures::one_gpu(t);
+    if (t == 30) {
+      const uint64_t mib = fixtures::mib;
+      sample.steps.push_back(fixtures::step(
+          4242, "GPU-00000000", 812,
+          CategoryBytes{1536 * mib, 1536 * mib, 3072 * mib, 2560 * mib, 210 * mib, 12 * mib}));
+    }
+    DriverBreakdown parts;
+    parts.context_bytes = 614 * fixtures::mib;
+    parts.other_bytes = 64 * fixtures::mib;
+    parts.private_pool_bytes = 34 * fixtures::mib;
+    parts.nccl_version = 22809;
+    sample.allocators[0].breakdown = parts;
+    model.ingest(sample);
+  }
+  model.select_first();
+  const auto lines = lines_of(frame(model, 120, 30));
+  ASSERT_EQ(lines.size(), 30U);
+  EXPECT_EQ(
+      lines[27],
+      "pid 4242 GPU 0 non-torch: context 614M  other 64.0M  NCCL in other  graph pools 34.0M");
+  EXPECT_EQ(lines[28], categories_line);
+  EXPECT_NE(lines[29].find("quit"), std::string::npos) << "the footer stays last";
+  // Nothing selected: no detail line.
+  ViewModel unselected = model;
+  unselected.select_last();
+  EXPECT_EQ(frame(unselected, 120, 30).find("non-torch:"), std::string::npos);
+}
+
 TEST_F(Render, CategoriesLineTakesTheTablesLastRow) {
   SystemSample sample = fixtures::eight_gpus();
   ViewModel without;

@@ -69,6 +69,10 @@ struct ProcessRow {
   /// From the process's agent; all empty when it has none.
   std::optional<uint64_t> torch_allocated_bytes;
   std::optional<uint64_t> torch_reserved_bytes;
+  /// The driver's bytes part by part at the agent's last settled pairing; empty before one. The
+  /// GPU's bar shows its non-PyTorch bytes, not this frame's driver - reserved, which is off
+  /// while segments move (the peak frame), and the selected row's detail line names them.
+  std::optional<DriverBreakdown> driver_parts;
   std::optional<uint64_t> step_peak_allocated_bytes;
   std::optional<uint64_t> step;
   std::optional<int32_t> rank;
