@@ -79,7 +79,7 @@ std::unique_ptr<Attachment> new_attachment(std::unique_ptr<tracking::AgentCore> 
 
 std::string AgentState::start(std::unique_ptr<Attachment>& state, int64_t interval_ns) {
   try {
-    state->thread = std::make_unique<AgentThread>(*state->core, interval_ns);
+    state->thread = start_agent_thread(*state->core, interval_ns);
   } catch (...) {
     // An allocator may already hold the core's tracker: keep the core alive (leaked).
     static_cast<void>(state.release());
@@ -203,7 +203,7 @@ void AgentState::start_pairing(Attachment& state, const std::vector<std::string>
   state.pairing =
       std::make_unique<tracking::DriverPairing>(std::move(counters), *state.driver_source);
   state.core->set_pairing(state.pairing.get());
-  state.driver_thread = std::make_unique<DriverThread>(*state.pairing);
+  state.driver_thread = start_driver_thread(*state.pairing);
 }
 
 void AgentState::shutdown() {

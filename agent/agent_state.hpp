@@ -35,12 +35,12 @@ struct Attachment {
   std::unique_ptr<RecordFunctionSwitch> ops;
   /// The ledgers and the policy over them (profiles, holds, step categories).
   std::unique_ptr<attribution::AttributionSession> attribution;
-  std::unique_ptr<AgentThread> thread;
+  std::unique_ptr<WorkerThread> thread;
   /// The driver's bytes paired with torch's reserved, part by part (events mode only: a pairing
   /// needs the segment events), and the thread that reads the driver for it.
   std::unique_ptr<AgentDriverSource> driver_source;
   std::unique_ptr<tracking::DriverPairing> pairing;
-  std::unique_ptr<DriverThread> driver_thread;
+  std::unique_ptr<WorkerThread> driver_thread;
   TrackingMode mode = TrackingMode::Polling;
   /// Why the mode is what it is: a device that could not be seeded (events), or why no
   /// tracker could be attached (polling). Empty for plain events mode.

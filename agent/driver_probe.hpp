@@ -1,4 +1,4 @@
-// agent/driver_probe.hpp -- NVML's view of this process (bound as driver_process_bytes), and the thread that pairs it with torch's reserved
+// agent/driver_probe.hpp -- NVML's view of this process (bound as driver_process_bytes), and the driver's side of a pairing
 #pragma once
 
 #include <condition_variable>
@@ -50,29 +50,6 @@ class AgentDriverSource final : public tracking::DriverSource {
   std::vector<std::string> m_uuids;
   uint32_t m_pid;
   DeviceAllocations m_allocations;
-};
-
-/// The thread that advances a DriverPairing: it sleeps between the pairing's steps (a guard
-/// time, the interval), reads NVML and walks the address space on its own, so that neither the
-/// allocator's callback nor the agent thread's tick ever waits for the driver.
-class DriverThread {
- public:
-  /// Starts advancing `pairing` (which must outlive the thread).
-  explicit DriverThread(tracking::DriverPairing& pairing);
-  ~DriverThread();
-  DriverThread(const DriverThread&) = delete;
-  DriverThread& operator=(const DriverThread&) = delete;
-  /// Stops and joins the thread (idempotent), promptly.
-  void stop();
-
- private:
-  void run();
-
-  tracking::DriverPairing& m_pairing;
-  std::mutex m_mutex;
-  std::condition_variable m_wake;
-  bool m_stopping = false;
-  std::thread m_thread;
 };
 
 }  // namespace vramscope::agent

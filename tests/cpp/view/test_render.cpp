@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -194,8 +195,9 @@ std::vector<std::string> lines_of(const std::string& frame) {
 }
 
 /// one_gpu_with_history() whose trainer (pid 4242, the first row) finished step 812 with a
-/// breakdown: params 1.5G, grads 1.5G, optim 3.0G, activ 2.5G, temp 210M, other 12.0M.
-ViewModel trainer_with_categories() {
+/// breakdown: params 1.5G, grads 1.5G, optim 3.0G, activ 2.5G, temp 210M, other 12.0M; and
+/// whose agent has `parts` as its settled pairing, when given.
+ViewModel trainer_with_categories(const std::optional<DriverBreakdown>& parts = std::nullopt) {
   ViewModel model;
   model.interval_ns = 250'000'000;
   for (int t = 0; t < 40; ++t) {
@@ -206,6 +208,7 @@ ViewModel trainer_with_categories() {
           4242, "GPU-00000000", 812,
           CategoryBytes{1536 * mib, 1536 * mib, 3072 * mib, 2560 * mib, 210 * mib, 12 * mib}));
     }
+    sample.allocators[0].breakdown = parts;
     model.ingest(sample);
   }
   return model;
@@ -264,24 +267,12 @@ TEST_F(Render, CategoriesLineDropsWholeCategoriesOnANarrowTerminal) {
 }
 
 TEST_F(Render, SelectedProcessNamesItsNonTorchBytesAboveItsCategories) {
-  ViewModel model;
-  model.interval_ns = 250'000'000;
-  for (int t = 0; t < 40; ++t) {
-    SystemSample sample = fixtures::one_gpu(t);
-    if (t == 30) {
-      const uint64_t mib = fixtures::mib;
-      sample.steps.push_back(fixtures::step(
-          4242, "GPU-00000000", 812,
-          CategoryBytes{1536 * mib, 1536 * mib, 3072 * mib, 2560 * mib, 210 * mib, 12 * mib}));
-    }
-    DriverBreakdown parts;
-    parts.context_bytes = 614 * fixtures::mib;
-    parts.other_bytes = 64 * fixtures::mib;
-    parts.private_pool_bytes = 34 * fixtures::mib;
-    parts.nccl_version = 22809;
-    sample.allocators[0].breakdown = parts;
-    model.ingest(sample);
-  }
+  DriverBreakdown parts;
+  parts.context_bytes = 614 * fixtures::mib;
+  parts.other_bytes = 64 * fixtures::mib;
+  parts.private_pool_bytes = 34 * fixtures::mib;
+  parts.nccl_version = 22809;
+  ViewModel model = trainer_with_categories(parts);
   model.select_first();
   const auto lines = lines_of(frame(model, 120, 30));
   ASSERT_EQ(lines.size(), 30U);
