@@ -108,6 +108,18 @@ inline SystemSample make_rich_sample(int64_t timestamp_ns = 1700000000000000000)
     a.oom_count = static_cast<uint64_t>(rank);
     a.event_count = 123456;
     a.updated_ns = timestamp_ns;
+    if (rank == 0) {
+      // Rank 0's agent has a settled pairing (NCCL 2.28.9 not reporting); rank 1's has none.
+      DriverBreakdown parts;
+      parts.paired_ns = timestamp_ns - 250'000'000;
+      parts.driver_bytes = 16 * gib + 764 * mib;
+      parts.reserved_bytes = 16 * gib;
+      parts.private_pool_bytes = 0;
+      parts.other_bytes = 64 * mib;
+      parts.context_bytes = 700 * mib;
+      parts.nccl_version = 22809;
+      a.breakdown = parts;
+    }
     s.allocators.push_back(a);
 
     StepRecord step;
