@@ -40,6 +40,22 @@ std::string device_fields(const DeviceSample& d) {
   return "";
 }
 
+/// The first implausible part of an agent's driver breakdown, or "".
+std::string breakdown_fields(const std::string& who, const DriverBreakdown& b) {
+  for (const auto& [field, value] :
+       {std::pair<std::string_view, std::optional<uint64_t>>{"driver_bytes", b.driver_bytes},
+        {"reserved_bytes", b.reserved_bytes},
+        {"private_pool_bytes", b.private_pool_bytes},
+        {"nccl_bytes", b.nccl_bytes},
+        {"other_bytes", b.other_bytes},
+        {"context_bytes", b.context_bytes},
+        {"first_context_bytes", b.first_context_bytes},
+        {"excess_bytes", b.excess_bytes}}) {
+    if (std::string why = check(who + " driver parts", field, value); !why.empty()) return why;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string implausible_bytes(const SystemSample& sample) {
@@ -52,6 +68,8 @@ std::string implausible_bytes(const SystemSample& sample) {
       if (counter.unit != CounterUnit::Bytes) continue;
       if (std::string why = check(who, counter.name, a.*counter.member); !why.empty()) return why;
     }
+    if (!a.breakdown) continue;
+    if (std::string why = breakdown_fields(who, *a.breakdown); !why.empty()) return why;
   }
   for (const StepRecord& s : sample.steps) {
     const std::string who = "step " + std::to_string(s.step) + " of pid " + std::to_string(s.pid);

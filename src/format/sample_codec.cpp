@@ -57,7 +57,20 @@ enum MigFlag : uint32_t {
 
 enum AllocatorFlag : uint32_t {
   AllocatorPollingOnly = 1U << 0U,
-  AllocatorKnownFlags = 1,
+  /// Version 4 on: a DriverBreakdown follows the allocator's fields.
+  AllocatorHasBreakdown = 1U << 1U,
+  AllocatorKnownFlags = (1U << 2U) - 1,
+  /// What versions 1 to 3 knew: a file of those versions with any other bit is damaged.
+  AllocatorKnownFlagsBefore4 = AllocatorPollingOnly,
+};
+
+// DriverBreakdown flags (version 4 on): presence of its optional parts.
+enum BreakdownFlag : uint32_t {
+  BreakdownHasPrivatePools = 1U << 0U,
+  BreakdownHasNccl = 1U << 1U,
+  BreakdownHasOther = 1U << 2U,
+  BreakdownHasFirstContext = 1U << 3U,
+  BreakdownKnownFlags = (1U << 4U) - 1,
 };
 
 // StepRecord flags (version 2 on).
@@ -68,6 +81,9 @@ enum StepFlag : uint32_t {
 
 /// The first version whose step records carry flags and per-category bytes.
 constexpr uint16_t first_version_with_step_categories = 2;
+/// The first version whose allocator records may carry the agent's settled driver breakdown.
+constexpr uint16_t first_version_with_driver_breakdown = 4;
+static_assert(recording_version >= first_version_with_driver_breakdown);
 
 // Allocator counters are stored in allocator_counters order, all of them in every version so
 // far. A new row there is a format change: bump recording_version and read the new counter
@@ -218,6 +234,30 @@ void walk_device(Io& io, Device& d) {
   io.str(d.error);
 }
 
+template <typename Io, typename Breakdown>
+void walk_breakdown(Io& io, Breakdown& b) {
+  // Stored whole, not against the sample's timestamp: it changes at the agent's pairings (4 Hz),
+  // so between them zstd sees the same bytes again (1x8 steady state: 37 B a sample, 40 B as a
+  // delta).
+  io.s64(b.paired_ns);
+  io.u64(b.driver_bytes);
+  io.u64(b.reserved_bytes);
+  io.u64(b.context_bytes);
+  io.u64(b.excess_bytes);
+  io.flags(BreakdownKnownFlags, "driver breakdown", [&](auto& f) {
+    f.present(b.private_pool_bytes, BreakdownHasPrivatePools);
+    f.present(b.nccl_bytes, BreakdownHasNccl);
+    f.present(b.other_bytes, BreakdownHasOther);
+    f.present(b.first_context_bytes, BreakdownHasFirstContext);
+  });
+  io.opt(b.private_pool_bytes);
+  io.opt(b.nccl_bytes);
+  io.opt(b.other_bytes);
+  io.opt(b.first_context_bytes);
+  io.u32(b.nccl_version, "NCCL version");
+  io.u32(b.unsettled_count, "unsettled count");
+}
+
 template <typename Io, typename Allocator>
 void walk_allocator(Io& io, Allocator& a, int64_t timestamp_ns) {
   io.u32(a.pid, "pid");
@@ -226,9 +266,14 @@ void walk_allocator(Io& io, Allocator& a, int64_t timestamp_ns) {
   io.s32(a.cuda_device, "CUDA device");
   io.str(a.device_uuid);
   for (const AllocatorCounter& counter : allocator_counters) io.u64(a.*counter.member);
-  io.flags(AllocatorKnownFlags, "allocator",
-           [&](auto& f) { f.boolean(a.polling_only, AllocatorPollingOnly); });
+  const bool breakdowns = io.since(first_version_with_driver_breakdown);
+  io.flags(breakdowns ? AllocatorKnownFlags : AllocatorKnownFlagsBefore4, "allocator",
+           [&](auto& f) {
+             f.boolean(a.polling_only, AllocatorPollingOnly);
+             f.present(a.breakdown, AllocatorHasBreakdown);
+           });
   io.time(a.updated_ns, timestamp_ns);
+  if (a.breakdown) walk_breakdown(io, *a.breakdown);
 }
 
 template <typename Io, typename Step>

@@ -56,6 +56,25 @@ vramscope::SystemSample seed_sample(int index) {
   a.pid = 42;
   a.device_uuid = "GPU-1";
   a.allocated_bytes = 1000;
+  // Format 4: a driver breakdown, with every optional part on odd samples and none on every
+  // fourth.
+  if (index % 2 == 1 || index % 4 == 2) {
+    vramscope::DriverBreakdown parts;
+    parts.paired_ns = s.timestamp_ns - 1;
+    parts.driver_bytes = 1ULL << 29U;
+    parts.reserved_bytes = 1ULL << 28U;
+    parts.context_bytes = 1ULL << 27U;
+    parts.excess_bytes = index % 4 == 2 ? 4096 : 0;
+    if (index % 2 == 1) {
+      parts.private_pool_bytes = 1ULL << 20U;
+      parts.nccl_bytes = 1ULL << 21U;
+      parts.other_bytes = 1ULL << 22U;
+      parts.first_context_bytes = 1ULL << 26U;
+      parts.nccl_version = 22907;
+    }
+    parts.unsettled_count = static_cast<uint32_t>(index);
+    a.breakdown = parts;
+  }
   s.allocators.push_back(a);
   if (index % 3 == 0) {
     vramscope::StepRecord step;

@@ -3,11 +3,12 @@
 # Each scenario runs in a fresh process (driver_parts_program.py) whose non-PyTorch memory is
 # known from outside: CuPy's allocation, torch's own snapshot of its pools, NVML's number for a
 # process that only initialised CUDA, NCCL's version. The growth scenario is read by the
-# one-shot CLI while segments move (VRAMSCOPE_CLI).
+# one-shot CLI while segments move, and recorded at 10 ms and read back (VRAMSCOPE_CLI).
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -112,3 +113,59 @@ def test_frames_taken_while_segments_grow_show_the_settled_non_pytorch():
     assert abs(after["non_pytorch_bytes"] - settled["non_pytorch_bytes"]) <= PAGE, result
     print(f"frames {len(frames)}, frames whose driver - reserved was > 256 MiB off: {naive_off}, "
           f"driver thread CPU {result['driver_thread_cpu_s']} s")
+
+
+def test_a_growth_recorded_at_10ms_shows_the_settled_non_pytorch_in_every_frame(tmp_path):
+    """The same growth, recorded by `vramscope run --record` at 10 ms (format 4 carries the
+    agent's settled breakdown): every frame read back, the peak frame among them, shows a
+    non-PyTorch value within a page of the settled one; `top --replay --once` (the view at the
+    recording's peak) says so too."""
+    wait_for_idle_card()
+    recording = tmp_path / "grow.vsrec"
+    out = subprocess.run([CLI, "run", "--quiet", "--record", str(recording), "--interval", "10ms",
+                          str(HERE / "driver_parts_program.py"), "grow"],
+                         env=gpu_env(), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"{out.stdout}\n{out.stderr}"
+    lines = out.stdout.strip().splitlines()
+    settled = json.loads(next(line for line in lines if line.startswith("ready "))[6:])
+    result = json.loads(lines[-1][3:])
+    samples = tmp_path / "samples.jsonl"
+    exported = subprocess.run([CLI, "export", str(recording), "--jsonl", str(samples)],
+                              capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr
+    frames = []  # (device used, process row) of the program, from its settled pairing on
+    for line in samples.read_text().splitlines():
+        doc = json.loads(line)
+        for device in doc["devices"]:
+            for row in device["processes"]:
+                parts = row["torch"] and row["torch"]["driver_parts"]
+                if parts and parts["paired_ns"] >= settled["paired_ns"]:
+                    frames.append((device["used_bytes"], row))
+    assert len(frames) >= 200, len(frames)
+    naive_off = 0
+    for _, row in frames:
+        assert abs(row["torch"]["non_pytorch_bytes"] - settled["non_pytorch_bytes"]) <= PAGE, \
+            (row, settled)
+        naive = row["used_bytes"] - row["torch"]["reserved_bytes"]
+        naive_off += abs(naive - settled["non_pytorch_bytes"]) > 256 * MiB
+    peak_used, peak_row = max(frames, key=lambda frame: frame[0])
+    assert abs(peak_row["torch"]["non_pytorch_bytes"] - settled["non_pytorch_bytes"]) <= PAGE, \
+        peak_row
+    adds_up(result["after"])
+    # The replayed view at the recording's peak: its legend's non-torch amount is the settled
+    # one as `top` prints amounts (MiB, no decimals below 10 GiB), not driver - reserved.
+    top = subprocess.run([CLI, "top", "--replay", str(recording), "--once"],
+                         env={**os.environ, "COLUMNS": "160", "LINES": "40"},
+                         capture_output=True, text=True, timeout=60)
+    assert top.returncode == 0, top.stderr
+    shown = re.search(r"non-torch (\d+(?:\.\d)?)([KMG])", top.stdout)
+    assert shown, top.stdout
+    unit = 1 << {"K": 10, "M": 20, "G": 30}[shown.group(2)]
+    resolution = unit // 10 if "." in shown.group(1) else unit  # the last digit printed
+    assert abs(float(shown.group(1)) * unit - settled["non_pytorch_bytes"]) <= PAGE + resolution, \
+        (shown.group(0), settled["non_pytorch_bytes"], top.stdout)
+    print(f"recorded frames {len(frames)}, peak {peak_used / MiB:.0f} MiB with non-PyTorch "
+          f"{peak_row['torch']['non_pytorch_bytes'] / MiB:.0f} MiB (settled "
+          f"{settled['non_pytorch_bytes'] / MiB:.0f} MiB); frames whose driver - reserved was "
+          f"> 256 MiB off: {naive_off}")
+    print(top.stdout)

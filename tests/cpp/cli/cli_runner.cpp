@@ -2,6 +2,7 @@
 #include "cli_runner.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -107,6 +108,19 @@ CliResult run_cli(const TempDir& dir, const std::vector<std::string>& args,
   result.out = read_text_file(out_path);
   result.err = read_text_file(dir.file(".stderr"));
   return result;
+}
+
+SleepingProcess::SleepingProcess() {
+  char arg0[] = "sleep";
+  char arg1[] = "600";
+  char* argv[] = {arg0, arg1, nullptr};
+  if (posix_spawnp(&m_pid, "sleep", nullptr, nullptr, argv, environ) != 0) m_pid = 0;
+}
+
+SleepingProcess::~SleepingProcess() {
+  if (m_pid <= 0) return;
+  kill(m_pid, SIGKILL);
+  waitpid(m_pid, nullptr, 0);
 }
 
 }  // namespace vramscope::testing

@@ -57,6 +57,21 @@ pid_t spawn_cli(const TempDir& dir, const std::vector<std::string>& args,
 /// Waits for `pid` and returns its exit status as a shell shows it (128 + signal if killed).
 int wait_exit_code(pid_t pid);
 
+/// A real process (`sleep 600`) that the double lists and an agent segment claims, so that the
+/// join of both views can be checked end to end. Killed and reaped by the destructor.
+class SleepingProcess {
+ public:
+  SleepingProcess();
+  ~SleepingProcess();
+  SleepingProcess(const SleepingProcess&) = delete;
+  SleepingProcess& operator=(const SleepingProcess&) = delete;
+  /// 0 when it could not be started.
+  pid_t pid() const { return m_pid; }
+
+ private:
+  pid_t m_pid = 0;
+};
+
 /// `env` for the NVML double playing `script` (a path).
 std::map<std::string, std::optional<std::string>> double_env(const std::string& script);
 

@@ -15,6 +15,8 @@
 
 #include "cli_runner.hpp"
 #include "golden.hpp"
+#include "vramscope/agent_segment.hpp"
+#include "vramscope/format/agent_segments.hpp"
 
 namespace vramscope::testing {
 namespace {
@@ -264,6 +266,90 @@ TEST(CliTop, OnceOfAReplayShowsTheRecordingsPeakWithoutKeyHints) {
       r.out.substr(r.out.find('\n') + 1, r.out.find('\n', r.out.find('\n') + 1));
   EXPECT_NE(gpu_line.find(peak), std::string::npos) << peak << "\n" << r.out;
   EXPECT_EQ(r.out.find("quit"), std::string::npos) << r.out;
+}
+
+// The bundled recording's peak said "non-torch 6.6G" for a process whose context was 758 MiB: the
+// driver's reading and torch's reserved were taken apart while segments grew. Format 4 records
+// the agent's settled pairing, and every reader of the recording joins with it. Here the driver
+// lists 30000 MiB (read mid-growth) while torch reserves 24576 MiB and the agent last paired
+// the driver with reserved at a 528 MiB context.
+TEST(CliRecord, ARecordedFrameShowsTheAgentsSettledNonPyTorchNotTheGapOfOneInstant) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  SleepingProcess trainer;
+  ASSERT_GT(trainer.pid(), 0);
+  const std::string uuid = "GPU-5d0c1a52-1c2e-4c3f-9b7e-0a1b2c3d4e00";
+  const uint64_t mib = 1ULL << 20U;
+  const json script = {
+      {"driver_version", "580.159.03"},
+      {"devices",
+       {{{"name", "NVIDIA H200"},
+         {"uuid", uuid},
+         {"memory", {{"total", 143771 * mib}, {"reserved", 528 * mib}, {"used", 30000 * mib}}},
+         {"processes",
+          {{{"pid", trainer.pid()}, {"used", 30000 * mib}, {"kinds", {"compute"}}}}}}}}};
+  std::ofstream(dir.file("script.json")) << script.dump();
+  const auto env = double_env(dir.file("script.json"));
+  AllocatorSample stats;
+  stats.pid = static_cast<uint32_t>(trainer.pid());
+  stats.device_uuid = uuid;
+  stats.allocated_bytes = 20480 * mib;
+  stats.reserved_bytes = 24576 * mib;
+  const auto writer =
+      open_agent_segment_writer(static_cast<uint32_t>(trainer.pid()), 1, dir.file("shm"));
+
+  // What each reader of a recording says the process's non-PyTorch bytes are.
+  struct Read {
+    std::vector<uint64_t> exported;
+    std::string issues;
+    std::string legend;
+  };
+  const auto record_and_read = [&](const std::string& name) {
+    const std::string file = dir.file(name);
+    const CliResult recorded =
+        run_cli(dir, {"record", "-o", file, "-i", "50ms", "--duration", "120ms"}, env);
+    EXPECT_EQ(recorded.exit_code, 0) << recorded.err;
+    const std::string jsonl = dir.file(name + ".jsonl");
+    const CliResult exported = run_cli(dir, {"export", file, "--jsonl", jsonl});
+    EXPECT_EQ(exported.exit_code, 0) << exported.err;
+    Read read;
+    std::ifstream in(jsonl);
+    for (std::string line; std::getline(in, line);) {
+      const json torch = json::parse(line)["devices"][0]["processes"][0]["torch"];
+      read.exported.push_back(torch["non_pytorch_bytes"].get<uint64_t>());
+      read.issues = torch["issues"].dump();
+    }
+    const CliResult top =
+        run_cli(dir, {"top", "--replay", file, "--once"}, {{"COLUMNS", "120"}, {"LINES", "30"}});
+    EXPECT_EQ(top.exit_code, 0) << top.err;
+    std::smatch legend;
+    if (std::regex_search(top.out, legend, std::regex(R"(non-torch \S+)"))) read.legend = legend[0];
+    return read;
+  };
+
+  // Without a pairing (an agent of format 2, or a torch without driver access): driver - reserved.
+  writer->publish(0, stats);
+  const Read gap = record_and_read("gap.vsrec");
+  ASSERT_FALSE(gap.exported.empty());
+  for (uint64_t bytes : gap.exported) EXPECT_EQ(bytes, 5424 * mib);
+  EXPECT_EQ(gap.legend, "non-torch 5.3G");
+
+  DriverBreakdown settled;
+  settled.paired_ns = 1'700'000'000'000'000'000;
+  settled.reserved_bytes = 24576 * mib;
+  settled.context_bytes = 464 * mib;
+  settled.other_bytes = 64 * mib;
+  settled.first_context_bytes = 464 * mib;
+  settled.driver_bytes = settled.reserved_bytes + settled.non_pytorch_bytes();
+  stats.breakdown = settled;
+  writer->publish(0, stats);
+  const Read paired = record_and_read("paired.vsrec");
+  ASSERT_FALSE(paired.exported.empty());
+  for (uint64_t bytes : paired.exported) EXPECT_EQ(bytes, 528 * mib);
+  EXPECT_NE(paired.issues.find("driver and torch read apart"), std::string::npos) << paired.issues;
+  EXPECT_EQ(paired.legend, "non-torch 528M");
+  const CliResult show = run_cli(dir, {"show", "--json", dir.file("paired.vsrec")});
+  EXPECT_EQ(json::parse(show.out)["format_version"], 4) << show.out;
 }
 
 TEST(CliShow, SummaryTextMatchesGoldenForAFixedRecording) {

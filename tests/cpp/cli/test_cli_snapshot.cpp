@@ -3,9 +3,6 @@
 // Goldens live in tests/data/golden/cli/ with <TIME>, <TIMESTAMP_NS> and <HOSTNAME> standing for
 // what changes between runs; regenerate with VRAMSCOPE_UPDATE_GOLDENS=1 ctest -R CliSnapshot.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -17,8 +14,6 @@
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/format/agent_segments.hpp"
 #include "vramscope/sampler.hpp"
-
-extern char** environ;
 
 namespace vramscope::testing {
 namespace {
@@ -143,29 +138,6 @@ TEST(CliSnapshot, ColourFollowsTheFlagAndNoColor) {
   env["TERM"] = "xterm-256color";
   EXPECT_EQ(run_cli(dir, {}, env).out.find('\x1b'), std::string::npos);
 }
-
-/// A real process (`sleep 600`) that the double lists and an agent segment claims, so that
-/// the join of both views can be checked end to end.
-class SleepingProcess {
- public:
-  SleepingProcess() {
-    char arg0[] = "sleep";
-    char arg1[] = "600";
-    char* argv[] = {arg0, arg1, nullptr};
-    if (posix_spawnp(&m_pid, "sleep", nullptr, nullptr, argv, environ) != 0) m_pid = 0;
-  }
-  ~SleepingProcess() {
-    if (m_pid <= 0) return;
-    kill(m_pid, SIGKILL);
-    waitpid(m_pid, nullptr, 0);
-  }
-  SleepingProcess(const SleepingProcess&) = delete;
-  SleepingProcess& operator=(const SleepingProcess&) = delete;
-  pid_t pid() const { return m_pid; }
-
- private:
-  pid_t m_pid = 0;
-};
 
 TEST(CliSnapshot, AgentJoinsTheDriverRowEndToEnd) {
   VRAMSCOPE_REQUIRE_DOUBLE();

@@ -59,6 +59,14 @@ inline std::string dump(const SystemSample& s) {
         << " ooms=" << a.oom_count << " events=" << a.event_count
         << " dropped=" << a.dropped_event_count << " polling=" << a.polling_only
         << " updated=" << a.updated_ns << "\n";
+    if (const auto& b = a.breakdown) {
+      out << "  parts paired=" << b->paired_ns << " driver=" << b->driver_bytes
+          << " reserved=" << b->reserved_bytes << " pools=" << opt_text(b->private_pool_bytes)
+          << " nccl=" << opt_text(b->nccl_bytes) << " other=" << opt_text(b->other_bytes)
+          << " context=" << b->context_bytes << " first=" << opt_text(b->first_context_bytes)
+          << " excess=" << b->excess_bytes << " nccl_version=" << b->nccl_version
+          << " unsettled=" << b->unsettled_count << "\n";
+    }
   }
   for (const auto& r : s.steps) {
     out << " step pid=" << r.pid << " rank=" << r.rank << " dev=" << r.cuda_device
@@ -160,6 +168,22 @@ inline SystemSample make_sample(uint64_t seed, int gpus = 1, int processes = 8) 
     alloc.dropped_event_count = seed % 9;
     alloc.polling_only = a % 2 == 1;
     alloc.updated_ns = s.timestamp_ns - 3'000'000;
+    // Two seeds in three: the agent's settled driver breakdown, its optional parts varying.
+    if ((seed + a) % 3 != 1) {
+      DriverBreakdown b;
+      b.paired_ns = s.timestamp_ns - 120'000'000 - static_cast<int64_t>(seed);
+      b.reserved_bytes = alloc.reserved_bytes - (seed % 2 == 0 ? 0 : 2ULL << 21U);
+      b.context_bytes = 536'870'912ULL + seed;
+      if (seed % 2 == 0) b.private_pool_bytes = 34ULL << 20U;
+      if (seed % 4 < 2) b.other_bytes = 64ULL << 20U;
+      if (seed % 5 == 1) b.nccl_bytes = 312ULL << 20U;
+      if (seed % 3 == 0) b.first_context_bytes = 536'870'912ULL;
+      b.driver_bytes = b.reserved_bytes + b.non_pytorch_bytes();
+      b.excess_bytes = seed % 7 == 6 ? 4096 : 0;
+      b.nccl_version = seed % 5 == 1 ? 22'907U : (seed % 5 == 2 ? 22'809U : 0U);
+      b.unsettled_count = static_cast<uint32_t>(seed % 13);
+      alloc.breakdown = b;
+    }
     s.allocators.push_back(alloc);
   }
   if (seed % 3 == 0) {

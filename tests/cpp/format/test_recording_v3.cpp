@@ -38,7 +38,7 @@ TEST(RecordingV3, ReadsTheCheckedInFile) {
 }
 
 TEST(RecordingV3, CurrentWriterStillProducesTheSameBytes) {
-  // Only meaningful while version 3 is the current format (see test_recording_v2.cpp). zstd's
+  // Only meaningful while version 3 was the current format (see test_recording_v2.cpp). zstd's
   // output is stable for a given library version and level; a libzstd upgrade that changed it
   // would show here without being a format change, and the reading test above still holds.
   if (format::recording_version != 3) GTEST_SKIP() << "the writer has moved on to a newer format";

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <initializer_list>
 #include <limits>
 
 #include "format/fixtures.hpp"
@@ -229,6 +230,85 @@ TEST(SampleCodec, VersionOneStepsHaveNoFlags) {
   ASSERT_EQ(out.steps.size(), 1U);
   EXPECT_FALSE(out.steps[0].category_bytes.has_value());
   EXPECT_TRUE(cursor.empty());
+}
+
+/// A sample holding one allocator with (or without) a driver breakdown of no optional part.
+SystemSample one_allocator_sample(bool with_breakdown) {
+  SystemSample sample;
+  sample.timestamp_ns = 5'000'000'000;
+  AllocatorSample agent;
+  agent.pid = 7;
+  agent.reserved_bytes = 3U << 20U;
+  if (with_breakdown) {
+    DriverBreakdown parts;
+    parts.paired_ns = 4'900'000'000;
+    parts.driver_bytes = 600U << 20U;
+    parts.reserved_bytes = 2U << 20U;
+    parts.context_bytes = 598U << 20U;
+    parts.unsettled_count = 9;
+    agent.breakdown = parts;
+  }
+  sample.allocators = {agent};
+  return sample;
+}
+
+std::string encode_one(const SystemSample& sample) {
+  SampleEncoder encoder;
+  std::string bytes;
+  EXPECT_TRUE(encoder.encode(sample, sample.timestamp_ns, bytes));
+  return bytes;
+}
+
+SystemSample decode_one(const std::string& bytes, uint16_t version = recording_version) {
+  SampleDecoder decoder(version);
+  std::string_view cursor = bytes;
+  SystemSample out;
+  decoder.decode(cursor, 5'000'000'000, out);
+  EXPECT_TRUE(cursor.empty());
+  return out;
+}
+
+TEST(SampleCodec, DriverBreakdownsRoundTripAndNeverLingerInAReusedSample) {
+  SystemSample with = one_allocator_sample(true);
+  with.allocators[0].breakdown->nccl_bytes = 0;  // reported as zero is not "not reported"
+  with.allocators[0].breakdown->first_context_bytes = 590U << 20U;
+  with.allocators[0].breakdown->paired_ns = std::numeric_limits<int64_t>::min();
+  const SystemSample without = one_allocator_sample(false);
+  const auto decoded = round_trip({with, without, with});
+  ASSERT_EQ(decoded.size(), 3U);
+  EXPECT_EQ(dump(decoded[0]), dump(with));
+  EXPECT_EQ(dump(decoded[1]), dump(without));
+  EXPECT_EQ(dump(decoded[2]), dump(with));
+  // The decoder fills a sample reused from the previous one, as the readers do.
+  SampleDecoder decoder;
+  SystemSample reused;
+  for (const SystemSample* want : std::initializer_list<const SystemSample*>{&with, &without}) {
+    const std::string bytes = encode_one(*want);
+    std::string_view cursor = bytes;
+    decoder.decode(cursor, 5'000'000'000, reused);
+    EXPECT_EQ(dump(reused), dump(*want));
+  }
+}
+
+TEST(SampleCodec, BreakdownFlagsAreRefusedWhereTheirVersionHasNone) {
+  const std::string without = encode_one(one_allocator_sample(false));
+  const std::string with = encode_one(one_allocator_sample(true));
+  // Version 3 reads the allocator without its breakdown, and refuses the breakdown's flag bit.
+  EXPECT_FALSE(decode_one(without, 3).allocators.at(0).breakdown.has_value());
+  EXPECT_THROW(decode_one(with, 3), FormatError);
+  EXPECT_TRUE(decode_one(with, 4).allocators.at(0).breakdown.has_value());
+  // The breakdown's own flags (after its four byte counts) know four parts. The sample ends
+  // with them, NCCL version 0, unsettled count 9, and no steps and no OOMs.
+  ASSERT_EQ(with.substr(with.size() - 5), "\x00\x00\x09\x00\x00"s);
+  const std::size_t flags_at = with.size() - 5;
+  for (const char unknown : {'\x10', '\x40'}) {
+    std::string forged = with;
+    forged[flags_at] = unknown;
+    EXPECT_THROW(decode_one(forged), FormatError) << +unknown;
+  }
+  std::string announced = with;
+  announced[flags_at] = '\x01';  // private pools announced; the bytes after run short
+  EXPECT_THROW(decode_one(announced), FormatError);
 }
 
 TEST(SampleCodec, ExactSampleDecodesCleanly) {

@@ -50,6 +50,18 @@ TEST(ImpossibleValues, SampleFieldsAboveAPebibyteAreNamed) {
   s = make_two_gpu_sample();
   s.devices[0].processes[0].used_bytes = max_plausible_bytes;  // the bound itself is allowed
   EXPECT_EQ(implausible_bytes(s), "");
+  // A recorded driver breakdown (format 4) is checked part by part, optional parts included:
+  // the join adds them to reserved, and a forged part must not wrap that sum.
+  s = make_two_gpu_sample();
+  DriverBreakdown parts;
+  parts.context_bytes = 512 * mib;
+  parts.other_bytes = max_plausible_bytes;
+  s.allocators[0].breakdown = parts;
+  EXPECT_EQ(implausible_bytes(s), "");
+  s.allocators[0].breakdown->nccl_bytes = uint64_max;
+  EXPECT_NE(implausible_bytes(s).find("driver parts nccl_bytes 18446744073709551615"),
+            std::string::npos)
+      << implausible_bytes(s);
 }
 
 // A forged recording (valid checksums) with a 2^64-1 byte peak: `show` printed "16.0 EiB" as

@@ -73,7 +73,8 @@ namespace vramscope::format {
 /// and keep a checked-in file of every older version that the tests read back.
 /// Version 2 added flags and per-category bytes to step records (sample_codec.hpp).
 /// Version 3 replaced raw chunks by packed (zstd) chunks; the sample encoding is version 2's.
-inline constexpr uint16_t recording_version = 3;
+/// Version 4 added the agent's settled driver breakdown to allocator records (sample_codec.hpp).
+inline constexpr uint16_t recording_version = 4;
 /// The first version whose chunks are packed.
 inline constexpr uint16_t first_packed_version = 3;
 

@@ -10,7 +10,11 @@
 //     error str
 //   allocators, steps, ooms: count, then their fields in declaration order; their timestamps are
 //     s deltas from the sample's timestamp. From version 2 a step ends with flags (bit 0: the
-//     6 category byte counts follow, in MemoryCategory order).
+//     6 category byte counts follow, in MemoryCategory order). From version 4 an allocator's
+//     flags have bit 1 when the agent's settled driver breakdown follows its fields: paired_ns
+//     (s, whole: it changes at the agent's pairings, not per sample), driver, reserved,
+//     context, excess bytes, flags (presence of private pools, NCCL, other, first context),
+//     the present ones, NCCL version, unsettled count.
 //
 // String code: 0 = "", 1 = literal (varint length, bytes) added to the string table, 2 = literal
 // not added (the table is full), n >= 3 = table[n - 3]. The table lives for the whole file, so a
