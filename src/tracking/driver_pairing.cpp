@@ -46,59 +46,74 @@ DriverBreakdown DriverPairing::split(uint64_t driver_bytes, uint64_t reserved_by
   return b;
 }
 
+namespace {
+
+/// |a - b| of two byte counts.
+uint64_t distance(uint64_t a, uint64_t b) { return std::max(a, b) - std::min(a, b); }
+
+/// driver - reserved, or 0 when torch holds more than the driver charged (the reading is then
+/// one whose segments moved, or one split() names an excess for).
+uint64_t unexplained(const DriverBreakdown& parts) {
+  return parts.driver_bytes > parts.reserved_bytes ? parts.driver_bytes - parts.reserved_bytes : 0;
+}
+
+}  // namespace
+
 std::optional<DriverPairing::Reading> DriverPairing::read(Device& device) {
   const std::size_t index = static_cast<std::size_t>(&device - m_devices.data());
   const std::optional<uint64_t> driver = m_source.process_bytes(index);
   if (!driver) return std::nullopt;
   Reading reading;
-  reading.driver_bytes = *driver;
-  reading.reserved_bytes = device.counters->reserved_bytes();
+  reading.parts.driver_bytes = *driver;
+  reading.parts.reserved_bytes = device.counters->reserved_bytes();
   if (device.counters->pools_tracked()) {
-    reading.private_pool_bytes = device.counters->private_pool_bytes();
+    reading.parts.private_pool_bytes = device.counters->private_pool_bytes();
   }
-  const uint64_t unexplained = reading.driver_bytes > reading.reserved_bytes
-                                   ? reading.driver_bytes - reading.reserved_bytes
-                                   : 0;
-  // The listing walks the address space: only when what torch does not hold has moved.
-  const bool moved =
-      !device.unexplained_at_listing ||
-      (std::max(unexplained, *device.unexplained_at_listing) -
-       std::min(unexplained, *device.unexplained_at_listing)) >= m_config.relist_bytes;
-  if (moved) {
+  // The listing walks the address space: only when what torch does not hold has moved. Else
+  // the allocations outside torch are the last listing's (torch's own may have moved since).
+  if (!device.unexplained_at_listing ||
+      distance(unexplained(reading.parts), *device.unexplained_at_listing) >=
+          m_config.relist_bytes) {
     reading.listed = true;
-    reading.listed_bytes = m_source.allocation_bytes(index);
-    if (reading.listed_bytes) {
-      reading.other_bytes = *reading.listed_bytes >= reading.reserved_bytes
-                                ? *reading.listed_bytes - reading.reserved_bytes
-                                : 0;
+    if (const std::optional<uint64_t> listed = m_source.allocation_bytes(index)) {
+      // Both are plausible byte counts (< 2^63): the difference is exact.
+      reading.listed_beyond_reserved =
+          static_cast<int64_t>(*listed) - static_cast<int64_t>(reading.parts.reserved_bytes);
     }
-    // Kept only if the pairing settles (settle()).
   } else {
-    reading.other_bytes = device.other_at_listing;
+    reading.listed_beyond_reserved = device.beyond_at_listing;
   }
   return reading;
 }
 
 void DriverPairing::settle(Device& device, const Reading& reading) {
   if (reading.listed) {
-    device.unexplained_at_listing = reading.driver_bytes > reading.reserved_bytes
-                                        ? reading.driver_bytes - reading.reserved_bytes
-                                        : 0;
-    device.other_at_listing = reading.other_bytes;
+    device.unexplained_at_listing = unexplained(reading.parts);
+    device.beyond_at_listing = reading.listed_beyond_reserved;
+  }
+  std::optional<uint64_t> listed;
+  if (const std::optional<int64_t> beyond = reading.listed_beyond_reserved) {
+    const uint64_t reserved = reading.parts.reserved_bytes;
+    const uint64_t missed = *beyond < 0 ? uint64_t{0} - static_cast<uint64_t>(*beyond) : 0;
+    listed = *beyond >= 0 ? reserved + static_cast<uint64_t>(*beyond)
+                          : reserved - std::min(reserved, missed);
   }
   std::lock_guard lock(m_mutex);
-  // split() wants every allocation listed, torch's included.
-  std::optional<uint64_t> listed;
-  if (reading.other_bytes) listed = *reading.other_bytes + reading.reserved_bytes;
   DriverBreakdown b =
-      split(reading.driver_bytes, reading.reserved_bytes, listed, device.nccl_bytes);
-  b.paired_ns = reading.wall_ns;
-  b.private_pool_bytes = reading.private_pool_bytes;
+      split(reading.parts.driver_bytes, reading.parts.reserved_bytes, listed, device.nccl_bytes);
+  b.paired_ns = reading.parts.paired_ns;
+  b.private_pool_bytes = reading.parts.private_pool_bytes;
   b.nccl_version = device.nccl_version;
   b.unsettled_count = device.unsettled;
   if (!device.first_context_bytes && b.other_bytes) device.first_context_bytes = b.context_bytes;
   b.first_context_bytes = device.first_context_bytes;
   device.settled = b;
+}
+
+void DriverPairing::count_unsettled(Device& device) {
+  std::lock_guard lock(m_mutex);
+  ++device.unsettled;
+  if (device.settled) device.settled->unsettled_count = device.unsettled;
 }
 
 int64_t DriverPairing::advance(int64_t now_ns, int64_t wall_ns) {
@@ -117,12 +132,11 @@ int64_t DriverPairing::advance(int64_t now_ns, int64_t wall_ns) {
       for (Device& device : m_devices) {
         // Not quiet: no reading for this device this round.
         if (device.counters->segment_event_count() != device.count_at_start) {
-          std::lock_guard lock(m_mutex);
-          ++device.unsettled;
+          count_unsettled(device);
           continue;
         }
         device.reading = read(device);
-        if (device.reading) device.reading->wall_ns = wall_ns;
+        if (device.reading) device.reading->parts.paired_ns = wall_ns;
         any = any || device.reading.has_value();
       }
       if (!any) {
@@ -142,9 +156,7 @@ int64_t DriverPairing::advance(int64_t now_ns, int64_t wall_ns) {
           settle(device, *device.reading);
         } else {
           all_settled = false;
-          std::lock_guard lock(m_mutex);
-          ++device.unsettled;
-          if (device.settled) device.settled->unsettled_count = device.unsettled;
+          count_unsettled(device);
         }
         device.reading.reset();
       }

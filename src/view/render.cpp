@@ -168,23 +168,33 @@ const ProcessRow* selected_with_categories(const ViewModel& model) {
   return row.step_categories ? &row : nullptr;
 }
 
-/// One line: what the selected process's last step peak was made of. Categories that do not
-/// fit are dropped from the right, whole.
-void render_categories(const ProcessRow& row, const Rect& area, Canvas& canvas) {
-  const std::string prefix = "pid " + std::to_string(row.pid) + " GPU " +
-                             std::to_string(row.gpu_index) + " step " +
-                             std::to_string(row.categories_step) + " peak " +
-                             format_bytes_compact(row.categories_peak_bytes) + ":";
+/// Draws "name value" pairs after `prefix` on one line, whole pairs only, dropped from the right
+/// when they do not fit (a pair cut mid-number would be read as a different number).
+void render_named_amounts(const std::string& prefix,
+                          const std::vector<std::pair<std::string, std::string>>& pairs,
+                          const Rect& area, Canvas& canvas) {
   int x = canvas.text(area, area.x, area.y, prefix, detail::title_style);
-  for (std::size_t c = 0; c < memory_category_count; ++c) {
-    const std::string_view name = category_short_names[c];
-    const std::string value = format_bytes_compact((*row.step_categories)[c]);
-    // Two cells between categories, one before the first.
-    const int gap = c == 0 ? 1 : 2;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    // Two cells between pairs, one before the first.
+    const int gap = i == 0 ? 1 : 2;
+    const auto& [name, value] = pairs[i];
     if (x + gap + text_width(name) + 1 + text_width(value) > area.right()) break;
     x = canvas.text(area, x + gap, area.y, name, Style{});
     x = canvas.text(area, x + 1, area.y, value, detail::allocated_style);
   }
+}
+
+/// One line: what the selected process's last step peak was made of.
+void render_categories(const ProcessRow& row, const Rect& area, Canvas& canvas) {
+  std::vector<std::pair<std::string, std::string>> categories;
+  for (std::size_t c = 0; c < memory_category_count; ++c) {
+    categories.emplace_back(category_short_names[c],
+                            format_bytes_compact((*row.step_categories)[c]));
+  }
+  render_named_amounts("pid " + std::to_string(row.pid) + " GPU " + std::to_string(row.gpu_index) +
+                           " step " + std::to_string(row.categories_step) + " peak " +
+                           format_bytes_compact(row.categories_peak_bytes) + ":",
+                       categories, area, canvas);
 }
 
 /// The selected row when its agent has a settled pairing to name.
@@ -199,9 +209,6 @@ const ProcessRow* selected_with_parts(const ViewModel& model) {
 /// pairing ("pid 4242 GPU 0 non-torch: context 614M  other 64M  NCCL in other  pools 34M").
 void render_parts(const ProcessRow& row, const Rect& area, Canvas& canvas) {
   const DriverBreakdown& b = *row.driver_parts;
-  const std::string prefix =
-      "pid " + std::to_string(row.pid) + " GPU " + std::to_string(row.gpu_index) + " non-torch:";
-  int x = canvas.text(area, area.x, area.y, prefix, detail::title_style);
   std::vector<std::pair<std::string, std::string>> parts = {
       {"context", format_bytes_compact(b.context_bytes)},
       {"other", b.other_bytes ? format_bytes_compact(*b.other_bytes) : std::string("?")}};
@@ -213,13 +220,9 @@ void render_parts(const ProcessRow& row, const Rect& area, Canvas& canvas) {
   if (b.private_pool_bytes && *b.private_pool_bytes > 0) {
     parts.emplace_back("graph pools", format_bytes_compact(*b.private_pool_bytes));
   }
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    const int gap = i == 0 ? 1 : 2;
-    const auto& [name, value] = parts[i];
-    if (x + gap + text_width(name) + 1 + text_width(value) > area.right()) break;
-    x = canvas.text(area, x + gap, area.y, name, Style{});
-    x = canvas.text(area, x + 1, area.y, value, detail::allocated_style);
-  }
+  render_named_amounts(
+      "pid " + std::to_string(row.pid) + " GPU " + std::to_string(row.gpu_index) + " non-torch:",
+      parts, area, canvas);
 }
 
 void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas) {

@@ -162,6 +162,40 @@ TEST(DriverPairing, WalksOnlyWhenWhatTorchDoesNotHoldMoves) {
   EXPECT_EQ(last_other, 68 * mib);
 }
 
+TEST(DriverPairing, AListingThatMissesTorchBytesNamesTheExcessAtEveryPairing) {
+  // The walk finds 8 MiB less than torch reserves (a segment it missed) and nothing else: other
+  // is 0 and the 8 MiB are an excess, at the listing and at every later pairing that carries
+  // it (torch's segments move, what it does not hold does not).
+  World world(518 * mib, 0);
+  struct Missing final : DriverSource {
+    World& world;
+    explicit Missing(World& w) : world(w) {}
+    std::optional<uint64_t> process_bytes(std::size_t d) override { return world.process_bytes(d); }
+    std::optional<uint64_t> allocation_bytes(std::size_t d) override {
+      return *world.allocation_bytes(d) - 8 * mib;
+    }
+  } missing(world);
+  world.segment_alloc(10 * ms, 256 * mib, 1 * ms);
+  world.segment_alloc(2500 * ms, 256 * mib, 1 * ms);
+  DriverPairing pairing({&world.counters}, missing);
+  int settled = 0;
+  int64_t now = 0;
+  std::optional<int64_t> last_paired;
+  while (now < 6000 * ms) {
+    world.run_until(now);
+    now = pairing.advance(now, now);
+    const std::optional<DriverBreakdown> b = pairing.breakdown(0);
+    if (!b || b->paired_ns == last_paired) continue;
+    last_paired = b->paired_ns;
+    ++settled;
+    EXPECT_EQ(b->other_bytes, 0U) << "at " << b->paired_ns;
+    EXPECT_EQ(b->excess_bytes, 8 * mib) << "at " << b->paired_ns;
+    EXPECT_EQ(b->context_bytes, 518 * mib) << "at " << b->paired_ns;
+  }
+  EXPECT_GE(settled, 10);
+  EXPECT_LE(world.listings, 2) << "the later pairings carried the listing";
+}
+
 TEST(DriverPairing, NoDriverNoBreakdown) {
   struct Silent final : DriverSource {
     std::optional<uint64_t> process_bytes(std::size_t) override { return std::nullopt; }

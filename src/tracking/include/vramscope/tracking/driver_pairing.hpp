@@ -90,16 +90,15 @@ class DriverPairing {
  private:
   enum class Phase : uint8_t { Idle, Quiet, Settle };
   struct Reading {
-    /// CLOCK_REALTIME ns of the reading.
-    int64_t wall_ns = 0;
-    uint64_t driver_bytes = 0;
-    uint64_t reserved_bytes = 0;
-    std::optional<uint64_t> private_pool_bytes;
-    /// Bytes of the allocations listed at this reading, or carried from the last listing.
-    std::optional<uint64_t> other_bytes;
+    /// paired_ns, driver, reserved and private pools as read; settle() has split() name the
+    /// rest.
+    DriverBreakdown parts;
+    /// Every device allocation listed (torch's segments among them) minus torch's reserved, at
+    /// this reading or carried from the last listing; negative when the listing missed some of
+    /// torch's segments (split() then names an excess). Empty: the allocations were not listed.
+    std::optional<int64_t> listed_beyond_reserved;
     /// Was the listing done at this reading (not carried)?
     bool listed = false;
-    std::optional<uint64_t> listed_bytes;
   };
   struct Device {
     const DeviceCounters* counters = nullptr;
@@ -107,9 +106,9 @@ class DriverPairing {
     uint64_t count_at_start = 0;
     std::optional<Reading> reading;
     std::optional<DriverBreakdown> settled;
-    /// driver - reserved and other (as listed) at the last listing.
+    /// driver - reserved, and Reading::listed_beyond_reserved, at the last listing.
     std::optional<uint64_t> unexplained_at_listing;
-    std::optional<uint64_t> other_at_listing;
+    std::optional<int64_t> beyond_at_listing;
     std::optional<uint64_t> first_context_bytes;
     /// Pairings not kept since attach: not quiet before the reading, or segments moved after.
     uint32_t unsettled = 0;
@@ -121,6 +120,8 @@ class DriverPairing {
   std::optional<Reading> read(Device& device);
   /// Keeps `device`'s reading as its settled breakdown.
   void settle(Device& device, const Reading& reading);
+  /// Counts a pairing of `device` not kept (segments moved around it).
+  void count_unsettled(Device& device);
 
   DriverSource& m_source;
   PairingConfig m_config;
