@@ -2,8 +2,7 @@
 //
 // tests/data/recordings/v2_small.vsrec was written by format version 2 (step records with
 // per-category bytes). Later versions must keep reading it to exactly the frozen samples in
-// v2_small_fixture.hpp. The recording bundled with the project (data/h200-training.vsrec, a
-// version-1 file) must keep opening too.
+// v2_small_fixture.hpp.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -71,23 +70,6 @@ TEST(RecordingV2, TruncatedCategoryStepIsReportedNotMisread) {
   for (std::size_t i = 0; i + 1 < chunks.size(); ++i) before_last_chunk += chunks[i].size();
   EXPECT_EQ(samples, before_last_chunk);
   EXPECT_EQ(reader->tail_state(), TailState::Truncated) << reader->tail_message();
-}
-
-TEST(RecordingBundled, TheShippedH200RecordingStillOpens) {
-  const std::string path = std::string(VRAMSCOPE_BUNDLED_DATA_DIR) + "/h200-training.vsrec";
-  auto reader = RecordingReader::open(path);
-  EXPECT_EQ(reader->metadata().format_version, 1) << "the bundled file predates step categories";
-  SystemSample sample;
-  uint64_t samples = 0;
-  uint64_t steps = 0;
-  while (reader->next(sample)) {
-    ++samples;
-    steps += sample.steps.size();
-    for (const StepRecord& step : sample.steps) EXPECT_FALSE(step.category_bytes.has_value());
-  }
-  EXPECT_EQ(reader->tail_state(), TailState::Clean) << reader->tail_message();
-  EXPECT_GT(samples, 10U);
-  EXPECT_GT(steps, 0U) << "it was recorded from a training run with the agent";
 }
 
 }  // namespace

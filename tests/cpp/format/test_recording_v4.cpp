@@ -72,5 +72,31 @@ TEST(RecordingV4, OlderFilesReadWithoutBreakdowns) {
   }
 }
 
+TEST(RecordingBundled, TheShippedH200RecordingCarriesTheAgentsSettledPairings) {
+  // data/h200-training.vsrec (tools/main.sh replays it): examples/train_small_gpt.py recorded by
+  // `vramscope run --record --interval 100ms` on an H200 in format 4.
+  const std::string path = std::string(VRAMSCOPE_BUNDLED_DATA_DIR) + "/h200-training.vsrec";
+  auto reader = RecordingReader::open(path);
+  EXPECT_EQ(reader->metadata().format_version, 4);
+  SystemSample sample;
+  uint64_t samples = 0;
+  uint64_t steps = 0;
+  uint64_t agents = 0;
+  uint64_t paired = 0;
+  while (reader->next(sample)) {
+    ++samples;
+    steps += sample.steps.size();
+    for (const AllocatorSample& a : sample.allocators) {
+      ++agents;
+      paired += a.breakdown ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(reader->tail_state(), TailState::Clean) << reader->tail_message();
+  EXPECT_GT(samples, 10U);
+  EXPECT_GT(steps, 0U) << "it was recorded from a training run with the agent";
+  // Every agent record but those before the agent's first settled pairing (CUDA starting up).
+  EXPECT_GT(paired, agents * 9 / 10) << paired << " of " << agents;
+}
+
 }  // namespace
 }  // namespace vramscope
