@@ -81,7 +81,7 @@ nb::list step_scalars(nb::handle record, bool qualify_rank) {
     return value.is_none() ? std::nullopt : std::optional(nb::cast<uint64_t>(value));
   };
   const std::optional<uint64_t> non_pytorch_bytes = optional_bytes("non_pytorch_bytes");
-  exporters::StepDriverParts parts;
+  exporters::DriverPartValues parts;
   parts.context_bytes = optional_bytes("context_bytes");
   parts.other_bytes = optional_bytes("other_bytes");
   parts.nccl_bytes = optional_bytes("nccl_bytes");

@@ -127,6 +127,10 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
     note_host_process(allocator.pid, allocator.rank, allocator.world_size, {});
     counter(pid, gpu + " torch allocated", allocator.allocated_bytes, ts);
     counter(pid, gpu + " torch reserved", allocator.reserved_bytes, ts);
+    // Format 4: the non-PyTorch bytes of the agent's last settled pairing.
+    if (allocator.breakdown) {
+      counter(pid, gpu + " non-PyTorch", allocator.breakdown->non_pytorch_bytes(), ts);
+    }
   }
 
   for (const StepRecord& step : sample.steps) {

@@ -177,7 +177,7 @@ std::string tensorboard_torch_prefix(bool qualify_process, uint32_t pid, int32_t
 std::vector<TensorBoardScalar> tensorboard_step_scalars(const StepRecord& step,
                                                         std::string_view prefix, bool end_values,
                                                         std::optional<uint64_t> non_pytorch_bytes,
-                                                        const StepDriverParts& parts) {
+                                                        const DriverPartValues& parts) {
   std::vector<TensorBoardScalar> scalars;
   scalars.reserve(std::size(tensorboard_step_end_tags) + std::size(tensorboard_step_tags) + 1 +
                   memory_category_count);
@@ -203,6 +203,10 @@ std::vector<TensorBoardScalar> tensorboard_step_scalars(const StepRecord& step,
   return scalars;
 }
 
+DriverPartValues driver_part_values(const DriverBreakdown& b) {
+  return {b.context_bytes, b.other_bytes, b.nccl_bytes, b.private_pool_bytes};
+}
+
 void TensorBoardWriter::write(const SystemSample& sample) {
   const double wall_s = static_cast<double>(sample.timestamp_ns) / 1e9;
   if (m_options.driver_tags && !sample.devices.empty()) {
@@ -222,9 +226,23 @@ void TensorBoardWriter::write(const SystemSample& sample) {
     const std::string prefix = tensorboard_torch_prefix(m_options.qualify_process, allocator.pid,
                                                         allocator.rank, allocator.cuda_device);
     std::vector<TensorBoardScalar> scalars;
-    scalars.reserve(std::size(tensorboard_allocator_tags));
+    scalars.reserve(std::size(tensorboard_allocator_tags) + 1 +
+                    std::size(tensorboard_driver_part_tags));
     for (const auto& [tag, member] : tensorboard_allocator_tags) {
       scalars.push_back({prefix + std::string(tag), static_cast<double>(allocator.*member)});
+    }
+    // A recording of format 4: what the agent's last settled pairing named, not the driver's
+    // reading of this instant minus reserved.
+    if (allocator.breakdown) {
+      const DriverBreakdown& b = *allocator.breakdown;
+      scalars.push_back({prefix + std::string(tensorboard_non_pytorch_tag),
+                         static_cast<double>(b.non_pytorch_bytes())});
+      const DriverPartValues parts = driver_part_values(b);
+      for (const auto& [tag, member] : tensorboard_driver_part_tags) {
+        if (parts.*member) {
+          scalars.push_back({prefix + std::string(tag), static_cast<double>(*(parts.*member))});
+        }
+      }
     }
     add_scalars(scalars, static_cast<int64_t>(allocator.step), wall_s);
   }

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import pathlib
+import struct
 import subprocess
 
 import pytest
@@ -150,3 +152,45 @@ def test_a_step_with_categories_reaches_every_export(tmp_path):
             f"step peak {name}")]
         assert counters and any(want[name] in e["args"].values() for e in counters), \
             (name, counters)
+
+
+def float32(value: int) -> float:
+    """`value` as TensorBoard stores a scalar (float32 simple_value)."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def test_the_settled_non_pytorch_bytes_of_a_real_recording_reach_tensorboard_and_the_trace(tmp_path):
+    """The bundled H200 recording (format 4) carries the agent's settled pairings: its export has
+    them per sample, as TensorBoard's own reader and the trace show, equal to the JSON lines."""
+    if cli_binary() is None:
+        pytest.skip("vramscope binary not built")
+    recording = pathlib.Path(__file__).resolve().parents[2] / "data" / "h200-training.vsrec"
+    out = tmp_path / "out"
+    result = export((recording, None), "--jsonl", str(out / "s.jsonl"), "--tensorboard",
+                    str(out / "tb"), "--trace", str(out / "trace.json"))
+    assert result.returncode == 0, result.stderr
+    settled = []  # (step, non-PyTorch, context) of every agent record with a pairing
+    for line in (out / "s.jsonl").read_text().splitlines():
+        for agent in json.loads(line)["allocators"]:
+            if agent["driver_parts"] is not None:
+                parts = agent["driver_parts"]
+                settled.append((agent["step"], parts["non_pytorch_bytes"], parts["context_bytes"]))
+    assert len(settled) > 100, len(settled)
+
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator")
+    acc = event_accumulator.EventAccumulator(str(out / "tb"),
+                                             size_guidance={event_accumulator.SCALARS: 0})
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    [non_pytorch] = [t for t in tags if t.endswith("/non_pytorch_bytes")]
+    [context] = [t for t in tags if t.endswith("/non_pytorch/context_bytes")]
+    assert [(e.step, e.value) for e in acc.Scalars(non_pytorch)] == \
+        [(step, float32(value)) for step, value, _ in settled]
+    assert [e.value for e in acc.Scalars(context)] == [float32(c) for _, _, c in settled]
+
+    trace = json.loads((out / "trace.json").read_text())
+    counters = [e["args"]["bytes"] for e in trace["traceEvents"]
+                if e.get("ph") == "C" and e["name"].endswith(" non-PyTorch")]
+    # Written when the value changes (and once more at the end): every value is a settled one.
+    assert counters and set(counters) <= {value for _, value, _ in settled}, counters

@@ -46,6 +46,10 @@ def test_every_tag_and_value_reads_back(event_file):
     # Rank 0's steps carry categories, rank 1's do not.
     categories = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
     expected.update(f"memory/rank0/cuda0/category/{name}_bytes" for name in categories)
+    # Rank 0's agent has a settled driver pairing (NCCL 2.28.9, which reports none): non-PyTorch
+    # and its measured parts per sample.
+    expected.update(f"memory/rank0/cuda0/{name}" for name in (
+        "non_pytorch_bytes", "non_pytorch/context_bytes", "non_pytorch/other_bytes", "private_pool_bytes"))
     assert tags == expected
     # Unsupported values (GPU 1 has no reserved in v1 mode, GPU 2 is lost) are absent, never 0.
     assert "driver/gpu1/reserved_bytes" not in tags and not any(t.startswith("driver/gpu2/") for t in tags)
@@ -66,6 +70,9 @@ def test_every_tag_and_value_reads_back(event_file):
     assert [(e.step, e.value) for e in optimizer_state] == [(k, float(6 * GIB)) for k in range(7, 12)]
     temporaries = acc.Scalars("memory/rank0/cuda0/category/temporaries_bytes")
     assert [e.value for e in temporaries] == [float(3 * MIB)] * 5
+    context = acc.Scalars("memory/rank0/cuda0/non_pytorch/context_bytes")
+    assert [(e.step, e.value) for e in context] == [(k, float(700 * MIB)) for k in range(7, 12)]
+    assert [e.value for e in acc.Scalars("memory/rank0/cuda0/non_pytorch_bytes")] == [float(764 * MIB)] * 5
     answer = acc.Scalars("custom/answer")
     assert [(e.step, e.value, e.wall_time) for e in answer] == [(3, 42.0, 1700000100.0)]
     assert acc.file_version == 2.0  # the reader parses "brain.Event:2"

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -144,6 +145,47 @@ TEST(TensorBoard, StepCategoriesBecomeTagsOnlyWhenTracked) {
   EXPECT_EQ(records[2].find("category/"), std::string::npos);
 }
 
+/// The float32 simple_value right after `tag` in an event record, or nullopt without the tag.
+std::optional<float> scalar_after(const std::string& record, const std::string& tag) {
+  const std::size_t at = record.find(tag);
+  if (at == std::string::npos || record.size() < at + tag.size() + 5) return std::nullopt;
+  EXPECT_EQ(record[at + tag.size()], '\x15');  // simple_value, fixed32
+  float value = 0;
+  std::memcpy(&value, record.data() + at + tag.size() + 1, sizeof value);
+  return value;
+}
+
+// An export of a recording of format 4: per sample, the agent's settled non-PyTorch bytes and
+// their measured parts beside the allocator's tags; nothing for an agent without a pairing.
+TEST(TensorBoard, SettledDriverPartsOfARecordedAgentBecomeTags) {
+  test::TempDir dir;
+  TensorBoardOptions options;
+  options.driver_tags = false;
+  TensorBoardWriter writer(dir.path(), options);
+  const SystemSample sample = test::make_rich_sample();
+  ASSERT_TRUE(sample.allocators[0].breakdown.has_value());
+  ASSERT_FALSE(sample.allocators[1].breakdown.has_value());
+  writer.write(sample);
+  writer.close();
+  const auto records = read_records(test::read_file(writer.path()));
+  std::string rank0;
+  std::string rank1;
+  for (const std::string& record : records) {
+    if (record.find("memory/rank0/cuda0/allocated_bytes") != std::string::npos) rank0 = record;
+    if (record.find("memory/rank1/cuda0/allocated_bytes") != std::string::npos) rank1 = record;
+  }
+  ASSERT_FALSE(rank0.empty());
+  ASSERT_FALSE(rank1.empty());
+  const auto mib = static_cast<float>(test::mib);
+  EXPECT_EQ(scalar_after(rank0, "memory/rank0/cuda0/non_pytorch_bytes"), 764 * mib);
+  EXPECT_EQ(scalar_after(rank0, "memory/rank0/cuda0/non_pytorch/context_bytes"), 700 * mib);
+  EXPECT_EQ(scalar_after(rank0, "memory/rank0/cuda0/non_pytorch/other_bytes"), 64 * mib);
+  EXPECT_EQ(scalar_after(rank0, "memory/rank0/cuda0/private_pool_bytes"), 0.0F);
+  // NCCL 2.28.9 does not report its memory: no NCCL tag (its bytes are in other).
+  EXPECT_EQ(rank0.find("non_pytorch/nccl_bytes"), std::string::npos);
+  EXPECT_EQ(rank1.find("non_pytorch"), std::string::npos);
+}
+
 // The Monitor's step tags (through the agent's tensorboard_step_scalars) and the export's come
 // from one function: the Monitor's add the step-end values and the non-PyTorch bytes.
 TEST(TensorBoard, StepScalarsOfTheMonitorAndOfTheExport) {
@@ -188,7 +230,7 @@ TEST(TensorBoard, StepScalarsOfTheMonitorAndOfTheExport) {
   EXPECT_EQ(tensorboard_step_scalars(step, prefix, false, 99).size(), 3U + memory_category_count);
   // The parts of non-PyTorch come after it, each only when measured (NCCL not reported here).
   step.category_bytes.reset();
-  StepDriverParts parts;
+  DriverPartValues parts;
   parts.context_bytes = 700;
   parts.other_bytes = 64;
   parts.private_pool_bytes = 0;

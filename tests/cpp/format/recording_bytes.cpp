@@ -1,12 +1,14 @@
 // tests/cpp/format/recording_bytes.cpp -- steady-state bytes and writer CPU per sample
 //
-//   recording_bytes IN.vsrec OUT.vsrec SAMPLES [JITTER]
+//   recording_bytes IN.vsrec OUT.vsrec SAMPLES [JITTER [PARTS]]
 //
 // Replays the samples of IN (over and over, timestamps moved on by the recording's interval
 // until SAMPLES have been written) into OUT the way `vramscope record` does at its default
 // interval: one flush, so one chunk, per sample. With JITTER=1 every process's used bytes and
 // every agent's allocated bytes take a pseudo-random walk in 2 MiB steps, so a static input (an
-// NVML test-double script) does not compress better than a real job would. Prints bytes per
+// NVML test-double script) does not compress better than a real job would. With PARTS=0 every
+// agent's driver breakdown is dropped (an allocator record then takes what format 3 stored), so
+// two runs on one input measure the breakdown's cost. Prints bytes per
 // sample after the header and the writer's CPU time per sample (append + flush, no fdatasync;
 // with the summary digest of `vramscope record`).
 // For docs/benchmarks.md; not a test by itself.
@@ -33,11 +35,12 @@ double cpu_seconds() {
 int main(int argc, char** argv) {
   using namespace vramscope;
   if (argc < 4) {
-    std::fprintf(stderr, "usage: recording_bytes IN.vsrec OUT.vsrec SAMPLES [JITTER]\n");
+    std::fprintf(stderr, "usage: recording_bytes IN.vsrec OUT.vsrec SAMPLES [JITTER [PARTS]]\n");
     return 2;
   }
   const uint64_t samples = std::strtoull(argv[3], nullptr, 10);
   const bool jitter = argc > 4 && std::string(argv[4]) == "1";
+  const bool parts = argc <= 5 || std::string(argv[5]) != "0";
   const auto reader = RecordingReader::open(argv[1]);
   std::vector<SystemSample> input;
   for (SystemSample s; reader->next(s);) input.push_back(s);
@@ -70,6 +73,8 @@ int main(int argc, char** argv) {
     s.timestamp_ns += shift_ns;
     for (AllocatorSample& a : s.allocators) {
       a.updated_ns += shift_ns;
+      if (a.breakdown) a.breakdown->paired_ns += shift_ns;
+      if (!parts) a.breakdown.reset();
       if (jitter) a.allocated_bytes += (next_random() % 5) * step_bytes;
     }
     for (StepRecord& r : s.steps) r.end_ns += shift_ns;

@@ -81,21 +81,24 @@ inline constexpr std::array<TensorBoardTag<StepRecord, uint64_t>, 2> tensorboard
 /// Per completed step of the in-process Monitor, after the peaks, when NVML can tell: what the
 /// driver charges the process beyond the allocator's reserved bytes.
 inline constexpr std::string_view tensorboard_non_pytorch_tag = "non_pytorch_bytes";
-/// Per completed step of the in-process Monitor, after non_pytorch_bytes: its parts from the
-/// agent's last settled pairing, each when measured (docs/agent-api.md).
-struct StepDriverParts {
+/// After non_pytorch_bytes, its parts from the agent's last settled pairing, each when measured
+/// (docs/agent-api.md): per completed step of the in-process Monitor, and per sample in exports
+/// of recordings whose agents paired (format 4).
+struct DriverPartValues {
   std::optional<uint64_t> context_bytes;
   std::optional<uint64_t> other_bytes;
   std::optional<uint64_t> nccl_bytes;
   std::optional<uint64_t> private_pool_bytes;
 };
-inline constexpr std::array<TensorBoardTag<StepDriverParts, std::optional<uint64_t>>, 4>
+inline constexpr std::array<TensorBoardTag<DriverPartValues, std::optional<uint64_t>>, 4>
     tensorboard_driver_part_tags = {{
-        {"non_pytorch/context_bytes", &StepDriverParts::context_bytes},
-        {"non_pytorch/other_bytes", &StepDriverParts::other_bytes},
-        {"non_pytorch/nccl_bytes", &StepDriverParts::nccl_bytes},
-        {"private_pool_bytes", &StepDriverParts::private_pool_bytes},
+        {"non_pytorch/context_bytes", &DriverPartValues::context_bytes},
+        {"non_pytorch/other_bytes", &DriverPartValues::other_bytes},
+        {"non_pytorch/nccl_bytes", &DriverPartValues::nccl_bytes},
+        {"private_pool_bytes", &DriverPartValues::private_pool_bytes},
     }};
+/// The values of tensorboard_driver_part_tags in a settled breakdown.
+DriverPartValues driver_part_values(const DriverBreakdown& b);
 /// Per OOM, at the OOM's time.
 inline constexpr TensorBoardTag<OomRecord, uint64_t> tensorboard_oom_tag = {
     "oom_requested_bytes", &OomRecord::requested_bytes};
@@ -120,7 +123,7 @@ std::string tensorboard_torch_prefix(bool qualify_process, uint32_t pid, int32_t
 /// `category/<name>_bytes` per MemoryCategory when the step has categories.
 std::vector<TensorBoardScalar> tensorboard_step_scalars(
     const StepRecord& step, std::string_view prefix, bool end_values = false,
-    std::optional<uint64_t> non_pytorch_bytes = std::nullopt, const StepDriverParts& parts = {});
+    std::optional<uint64_t> non_pytorch_bytes = std::nullopt, const DriverPartValues& parts = {});
 
 /// How sample values become tags.
 struct TensorBoardOptions {
