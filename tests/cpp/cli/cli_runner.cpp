@@ -10,8 +10,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "golden.hpp"
+#include "vramscope/format/agent_segments.hpp"
 
 extern char** environ;
 
@@ -121,6 +124,23 @@ SleepingProcess::~SleepingProcess() {
   if (m_pid <= 0) return;
   kill(m_pid, SIGKILL);
   waitpid(m_pid, nullptr, 0);
+}
+
+OneGpuTrainer::OneGpuTrainer(const TempDir& dir) {
+  const nlohmann::ordered_json script = {
+      {"driver_version", "580.159.03"},
+      {"devices",
+       {{{"name", "NVIDIA H200"},
+         {"uuid", uuid},
+         {"memory", {{"total", 143771 * mib}, {"reserved", 528 * mib}, {"used", 30000 * mib}}},
+         {"processes", {{{"pid", pid()}, {"used", 30000 * mib}, {"kinds", {"compute"}}}}}}}}};
+  std::ofstream(dir.file("script.json")) << script.dump();
+  m_env = double_env(dir.file("script.json"));
+  stats.pid = static_cast<uint32_t>(pid());
+  stats.device_uuid = uuid;
+  stats.allocated_bytes = 20480 * mib;
+  stats.reserved_bytes = 24576 * mib;
+  m_writer = open_agent_segment_writer(static_cast<uint32_t>(pid()), 1, dir.file("shm"));
 }
 
 }  // namespace vramscope::testing

@@ -8,9 +8,13 @@
 #include <sys/types.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "vramscope/agent_segment.hpp"
+#include "vramscope/sample.hpp"
 
 namespace vramscope::testing {
 
@@ -70,6 +74,32 @@ class SleepingProcess {
 
  private:
   pid_t m_pid = 0;
+};
+
+/// One training process on one H200 as both views see it: a SleepingProcess that the NVML double
+/// (script written into the test's directory) lists with 30000 MiB used, and an agent segment
+/// there that claims it with `stats` (allocated 20480 MiB, reserved 24576 MiB: 5424 MiB beyond
+/// reserved by the driver's reading).
+class OneGpuTrainer {
+ public:
+  static constexpr const char* uuid = "GPU-5d0c1a52-1c2e-4c3f-9b7e-0a1b2c3d4e00";
+  static constexpr uint64_t mib = uint64_t{1} << 20U;
+
+  explicit OneGpuTrainer(const TempDir& dir);
+  /// 0 when the process could not be started.
+  pid_t pid() const { return m_process.pid(); }
+  /// The environment that makes vramscope read the double and this directory's segments.
+  const std::map<std::string, std::optional<std::string>>& env() const { return m_env; }
+  /// Publishes `stats` as the agent's slot 0.
+  void publish() { m_writer->publish(0, stats); }
+
+  /// What the agent publishes.
+  AllocatorSample stats;
+
+ private:
+  SleepingProcess m_process;
+  std::map<std::string, std::optional<std::string>> m_env;
+  std::unique_ptr<AgentSegmentWriter> m_writer;
 };
 
 /// `env` for the NVML double playing `script` (a path).

@@ -15,8 +15,6 @@
 
 #include "cli_runner.hpp"
 #include "golden.hpp"
-#include "vramscope/agent_segment.hpp"
-#include "vramscope/format/agent_segments.hpp"
 
 namespace vramscope::testing {
 namespace {
@@ -276,27 +274,10 @@ TEST(CliTop, OnceOfAReplayShowsTheRecordingsPeakWithoutKeyHints) {
 TEST(CliRecord, ARecordedFrameShowsTheAgentsSettledNonPyTorchNotTheGapOfOneInstant) {
   VRAMSCOPE_REQUIRE_DOUBLE();
   TempDir dir;
-  SleepingProcess trainer;
+  OneGpuTrainer trainer(dir);
   ASSERT_GT(trainer.pid(), 0);
-  const std::string uuid = "GPU-5d0c1a52-1c2e-4c3f-9b7e-0a1b2c3d4e00";
-  const uint64_t mib = 1ULL << 20U;
-  const json script = {
-      {"driver_version", "580.159.03"},
-      {"devices",
-       {{{"name", "NVIDIA H200"},
-         {"uuid", uuid},
-         {"memory", {{"total", 143771 * mib}, {"reserved", 528 * mib}, {"used", 30000 * mib}}},
-         {"processes",
-          {{{"pid", trainer.pid()}, {"used", 30000 * mib}, {"kinds", {"compute"}}}}}}}}};
-  std::ofstream(dir.file("script.json")) << script.dump();
-  const auto env = double_env(dir.file("script.json"));
-  AllocatorSample stats;
-  stats.pid = static_cast<uint32_t>(trainer.pid());
-  stats.device_uuid = uuid;
-  stats.allocated_bytes = 20480 * mib;
-  stats.reserved_bytes = 24576 * mib;
-  const auto writer =
-      open_agent_segment_writer(static_cast<uint32_t>(trainer.pid()), 1, dir.file("shm"));
+  const uint64_t mib = OneGpuTrainer::mib;
+  const auto& env = trainer.env();
 
   // What each reader of a recording says the process's non-PyTorch bytes are.
   struct Read {
@@ -328,7 +309,7 @@ TEST(CliRecord, ARecordedFrameShowsTheAgentsSettledNonPyTorchNotTheGapOfOneInsta
   };
 
   // Without a pairing (an agent of format 2, or a torch without driver access): driver - reserved.
-  writer->publish(0, stats);
+  trainer.publish();
   const Read gap = record_and_read("gap.vsrec");
   ASSERT_FALSE(gap.exported.empty());
   for (uint64_t bytes : gap.exported) EXPECT_EQ(bytes, 5424 * mib);
@@ -341,8 +322,8 @@ TEST(CliRecord, ARecordedFrameShowsTheAgentsSettledNonPyTorchNotTheGapOfOneInsta
   settled.other_bytes = 64 * mib;
   settled.first_context_bytes = 464 * mib;
   settled.driver_bytes = settled.reserved_bytes + settled.non_pytorch_bytes();
-  stats.breakdown = settled;
-  writer->publish(0, stats);
+  trainer.stats.breakdown = settled;
+  trainer.publish();
   const Read paired = record_and_read("paired.vsrec");
   ASSERT_FALSE(paired.exported.empty());
   for (uint64_t bytes : paired.exported) EXPECT_EQ(bytes, 528 * mib);

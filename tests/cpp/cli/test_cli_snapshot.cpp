@@ -11,8 +11,6 @@
 
 #include "cli_runner.hpp"
 #include "golden.hpp"
-#include "vramscope/agent_segment.hpp"
-#include "vramscope/format/agent_segments.hpp"
 #include "vramscope/sampler.hpp"
 
 namespace vramscope::testing {
@@ -142,30 +140,12 @@ TEST(CliSnapshot, ColourFollowsTheFlagAndNoColor) {
 TEST(CliSnapshot, AgentJoinsTheDriverRowEndToEnd) {
   VRAMSCOPE_REQUIRE_DOUBLE();
   TempDir dir;
-  SleepingProcess trainer;
+  OneGpuTrainer trainer(dir);
   ASSERT_GT(trainer.pid(), 0);
-  const std::string uuid = "GPU-5d0c1a52-1c2e-4c3f-9b7e-0a1b2c3d4e00";
-  const uint64_t mib = 1ULL << 20U;
-  ordered_json script = {
-      {"driver_version", "580.159.03"},
-      {"devices",
-       {{{"name", "NVIDIA H200"},
-         {"uuid", uuid},
-         {"memory", {{"total", 143771 * mib}, {"reserved", 528 * mib}, {"used", 30000 * mib}}},
-         {"processes",
-          {{{"pid", trainer.pid()}, {"used", 30000 * mib}, {"kinds", {"compute"}}}}}}}}};
-  std::ofstream(dir.file("script.json")) << script.dump();
+  const uint64_t mib = OneGpuTrainer::mib;
+  trainer.publish();
 
-  AllocatorSample stats;
-  stats.pid = static_cast<uint32_t>(trainer.pid());
-  stats.device_uuid = uuid;
-  stats.allocated_bytes = 20480 * mib;
-  stats.reserved_bytes = 24576 * mib;
-  const auto writer =
-      open_agent_segment_writer(static_cast<uint32_t>(trainer.pid()), 1, dir.file("shm"));
-  writer->publish(0, stats);
-
-  const auto env = double_env(dir.file("script.json"));
+  const auto& env = trainer.env();
   const CliResult table = run_cli(dir, {}, env);
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("sleep 600"), std::string::npos) << table.out;

@@ -35,8 +35,9 @@ TEST(CliWatch, JsonlGivesOneDocumentPerLinePerSample) {
     EXPECT_EQ(doc["schema_version"], 1);
     EXPECT_EQ(doc["devices"].size(), 2U);
     timestamps_ns.push_back(doc["timestamp_ns"].get<int64_t>());
-    if (timestamps_ns.size() > 1)
+    if (timestamps_ns.size() > 1) {
       EXPECT_GT(timestamps_ns.back(), timestamps_ns[timestamps_ns.size() - 2]);
+    }
   }
   // Absolute deadlines promise that sample k is taken no earlier than start + k * interval, not
   // that consecutive samples are an interval apart: a late sample is followed by an early one.
