@@ -59,8 +59,12 @@ uint64_t unexplained(const DriverBreakdown& parts) {
 
 }  // namespace
 
+std::size_t DriverPairing::index_of(const Device& device) const {
+  return static_cast<std::size_t>(&device - m_devices.data());
+}
+
 std::optional<DriverPairing::Reading> DriverPairing::read(Device& device) {
-  const std::size_t index = static_cast<std::size_t>(&device - m_devices.data());
+  const std::size_t index = index_of(device);
   const std::optional<uint64_t> driver = m_source.process_bytes(index);
   if (!driver) return std::nullopt;
   Reading reading;
@@ -122,6 +126,7 @@ int64_t DriverPairing::advance(int64_t now_ns, int64_t wall_ns) {
     case Phase::Idle:
       for (Device& device : m_devices) {
         device.count_at_start = device.counters->segment_event_count();
+        device.driver_at_start = m_source.process_bytes(index_of(device));
         device.reading.reset();
       }
       m_phase = Phase::Quiet;
@@ -130,14 +135,22 @@ int64_t DriverPairing::advance(int64_t now_ns, int64_t wall_ns) {
     case Phase::Quiet: {
       bool any = false;
       for (Device& device : m_devices) {
+        if (!device.driver_at_start) continue;  // the driver cannot say: nothing to pair
         // Not quiet: no reading for this device this round.
         if (device.counters->segment_event_count() != device.count_at_start) {
           count_unsettled(device);
           continue;
         }
         device.reading = read(device);
-        if (device.reading) device.reading->parts.paired_ns = wall_ns;
-        any = any || device.reading.has_value();
+        if (!device.reading) continue;
+        if (device.reading->parts.driver_bytes != *device.driver_at_start) {
+          // The driver moved without a segment event: an operation still running.
+          device.reading.reset();
+          count_unsettled(device);
+          continue;
+        }
+        device.reading->parts.paired_ns = wall_ns;
+        any = true;
       }
       if (!any) {
         m_phase = Phase::Idle;
@@ -152,7 +165,8 @@ int64_t DriverPairing::advance(int64_t now_ns, int64_t wall_ns) {
       bool all_settled = true;
       for (Device& device : m_devices) {
         if (!device.reading) continue;
-        if (device.counters->segment_event_count() == device.count_at_start) {
+        if (device.counters->segment_event_count() == device.count_at_start &&
+            m_source.process_bytes(index_of(device)) == device.reading->parts.driver_bytes) {
           settle(device, *device.reading);
         } else {
           all_settled = false;

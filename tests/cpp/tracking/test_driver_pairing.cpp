@@ -133,6 +133,23 @@ TEST(DriverPairing, GrowthNeverInventsNonPytorchMemory) {
   EXPECT_EQ(last->reserved_bytes, 50 * 1024 * mib);
 }
 
+TEST(DriverPairing, ACudaFreeStillRunningAfterItsTraceIsNotPaired) {
+  // torch traces SEGMENT_FREE, then cudaFree takes 70 ms (longer than a guard) to uncharge.
+  // Segment events are 230 ms apart, so a quiet window opens inside many of these frees: the
+  // count alone would keep readings that still see the freed segment. The driver's number
+  // moving inside the window keeps them out.
+  World world(518 * mib, 64 * mib);
+  for (int i = 0; i < 24; ++i) world.segment_alloc(10 * ms + i * ms / 2, 64 * mib, ms / 4);
+  for (int i = 0; i < 24; ++i) world.segment_free(1000 * ms + i * 230 * ms, 64 * mib, 70 * ms);
+  DriverPairing pairing({&world.counters}, world);
+  int settled = 0;
+  drive(world, pairing, 8000 * ms, [&](const DriverBreakdown& b) {
+    ++settled;
+    EXPECT_EQ(b.non_pytorch_bytes(), 582 * mib) << "at " << b.paired_ns / ms << " ms";
+  });
+  EXPECT_GE(settled, 4);
+}
+
 TEST(DriverPairing, AReadingDuringGrowthWouldBeWrong) {
   // The control for the test above: the same world read without the guards (the driver minus
   // the counters at an arbitrary instant) is off, so the guards are what keep it right.

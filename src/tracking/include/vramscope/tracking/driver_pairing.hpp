@@ -7,13 +7,18 @@
 // frame it happens in). A pairing is therefore only kept when it is *settled*:
 //
 //   time ─────┬──────── guard ────────┬── reading ──┬──────── guard ────────┬───▶
-//             t0: count c0            t1: count    driver, reserved,        t2: count
-//                                     must be c0   allocations listed        must be c0
+//             t0: count c0,           t1: count    driver d1, reserved,      t2: count
+//             driver d0               must be c0   allocations listed        must be c0,
+//                                                                            driver d2
 //
 // No segment event (the device's segment-event count) in [t0, t2]: every cudaMalloc traced
 // before t0 returned more than a guard before the reading, none was traced until a guard after
-// it, so the driver and the allocator saw the same segments. Otherwise the pairing is counted
-// as unsettled and the previous settled breakdown stays (marked by its time).
+// it, so the driver and the allocator saw the same segments. And the driver's number the same
+// at t0, t1 and t2 (d0 = d1 = d2): a cudaFree traced before t0 but still running, or a
+// cudaMalloc charged but not yet returned, moves the driver without a trace event inside the
+// window; the three equal readings leave only an operation that spans the whole window (over
+// two guards) to go unseen. Otherwise the pairing is counted as unsettled and the previous
+// settled breakdown stays (marked by its time).
 //
 // The parts: driver = reserved + other + context, where `other` is every device allocation of
 // the process outside torch's segments (listed by the DriverSource: torch's segments are among
@@ -102,8 +107,9 @@ class DriverPairing {
   };
   struct Device {
     const DeviceCounters* counters = nullptr;
-    /// Segment-event count at t0.
+    /// Segment-event count and the driver's bytes at t0 (empty: the driver could not say).
     uint64_t count_at_start = 0;
+    std::optional<uint64_t> driver_at_start;
     std::optional<Reading> reading;
     std::optional<DriverBreakdown> settled;
     /// driver - reserved, and Reading::listed_beyond_reserved, at the last listing.
@@ -116,6 +122,8 @@ class DriverPairing {
     std::optional<uint64_t> nccl_bytes;
   };
 
+  /// The position of `device` in m_devices (the DriverSource's device index).
+  std::size_t index_of(const Device& device) const;
   /// Reads the driver, torch and (when needed) the allocation list of `device`.
   std::optional<Reading> read(Device& device);
   /// Keeps `device`'s reading as its settled breakdown.
