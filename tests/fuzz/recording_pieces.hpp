@@ -27,7 +27,8 @@ struct Piece {
 };
 
 /// Splits `file` at its chunks; pieces join() back to exactly `file`. A file that is not a
-/// version-3 recording is one Raw piece.
+/// recording of the current version (packed chunks and index chunks, as since version 3) is one
+/// Raw piece.
 std::vector<Piece> split_recording(std::string_view file);
 
 /// The pieces' bytes, concatenated.
