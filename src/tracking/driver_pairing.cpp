@@ -63,12 +63,10 @@ std::size_t DriverPairing::index_of(const Device& device) const {
   return static_cast<std::size_t>(&device - m_devices.data());
 }
 
-std::optional<DriverPairing::Reading> DriverPairing::read(Device& device) {
+DriverPairing::Reading DriverPairing::read(Device& device, uint64_t driver_bytes) {
   const std::size_t index = index_of(device);
-  const std::optional<uint64_t> driver = m_source.process_bytes(index);
-  if (!driver) return std::nullopt;
   Reading reading;
-  reading.parts.driver_bytes = *driver;
+  reading.parts.driver_bytes = driver_bytes;
   reading.parts.reserved_bytes = device.counters->reserved_bytes();
   if (device.counters->pools_tracked()) {
     reading.parts.private_pool_bytes = device.counters->private_pool_bytes();
@@ -141,14 +139,15 @@ int64_t DriverPairing::advance(int64_t now_ns, int64_t wall_ns) {
           count_unsettled(device);
           continue;
         }
-        device.reading = read(device);
-        if (!device.reading) continue;
-        if (device.reading->parts.driver_bytes != *device.driver_at_start) {
-          // The driver moved without a segment event: an operation still running.
-          device.reading.reset();
+        const std::optional<uint64_t> driver = m_source.process_bytes(index_of(device));
+        if (!driver) continue;
+        if (*driver != *device.driver_at_start) {
+          // The driver moved without a segment event: an operation still running (checked
+          // before torch is read and the allocations listed, which would be wasted).
           count_unsettled(device);
           continue;
         }
+        device.reading = read(device, *driver);
         device.reading->parts.paired_ns = wall_ns;
         any = true;
       }

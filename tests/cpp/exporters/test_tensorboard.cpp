@@ -118,6 +118,16 @@ TEST(TensorBoard, UnqualifiedTagsForPerRankRuns) {
   EXPECT_THROW(writer.add_scalar("x", 1, 1, 1), Error);
 }
 
+/// The float32 simple_value right after `tag` in an event record, or nullopt without the tag.
+std::optional<float> scalar_after(const std::string& record, const std::string& tag) {
+  const std::size_t at = record.find(tag);
+  if (at == std::string::npos || record.size() < at + tag.size() + 5) return std::nullopt;
+  EXPECT_EQ(record[at + tag.size()], '\x15');  // simple_value, fixed32
+  float value = 0;
+  std::memcpy(&value, record.data() + at + tag.size() + 1, sizeof value);
+  return value;
+}
+
 TEST(TensorBoard, StepCategoriesBecomeTagsOnlyWhenTracked) {
   test::TempDir dir;
   TensorBoardOptions options;
@@ -135,24 +145,9 @@ TEST(TensorBoard, StepCategoriesBecomeTagsOnlyWhenTracked) {
         << name;
   }
   // Value check: 3 GiB of parameters as the float32 simple_value right after its tag.
-  const std::string tag = "memory/rank0/cuda0/category/parameters_bytes";
-  const std::size_t at = records[1].find(tag);
-  ASSERT_NE(at, std::string::npos);
-  ASSERT_EQ(records[1][at + tag.size()], '\x15');  // simple_value, fixed32
-  float value = 0;
-  std::memcpy(&value, records[1].data() + at + tag.size() + 1, sizeof value);
-  EXPECT_EQ(value, 3.0F * static_cast<float>(test::gib));
+  EXPECT_EQ(scalar_after(records[1], "memory/rank0/cuda0/category/parameters_bytes"),
+            3.0F * static_cast<float>(test::gib));
   EXPECT_EQ(records[2].find("category/"), std::string::npos);
-}
-
-/// The float32 simple_value right after `tag` in an event record, or nullopt without the tag.
-std::optional<float> scalar_after(const std::string& record, const std::string& tag) {
-  const std::size_t at = record.find(tag);
-  if (at == std::string::npos || record.size() < at + tag.size() + 5) return std::nullopt;
-  EXPECT_EQ(record[at + tag.size()], '\x15');  // simple_value, fixed32
-  float value = 0;
-  std::memcpy(&value, record.data() + at + tag.size() + 1, sizeof value);
-  return value;
 }
 
 // An export of a recording of format 4: per sample, the agent's settled non-PyTorch bytes and

@@ -124,8 +124,9 @@ class DriverPairing {
 
   /// The position of `device` in m_devices (the DriverSource's device index).
   std::size_t index_of(const Device& device) const;
-  /// Reads the driver, torch and (when needed) the allocation list of `device`.
-  std::optional<Reading> read(Device& device);
+  /// Pairs `driver_bytes`, just read, with torch's reserved and (when needed) the allocation
+  /// list of `device`.
+  Reading read(Device& device, uint64_t driver_bytes);
   /// Keeps `device`'s reading as its settled breakdown.
   void settle(Device& device, const Reading& reading);
   /// Counts a pairing of `device` not kept (segments moved around it).
