@@ -102,7 +102,9 @@ def scenario_grow() -> dict:
     a = torch.randn(2048, 2048, device="cuda")
     (a @ a).sum().item()  # load the kernels the growth uses
     settled = wait_pairing(time.time_ns())
-    print("ready", json.dumps(settled), flush=True)
+    # The pid says which rows are this program's (under `vramscope run` it is not the child
+    # the test started, and the test's own process may be on the card too).
+    print("ready", json.dumps({**settled, "pid": os.getpid()}), flush=True)
     held = []
     deadline = time.monotonic() + 6.0
     while time.monotonic() < deadline:

@@ -117,7 +117,7 @@ def test_frames_taken_while_segments_grow_show_the_settled_non_pytorch():
 
 def test_a_growth_recorded_at_10ms_shows_the_settled_non_pytorch_in_every_frame(tmp_path):
     """The same growth, recorded by `vramscope run --record` at 10 ms (format 4 carries the
-    agent's settled breakdown): every frame read back, the peak frame among them, shows a
+    agent's settled breakdown): every frame of the program read back, the peak among them, shows a
     non-PyTorch value within a page of the settled one; `top --replay --once` (the view at the
     recording's peak) says so too."""
     wait_for_idle_card()
@@ -133,13 +133,20 @@ def test_a_growth_recorded_at_10ms_shows_the_settled_non_pytorch_in_every_frame(
     exported = subprocess.run([CLI, "export", str(recording), "--jsonl", str(samples)],
                               capture_output=True, text=True, timeout=120)
     assert exported.returncode == 0, exported.stderr
+    # The card may hold other processes with agents (pytest's own, when an in-process test
+    # attached one): only the program's rows are its frames.
     frames = []  # (device used, process row) of the program, from its settled pairing on
+    peak_frame = None  # (every device's used, every process row) of the sample `top` replays
     for line in samples.read_text().splitlines():
         doc = json.loads(line)
+        used = sum(device["used_bytes"] or 0 for device in doc["devices"])
+        if peak_frame is None or used > peak_frame[0]:
+            peak_frame = (used, [row for device in doc["devices"] for row in device["processes"]])
         for device in doc["devices"]:
             for row in device["processes"]:
                 parts = row["torch"] and row["torch"]["driver_parts"]
-                if parts and parts["paired_ns"] >= settled["paired_ns"]:
+                if row["pid"] == settled["pid"] and parts and \
+                        parts["paired_ns"] >= settled["paired_ns"]:
                     frames.append((device["used_bytes"], row))
     assert len(frames) >= 200, len(frames)
     naive_off = 0
@@ -152,8 +159,15 @@ def test_a_growth_recorded_at_10ms_shows_the_settled_non_pytorch_in_every_frame(
     assert abs(peak_row["torch"]["non_pytorch_bytes"] - settled["non_pytorch_bytes"]) <= PAGE, \
         peak_row
     adds_up(result["after"])
-    # The replayed view at the recording's peak: its legend's non-torch amount is the settled
-    # one as `top` prints amounts (MiB, no decimals below 10 GiB), not driver - reserved.
+    # The replayed view at the recording's peak (the first sample of the largest used bytes):
+    # its legend's non-torch amount, as `top` prints amounts (MiB, no decimals below 10 GiB), is
+    # the sum of the agents' joined non-PyTorch there -- the program's settled one among them --
+    # not driver - reserved.
+    rows_at_peak = [row for row in peak_frame[1] if row["torch"] is not None]
+    ours = [row for row in rows_at_peak if row["pid"] == settled["pid"]]
+    assert ours and abs(ours[0]["torch"]["non_pytorch_bytes"] - settled["non_pytorch_bytes"]) \
+        <= PAGE, ours
+    expected = sum(row["torch"]["non_pytorch_bytes"] or 0 for row in rows_at_peak)
     top = subprocess.run([CLI, "top", "--replay", str(recording), "--once"],
                          env={**os.environ, "COLUMNS": "160", "LINES": "40"},
                          capture_output=True, text=True, timeout=60)
@@ -162,10 +176,11 @@ def test_a_growth_recorded_at_10ms_shows_the_settled_non_pytorch_in_every_frame(
     assert shown, top.stdout
     unit = 1 << {"K": 10, "M": 20, "G": 30}[shown.group(2)]
     resolution = unit // 10 if "." in shown.group(1) else unit  # the last digit printed
-    assert abs(float(shown.group(1)) * unit - settled["non_pytorch_bytes"]) <= PAGE + resolution, \
-        (shown.group(0), settled["non_pytorch_bytes"], top.stdout)
+    assert abs(float(shown.group(1)) * unit - expected) <= resolution, \
+        (shown.group(0), expected, settled["non_pytorch_bytes"], top.stdout)
     print(f"recorded frames {len(frames)}, peak {peak_used / MiB:.0f} MiB with non-PyTorch "
           f"{peak_row['torch']['non_pytorch_bytes'] / MiB:.0f} MiB (settled "
           f"{settled['non_pytorch_bytes'] / MiB:.0f} MiB); frames whose driver - reserved was "
-          f"> 256 MiB off: {naive_off}")
+          f"> 256 MiB off: {naive_off}; other processes with agents at the peak: "
+          f"{sorted(row['pid'] for row in rows_at_peak if row['pid'] != settled['pid'])}")
     print(top.stdout)
