@@ -58,7 +58,9 @@ Command add_show_command(CLI::App& app) {
       "show",
       "Summarise a recording: time span, sample count, how the file ended, each GPU's peak "
       "used memory and when, and per-process peaks (driver used; PyTorch allocated/reserved "
-      "and step peaks when an agent published). Works without a GPU.");
+      "and step peaks when an agent published; at a process's used peak, its non-PyTorch bytes "
+      "named: CUDA context, other libraries, NCCL, private pools, from the agent's settled "
+      "pairing). Works without a GPU.");
   show->add_option("file", options->path, "Recording made by `vramscope record`")
       ->required()
       ->check(readable_file());

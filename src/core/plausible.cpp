@@ -40,23 +40,22 @@ std::string device_fields(const DeviceSample& d) {
   return "";
 }
 
-/// The first implausible part of an agent's driver breakdown, or "".
-std::string breakdown_fields(const std::string& who, const DriverBreakdown& b) {
+}  // namespace
+
+std::string implausible_bytes(const std::string& who, const DriverBreakdown& parts) {
   for (const auto& [field, value] :
-       {std::pair<std::string_view, std::optional<uint64_t>>{"driver_bytes", b.driver_bytes},
-        {"reserved_bytes", b.reserved_bytes},
-        {"private_pool_bytes", b.private_pool_bytes},
-        {"nccl_bytes", b.nccl_bytes},
-        {"other_bytes", b.other_bytes},
-        {"context_bytes", b.context_bytes},
-        {"first_context_bytes", b.first_context_bytes},
-        {"excess_bytes", b.excess_bytes}}) {
+       {std::pair<std::string_view, std::optional<uint64_t>>{"driver_bytes", parts.driver_bytes},
+        {"reserved_bytes", parts.reserved_bytes},
+        {"private_pool_bytes", parts.private_pool_bytes},
+        {"nccl_bytes", parts.nccl_bytes},
+        {"other_bytes", parts.other_bytes},
+        {"context_bytes", parts.context_bytes},
+        {"first_context_bytes", parts.first_context_bytes},
+        {"excess_bytes", parts.excess_bytes}}) {
     if (std::string why = check(who + " driver parts", field, value); !why.empty()) return why;
   }
   return "";
 }
-
-}  // namespace
 
 std::string implausible_bytes(const SystemSample& sample) {
   for (const DeviceSample& d : sample.devices) {
@@ -69,7 +68,7 @@ std::string implausible_bytes(const SystemSample& sample) {
       if (std::string why = check(who, counter.name, a.*counter.member); !why.empty()) return why;
     }
     if (!a.breakdown) continue;
-    if (std::string why = breakdown_fields(who, *a.breakdown); !why.empty()) return why;
+    if (std::string why = implausible_bytes(who, *a.breakdown); !why.empty()) return why;
   }
   for (const StepRecord& s : sample.steps) {
     const std::string who = "step " + std::to_string(s.step) + " of pid " + std::to_string(s.pid);

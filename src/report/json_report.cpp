@@ -34,8 +34,9 @@ json mig_json(const MigInstanceSample& mig) {
               {"free_bytes", or_null(mig.free_bytes)}};
 }
 
-/// The driver's bytes part by part (the agent's last settled pairing), or null before one.
-json parts_json(const std::optional<DriverBreakdown>& parts) {
+}  // namespace
+
+nlohmann::ordered_json driver_parts_json(const std::optional<DriverBreakdown>& parts) {
   if (!parts) return nullptr;
   const DriverBreakdown& b = *parts;
   json nccl_version = nullptr;
@@ -55,6 +56,8 @@ json parts_json(const std::optional<DriverBreakdown>& parts) {
               {"unsettled_count", b.unsettled_count}};
 }
 
+namespace {
+
 /// The agent's numbers attached to a process row, plus the decomposition of driver used.
 json torch_json(const JoinedProcess& row) {
   if (!row.torch) return nullptr;
@@ -71,7 +74,7 @@ json torch_json(const JoinedProcess& row) {
               {"cuda_device", t.cuda_device},
               {"step", t.step},
               {"issues", issues},
-              {"driver_parts", parts_json(t.breakdown)}};
+              {"driver_parts", driver_parts_json(t.breakdown)}};
 }
 
 json process_json(const JoinedProcess& row) {
@@ -132,7 +135,7 @@ json allocator_json(const AllocatorSample& a, bool joined) {
   }
   out["polling_only"] = a.polling_only;
   out["updated_ns"] = a.updated_ns;
-  out["driver_parts"] = parts_json(a.breakdown);
+  out["driver_parts"] = driver_parts_json(a.breakdown);
   return out;
 }
 

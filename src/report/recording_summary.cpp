@@ -10,6 +10,7 @@
 #include "vramscope/clock.hpp"
 #include "vramscope/core/utf8.hpp"
 #include "vramscope/join.hpp"
+#include "vramscope/report/json_report.hpp"
 #include "vramscope/report/table_report.hpp"
 #include "vramscope/report/text_cells.hpp"
 #include "vramscope/units.hpp"
@@ -122,6 +123,7 @@ void RecordingSummary::add(const SystemSample& sample) {
         }
         if (row.driver->used_bytes && raise(peak.peak_used_bytes, *row.driver->used_bytes)) {
           peak.peak_offset_ns = offset_ns;
+          peak.parts_at_peak = row.torch ? row.torch->breakdown : std::nullopt;
         }
       }
       if (row.torch) {
@@ -220,6 +222,16 @@ std::string format_summary_text(const std::string& path, const RecordingMetadata
     }
     out += "\n";
     if (!p.command.empty()) out += "      " + fit_text(p.command, 74) + "\n";
+    if (p.parts_at_peak) {
+      // What the driver charged beyond torch at that peak, from the agent's settled pairing.
+      const DriverBreakdown& b = *p.parts_at_peak;
+      out += "      at the used peak: non-PyTorch " + mib(b.non_pytorch_bytes()) + " = " +
+             non_pytorch_parts_text(b, UnitStyle::Mib);
+      if (b.private_pool_bytes && *b.private_pool_bytes > 0) {
+        out += "; " + mib(b.private_pool_bytes) + " of reserved in private pools";
+      }
+      out += "\n";
+    }
     if (p.category_step_bytes) {
       // What the largest step peak with categories was made of (MiB, like the rest).
       out += "      step " + std::to_string(*p.category_step) + " peak:";
@@ -263,6 +275,7 @@ std::string format_summary_json(const std::string& path, const RecordingMetadata
              {"command", text_or_null(p.command)},
              {"peak_used_bytes", or_null(p.peak_used_bytes)},
              {"peak_used_offset_ns", p.peak_used_bytes ? json(p.peak_offset_ns) : json(nullptr)},
+             {"driver_parts_at_peak", driver_parts_json(p.parts_at_peak)},
              {"torch_peak_allocated_bytes", or_null(p.torch_peak_allocated_bytes)},
              {"torch_peak_reserved_bytes", or_null(p.torch_peak_reserved_bytes)},
              {"step_count", or_null(p.step_count)},

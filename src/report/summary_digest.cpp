@@ -29,7 +29,7 @@ Json opt(const std::optional<T>& value) {
 }
 
 /// Deepest nesting a digest may have: serialize() writes 4 levels (document, list, entry,
-/// category bytes).
+/// category bytes or driver parts).
 constexpr std::size_t max_digest_depth = 8;
 
 /// Builds the document like from_cbor(), but refuses nesting deeper than max_digest_depth before
@@ -97,6 +97,16 @@ class DepthLimitedSax : public nlohmann::json_sax<Json> {
   Json* m_member = nullptr;
 };
 
+/// A driver breakdown as one array (its fields in declaration order), or null.
+Json parts_array(const std::optional<DriverBreakdown>& parts) {
+  if (!parts) return nullptr;
+  const DriverBreakdown& b = *parts;
+  return Json::array({b.paired_ns, b.driver_bytes, b.reserved_bytes, opt(b.private_pool_bytes),
+                      opt(b.nccl_bytes), opt(b.other_bytes), b.context_bytes,
+                      opt(b.first_context_bytes), b.excess_bytes, b.nccl_version,
+                      b.unsettled_count});
+}
+
 /// Reads element `at` of an array: null for an empty optional.
 template <typename T>
 void get_opt(const Json& json, std::size_t at, std::optional<T>& out) {
@@ -106,6 +116,23 @@ void get_opt(const Json& json, std::size_t at, std::optional<T>& out) {
   } else {
     out = value.get<T>();
   }
+}
+
+/// The breakdown parts_array() wrote (throws Json::exception for anything else).
+DriverBreakdown parts_from(const Json& json) {
+  DriverBreakdown b;
+  b.paired_ns = json.at(0).get<int64_t>();
+  b.driver_bytes = json.at(1).get<uint64_t>();
+  b.reserved_bytes = json.at(2).get<uint64_t>();
+  get_opt(json, 3, b.private_pool_bytes);
+  get_opt(json, 4, b.nccl_bytes);
+  get_opt(json, 5, b.other_bytes);
+  b.context_bytes = json.at(6).get<uint64_t>();
+  get_opt(json, 7, b.first_context_bytes);
+  b.excess_bytes = json.at(8).get<uint64_t>();
+  b.nccl_version = json.at(9).get<uint32_t>();
+  b.unsettled_count = json.at(10).get<uint32_t>();
+  return b;
 }
 
 }  // namespace
@@ -141,7 +168,10 @@ void RecordingSummary::merge(const RecordingSummary& later) {
     if (kept == nullptr) continue;
     ProcessPeak& a = *kept;
     if (!b.command.empty()) set_text(a.command, b.command);
-    if (raise(a.peak_used_bytes, b.peak_used_bytes)) a.peak_offset_ns = rebase(b.peak_offset_ns);
+    if (raise(a.peak_used_bytes, b.peak_used_bytes)) {
+      a.peak_offset_ns = rebase(b.peak_offset_ns);
+      a.parts_at_peak = b.parts_at_peak;
+    }
     raise(a.torch_peak_allocated_bytes, b.torch_peak_allocated_bytes);
     raise(a.torch_peak_reserved_bytes, b.torch_peak_reserved_bytes);
     raise(a.step_count, b.step_count);
@@ -167,7 +197,7 @@ std::string RecordingSummary::serialize() const {
         {p.pid, p.device_uuid, p.device_index, p.command, opt(p.peak_used_bytes), p.peak_offset_ns,
          opt(p.torch_peak_allocated_bytes), opt(p.torch_peak_reserved_bytes), opt(p.step_count),
          opt(p.max_step_peak_allocated_bytes), opt(p.category_step),
-         opt(p.category_step_peak_requested_bytes), categories}));
+         opt(p.category_step_peak_requested_bytes), categories, parts_array(p.parts_at_peak)}));
   }
   Json doc = {{"v", 1},          {"n", m_sample_count}, {"start", m_start_ns},
               {"end", m_end_ns}, {"ooms", m_oom_count}, {"d", devices},
@@ -223,6 +253,9 @@ std::optional<RecordingSummary> RecordingSummary::parse(std::string_view bytes) 
       get_opt(p, 10, peak.category_step);
       get_opt(p, 11, peak.category_step_peak_requested_bytes);
       if (!p.at(12).is_null()) peak.category_step_bytes = p.at(12).get<CategoryBytes>();
+      // Added after the first digests, at the end so that earlier readers ignore it: a digest
+      // without it has no breakdown at the peak.
+      if (p.size() > 13 && !p.at(13).is_null()) peak.parts_at_peak = parts_from(p.at(13));
       ProcessPeak* const kept = s.process(peak.pid, peak.device_uuid, peak.device_index);
       if (kept == nullptr) continue;
       *kept = peak;

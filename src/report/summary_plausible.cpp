@@ -45,6 +45,11 @@ std::string implausible_bytes(const RecordingSummary& summary) {
     }};
     const std::string who = "pid " + std::to_string(p.pid);
     if (std::string why = first_implausible(who, fields); !why.empty()) return why;
+    if (p.parts_at_peak) {
+      if (std::string why = vramscope::implausible_bytes(who, *p.parts_at_peak); !why.empty()) {
+        return why;
+      }
+    }
     if (!p.category_step_bytes) continue;
     for (const uint64_t bytes : *p.category_step_bytes) {
       if (!is_plausible_bytes(bytes)) return who + " category bytes " + std::to_string(bytes);

@@ -198,20 +198,9 @@ class TableWriter {
   /// The non-PyTorch bytes named, e.g. "non-PyTorch = context 614MiB + other 4810MiB (NCCL
   /// 2.28.9 within)", and torch's private pools when it has some.
   void parts(const std::string& indent, const DriverBreakdown& b) {
-    const auto amount = [this](uint64_t bytes) {
-      return format_amount(std::optional<uint64_t>(bytes), m_options.units);
-    };
-    std::string text = indent + "non-PyTorch = context " + amount(b.context_bytes);
-    text += b.other_bytes ? " + other " + amount(*b.other_bytes) : std::string(" (other within)");
-    if (b.nccl_bytes) {
-      text += " + NCCL " + amount(*b.nccl_bytes);
-    } else if (b.nccl_version != 0) {
-      text += " (NCCL " + nccl_version_text(b.nccl_version) + " within)";
-    }
-    if (b.excess_bytes > 0) text += "; parts exceed driver by " + amount(b.excess_bytes);
-    line(fit_text(text, m_width));
+    line(fit_text(indent + "non-PyTorch = " + non_pytorch_parts_text(b, m_options.units), m_width));
     if (b.private_pool_bytes && *b.private_pool_bytes > 0) {
-      line(fit_text(indent + "of reserved: " + amount(*b.private_pool_bytes) +
+      line(fit_text(indent + "of reserved: " + format_amount(b.private_pool_bytes, m_options.units) +
                         " in private pools (CUDA graphs, MemPool)",
                     m_width));
     }
@@ -258,6 +247,21 @@ std::string format_amount(const std::optional<uint64_t>& bytes, UnitStyle units)
   if (!bytes) return "N/A";
   if (units == UnitStyle::Human) return format_bytes(*bytes);
   return std::to_string(to_mib(*bytes)) + "MiB";
+}
+
+std::string non_pytorch_parts_text(const DriverBreakdown& b, UnitStyle units) {
+  const auto amount = [units](uint64_t bytes) {
+    return format_amount(std::optional<uint64_t>(bytes), units);
+  };
+  std::string text = "context " + amount(b.context_bytes);
+  text += b.other_bytes ? " + other " + amount(*b.other_bytes) : std::string(" (other within)");
+  if (b.nccl_bytes) {
+    text += " + NCCL " + amount(*b.nccl_bytes);
+  } else if (b.nccl_version != 0) {
+    text += " (NCCL " + nccl_version_text(b.nccl_version) + " within)";
+  }
+  if (b.excess_bytes > 0) text += "; parts exceed driver by " + amount(b.excess_bytes);
+  return text;
 }
 
 std::string format_sample_table(const SystemSample& sample, const TableOptions& options) {

@@ -330,7 +330,18 @@ TEST(CliRecord, ARecordedFrameShowsTheAgentsSettledNonPyTorchNotTheGapOfOneInsta
   EXPECT_NE(paired.issues.find("driver and torch read apart"), std::string::npos) << paired.issues;
   EXPECT_EQ(paired.legend, "non-torch 528M");
   const CliResult show = run_cli(dir, {"show", "--json", dir.file("paired.vsrec")});
-  EXPECT_EQ(json::parse(show.out)["format_version"], 4) << show.out;
+  const json summary = json::parse(show.out);
+  EXPECT_EQ(summary["format_version"], 4) << show.out;
+  EXPECT_EQ(summary["processes"][0]["driver_parts_at_peak"]["non_pytorch_bytes"], 528 * mib)
+      << show.out;
+  // The text names the settled parts at the process's peak; a recording without a pairing has
+  // no such line (show does not invent them from driver - reserved).
+  const CliResult text = run_cli(dir, {"show", dir.file("paired.vsrec")});
+  EXPECT_NE(text.out.find("at the used peak: non-PyTorch 528MiB = context 464MiB + other 64MiB\n"),
+            std::string::npos)
+      << text.out;
+  EXPECT_EQ(run_cli(dir, {"show", dir.file("gap.vsrec")}).out.find("at the used peak"),
+            std::string::npos);
 }
 
 TEST(CliShow, SummaryTextMatchesGoldenForAFixedRecording) {

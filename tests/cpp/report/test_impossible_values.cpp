@@ -111,6 +111,19 @@ TEST(ImpossibleValues, ADigestWithAnImpossiblePeakIsNoSummary) {
   EXPECT_FALSE(RecordingSummary::parse(forged.serialize()).has_value());
 }
 
+TEST(ImpossibleValues, ADigestWithImpossibleDriverPartsAtAPeakIsNoSummary) {
+  RecordingSummary forged;
+  SystemSample s = make_two_gpu_sample();
+  DriverBreakdown parts;
+  parts.other_bytes = uint64_max;
+  s.allocators[0].breakdown = parts;
+  forged.add(s);
+  ASSERT_TRUE(forged.processes().begin()->second.parts_at_peak.has_value());
+  EXPECT_NE(implausible_bytes(forged).find("pid 4021 driver parts other_bytes"), std::string::npos)
+      << implausible_bytes(forged);
+  EXPECT_FALSE(RecordingSummary::parse(forged.serialize()).has_value());
+}
+
 // `diff` printed a growth from 0 to 2^64-1 as "-1 B".
 TEST(ImpossibleValues, DiffDeltasSaturateInsteadOfWrapping) {
   EXPECT_EQ((Change{0, uint64_max}.delta()), std::numeric_limits<int64_t>::max());

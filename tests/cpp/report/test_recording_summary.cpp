@@ -175,6 +175,71 @@ TEST(RecordingSummary, ShowsWhatTheLargestCategorisedStepPeakWasMadeOf) {
   }
 }
 
+/// A settled pairing of the trainer's: context and other as given, NCCL 2.28.9 not reporting.
+DriverBreakdown pairing(uint64_t context_mib, uint64_t other_mib, uint64_t pools_mib) {
+  DriverBreakdown b;
+  b.paired_ns = 1'700'000'000'000'000'000;
+  b.reserved_bytes = 24576 * mib;
+  b.context_bytes = context_mib * mib;
+  b.other_bytes = other_mib * mib;
+  b.private_pool_bytes = pools_mib * mib;
+  b.driver_bytes = b.reserved_bytes + b.context_bytes + *b.other_bytes;
+  b.nccl_version = 22809;
+  return b;
+}
+
+TEST(RecordingSummary, NamesTheNonPyTorchBytesAtEachProcesssUsedPeak) {
+  RecordingSummary summary;
+  SystemSample s = make_two_gpu_sample();
+  ProcessSample& trainer = s.devices[0].processes[0];
+  ASSERT_EQ(trainer.pid, 4021U);
+  trainer.used_bytes = 30000 * mib;
+  s.allocators[0].breakdown = pairing(600, 100, 0);
+  summary.add(s);
+  s.timestamp_ns += 1'000'000'000;  // the used peak, with another pairing
+  trainer.used_bytes = 50000 * mib;
+  s.allocators[0].breakdown = pairing(650, 150, 12);
+  summary.add(s);
+  s.timestamp_ns += 1'000'000'000;  // lower: the peak's pairing stays
+  trainer.used_bytes = 40000 * mib;
+  s.allocators[0].breakdown = pairing(900, 900, 0);
+  summary.add(s);
+
+  const ProcessPeak& peak = summary.processes().at({4021, s.devices[0].uuid});
+  ASSERT_TRUE(peak.parts_at_peak.has_value());
+  EXPECT_EQ(peak.parts_at_peak->context_bytes, 650 * mib);
+  EXPECT_EQ(peak.parts_at_peak->other_bytes, 150 * mib);
+  RecordingMetadata metadata;
+  const std::string text = format_summary_text("p.vsrec", metadata, summary, {});
+  EXPECT_NE(text.find("      at the used peak: non-PyTorch 800MiB = context 650MiB + other 150MiB "
+                      "(NCCL 2.28.9 within); 12MiB of reserved in private pools\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("at the used peak", text.find("pid 5177")), std::string::npos)
+      << "a process without an agent has no parts: " << text;
+  const nlohmann::json doc =
+      nlohmann::json::parse(format_summary_json("p.vsrec", metadata, summary, {}));
+  for (const auto& p : doc["processes"]) {
+    if (p["pid"] == 4021) {
+      EXPECT_EQ(p["driver_parts_at_peak"]["non_pytorch_bytes"].get<uint64_t>(), 800 * mib);
+      EXPECT_EQ(p["driver_parts_at_peak"]["private_pool_bytes"].get<uint64_t>(), 12 * mib);
+      EXPECT_EQ(p["driver_parts_at_peak"]["nccl"], "not reported by NCCL 2.28.9");
+    } else {
+      EXPECT_EQ(p["driver_parts_at_peak"], nullptr);
+    }
+  }
+
+  // A new peak in a sample without a pairing (the agent had none yet, or a format 3 file joined
+  // with it) leaves the peak unnamed, never the parts of another moment.
+  s.timestamp_ns += 1'000'000'000;
+  trainer.used_bytes = 60000 * mib;
+  s.allocators[0].breakdown.reset();
+  summary.add(s);
+  EXPECT_FALSE(summary.processes().at({4021, s.devices[0].uuid}).parts_at_peak.has_value());
+  EXPECT_EQ(format_summary_text("p.vsrec", metadata, summary, {}).find("at the used peak"),
+            std::string::npos);
+}
+
 TEST(RecordingSummary, EmptyRecordingSaysSo) {
   RecordingMetadata metadata;
   const RecordingSummary empty;

@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "format/forge_recording.hpp"
 #include "format/memory_limit.hpp"
@@ -52,6 +55,21 @@ std::vector<SystemSample> varied_run(std::size_t count) {
     a.step = i / 10;
     a.step_peak_allocated_bytes = (16000 + (i / 10) % 13 * 7) * mib;
     a.updated_ns = s.timestamp_ns;
+    if (i % 7 == 3) {
+      a.breakdown.reset();  // some peaks fall on a sample without a settled pairing
+    } else {
+      DriverBreakdown b;
+      b.paired_ns = s.timestamp_ns - 50'000'000;
+      b.reserved_bytes = 16000 * mib;
+      b.context_bytes = (600 + i % 50) * mib;
+      b.other_bytes = (i % 3 == 0) ? std::optional<uint64_t>() : std::optional<uint64_t>(i * mib);
+      b.nccl_bytes = (i % 5 == 0) ? std::optional<uint64_t>(64 * mib) : std::nullopt;
+      b.private_pool_bytes = i % 2 * 8 * mib;
+      b.driver_bytes = b.reserved_bytes + b.non_pytorch_bytes();
+      b.nccl_version = i % 5 == 0 ? 22907 : 0;
+      b.unsettled_count = static_cast<uint32_t>(i / 4);
+      a.breakdown = b;
+    }
     s.steps.clear();
     s.ooms.clear();
     if (i % 10 == 9) {
@@ -129,6 +147,7 @@ TEST(SummaryDigest, MergedDigestsEqualReadingEverySample) {
       format_summary_json("x.vsrec", RecordingReader::open(file.path())->metadata(), *merged, {}),
       scanned);
   EXPECT_NE(scanned.find("late.py"), std::string::npos);
+  EXPECT_NE(scanned.find("\"driver_parts_at_peak\": {"), std::string::npos) << scanned;
 }
 
 TEST(SummaryDigest, SerializesAndParsesBack) {
@@ -141,6 +160,27 @@ TEST(SummaryDigest, SerializesAndParsesBack) {
             format_summary_json("x", metadata, summary, {}));
   EXPECT_FALSE(RecordingSummary::parse("not cbor").has_value());
   EXPECT_FALSE(RecordingSummary::parse("").has_value());
+}
+
+TEST(SummaryDigest, ADigestWrittenBeforeTheDriverPartsStillParses) {
+  RecordingSummary summary;
+  for (const SystemSample& s : varied_run(50)) summary.add(s);
+  ASSERT_TRUE(summary.processes().begin()->second.parts_at_peak.has_value());
+  // The process entries as the first writers made them: 13 elements, no parts at the peak.
+  const std::string bytes = summary.serialize();
+  nlohmann::json doc = nlohmann::json::from_cbor(bytes);
+  for (nlohmann::json& entry : doc.at("p")) {
+    ASSERT_EQ(entry.size(), 14U);
+    entry.erase(13);
+  }
+  const std::vector<std::uint8_t> older = nlohmann::json::to_cbor(doc);
+  const std::optional<RecordingSummary> back =
+      RecordingSummary::parse(std::string(older.begin(), older.end()));
+  ASSERT_TRUE(back.has_value());
+  for (const auto& [key, p] : back->processes()) {
+    EXPECT_FALSE(p.parts_at_peak.has_value()) << p.pid;
+    EXPECT_EQ(p.peak_used_bytes, summary.processes().at(key).peak_used_bytes) << p.pid;
+  }
 }
 
 TEST(SummaryDigest, ADeeplyNestedDigestIsRefusedNotACrash) {

@@ -27,4 +27,8 @@ inline bool is_plausible_bytes(std::optional<uint64_t> bytes) {
 /// is not checked: an absurd request is what an OOM can be about.
 std::string implausible_bytes(const SystemSample& sample);
 
+/// The first part of an agent's driver breakdown above max_plausible_bytes, named after `who`
+/// ("agent of pid 7 driver parts other_bytes 18446744073709551615"), or "".
+std::string implausible_bytes(const std::string& who, const DriverBreakdown& parts);
+
 }  // namespace vramscope

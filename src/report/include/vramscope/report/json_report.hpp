@@ -5,6 +5,8 @@
 // bumping json_schema_version; renaming or retyping one bumps it.
 #pragma once
 
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "vramscope/sample.hpp"
@@ -17,5 +19,9 @@ inline constexpr int json_schema_version = 1;
 /// The sample as one JSON document; `pretty` indents by two spaces, otherwise one line
 /// (what `watch --format jsonl` prints).
 std::string format_sample_json(const SystemSample& sample, bool pretty);
+
+/// The driver's bytes part by part (an agent's settled pairing: `driver_parts` in every document
+/// that names them), or null without one.
+nlohmann::ordered_json driver_parts_json(const std::optional<DriverBreakdown>& parts);
 
 }  // namespace vramscope::report

@@ -36,6 +36,10 @@ struct ProcessPeak {
   /// Driver-side peak and its time (empty when the driver never gave a number).
   std::optional<uint64_t> peak_used_bytes;
   int64_t peak_offset_ns = 0;
+  /// The agent's settled driver breakdown in the sample of that peak: the non-PyTorch bytes at
+  /// the peak, named. Empty when that sample carried none (no agent, no settled pairing yet, a
+  /// recording older than format 4).
+  std::optional<DriverBreakdown> parts_at_peak;
   /// Agent peaks; empty when no agent published for this process.
   std::optional<uint64_t> torch_peak_allocated_bytes;
   std::optional<uint64_t> torch_peak_reserved_bytes;

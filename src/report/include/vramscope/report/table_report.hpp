@@ -33,6 +33,10 @@ struct TableOptions {
 /// A byte count in the chosen style; "N/A" when unsupported.
 std::string format_amount(const std::optional<uint64_t>& bytes, UnitStyle units);
 
+/// An agent's non-PyTorch bytes part by part, e.g. "context 614MiB + other 4810MiB (NCCL 2.28.9
+/// within)", with "; parts exceed driver by N" when they do (the table's line and `show`'s).
+std::string non_pytorch_parts_text(const DriverBreakdown& parts, UnitStyle units);
+
 /// The whole table, one '\n'-terminated line each, including the footnotes and hints.
 std::string format_sample_table(const SystemSample& sample, const TableOptions& options);
 
