@@ -200,8 +200,8 @@ class TableWriter {
   void parts(const std::string& indent, const DriverBreakdown& b) {
     line(fit_text(indent + "non-PyTorch = " + non_pytorch_parts_text(b, m_options.units), m_width));
     if (b.private_pool_bytes && *b.private_pool_bytes > 0) {
-      line(fit_text(indent + "of reserved: " + format_amount(b.private_pool_bytes, m_options.units) +
-                        " in private pools (CUDA graphs, MemPool)",
+      const std::string pools = format_amount(b.private_pool_bytes, m_options.units);
+      line(fit_text(indent + "of reserved: " + pools + " in private pools (CUDA graphs, MemPool)",
                     m_width));
     }
   }
