@@ -56,8 +56,9 @@ Command add_diff_command(CLI::App& app) {
   CLI::App* diff = app.add_subcommand(
       "diff",
       "Compare two recordings (A the baseline, B the new run): per GPU and process the peak "
-      "used, PyTorch allocated/reserved, the step-peak distribution (median, p99, max) and the "
-      "categories at the peak step, with deltas. Processes are matched by GPU and rank, then "
+      "used, PyTorch allocated/reserved, the non-PyTorch bytes at the used peak (context, "
+      "other), the step-peak distribution (median, p99, max) and the categories at the peak "
+      "step, with deltas. Processes are matched by GPU and rank, then "
       "command line, then order. Works without a GPU.");
   diff->add_option("a", options->a_path, "Baseline recording")->required()->check(readable_file());
   diff->add_option("b", options->b_path, "Recording to compare with it")

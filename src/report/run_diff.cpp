@@ -54,6 +54,11 @@ void fill_side(ProcessDiff& row, const Entry& e, bool is_a) {
   set(row.peak_used_bytes, p.peak_used_bytes);
   set(row.torch_peak_allocated_bytes, p.torch_peak_allocated_bytes);
   set(row.torch_peak_reserved_bytes, p.torch_peak_reserved_bytes);
+  if (p.parts_at_peak) {
+    set(row.non_pytorch_at_peak_bytes, p.parts_at_peak->non_pytorch_bytes());
+    set(row.context_at_peak_bytes, p.parts_at_peak->context_bytes);
+    set(row.other_at_peak_bytes, p.parts_at_peak->other_bytes);
+  }
   set(row.step_count, p.step_count);
   set(row.step_peak_max_bytes, p.max_step_peak_allocated_bytes);
   if (e.steps != nullptr) {

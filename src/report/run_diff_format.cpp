@@ -104,6 +104,13 @@ std::string format_diff_text(const RunProfile& a, const RunProfile& b, const Run
       out += bytes_line("torch peak allocated", p.torch_peak_allocated_bytes);
       out += bytes_line("torch peak reserved", p.torch_peak_reserved_bytes);
     }
+    if (p.non_pytorch_at_peak_bytes.a || p.non_pytorch_at_peak_bytes.b) {
+      // The agent's settled pairing at each run's used peak: a context grown by a new CUDA,
+      // cuDNN or NCCL release shows here, not in torch's numbers.
+      out += bytes_line("non-PyTorch at peak used", p.non_pytorch_at_peak_bytes);
+      out += bytes_line("  context", p.context_at_peak_bytes);
+      out += bytes_line("  other", p.other_at_peak_bytes);
+    }
     if (p.step_count.a || p.step_count.b) {
       out += line("steps", count_text(p.step_count.a), count_text(p.step_count.b), "");
       out += bytes_line("step peak median", p.step_peak_median_bytes);
@@ -165,6 +172,9 @@ std::string format_diff_json(const RunProfile& a, const RunProfile& b, const Run
              {"peak_used_bytes", change_json(p.peak_used_bytes)},
              {"torch_peak_allocated_bytes", change_json(p.torch_peak_allocated_bytes)},
              {"torch_peak_reserved_bytes", change_json(p.torch_peak_reserved_bytes)},
+             {"non_pytorch_at_peak_bytes", change_json(p.non_pytorch_at_peak_bytes)},
+             {"context_at_peak_bytes", change_json(p.context_at_peak_bytes)},
+             {"other_at_peak_bytes", change_json(p.other_at_peak_bytes)},
              {"step_count", change_json(p.step_count)},
              {"step_peak_median_bytes", change_json(p.step_peak_median_bytes)},
              {"step_peak_p99_bytes", change_json(p.step_peak_p99_bytes)},

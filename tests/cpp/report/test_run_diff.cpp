@@ -18,9 +18,11 @@ using testing::mib;
 
 /// A run of GPU 0 with a trainer (`pid`, rank `rank`, driver peak `used_mib`) and Xorg; the
 /// trainer ends `steps` steps whose allocated peaks are 1000 + i MiB (i = 1..steps), then
-/// `last_step_mib` for one more step.
+/// `last_step_mib` for one more step. The trainer's agent publishes `parts` as its settled
+/// pairing when given.
 RunProfile make_run(uint32_t pid, int32_t rank, uint64_t used_mib, int steps,
-                    uint64_t last_step_mib, const std::string& name = "a.vsrec") {
+                    uint64_t last_step_mib, const std::string& name = "a.vsrec",
+                    const std::optional<DriverBreakdown>& parts = std::nullopt) {
   RunProfile run;
   run.path = name;
   StepPeakCollector collector;
@@ -33,6 +35,7 @@ RunProfile make_run(uint32_t pid, int32_t rank, uint64_t used_mib, int steps,
   s.devices.push_back(gpu0);
   AllocatorSample agent = make_allocator(pid, gpu0, used_mib / 2, used_mib * 3 / 4);
   agent.rank = rank;
+  agent.breakdown = parts;
   s.allocators.push_back(agent);
   for (int i = 1; i <= steps + 1; ++i) {
     StepRecord step;
@@ -159,6 +162,33 @@ TEST(RunDiff, JsonCarriesBothSidesDeltasAndTheVerdict) {
   EXPECT_EQ(trainer["step_peak_max_bytes"]["b"], 2200 * mib);
   EXPECT_EQ(trainer["category_step_bytes"]["parameters"]["a"], 2000 * mib);
   EXPECT_TRUE(trainer["category_step_bytes"]["gradients"]["delta_percent"].is_null());
+}
+
+TEST(RunDiff, ShowsTheNonPyTorchBytesAtEachRunsPeakButNeverCallsThemAGrowth) {
+  // B's context grew by 200 MiB (a new CUDA library's modules, say); B's other by 10 MiB.
+  const auto paired = [](uint64_t context_mib, uint64_t other_mib) {
+    DriverBreakdown parts;
+    parts.context_bytes = context_mib * mib;
+    parts.other_bytes = other_mib * mib;
+    return make_run(4021, 0, 40000, 3, 2000, "a.vsrec", parts);
+  };
+  const RunProfile a = paired(600, 100);
+  const RunProfile b = paired(800, 110);
+  const RunDiff diff = compare_runs(a, b);
+  const ProcessDiff& trainer = row_labelled(diff, "rank 0");
+  EXPECT_EQ(trainer.non_pytorch_at_peak_bytes.a, 700 * mib);
+  EXPECT_EQ(trainer.non_pytorch_at_peak_bytes.delta(), static_cast<int64_t>(210 * mib));
+  EXPECT_EQ(trainer.context_at_peak_bytes.delta(), static_cast<int64_t>(200 * mib));
+  EXPECT_EQ(trainer.other_at_peak_bytes.b, 110 * mib);
+  EXPECT_TRUE(peaks_grown(diff, 0.0).empty()) << peaks_grown(diff, 0.0)[0];
+  const std::string text = format_diff_text(a, b, diff, std::nullopt, {});
+  EXPECT_NE(text.find("non-PyTorch at peak used"), std::string::npos) << text;
+  EXPECT_NE(text.find("  context"), std::string::npos) << text;
+  const nlohmann::json doc = nlohmann::json::parse(format_diff_json(a, b, diff, std::nullopt, {}));
+  EXPECT_EQ(doc["processes"][0]["context_at_peak_bytes"]["delta"], 200 * mib);
+  // Xorg has no agent: its rows are empty and not printed.
+  EXPECT_TRUE(row_labelled(diff, "/usr/bin/Xorg :0").non_pytorch_at_peak_bytes.a == std::nullopt);
+  EXPECT_EQ(text.find("non-PyTorch", text.find("Xorg")), std::string::npos) << text;
 }
 
 TEST(RunDiff, ParsesPercentages) {

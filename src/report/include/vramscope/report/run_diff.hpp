@@ -48,6 +48,12 @@ struct ProcessDiff {
   Change peak_used_bytes;
   Change torch_peak_allocated_bytes;
   Change torch_peak_reserved_bytes;
+  /// At each run's used peak, the agent's settled non-PyTorch bytes and their two measured
+  /// parts (show's driver_parts_at_peak; empty where that peak had no pairing). Shown, never a
+  /// growth check: they are values at a peak, not peaks.
+  Change non_pytorch_at_peak_bytes;
+  Change context_at_peak_bytes;
+  Change other_at_peak_bytes;
   /// Steps seen and the distribution of allocated step peaks (max as `show` reports it).
   Change step_count;
   Change step_peak_median_bytes;
