@@ -27,6 +27,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 
 #: The sources of the library, relative to the source root (the checkout or _torchlib_src).
 SOURCES = ("agent/torchlib/torch_library.cpp", "agent/torchlib/cpu_proxy.cpp",
@@ -53,22 +54,73 @@ def is_release(version: str) -> bool:
     return re.fullmatch(r"\d+\.\d+\.\d+(\+[A-Za-z0-9.]+)?", version) is not None
 
 
-def cuda_include_dirs(torch_dir: pathlib.Path) -> list[str]:
-    """Folders holding cuda_runtime_api.h: the NVIDIA runtime wheel next to torch (what pip
-    installs with torch), $CUDA_HOME, the conventional location."""
+#: A CUDA include folder is whole for a host compile when it has the runtime's API and the
+#: ``crt/`` headers that ``cuda_runtime.h`` includes. PyPI's CUDA 13 runtime wheel
+#: (nvidia-cuda-runtime, ``nvidia/cu13/include``) ships no ``crt/``: nvidia-cuda-crt does.
+RUNTIME_HEADER = "cuda_runtime_api.h"
+CRT_HEADER = os.path.join("crt", "host_config.h")
+#: Where CUDA toolkits are installed when no variable or nvcc names one.
+SYSTEM_CUDA_ROOTS = ("/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda")
+
+
+def _cuda_roots(environ: Mapping[str, str]) -> list[str]:
+    """Include folders of CUDA installs outside the Python environment, in the order they are
+    trusted: $CUDA_HOME, $CUDA_PATH, $CUDA_ROOT, the nvcc on PATH, /usr/local/cuda, then any
+    /usr/local/cuda-X.Y and /opt/cuda."""
+    roots = [environ.get(name) for name in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")]
+    nvcc = shutil.which("nvcc", path=environ.get("PATH"))
+    if nvcc:
+        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    for pattern in SYSTEM_CUDA_ROOTS:
+        roots += sorted(glob.glob(pattern), reverse=True)
+    found: list[str] = []
+    for root in roots:
+        if not root:
+            continue
+        for include in (os.path.join(root, "include"),
+                        os.path.join(root, "targets", "x86_64-linux", "include")):
+            if os.path.isfile(os.path.join(include, RUNTIME_HEADER)) and include not in found:
+                found.append(include)
+    return found
+
+
+def cuda_include_dirs(torch_dir: pathlib.Path,
+                      environ: Mapping[str, str] | None = None) -> list[str]:
+    """The CUDA include folders of a compile, in order: the first holding cuda_runtime_api.h
+    (the NVIDIA runtime wheel next to torch first: pip installed it with torch, so it is the
+    CUDA torch was built for; then a CUDA install, _cuda_roots), then, when that one has no
+    ``crt/``, the first other folder that has it (another wheel, such as nvidia-cuda-crt, or a
+    CUDA install). Empty when no folder has the runtime's headers. A ``crt/`` that only the
+    compiler's own search path holds (/usr/local/include) needs no folder here."""
+    environ = os.environ if environ is None else environ
     site = torch_dir.parent
-    found = sorted({os.path.dirname(p) for p in
-                    glob.glob(str(site / "nvidia" / "**" / "cuda_runtime_api.h"), recursive=True)})
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and os.path.exists(os.path.join(root, "include", "cuda_runtime_api.h")):
-            found.append(os.path.join(root, "include"))
-    return found[:1]
+    wheels = sorted({os.path.dirname(p) for p in glob.glob(
+        str(site / "nvidia" / "**" / RUNTIME_HEADER), recursive=True)})
+    crt_wheels = sorted({os.path.dirname(os.path.dirname(p)) for p in glob.glob(
+        str(site / "nvidia" / "**" / CRT_HEADER), recursive=True)})
+    candidates = [*wheels, *_cuda_roots(environ)]
+    if not candidates:
+        return []
+    runtime = candidates[0]
+    if os.path.isfile(os.path.join(runtime, CRT_HEADER)):
+        return [runtime]
+    crt = next((d for d in [*crt_wheels, *candidates[1:]]
+                if os.path.isfile(os.path.join(d, CRT_HEADER))), None)
+    return [runtime] if crt is None else [runtime, crt]
+
+
+def missing_crt_hint(includes: Sequence[str]) -> str:
+    """The one-line fix for a compile that found the runtime's headers without ``crt/``."""
+    return (f"the CUDA headers in {includes[0]} have no crt/ (PyPI's CUDA 13 runtime wheel "
+            "ships none): pip install nvidia-cuda-crt of the same CUDA version, or set "
+            "CUDA_HOME to a CUDA toolkit")
 
 
 def compile_flags(source_root: pathlib.Path, torch_dir: pathlib.Path, torch_version: str,
-                  cxx11_abi: bool, cuda_include: str, bench_hooks: bool = False) -> list[str]:
-    """The flags of every source of the library: torch's headers and cuda_runtime_api.h are
-    all it needs (no CMake, no -dev package)."""
+                  cxx11_abi: bool, cuda_includes: Sequence[str],
+                  bench_hooks: bool = False) -> list[str]:
+    """The flags of every source of the library: torch's headers and CUDA's runtime headers
+    (``cuda_includes``, in search order) are all it needs (no CMake, no -dev package)."""
     return [
         "-std=c++20", "-O3", "-fPIC", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-w",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}",
@@ -79,7 +131,7 @@ def compile_flags(source_root: pathlib.Path, torch_dir: pathlib.Path, torch_vers
         f"-I{source_root / 'src' / 'tracking' / 'include'}", f"-I{source_root / 'include'}",
         "-isystem", str(torch_dir / "include"),
         "-isystem", str(torch_dir / "include" / "torch" / "csrc" / "api" / "include"),
-        "-isystem", cuda_include,
+        *[flag for include in cuda_includes for flag in ("-isystem", include)],
     ]
 
 
@@ -94,18 +146,18 @@ def link_flags(torch_dir: pathlib.Path, rpath: str, version_script: pathlib.Path
 
 def build(source_root: pathlib.Path, torch_dir: pathlib.Path, torch_version: str,
           cxx11_abi: bool, out: pathlib.Path, rpath: str, bench_hooks: bool = False,
-          cxx: str = "c++", cuda_include: str | None = None) -> None:
+          cxx: str = "c++", cuda_includes: Sequence[str] | None = None) -> None:
     """Compiles the library into ``out``: one compiler call per source (at most as many at once
     as there are cores; each cacheable by ccache), one to link, written under a temporary name
     and renamed, so a reader never sees half a file. Raises RuntimeError with the compiler's
     last lines."""
-    includes = [cuda_include] if cuda_include else cuda_include_dirs(torch_dir)
+    includes = list(cuda_includes) if cuda_includes else cuda_include_dirs(torch_dir)
     if not includes:
         raise RuntimeError("cuda_runtime_api.h not found (install the CUDA runtime headers: "
                            "pip install nvidia-cuda-runtime, or set CUDA_HOME)")
     out.parent.mkdir(parents=True, exist_ok=True)
     compiler = shlex.split(cxx)
-    flags = compile_flags(source_root, torch_dir, torch_version, cxx11_abi, includes[0],
+    flags = compile_flags(source_root, torch_dir, torch_version, cxx11_abi, includes,
                           bench_hooks)
     with tempfile.TemporaryDirectory(prefix=out.name + ".", dir=out.parent) as tmp:
         work = pathlib.Path(tmp)
@@ -136,6 +188,8 @@ def build(source_root: pathlib.Path, torch_dir: pathlib.Path, torch_version: str
         if failures:
             lines = failures[0].strip().splitlines()
             tail = "\n".join([x for x in lines if "error" in x][:10] or lines[-20:])
+            if "crt/" in tail and len(includes) == 1:
+                tail += "\n" + missing_crt_hint(includes)
             raise RuntimeError(f"compiling the torch-facing library failed:\n{tail}")
         linked.chmod(0o700)
         os.replace(linked, out)
@@ -253,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--source-root", type=pathlib.Path, required=True)
     p.add_argument("--torch-dir", type=pathlib.Path, required=True,
                    help="the torch package folder (include/, lib/, version.py)")
-    p.add_argument("--cuda-include", required=True)
+    p.add_argument("--cuda-include", required=True, action="append",
+                   help="a CUDA include folder (repeatable, in search order)")
     p.add_argument("--out-dir", type=pathlib.Path, required=True)
     p.add_argument("--bench-hooks", action="store_true")
     p.add_argument("--cxx", default="c++", help="the compiler command (e.g. 'ccache c++')")
@@ -266,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out_dir / library_name(version)
     # PyPI's torch since 2.7 is built with the C++11 ABI.
     build(args.source_root, args.torch_dir, version, True, out, "$ORIGIN/../../torch/lib",
-          args.bench_hooks, cxx=args.cxx, cuda_include=args.cuda_include)
+          args.bench_hooks, cxx=args.cxx, cuda_includes=args.cuda_include)
     print(f"{out} {version}")
     return 0
 
