@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "bindings.hpp"
 
@@ -33,17 +34,9 @@ void bind_driver(nb::module_& m) {
         std::optional<DriverBreakdown> b = attachment.pairing->breakdown(device);
         if (!b) return nb::none();
         nb::dict out;
-        out["paired_ns"] = b->paired_ns;
-        out["driver_bytes"] = b->driver_bytes;
-        out["reserved_bytes"] = b->reserved_bytes;
-        out["private_pool_bytes"] = b->private_pool_bytes;
-        out["nccl_bytes"] = b->nccl_bytes;
-        out["other_bytes"] = b->other_bytes;
-        out["context_bytes"] = b->context_bytes;
-        out["first_context_bytes"] = b->first_context_bytes;
-        out["excess_bytes"] = b->excess_bytes;
-        out["nccl_version"] = b->nccl_version;
-        out["unsettled_count"] = b->unsettled_count;
+        for (const BreakdownField& field : breakdown_fields) {
+          std::visit([&](auto member) { out[field.name.data()] = (*b).*member; }, field.member);
+        }
         out["non_pytorch_bytes"] = b->non_pytorch_bytes();
         return out;
       },

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace vramscope {
@@ -39,6 +40,8 @@ struct ProcessSample {
   std::string user;
   /// Command line from /proc/<pid>/cmdline (arguments joined by spaces), when visible.
   std::string command;
+
+  bool operator==(const ProcessSample&) const = default;
 };
 
 /// One MIG instance of a MIG-enabled GPU.
@@ -50,6 +53,8 @@ struct MigInstanceSample {
   std::optional<uint64_t> total_bytes;
   std::optional<uint64_t> used_bytes;
   std::optional<uint64_t> free_bytes;
+
+  bool operator==(const MigInstanceSample&) const = default;
 };
 
 /// One GPU at one instant, as the driver reports it.
@@ -88,6 +93,8 @@ struct DeviceSample {
   bool lost = false;
   /// One-line reason when some part of this sample could not be read; empty when all was fine.
   std::string error;
+
+  bool operator==(const DeviceSample&) const = default;
 };
 
 /// What the driver charges one process on one device, named part by part. The agent pairs the
@@ -126,11 +133,112 @@ struct DriverBreakdown {
   /// Pairings tried and found unsettled (a segment moved around the reading) since attach.
   uint32_t unsettled_count = 0;
 
-  /// Everything the driver charges that is not torch's: context + other + NCCL.
-  uint64_t non_pytorch_bytes() const {
-    return context_bytes + other_bytes.value_or(0) + nccl_bytes.value_or(0);
-  }
+  /// Everything the driver charges that is not torch's: context + other + NCCL (the fields
+  /// breakdown_fields marks non_pytorch).
+  uint64_t non_pytorch_bytes() const;
+
+  bool operator==(const DriverBreakdown&) const = default;
 };
+
+/// One field of DriverBreakdown. Every representation of a breakdown iterates breakdown_fields
+/// (plausibility, JSON, the recording codec, the index digest, the agent segment's slot, the
+/// Python dict, the tests), so a new field is its member plus one row there; the static_asserts
+/// below, in vramscope/format/agent_segment_layout.hpp and in sample_codec.cpp then ask for it
+/// and for the two format versions.
+struct BreakdownField {
+  /// The member; its type says what the field holds and how each format stores it: a
+  /// CLOCK_REALTIME time, bytes always measured, bytes that may be unmeasured (empty, never
+  /// zero), or a 32-bit number (a version or a count).
+  using Member =
+      std::variant<int64_t DriverBreakdown::*, uint64_t DriverBreakdown::*,
+                   std::optional<uint64_t> DriverBreakdown::*, uint32_t DriverBreakdown::*>;
+  /// Field name: the JSON key and the Python dict key.
+  std::string_view name;
+  Member member;
+  /// Is it one of the parts that make non_pytorch_bytes() (what the driver charges that is not
+  /// torch's)? Those parts, with torch's reserved, are what the driver's reading is split into.
+  bool non_pytorch = false;
+};
+
+/// The fields of DriverBreakdown, in declaration order: the order of the JSON keys, of the
+/// index digest's array and of the segment's words. The recording codec stores them grouped
+/// by type (the time, the bytes always measured, the presence flags, the optional bytes, the
+/// numbers), each group in this order.
+inline constexpr std::array<BreakdownField, 11> breakdown_fields = {{
+    {"paired_ns", &DriverBreakdown::paired_ns},
+    {"driver_bytes", &DriverBreakdown::driver_bytes},
+    {"reserved_bytes", &DriverBreakdown::reserved_bytes},
+    {"private_pool_bytes", &DriverBreakdown::private_pool_bytes},
+    {"nccl_bytes", &DriverBreakdown::nccl_bytes, true},
+    {"other_bytes", &DriverBreakdown::other_bytes, true},
+    {"context_bytes", &DriverBreakdown::context_bytes, true},
+    {"first_context_bytes", &DriverBreakdown::first_context_bytes},
+    {"excess_bytes", &DriverBreakdown::excess_bytes},
+    {"nccl_version", &DriverBreakdown::nccl_version},
+    {"unsettled_count", &DriverBreakdown::unsettled_count},
+}};
+
+/// The bytes of one member type of breakdown_fields.
+inline constexpr std::size_t breakdown_member_bytes(const BreakdownField::Member& member) {
+  switch (member.index()) {
+    case 0:
+      return sizeof(int64_t);
+    case 1:
+      return sizeof(uint64_t);
+    case 2:
+      return sizeof(std::optional<uint64_t>);
+    default:
+      return sizeof(uint32_t);
+  }
+}
+
+/// How many rows of breakdown_fields hold a member of type T.
+template <typename T>
+inline constexpr std::size_t breakdown_field_count() {
+  std::size_t count = 0;
+  for (const BreakdownField& field : breakdown_fields) {
+    if (std::holds_alternative<T DriverBreakdown::*>(field.member)) ++count;
+  }
+  return count;
+}
+
+// The struct is exactly its rows (no padding): a new member without a row changes its size.
+static_assert(
+    [] {
+      std::size_t bytes = 0;
+      for (const BreakdownField& field : breakdown_fields) {
+        bytes += breakdown_member_bytes(field.member);
+      }
+      return bytes;
+    }() == sizeof(DriverBreakdown),
+    "a field was added to DriverBreakdown: add it to breakdown_fields too");
+
+/// The byte count `field` holds in `b` (empty when unmeasured), or empty for a field that is
+/// not bytes (the time, the numbers). is_breakdown_bytes() tells the two empties apart.
+inline std::optional<uint64_t> breakdown_bytes(const DriverBreakdown& b,
+                                               const BreakdownField& field) {
+  if (const auto* bytes = std::get_if<uint64_t DriverBreakdown::*>(&field.member)) {
+    return b.**bytes;
+  }
+  if (const auto* bytes = std::get_if<std::optional<uint64_t> DriverBreakdown::*>(&field.member)) {
+    return b.**bytes;
+  }
+  return std::nullopt;
+}
+
+/// Does `field` hold bytes (always measured or optional)?
+inline constexpr bool is_breakdown_bytes(const BreakdownField& field) {
+  return std::holds_alternative<uint64_t DriverBreakdown::*>(field.member) ||
+         std::holds_alternative<std::optional<uint64_t> DriverBreakdown::*>(field.member);
+}
+
+inline uint64_t DriverBreakdown::non_pytorch_bytes() const {
+  uint64_t sum = 0;
+  for (const BreakdownField& field : breakdown_fields) {
+    if (field.non_pytorch) sum += breakdown_bytes(*this, field).value_or(0);
+  }
+  return sum;
+}
 
 /// "2.28.9" for a DriverBreakdown::nccl_version of 22809.
 inline std::string nccl_version_text(uint32_t version) {
@@ -183,6 +291,8 @@ struct AllocatorSample {
   /// The driver's bytes for this process, part by part, at the agent's last settled pairing;
   /// empty before the first one (or where the agent cannot read the driver).
   std::optional<DriverBreakdown> breakdown;
+
+  bool operator==(const AllocatorSample&) const = default;
 };
 
 /// What an allocator counter counts: the readers' plausibility bound and the exports' type
@@ -296,6 +406,8 @@ struct StepRecord {
   /// step's requested-bytes peak (they sum to that peak). Empty unless the process tracks
   /// categories (Monitor(model=...)).
   std::optional<CategoryBytes> category_bytes;
+
+  bool operator==(const StepRecord&) const = default;
 };
 
 /// An out-of-memory error one agent observed.
@@ -313,6 +425,8 @@ struct OomRecord {
   /// Allocator state at the OOM.
   uint64_t allocated_bytes = 0;
   uint64_t reserved_bytes = 0;
+
+  bool operator==(const OomRecord&) const = default;
 };
 
 /// One uint64_t field of a record and its name (JSON key, CSV column, trace argument).
@@ -354,6 +468,8 @@ struct SystemSample {
   std::vector<StepRecord> steps;
   /// OOMs observed since the previous SystemSample.
   std::vector<OomRecord> ooms;
+
+  bool operator==(const SystemSample&) const = default;
 };
 
 }  // namespace vramscope

@@ -43,16 +43,10 @@ std::string device_fields(const DeviceSample& d) {
 }  // namespace
 
 std::string implausible_bytes(const std::string& who, const DriverBreakdown& parts) {
-  for (const auto& [field, value] :
-       {std::pair<std::string_view, std::optional<uint64_t>>{"driver_bytes", parts.driver_bytes},
-        {"reserved_bytes", parts.reserved_bytes},
-        {"private_pool_bytes", parts.private_pool_bytes},
-        {"nccl_bytes", parts.nccl_bytes},
-        {"other_bytes", parts.other_bytes},
-        {"context_bytes", parts.context_bytes},
-        {"first_context_bytes", parts.first_context_bytes},
-        {"excess_bytes", parts.excess_bytes}}) {
-    if (std::string why = check(who + " driver parts", field, value); !why.empty()) return why;
+  for (const BreakdownField& field : breakdown_fields) {
+    if (!is_breakdown_bytes(field)) continue;
+    const std::optional<uint64_t> bytes = breakdown_bytes(parts, field);
+    if (!is_plausible_bytes(bytes)) return check(who + " driver parts", field.name, bytes);
   }
   return "";
 }

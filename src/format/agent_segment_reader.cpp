@@ -14,8 +14,10 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
+#include <variant>
 
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/clock.hpp"
@@ -409,24 +411,22 @@ class SegmentReader final : public AgentSegmentReader {
     return sample;
   }
 
+  /// The breakdown put_breakdown() stored in the slot.
   static DriverBreakdown breakdown_of(const SlotStats& stats) {
-    auto word = [&stats](BreakdownWord w) {
-      return stats.breakdown_bytes[static_cast<std::size_t>(w)];
-    };
-    auto optional = [&](BreakdownWord w, uint32_t flag) -> std::optional<uint64_t> {
-      if ((stats.flags & flag) == 0) return std::nullopt;
-      return word(w);
-    };
     DriverBreakdown b;
+    std::size_t word = 0;
+    uint32_t flag = slot_flag_first_part;
+    for (const BreakdownField& field : breakdown_fields) {
+      if (const auto* bytes = std::get_if<uint64_t DriverBreakdown::*>(&field.member)) {
+        b.** bytes = stats.breakdown_bytes[word++];
+      } else if (const auto* optional =
+                     std::get_if<std::optional<uint64_t> DriverBreakdown::*>(&field.member)) {
+        if ((stats.flags & flag) != 0) b.** optional = stats.breakdown_bytes[word];
+        ++word;
+        flag <<= 1U;
+      }
+    }
     b.paired_ns = stats.breakdown_paired_ns;
-    b.driver_bytes = word(BreakdownWord::Driver);
-    b.reserved_bytes = word(BreakdownWord::Reserved);
-    b.context_bytes = word(BreakdownWord::Context);
-    b.excess_bytes = word(BreakdownWord::Excess);
-    b.private_pool_bytes = optional(BreakdownWord::PrivatePools, slot_flag_private_pools);
-    b.nccl_bytes = optional(BreakdownWord::Nccl, slot_flag_nccl);
-    b.other_bytes = optional(BreakdownWord::Other, slot_flag_other);
-    b.first_context_bytes = optional(BreakdownWord::FirstContext, slot_flag_first_context);
     b.nccl_version = stats.nccl_version;
     b.unsettled_count = stats.breakdown_unsettled;
     return b;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 #include <utility>
+#include <variant>
 
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/clock.hpp"
@@ -102,29 +103,26 @@ class SegmentWriter final : public AgentSegmentWriter {
                static_cast<uint64_t>(stats.updated_ns));
   }
 
-  /// Stores a breakdown in the slot's version-3 words and flags.
+  /// Stores a breakdown in the slot's version-3 words and flags: its byte fields in the words,
+  /// the presence of each optional one as a flag, the time and the numbers in their own fields.
   static void put_breakdown(const DriverBreakdown& b, SlotStats& stats) {
-    auto word = [&stats](BreakdownWord w) -> uint64_t& {
-      return stats.breakdown_bytes[static_cast<std::size_t>(w)];
-    };
     stats.flags |= slot_flag_breakdown;
-    stats.breakdown_paired_ns = b.paired_ns;
-    word(BreakdownWord::Driver) = b.driver_bytes;
-    word(BreakdownWord::Reserved) = b.reserved_bytes;
-    word(BreakdownWord::Context) = b.context_bytes;
-    word(BreakdownWord::Excess) = b.excess_bytes;
-    const std::pair<const std::optional<uint64_t>&, std::pair<BreakdownWord, uint32_t>> optional[] =
-        {
-            {b.private_pool_bytes, {BreakdownWord::PrivatePools, slot_flag_private_pools}},
-            {b.nccl_bytes, {BreakdownWord::Nccl, slot_flag_nccl}},
-            {b.other_bytes, {BreakdownWord::Other, slot_flag_other}},
-            {b.first_context_bytes, {BreakdownWord::FirstContext, slot_flag_first_context}},
-        };
-    for (const auto& [value, where] : optional) {
-      if (!value) continue;
-      word(where.first) = *value;
-      stats.flags |= where.second;
+    std::size_t word = 0;
+    uint32_t flag = slot_flag_first_part;
+    for (const BreakdownField& field : breakdown_fields) {
+      if (const auto* bytes = std::get_if<uint64_t DriverBreakdown::*>(&field.member)) {
+        stats.breakdown_bytes[word++] = b.**bytes;
+      } else if (const auto* optional =
+                     std::get_if<std::optional<uint64_t> DriverBreakdown::*>(&field.member)) {
+        if (b.**optional) {
+          stats.breakdown_bytes[word] = *(b.**optional);
+          stats.flags |= flag;
+        }
+        ++word;
+        flag <<= 1U;
+      }
     }
+    stats.breakdown_paired_ns = b.paired_ns;
     stats.nccl_version = b.nccl_version;
     stats.breakdown_unsettled = b.unsettled_count;
   }

@@ -6,7 +6,10 @@
 // changed).
 #include "vramscope/format/sample_codec.hpp"
 
+#include <array>
+#include <optional>
 #include <string>
+#include <variant>
 
 #include "vramscope/format/varint.hpp"
 
@@ -64,12 +67,9 @@ enum AllocatorFlag : uint32_t {
   AllocatorKnownFlagsBefore4 = AllocatorPollingOnly,
 };
 
-// DriverBreakdown flags (version 4 on): presence of its optional parts.
+// DriverBreakdown flags (version 4 on): bit i is the presence of the i-th optional part of
+// breakdown_fields (private pools, NCCL, other, first context).
 enum BreakdownFlag : uint32_t {
-  BreakdownHasPrivatePools = 1U << 0U,
-  BreakdownHasNccl = 1U << 1U,
-  BreakdownHasOther = 1U << 2U,
-  BreakdownHasFirstContext = 1U << 3U,
   BreakdownKnownFlags = (1U << 4U) - 1,
 };
 
@@ -234,28 +234,41 @@ void walk_device(Io& io, Device& d) {
   io.str(d.error);
 }
 
+/// The rows of breakdown_fields whose member is a `T DriverBreakdown::*`, in the table's order.
+template <typename T>
+constexpr auto breakdown_members() {
+  std::array<T DriverBreakdown::*, breakdown_field_count<T>()> out{};
+  std::size_t at = 0;
+  for (const BreakdownField& field : breakdown_fields) {
+    if (const auto* member = std::get_if<T DriverBreakdown::*>(&field.member)) out[at++] = *member;
+  }
+  return out;
+}
+
 template <typename Io, typename Breakdown>
 void walk_breakdown(Io& io, Breakdown& b) {
-  // Stored whole, not against the sample's timestamp: it changes at the agent's pairings (4 Hz),
-  // so between them zstd sees the same bytes again (1x8 steady state: 37 B a sample, 40 B as a
-  // delta).
-  io.s64(b.paired_ns);
-  io.u64(b.driver_bytes);
-  io.u64(b.reserved_bytes);
-  io.u64(b.context_bytes);
-  io.u64(b.excess_bytes);
+  // breakdown_fields grouped by type, each group in the table's order: the time (stored whole,
+  // not against the sample's timestamp: it changes at the agent's pairings, 4 Hz, so between
+  // them zstd sees the same bytes again; 1x8 steady state: 37 B a sample, 40 B as a delta), the
+  // bytes always measured, the presence of the optional bytes (bit i for the i-th), those
+  // present, then the 32-bit numbers.
+  static constexpr auto times = breakdown_members<int64_t>();
+  static constexpr auto bytes = breakdown_members<uint64_t>();
+  static constexpr auto optional_bytes = breakdown_members<std::optional<uint64_t>>();
+  static constexpr auto numbers = breakdown_members<uint32_t>();
+  static_assert(
+      times.size() == 1 && bytes.size() == 4 && optional_bytes.size() == 4 && numbers.size() == 2 &&
+          BreakdownKnownFlags == (1U << optional_bytes.size()) - 1,
+      "a new DriverBreakdown field is a change of the recording format: bump its version");
+  for (const auto member : times) io.s64(b.*member);
+  for (const auto member : bytes) io.u64(b.*member);
   io.flags(BreakdownKnownFlags, "driver breakdown", [&](auto& f) {
-    f.present(b.private_pool_bytes, BreakdownHasPrivatePools);
-    f.present(b.nccl_bytes, BreakdownHasNccl);
-    f.present(b.other_bytes, BreakdownHasOther);
-    f.present(b.first_context_bytes, BreakdownHasFirstContext);
+    for (std::size_t i = 0; i < optional_bytes.size(); ++i) {
+      f.present(b.*optional_bytes[i], 1U << i);
+    }
   });
-  io.opt(b.private_pool_bytes);
-  io.opt(b.nccl_bytes);
-  io.opt(b.other_bytes);
-  io.opt(b.first_context_bytes);
-  io.u32(b.nccl_version, "NCCL version");
-  io.u32(b.unsettled_count, "unsettled count");
+  for (const auto member : optional_bytes) io.opt(b.*member);
+  for (const auto member : numbers) io.u32(b.*member, "driver breakdown number");
 }
 
 template <typename Io, typename Allocator>

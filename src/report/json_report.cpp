@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <variant>
 
 #include "vramscope/core/utf8.hpp"
 #include "vramscope/join.hpp"
@@ -19,6 +20,16 @@ using json = nlohmann::ordered_json;
 template <typename T>
 json or_null(const std::optional<T>& value) {
   return value ? json(*value) : json(nullptr);
+}
+
+/// A plain value as itself, an optional one as or_null() writes it.
+template <typename T>
+json or_null_value(const T& value) {
+  return json(value);
+}
+template <typename T>
+json or_null_value(const std::optional<T>& value) {
+  return or_null(value);
 }
 
 /// Empty text is "unknown" here, so null rather than "".
@@ -39,21 +50,23 @@ json mig_json(const MigInstanceSample& mig) {
 nlohmann::ordered_json driver_parts_json(const std::optional<DriverBreakdown>& parts) {
   if (!parts) return nullptr;
   const DriverBreakdown& b = *parts;
-  json nccl_version = nullptr;
-  if (b.nccl_version != 0) nccl_version = nccl_version_text(b.nccl_version);
-  return json{{"paired_ns", b.paired_ns},
-              {"driver_bytes", b.driver_bytes},
-              {"reserved_bytes", b.reserved_bytes},
-              {"private_pool_bytes", or_null(b.private_pool_bytes)},
-              {"nccl_bytes", or_null(b.nccl_bytes)},
-              {"other_bytes", or_null(b.other_bytes)},
-              {"context_bytes", b.context_bytes},
-              {"first_context_bytes", or_null(b.first_context_bytes)},
-              {"non_pytorch_bytes", b.non_pytorch_bytes()},
-              {"excess_bytes", b.excess_bytes},
-              {"nccl_version", nccl_version},
-              {"nccl", nccl_status_text(b)},
-              {"unsettled_count", b.unsettled_count}};
+  json out = json::object();
+  for (const BreakdownField& field : breakdown_fields) {
+    // The sum of the non-PyTorch parts sits before the excess, as docs/json-schema.md lists it.
+    if (field.member == BreakdownField::Member(&DriverBreakdown::excess_bytes)) {
+      out["non_pytorch_bytes"] = b.non_pytorch_bytes();
+    }
+    if (field.member == BreakdownField::Member(&DriverBreakdown::nccl_version)) {
+      // The version as text ("2.28.9"), null without a communicator, then what it says of NCCL.
+      out[std::string(field.name)] =
+          b.nccl_version != 0 ? json(nccl_version_text(b.nccl_version)) : json();
+      out["nccl"] = nccl_status_text(b);
+      continue;
+    }
+    std::visit([&](auto member) { out[std::string(field.name)] = or_null_value(b.*member); },
+               field.member);
+  }
+  return out;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 // non-empty value, and peak times are kept relative to the first sample of the whole.
 #include <nlohmann/json.hpp>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "vramscope/report/recording_summary.hpp"
@@ -97,14 +98,25 @@ class DepthLimitedSax : public nlohmann::json_sax<Json> {
   Json* m_member = nullptr;
 };
 
-/// A driver breakdown as one array (its fields in declaration order), or null.
+/// A plain value as itself, an optional one as opt() writes it.
+template <typename T>
+Json opt_value(const T& value) {
+  return Json(value);
+}
+template <typename T>
+Json opt_value(const std::optional<T>& value) {
+  return opt(value);
+}
+
+/// A driver breakdown as one array (breakdown_fields in their order; null for an unmeasured
+/// part), or null.
 Json parts_array(const std::optional<DriverBreakdown>& parts) {
   if (!parts) return nullptr;
-  const DriverBreakdown& b = *parts;
-  return Json::array({b.paired_ns, b.driver_bytes, b.reserved_bytes, opt(b.private_pool_bytes),
-                      opt(b.nccl_bytes), opt(b.other_bytes), b.context_bytes,
-                      opt(b.first_context_bytes), b.excess_bytes, b.nccl_version,
-                      b.unsettled_count});
+  Json out = Json::array();
+  for (const BreakdownField& field : breakdown_fields) {
+    std::visit([&](auto member) { out.push_back(opt_value((*parts).*member)); }, field.member);
+  }
+  return out;
 }
 
 /// Reads element `at` of an array: null for an empty optional.
@@ -118,20 +130,22 @@ void get_opt(const Json& json, std::size_t at, std::optional<T>& out) {
   }
 }
 
+/// Reads element `at` of an array into a plain value, or into an optional as get_opt() does.
+template <typename T>
+void get_value(const Json& json, std::size_t at, T& out) {
+  out = json.at(at).get<T>();
+}
+template <typename T>
+void get_value(const Json& json, std::size_t at, std::optional<T>& out) {
+  get_opt(json, at, out);
+}
+
 /// The breakdown parts_array() wrote (throws Json::exception for anything else).
 DriverBreakdown parts_from(const Json& json) {
   DriverBreakdown b;
-  b.paired_ns = json.at(0).get<int64_t>();
-  b.driver_bytes = json.at(1).get<uint64_t>();
-  b.reserved_bytes = json.at(2).get<uint64_t>();
-  get_opt(json, 3, b.private_pool_bytes);
-  get_opt(json, 4, b.nccl_bytes);
-  get_opt(json, 5, b.other_bytes);
-  b.context_bytes = json.at(6).get<uint64_t>();
-  get_opt(json, 7, b.first_context_bytes);
-  b.excess_bytes = json.at(8).get<uint64_t>();
-  b.nccl_version = json.at(9).get<uint32_t>();
-  b.unsettled_count = json.at(10).get<uint32_t>();
+  for (std::size_t i = 0; i < breakdown_fields.size(); ++i) {
+    std::visit([&](auto member) { get_value(json, i, b.*member); }, breakdown_fields[i].member);
+  }
   return b;
 }
 

@@ -1,13 +1,16 @@
 // tests/cpp/format/fixtures.hpp -- sample builders and a field-by-field dump for format tests
 //
-// dump() prints every field of a SystemSample, so two samples are equal exactly when their dumps
-// are, and a failing comparison shows which field differs.
+// Tests compare samples with their defaulted operator==; dump() prints every field of a
+// SystemSample (gtest prints it through PrintTo), so a failing comparison shows which differs.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "vramscope/format/recording.hpp"
@@ -23,7 +26,7 @@ std::string opt_text(const std::optional<T>& value) {
   return out.str();
 }
 
-/// Every field of a sample, one line per object.
+/// Every field of a sample, one line per object: what a failed comparison prints.
 inline std::string dump(const SystemSample& s) {
   std::ostringstream out;
   out << "sample ts=" << s.timestamp_ns << " host=" << s.hostname << " driver=" << s.driver_version
@@ -60,12 +63,13 @@ inline std::string dump(const SystemSample& s) {
         << " dropped=" << a.dropped_event_count << " polling=" << a.polling_only
         << " updated=" << a.updated_ns << "\n";
     if (const auto& b = a.breakdown) {
-      out << "  parts paired=" << b->paired_ns << " driver=" << b->driver_bytes
-          << " reserved=" << b->reserved_bytes << " pools=" << opt_text(b->private_pool_bytes)
-          << " nccl=" << opt_text(b->nccl_bytes) << " other=" << opt_text(b->other_bytes)
-          << " context=" << b->context_bytes << " first=" << opt_text(b->first_context_bytes)
-          << " excess=" << b->excess_bytes << " nccl_version=" << b->nccl_version
-          << " unsettled=" << b->unsettled_count << "\n";
+      out << "  parts";
+      for (const BreakdownField& field : breakdown_fields) {
+        out << " " << field.name << "=";
+        std::visit([&](auto member) { out << opt_text(std::optional((*b).*member)); },
+                   field.member);
+      }
+      out << "\n";
     }
   }
   for (const auto& r : s.steps) {
@@ -88,6 +92,32 @@ inline std::string dump(const SystemSample& s) {
         << " a=" << r.allocated_bytes << " r=" << r.reserved_bytes << "\n";
   }
   return out.str();
+}
+
+/// A breakdown whose every field holds a value of its own, above 2^32 where its bytes are
+/// (every byte of it matters), each optional part present unless it is named `absent`. The
+/// driver's reading holds exactly the parts it is split into (reserved + non-PyTorch), so the
+/// breakdown is plausible on any device of 80 GiB.
+inline DriverBreakdown distinct_breakdown(std::string_view absent = {}) {
+  DriverBreakdown b;
+  uint64_t value = 0;
+  for (const BreakdownField& field : breakdown_fields) {
+    ++value;
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_cvref_t<decltype(b.*member)>;
+          if constexpr (std::is_same_v<T, uint32_t>) {
+            b.*member = static_cast<uint32_t>(20'000 + value);
+          } else if constexpr (std::is_same_v<T, std::optional<uint64_t>>) {
+            if (field.name != absent) b.*member = (value << 31U) + value;
+          } else {
+            b.*member = static_cast<T>((value << 31U) + value);
+          }
+        },
+        field.member);
+  }
+  b.driver_bytes = b.reserved_bytes + b.non_pytorch_bytes();
+  return b;
 }
 
 /// A deterministic sample with `gpus` devices of `processes` processes each; `seed` varies the
@@ -242,3 +272,12 @@ inline RecordingMetadata make_metadata() {
 }
 
 }  // namespace vramscope::testing
+
+namespace vramscope {
+
+/// gtest prints a sample through dump() (found by argument-dependent lookup).
+inline void PrintTo(const SystemSample& sample, std::ostream* out) {
+  *out << "\n" << testing::dump(sample);
+}
+
+}  // namespace vramscope

@@ -33,7 +33,7 @@ TEST(RecordingV1, ReadsTheCheckedInFile) {
   for (const auto& chunk : testing::v1_small_chunks()) {
     for (const auto& want : chunk) {
       ASSERT_TRUE(reader->next(sample)) << reader->tail_message();
-      EXPECT_EQ(testing::dump(sample), testing::dump(want));
+      EXPECT_EQ(sample, want);
     }
   }
   EXPECT_FALSE(reader->next(sample));

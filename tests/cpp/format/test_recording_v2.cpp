@@ -31,7 +31,7 @@ TEST(RecordingV2, ReadsTheCheckedInFile) {
   for (const auto& chunk : testing::v2_small_chunks()) {
     for (const auto& want : chunk) {
       ASSERT_TRUE(reader->next(sample)) << reader->tail_message();
-      EXPECT_EQ(testing::dump(sample), testing::dump(want));
+      EXPECT_EQ(sample, want);
       for (const StepRecord& step : sample.steps) with_categories += step.category_bytes ? 1 : 0;
     }
   }

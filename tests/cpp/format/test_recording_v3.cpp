@@ -30,7 +30,7 @@ TEST(RecordingV3, ReadsTheCheckedInFile) {
   for (const auto& chunk : testing::v2_small_chunks()) {
     for (const auto& want : chunk) {
       ASSERT_TRUE(reader->next(sample)) << reader->tail_message();
-      EXPECT_EQ(testing::dump(sample), testing::dump(want));
+      EXPECT_EQ(sample, want);
     }
   }
   EXPECT_FALSE(reader->next(sample));

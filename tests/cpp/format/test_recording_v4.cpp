@@ -30,7 +30,7 @@ TEST(RecordingV4, ReadsTheCheckedInFile) {
   for (const auto& chunk : testing::v4_small_chunks()) {
     for (const auto& want : chunk) {
       ASSERT_TRUE(reader->next(sample)) << reader->tail_message();
-      EXPECT_EQ(testing::dump(sample), testing::dump(want));
+      EXPECT_EQ(sample, want);
       for (const AllocatorSample& a : sample.allocators) breakdowns += a.breakdown ? 1 : 0;
     }
   }

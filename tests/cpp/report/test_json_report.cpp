@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
+#include "format/fixtures.hpp"
 #include "golden.hpp"
 #include "report/sample_fixtures.hpp"
 #include "vramscope/report/json_report.hpp"
@@ -114,6 +117,30 @@ TEST(Json, InconsistentJoinIsReportedNotHidden) {
   EXPECT_EQ(torch["non_pytorch_bytes"], nullptr);
   ASSERT_EQ(torch["issues"].size(), 1U);
   EXPECT_EQ(torch["issues"][0], "torch reserved > driver used");
+}
+
+// Through breakdown_fields: every field under its name, in the table's order, with the sum before
+// the excess and what the version says of NCCL after it (docs/json-schema.md).
+TEST(Json, DriverPartsCarryEveryBreakdownFieldInOrder) {
+  const DriverBreakdown b = testing::distinct_breakdown("nccl_bytes");
+  const nlohmann::ordered_json parts = driver_parts_json(b);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : parts.items()) keys.push_back(key);
+  std::vector<std::string> want;
+  for (const BreakdownField& field : breakdown_fields) {
+    if (field.name == "excess_bytes") want.emplace_back("non_pytorch_bytes");
+    want.emplace_back(field.name);
+    if (field.name == "nccl_version") want.emplace_back("nccl");
+  }
+  EXPECT_EQ(keys, want);
+  EXPECT_EQ(parts["paired_ns"], b.paired_ns);
+  EXPECT_EQ(parts["driver_bytes"], b.driver_bytes);
+  EXPECT_EQ(parts["first_context_bytes"], *b.first_context_bytes);
+  EXPECT_EQ(parts["nccl_bytes"], nullptr) << "unmeasured is null, not 0";
+  EXPECT_EQ(parts["non_pytorch_bytes"], b.non_pytorch_bytes());
+  EXPECT_EQ(parts["nccl_version"], nccl_version_text(b.nccl_version));
+  EXPECT_EQ(parts["unsettled_count"], b.unsettled_count);
+  EXPECT_EQ(driver_parts_json(std::nullopt), nullptr);
 }
 
 TEST(Json, AFrameTakenWhileSegmentsMoveShowsTheSettledPartsAndSaysSo) {

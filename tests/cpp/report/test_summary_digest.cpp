@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "format/fixtures.hpp"
 #include "format/forge_recording.hpp"
 #include "format/memory_limit.hpp"
 #include "report/sample_fixtures.hpp"
@@ -160,6 +161,21 @@ TEST(SummaryDigest, SerializesAndParsesBack) {
             format_summary_json("x", metadata, summary, {}));
   EXPECT_FALSE(RecordingSummary::parse("not cbor").has_value());
   EXPECT_FALSE(RecordingSummary::parse("").has_value());
+}
+
+// Through breakdown_fields: every field of the parts at a peak, each optional part absent in turn.
+TEST(SummaryDigest, EveryBreakdownFieldOfThePartsAtAPeakParsesBack) {
+  for (const std::string_view absent :
+       {"", "private_pool_bytes", "nccl_bytes", "other_bytes", "first_context_bytes"}) {
+    SystemSample s = testing::make_two_gpu_sample();
+    s.allocators[0].breakdown = testing::distinct_breakdown(absent);
+    RecordingSummary summary;
+    summary.add(s);
+    const std::optional<RecordingSummary> back = RecordingSummary::parse(summary.serialize());
+    ASSERT_TRUE(back.has_value()) << absent;
+    const ProcessPeak& trainer = back->processes().begin()->second;
+    EXPECT_EQ(trainer.parts_at_peak, s.allocators[0].breakdown) << absent;
+  }
 }
 
 TEST(SummaryDigest, ADigestWrittenBeforeTheDriverPartsStillParses) {

@@ -54,28 +54,24 @@ inline constexpr uint32_t segment_step_capacity = 256;
 inline constexpr uint32_t segment_oom_capacity = 16;
 
 /// SlotStats::flags bits: is the device polled only; is there a breakdown (version 3), and which
-/// of its optional parts are known?
+/// of its optional parts are known (bit slot_flag_first_part << i for the i-th optional part of
+/// breakdown_fields: private pools, NCCL, other, first context)?
 inline constexpr uint32_t slot_flag_polling_only = 1U << 0U;
 inline constexpr uint32_t slot_flag_breakdown = 1U << 1U;
-inline constexpr uint32_t slot_flag_private_pools = 1U << 2U;
-inline constexpr uint32_t slot_flag_nccl = 1U << 3U;
-inline constexpr uint32_t slot_flag_other = 1U << 4U;
-inline constexpr uint32_t slot_flag_first_context = 1U << 5U;
+inline constexpr uint32_t slot_flag_first_part = 1U << 2U;
 /// Every flag a version-3 writer sets; a reader refuses a slot with any other bit.
 inline constexpr uint32_t slot_flags_known = (1U << 6U) - 1U;
-/// Entries of SlotStats::breakdown_bytes, in this order.
-enum class BreakdownWord : uint8_t {
-  Driver = 0,
-  Reserved,
-  PrivatePools,
-  Nccl,
-  Other,
-  Context,
-  FirstContext,
-  Excess,
-  Count,
-};
-inline constexpr std::size_t breakdown_word_count = static_cast<std::size_t>(BreakdownWord::Count);
+/// Entries of SlotStats::breakdown_bytes: the byte fields of breakdown_fields (always measured
+/// or optional), in that table's order: driver, reserved, private pools, NCCL, other, context,
+/// first context, excess.
+inline constexpr std::size_t breakdown_word_count =
+    breakdown_field_count<uint64_t>() + breakdown_field_count<std::optional<uint64_t>>();
+// A new byte part grows the slot, a new optional part takes a flag bit: bump segment_version.
+static_assert(breakdown_word_count == 8 &&
+                  slot_flags_known ==
+                      (slot_flag_first_part << breakdown_field_count<std::optional<uint64_t>>()) -
+                          1U,
+              "a new DriverBreakdown part is a segment layout change");
 /// StepPayload::flags bits: are category_bytes valid?
 inline constexpr uint64_t step_flag_categories = 1U << 0U;
 /// Categories in StepPayload::category_bytes (MemoryCategory order).
@@ -134,8 +130,8 @@ struct SlotStats {
   char device_uuid[segment_uuid_bytes];
   /// DriverBreakdown::paired_ns (version 3; the breakdown is valid when slot_flag_breakdown).
   int64_t breakdown_paired_ns;
-  /// DriverBreakdown's bytes in BreakdownWord order; an optional part is valid only with its
-  /// flag (slot_flag_private_pools, _nccl, _other, _first_context).
+  /// DriverBreakdown's bytes in breakdown_fields order (breakdown_word_count); an optional part
+  /// is valid only with its flag (slot_flag_first_part << i for the i-th optional part).
   uint64_t breakdown_bytes[breakdown_word_count];
   uint32_t nccl_version;
   uint32_t breakdown_unsettled;
