@@ -3,7 +3,15 @@
 length at a fixed batch), fitted to exact step peaks measured at a few small sizes::
 
     peak allocated(x) = fixed + per_unit * x (+ per_unit2 * x**2 where asked: attention)
-    peak reserved(x)  = the same form, fitted to the reserved peaks (the cache's overhead)
+    need(x)           = peak allocated(x) * allowance
+
+What must fit under a cap is not the reserved peak measured without pressure: before it
+raises, the caching allocator frees every cached segment without a live block and retries, so
+what must fit is the peak of the segments holding live blocks (vramscope.predict.pinned). Its
+ratio to the allocated peak, measured at the two largest probes, is the *allowance* (1.02-1.09
+on the calibration models). Without a measured allowance (no memory history), or where the allocator does not
+retry (torch >= 2.12 with ``throw_on_cudamalloc_oom``), the need is the reserved peak, fitted
+the same way.
 
 A ``Prediction`` says what a size needs, with the basis, a stated margin and a sound lower
 bound. Both the batch-size search (``vramscope.fit``) and the OOM advice read this one model,
@@ -62,6 +70,15 @@ class Probe:
     #: How many steps were measured, and their wall time in seconds (0: unknown).
     steps: int = 1
     seconds: float = 0.0
+    #: The peak of segments holding live blocks (with the one being created): what must fit
+    #: under a cap (vramscope.predict.pinned); 0 when not measured.
+    peak_pinned_bytes: int = 0
+
+    @property
+    def must_fit_bytes(self) -> int:
+        """What this size needs of a budget: the pinned peak when measured, else the reserved
+        peak (an upper bound of it)."""
+        return self.peak_pinned_bytes or max(self.peak_reserved_bytes, self.peak_allocated_bytes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,17 +90,15 @@ class Prediction:
     allocated_bytes: int
     reserved_bytes: int
     #: Bytes the prediction may be short by (the largest amount a probe lay above the fitted
-    #: curve): ``reserved_bytes + margin_bytes`` is the stated need.
+    #: curve).
     margin_bytes: int
     #: The step needs at least this many allocated bytes (see the module docstring).
     lower_bound_bytes: int
     #: How the numbers were obtained, in words.
     basis: str
-
-    @property
-    def need_bytes(self) -> int:
-        """The stated need: the reserved peak and the margin."""
-        return self.reserved_bytes + self.margin_bytes
+    #: The stated need: what must fit in the budget (the allocated peak and its margin times
+    #: the measured allowance; or the reserved peak and the margin, see the module docstring).
+    need_bytes: int = 0
 
 
 def _poly_fit(xs: Sequence[float], ys: Sequence[float], degree: int) -> list[float] | None:
@@ -163,6 +178,10 @@ class MemoryModel:
     probes: tuple[Probe, ...]
     _allocated: _Curve
     _reserved: _Curve
+    #: Pinned over allocated peak at the two largest probes that measured it, averaged (>= 1;
+    #: None: none did, or the allocator does not free and retry, and the need is the reserved
+    #: curve).
+    allowance: float | None = None
 
     @property
     def degree(self) -> int:
@@ -180,14 +199,21 @@ class MemoryModel:
         a_high = max(a_central, a_local)
         r_high = max(r_central, r_local, a_high)
         inside = size <= self.largest_probe.size
-        margin = max(alloc.residual_bytes, reserved.residual_bytes)
         lower = self.lower_bound(size)
         basis = (f"{'a quadratic' if self.degree == 2 else 'a line'} through the exact step "
                  f"peaks at {len(self.probes)} sizes "
                  f"({', '.join(str(p.size) for p in sorted(self.probes, key=lambda p: p.size))})"
                  + ("" if inside else f", extrapolated from {self.largest_probe.size}"))
+        if self.allowance is not None:
+            margin = alloc.residual_bytes
+            need = (a_high + margin) * self.allowance
+            basis += f", times the measured allowance {self.allowance:.3f}"
+        else:
+            margin = max(alloc.residual_bytes, reserved.residual_bytes)
+            need = r_high + margin
+            basis += ", reserved peaks"
         return Prediction(size, int(math.ceil(a_high)), int(math.ceil(r_high)),
-                          int(math.ceil(margin)), lower, basis)
+                          int(math.ceil(margin)), lower, basis, int(math.ceil(need)))
 
     def lower_bound(self, size: int) -> int:
         """Allocated bytes a step at ``size`` needs at least: the largest peak measured at a
@@ -227,17 +253,23 @@ class MemoryModel:
                 f"per {self.unit}")
         if self.degree == 2:
             text += f" + {format_bytes(self.bytes_per_unit2)} per {self.unit}²"
-        return (text + f"; cache overhead {format_bytes(self.cache_overhead_bytes)} "
-                f"(reserved/allocated {self.cache_ratio:.3f}) at {self.unit} "
-                f"{self.largest_probe.size}")
+        text += (f"; cache overhead {format_bytes(self.cache_overhead_bytes)} "
+                 f"(reserved/allocated {self.cache_ratio:.3f}) at {self.unit} "
+                 f"{self.largest_probe.size}")
+        if self.allowance is not None:
+            text += f"; allowance under a cap {self.allowance:.3f} (pinned/allocated)"
+        return text
 
 
 def fit_model(probes: Sequence[Probe], quadratic: bool = False,
-              unit: str = "sample") -> MemoryModel | None:
+              unit: str = "sample", retries: bool = True) -> MemoryModel | None:
     """The model through ``probes`` (two sizes or more; three for ``quadratic``); None when
-    they cannot determine it. Several probes at one size keep their highest peaks."""
+    they cannot determine it. Several probes at one size keep their highest peaks.
+    ``retries``: does the allocator free its cache and retry before it raises (False with
+    ``throw_on_cudamalloc_oom``: the reserved peak is then what must fit)?"""
     allocated: dict[int, int] = {}
     reserved: dict[int, int] = {}
+    pinned: dict[int, int] = {}
     best: dict[int, Probe] = {}
     for p in probes:
         if p.size <= 0:
@@ -245,6 +277,8 @@ def fit_model(probes: Sequence[Probe], quadratic: bool = False,
         allocated[p.size] = max(allocated.get(p.size, 0), p.peak_allocated_bytes)
         reserved[p.size] = max(reserved.get(p.size, 0), p.peak_reserved_bytes,
                                p.peak_allocated_bytes)
+        if p.peak_pinned_bytes:
+            pinned[p.size] = max(pinned.get(p.size, 0), p.peak_pinned_bytes)
         if p.size not in best or p.steps > best[p.size].steps:
             best[p.size] = p
     degree = 2 if quadratic else 1
@@ -255,9 +289,18 @@ def fit_model(probes: Sequence[Probe], quadratic: bool = False,
     top = max(allocated)
     coef = list(a_curve.coef) + [0.0] * (3 - len(a_curve.coef))
     merged = tuple(dataclasses.replace(best[s], peak_allocated_bytes=allocated[s],
-                                       peak_reserved_bytes=reserved[s]) for s in sorted(best))
+                                       peak_reserved_bytes=reserved[s],
+                                       peak_pinned_bytes=pinned.get(s, 0)) for s in sorted(best))
+    allowance = None
+    if retries and pinned:
+        # The two largest probes that measured it (the layouts nearest the answer), averaged:
+        # the ratio moves by 2-4 % from one size to the next as blocks land in segments
+        # (tests/data/fit-calibration), and the local line runs through the same two probes.
+        near = sorted(pinned)[-2:]
+        ratios = [pinned[x] / allocated[x] for x in near if allocated[x]]
+        allowance = max(1.0, sum(ratios) / len(ratios)) if ratios else 1.0
     return MemoryModel(
         fixed_bytes=int(coef[0]), bytes_per_unit=int(coef[1]), bytes_per_unit2=int(coef[2]),
         cache_overhead_bytes=reserved[top] - allocated[top],
         cache_ratio=reserved[top] / allocated[top] if allocated[top] else 1.0,
-        unit=unit, probes=merged, _allocated=a_curve, _reserved=r_curve)
+        unit=unit, probes=merged, _allocated=a_curve, _reserved=r_curve, allowance=allowance)

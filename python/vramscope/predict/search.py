@@ -70,11 +70,11 @@ class FitResult:
 
     @property
     def margin_bytes(self) -> int:
-        """What the answer leaves free of the budget by the model: the budget less the
-        predicted reserved peak (the stated margin and the kept share are inside it)."""
+        """What the answer leaves free of the budget by the model: the budget less the stated
+        need (the kept share is inside it)."""
         if self.prediction is None:
             return 0
-        return self.budget_bytes - self.prediction.reserved_bytes
+        return self.budget_bytes - self.prediction.need_bytes
 
     def describe(self) -> str:
         """The model, the answer, its margin and the probes, a few lines of text."""
@@ -91,9 +91,9 @@ class FitResult:
         if self.prediction is not None and self.size > 0:
             p = self.prediction
             lines.append(
-                f"answer: {self.what} {self.size}: peak ≈{format_bytes(p.allocated_bytes)} "
-                f"allocated, ≈{format_bytes(p.reserved_bytes)} reserved "
-                f"(± {format_bytes(p.margin_bytes)}; at least "
+                f"answer: {self.what} {self.size}: needs ≈{format_bytes(p.need_bytes)} "
+                f"(peak ≈{format_bytes(p.allocated_bytes)} allocated "
+                f"± {format_bytes(p.margin_bytes)}; at least "
                 f"{format_bytes(p.lower_bound_bytes)}), {format_bytes(self.margin_bytes)} "
                 f"of the budget left free; {p.basis}")
         else:
@@ -104,26 +104,28 @@ class FitResult:
 
 
 def _fits_doubled(probe: Probe, factor: float, usable: float, degree: int = 1) -> bool:
-    return probe.peak_reserved_bytes * factor ** degree <= usable
+    return probe.must_fit_bytes * factor ** degree <= usable
 
 
 def _proportional_bound(probe: Probe, usable: float, degree: int) -> int:
     """The largest size whose peak, grown from ``probe``'s in proportion to the size (to its
     square for degree 2), stays within ``usable``: sound for any peak that is a polynomial of
     the size with non-negative coefficients, or the largest of several such."""
-    if probe.peak_reserved_bytes <= 0:
+    if probe.must_fit_bytes <= 0:
         return probe.size
-    return int(probe.size * (usable / probe.peak_reserved_bytes) ** (1.0 / degree))
+    return int(probe.size * (usable / probe.must_fit_bytes) ** (1.0 / degree))
 
 
 def search(measure: Callable[[int], Probe], budget_bytes: int, *, margin: float = 0.05,
            start: int = 1, limit: int | None = None, multiple: int | None = None,
            quadratic: bool = False, max_probes: int = 8, settle: float = 0.03,
            unit: str = "sample", what: str = "batch_size",
-           known: Sequence[Probe] = ()) -> FitResult:
+           known: Sequence[Probe] = (), retries: bool = True) -> FitResult:
     """Probes sizes (see the module docstring) and returns the answer. ``limit``: never answer
     (or probe) above it; ``multiple``: round the answer down to it; ``quadratic``: fit a
-    quadratic term (a sequence length under attention); ``known``: probes measured before."""
+    quadratic term (a sequence length under attention); ``known``: probes measured before;
+    ``retries``: does the allocator free its cache and retry before it raises (see
+    vramscope.predict.model)?"""
     if not 0.0 <= margin < 1.0:
         raise ValueError(f"vramscope: margin must be in [0, 1), got {margin}")
     if start < 1:
@@ -144,36 +146,39 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *, margin: float 
     try:
         return _search(run, probes, usable, done, start=start, limit=limit, multiple=multiple,
                        quadratic=quadratic, max_probes=max_probes, settle=settle, unit=unit,
-                       what=what, budget_bytes=budget_bytes, margin=margin)
+                       what=what, budget_bytes=budget_bytes, margin=margin, retries=retries)
     except ProbeOutOfMemory as oom:
         # The model missed: answer only what ran.
         ran = [p.size for p in probes if p.size < oom.size]
-        return done(round_down(max(ran, default=0), multiple), fit_model(probes, quadratic, unit),
+        return done(round_down(max(ran, default=0), multiple),
+                    fit_model(probes, quadratic, unit, retries),
                     f"probing stopped: {oom}; the answer is the largest size that ran")
 
 
 def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
             done: Callable[[int, MemoryModel | None, str], FitResult], *, start: int,
             limit: int | None, multiple: int | None, quadratic: bool, max_probes: int,
-            settle: float, unit: str, what: str, budget_bytes: int, margin: float) -> FitResult:
+            settle: float, unit: str, what: str, budget_bytes: int, margin: float,
+            retries: bool) -> FitResult:
     needed = 3 if quadratic else 2
 
     # 1. The first sizes: each at most twice the last (a sound bound from one point).
     if not probes:
         run(start)
     first = min(probes, key=lambda p: p.size)
-    if first.peak_reserved_bytes > usable:
+    if first.must_fit_bytes > usable:
         return done(0, None, f"{what} {first.size} already needs more than the budget allows")
     while len({p.size for p in probes}) < needed:
         last = max(probes, key=lambda p: p.size)
         nxt = last.size * 2
         if limit is not None and nxt > limit:
-            return done(round_down(last.size, multiple), fit_model(probes, quadratic, unit),
+            return done(round_down(last.size, multiple),
+                        fit_model(probes, quadratic, unit, retries),
                         f"the limit {limit} leaves no room for a second size")
         if not _fits_doubled(last, nxt / last.size, usable, 2 if quadratic else 1):
             answer = last.size  # the peaks measured there fit; doubling may not
-            return done(answer, fit_model(probes, quadratic, unit) if len(probes) >= needed
-                        else None, f"{what} {nxt} might not fit by {what} {last.size}'s peaks")
+            model = fit_model(probes, quadratic, unit, retries) if len(probes) >= needed else None
+            return done(answer, model, f"{what} {nxt} might not fit by {what} {last.size}'s peaks")
         run(nxt)
 
     # 2. Toward the answer: the model's answer, but never past what the largest probe alone
@@ -184,7 +189,7 @@ def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
     reason = f"{max_probes} probes taken"
     degree = 2 if quadratic else 1
     while True:
-        model = fit_model(probes, quadratic, unit)
+        model = fit_model(probes, quadratic, unit, retries)
         if model is None:
             return done(0, None, "the probes do not determine a model")
         answer = model.largest_fitting(budget_bytes, margin, limit)
