@@ -10,15 +10,16 @@ peak fits the budget with a margin::
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    result = vramscope.fit(step, budget="card", margin=0.05, restore=(model, opt))
+    result = vramscope.fit(step, budget="card", margin=0.01, restore=(model, opt))
     print(result.describe())          # the model, the answer, its margin, the probes
     train(batch_size=result.size)
 
 Every probe is a size the evidence says fits (see ``search``); the step is never run at a size
 that could run out of memory by the model. Peaks come from the agent's step records (exact,
 from allocator events; torch's own peak counters are left alone); without the agent, from
-torch's counters, reset before each step. The cache is emptied before each size so that its
-reserved peak is that of a fresh layout. Under torch.distributed every rank searches and all
+torch's counters, reset before each step; what must fit under a cap, from torch's memory
+history of the probe's steps (vramscope.predict.window). The cache is emptied before each size
+so that its reserved peak is that of a fresh layout. Under torch.distributed every rank searches and all
 use the smallest answer (``agree_min``).
 """
 
@@ -32,43 +33,13 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 from .._core.session import SESSION
+from .._core.torchcheck import is_oom_error
 from .budget import Budget, agree_min, device_memory, resolve_budget
 from .model import Probe
-from .search import FitResult, ProbeOutOfMemory, search
+from .search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
+from .window import Window
 
 __all__ = ["fit", "measure_in_process"]
-
-
-def _is_oom(torch: Any, exc: BaseException) -> bool:
-    """Is ``exc`` a CUDA out-of-memory error? (Here, not from the post-mortem's helpers: the
-    post-mortem sits above predict and reads its model.)"""
-    if isinstance(exc, torch.OutOfMemoryError):
-        return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc)
-
-
-def _peaks_reader(torch: Any, device: int
-                  ) -> tuple[Callable[[], None], Callable[[], tuple[int, int]]]:
-    """(start a window, read its (peak allocated, peak reserved)) for ``device``: the agent's
-    step records when it runs in events mode, else torch's counters."""
-    if SESSION.agent is not None:
-        def start() -> None:
-            SESSION.step_all()
-
-        def read() -> tuple[int, int]:
-            for r in SESSION.step_all():
-                if int(r["device"]) == device:
-                    return int(r["peak_allocated_bytes"]), int(r["peak_reserved_bytes"])
-            raise RuntimeError(f"vramscope: the agent returned no step record for cuda:{device}")
-        return start, read
-
-    def start_torch() -> None:
-        torch.cuda.reset_peak_memory_stats(device)
-
-    def read_torch() -> tuple[int, int]:
-        return (int(torch.cuda.max_memory_allocated(device)),
-                int(torch.cuda.max_memory_reserved(device)))
-    return start_torch, read_torch
 
 
 def _host_copy(state: Any) -> Any:
@@ -84,40 +55,39 @@ def _host_copy(state: Any) -> Any:
     return copy.deepcopy(state)
 
 
-def measure_in_process(call: Callable[[int], Any], steps: int,
-                       device: int) -> Callable[[int], Probe]:
-    """``measure(size)`` for ``search``: runs ``call(size)`` ``steps`` times and returns the
-    highest peaks; a step that runs out of memory raises ProbeOutOfMemory."""
+def measure_in_process(call: Callable[[int], Any], steps: int, device: int,
+                       pinned: bool = True) -> Callable[[int], Probe]:
+    """``measure(size)`` for ``search``: runs ``call(size)`` ``steps`` times in one measured
+    window (vramscope.predict.window: exact peaks, and the pinned peak when ``pinned``) and
+    returns them; a step that runs out of memory raises ProbeOutOfMemory."""
     import torch
-
-    start, read = _peaks_reader(torch, device)
 
     def measure(size: int) -> Probe:
         gc.collect()
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()  # a fresh layout for this size, as a new process has
-        allocated = reserved = 0
         began = time.perf_counter()
-        for _ in range(steps):
-            start()
-            try:
+        window = Window(torch, device, pinned)
+        window.start()
+        try:
+            for _ in range(steps):
                 call(size)
-                torch.cuda.synchronize(device)
-            except Exception as e:
-                if not _is_oom(torch, e):
-                    raise
-                del e
-                gc.collect()
-                torch.cuda.empty_cache()
-                raise ProbeOutOfMemory(size) from None
-            a, r = read()
-            allocated, reserved = max(allocated, a), max(reserved, r)
-        return Probe(size, allocated, reserved, steps, time.perf_counter() - began)
+            peaks = window.stop()
+        except Exception as e:
+            window.abandon()
+            if not is_oom_error(e):
+                raise
+            del e
+            gc.collect()
+            torch.cuda.empty_cache()
+            raise ProbeOutOfMemory(size) from None
+        return Probe(size, peaks.allocated_bytes, peaks.reserved_bytes, steps,
+                     time.perf_counter() - began, peak_pinned_bytes=peaks.pinned_bytes)
 
     return measure
 
 
-def fit(step: Callable[..., Any], budget: Any = None, *, margin: float = 0.05,
+def fit(step: Callable[..., Any], budget: Any = None, *, margin: float = DEFAULT_MARGIN,
         over: str = "batch_size", seq_len: int | None = None, batch_size: int | None = None,
         quadratic: bool | None = None, start: int | None = None, limit: int | None = None,
         multiple: int | None = None, steps: int = 2, device: int | None = None,

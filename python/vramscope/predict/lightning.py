@@ -3,7 +3,7 @@
 runs out of memory)::
 
     from vramscope.predict.lightning import FitBatchSize
-    trainer = L.Trainer(callbacks=[FitBatchSize(budget="card", margin=0.05)])
+    trainer = L.Trainer(callbacks=[FitBatchSize(budget="card", margin=0.01)])
     trainer.fit(module, datamodule)      # runs at the largest batch that fits
 
 At the start of ``fit`` it runs a few real training steps of the module at small batch sizes
@@ -29,7 +29,7 @@ except ImportError:  # the older distribution name
     )
 
 from .fit import fit
-from .search import FitResult
+from .search import DEFAULT_MARGIN, FitResult
 
 __all__ = ["FitBatchSize"]
 
@@ -43,7 +43,7 @@ class FitBatchSize(_pl.Callback):
     datamodule, as Lightning's finder does) to the largest batch that fits ``budget`` with
     ``margin`` kept free. ``limit``/``multiple``/``steps``: as ``vramscope.fit``."""
 
-    def __init__(self, budget: Any = None, margin: float = 0.05,
+    def __init__(self, budget: Any = None, margin: float = DEFAULT_MARGIN,
                  batch_arg_name: str = "batch_size", limit: int | None = None,
                  multiple: int | None = None, steps: int = 2) -> None:
         super().__init__()

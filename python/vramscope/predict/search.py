@@ -26,10 +26,15 @@ from collections.abc import Callable, Sequence
 
 from .model import MemoryModel, Prediction, Probe, fit_model
 
-__all__ = ["FitResult", "ProbeOutOfMemory", "search", "round_down"]
+__all__ = ["DEFAULT_MARGIN", "FitResult", "ProbeOutOfMemory", "search", "round_down"]
 
 #: Shares of the current answer probed after the first two sizes.
 PROBE_SHARES = (0.5, 0.8)
+#: The share of the budget an answer keeps free by default: the need already holds the
+#: measured allowance under a cap (vramscope.predict.model); this covers what the probes did
+#: not see at the answer's size (another cuDNN algorithm and its workspace). With it the
+#: calibration models answer their true largest batch or one multiple of 8 below.
+DEFAULT_MARGIN = 0.01
 
 
 class ProbeOutOfMemory(Exception):
@@ -116,8 +121,9 @@ def _proportional_bound(probe: Probe, usable: float, degree: int) -> int:
     return int(probe.size * (usable / probe.must_fit_bytes) ** (1.0 / degree))
 
 
-def search(measure: Callable[[int], Probe], budget_bytes: int, *, margin: float = 0.05,
-           start: int = 1, limit: int | None = None, multiple: int | None = None,
+def search(measure: Callable[[int], Probe], budget_bytes: int, *,
+           margin: float = DEFAULT_MARGIN, start: int = 1, limit: int | None = None,
+           multiple: int | None = None,
            quadratic: bool = False, max_probes: int = 8, settle: float = 0.03,
            unit: str = "sample", what: str = "batch_size",
            known: Sequence[Probe] = (), retries: bool = True) -> FitResult:

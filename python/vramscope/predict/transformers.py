@@ -4,7 +4,7 @@ batch after each OOM)::
 
     from vramscope.predict.transformers import fit_trainer
     trainer = Trainer(model, args, train_dataset=ds)
-    result = fit_trainer(trainer, budget="card", margin=0.05)
+    result = fit_trainer(trainer, budget="card", margin=0.01)
     trainer.train()                       # at the largest per-device batch that fits
 
 It runs a few real training steps at small per-device batch sizes (``vramscope.fit``: exact
@@ -20,12 +20,13 @@ import copy
 from typing import Any
 
 from .fit import fit
-from .search import FitResult
+from .search import DEFAULT_MARGIN, FitResult
 
 __all__ = ["fit_trainer"]
 
 
-def fit_trainer(trainer: Any, budget: Any = None, margin: float = 0.05, limit: int | None = None,
+def fit_trainer(trainer: Any, budget: Any = None, margin: float = DEFAULT_MARGIN,
+                limit: int | None = None,
                 multiple: int | None = None, steps: int = 2) -> FitResult:
     """Sets ``trainer.args.per_device_train_batch_size`` to the largest batch that fits
     ``budget`` with ``margin`` kept free, and returns the search's result (the model, the

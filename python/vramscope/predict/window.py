@@ -1,0 +1,157 @@
+# python/vramscope/predict/window.py -- one measured window of this process's allocator
+"""``Window(torch, device)`` brackets real steps and says what they needed: the exact peaks of
+allocated and reserved bytes (the agent's step records in events mode, else torch's counters,
+reset for the window) and the pinned peak, what must fit under a cap (vramscope.predict.pinned),
+replayed from torch's memory history of the window over the segments at its start.
+
+The history is torch's own (``torch.cuda.memory._record_memory_history``, no stack traces):
+turned on for the window only, never on the agent's callback path, and left on when the program
+had it on already. Used by ``vramscope.fit``'s in-process probes and by the OOM post-mortem's
+measurements; both run steps outside the program's own training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .._core.session import SESSION
+from .pinned import pinned_peak
+
+__all__ = ["Window", "WindowPeaks"]
+
+#: History entries kept while a window records (a step of the calibration models makes
+#: 2,400-17,000 events; each entry without stack traces is small).
+HISTORY_ENTRIES = 2_000_000
+#: A replay that could not place more than this share of the window's events (a history the
+#: program recorded already and that wrapped around) gives no pinned peak.
+MAX_UNKNOWN_SHARE = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowPeaks:
+    """What one window needed on its device."""
+
+    allocated_bytes: int
+    reserved_bytes: int
+    #: The pinned peak (0: not measured: no memory history, or the replay was unsure).
+    pinned_bytes: int
+    #: Bytes allocated at the window's end.
+    final_allocated_bytes: int
+
+
+class Window:
+    """``with Window(torch, device) as w: ...`` then ``w.peaks``; or ``start()``/``stop()``."""
+
+    def __init__(self, torch: Any, device: int, pinned: bool = True) -> None:
+        self._torch = torch
+        self._device = device
+        self._want_pinned = pinned
+        self._segments: list[dict[str, Any]] = []
+        self._first_event = 0
+        self._owns_history = False
+        self.peaks: WindowPeaks | None = None
+
+    def __enter__(self) -> Window:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is None:
+            self.stop()
+        else:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Ends the window without reading it (its step failed): the history stops."""
+        self._end_history()
+
+    # ----- peaks
+    def _reset_peaks(self) -> None:
+        if SESSION.agent is not None:
+            SESSION.step_all()  # closes the agent's step: the next one is this window
+        else:
+            self._torch.cuda.reset_peak_memory_stats(self._device)
+
+    def _read_peaks(self) -> tuple[int, int]:
+        if SESSION.agent is not None:
+            for r in SESSION.step_all():
+                if int(r["device"]) == self._device:
+                    return int(r["peak_allocated_bytes"]), int(r["peak_reserved_bytes"])
+            raise RuntimeError(
+                f"vramscope: the agent returned no step record for cuda:{self._device}")
+        cuda = self._torch.cuda
+        return int(cuda.max_memory_allocated(self._device)), \
+            int(cuda.max_memory_reserved(self._device))
+
+    # ----- history
+    def _snapshot(self) -> dict[str, Any]:
+        return self._torch.cuda.memory._snapshot()
+
+    def _start_history(self) -> None:
+        memory = self._torch.cuda.memory
+        try:
+            before = self._snapshot()
+            traces = before.get("device_traces") or []
+            recording = self._device < len(traces) and bool(traces[self._device])
+            if not recording:
+                memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                              max_entries=HISTORY_ENTRIES)
+                self._owns_history = True
+            snap = self._snapshot()
+        except Exception:  # noqa: BLE001 -- no history: the window measures no pinned peak
+            self._want_pinned = False
+            self._end_history()
+            return
+        self._segments = [s for s in snap.get("segments", ())
+                          if int(s.get("device", 0)) == self._device]
+        traces = snap.get("device_traces") or []
+        self._first_event = len(traces[self._device]) if self._device < len(traces) else 0
+
+    def _end_history(self) -> None:
+        if self._owns_history:
+            self._owns_history = False
+            try:
+                self._torch.cuda.memory._record_memory_history(enabled=None)
+            except Exception:  # noqa: BLE001 -- it was on; nothing else to undo
+                pass
+
+    def _pinned(self) -> tuple[int, int]:
+        """(pinned peak, allocated at the end) of the window, (0, 0) when unsure."""
+        try:
+            snap = self._snapshot()
+        except Exception:  # noqa: BLE001
+            return 0, 0
+        traces = snap.get("device_traces") or []
+        events = traces[self._device][self._first_event:] if self._device < len(traces) else []
+        replay = pinned_peak(self._segments, events)
+        if replay.unknown_events > MAX_UNKNOWN_SHARE * max(1, replay.events):
+            return 0, replay.final_allocated_bytes
+        return replay.pinned_bytes, replay.final_allocated_bytes
+
+    # ----- the window
+    def start(self) -> None:
+        """Synchronizes the device, starts the history (when asked) and the peaks."""
+        self._torch.cuda.synchronize(self._device)
+        if self._want_pinned:
+            self._start_history()
+        self._reset_peaks()
+
+    def stop(self) -> WindowPeaks:
+        """Synchronizes, reads the peaks and replays the history; returns ``self.peaks``."""
+        self._torch.cuda.synchronize(self._device)
+        allocated, reserved = self._read_peaks()
+        pinned = final = 0
+        if self._want_pinned:
+            try:
+                pinned, final = self._pinned()
+            finally:
+                self._end_history()
+        if not final:
+            final = int(self._torch.cuda.memory_allocated(self._device))
+        # The replay and the counters see the same blocks: the pinned peak holds the
+        # allocated one (its own allocated peak can differ by the history's ordering).
+        if pinned:
+            pinned = max(pinned, allocated)
+        self.peaks = WindowPeaks(allocated, reserved, pinned, final)
+        return self.peaks
