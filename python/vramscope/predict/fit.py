@@ -19,8 +19,8 @@ that could run out of memory by the model. Peaks come from the agent's step reco
 from allocator events; torch's own peak counters are left alone); without the agent, from
 torch's counters, reset before each step; what must fit under a cap, from torch's memory
 history of the probe's steps (vramscope.predict.window). The cache is emptied before each size
-so that its reserved peak is that of a fresh layout. Under torch.distributed every rank searches and all
-use the smallest answer (``agree_min``).
+so that its reserved peak is that of a fresh layout. Under torch.distributed every rank
+searches and all use the smallest answer (``agree_min``).
 """
 
 from __future__ import annotations
