@@ -1,9 +1,11 @@
 // src/format/recording_reader.cpp -- validating, bounded-memory reader of recording files
 //
 // The reader holds one chunk payload at a time (at most max_chunk_payload_bytes) and decodes
-// samples from it one by one. A chunk's checksums are verified before any of its samples are
-// returned; the first chunk that is cut short or fails validation ends the data, and everything
-// before it is still returned (the writer only ever appends, so earlier chunks are intact).
+// samples from it one by one. The file is read through a ByteSource's window, a block of 1 MiB
+// (or one chunk, when larger) per pread, not a call per chunk header and payload. A chunk's
+// checksums are verified before any of its samples are returned; the first chunk that is cut short
+// or fails validation ends the data, and everything before it is still returned (the writer only
+// ever appends, so earlier chunks are intact).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include "vramscope/core/crc32c.hpp"
 #include "vramscope/core/plausible.hpp"
 #include "vramscope/core/posix_io.hpp"
+#include "vramscope/format/byte_source.hpp"
 #include "vramscope/format/packed_chunk.hpp"
 #include "vramscope/format/recording.hpp"
 #include "vramscope/format/recording_index.hpp"
@@ -33,60 +36,7 @@ namespace {
 using format::ChunkHeader;
 using format::FileHeader;
 
-/// Where the bytes come from: a file (pread) or memory. Reads may return fewer bytes than asked
-/// only at the end of the data.
-class ByteSource {
- public:
-  virtual ~ByteSource() = default;
-  /// Current size; re-read per chunk so a recording still being written can be followed.
-  virtual uint64_t size() = 0;
-  virtual std::size_t read_at(uint64_t offset, char* out, std::size_t size) = 0;
-};
-
-class FileSource final : public ByteSource {
- public:
-  FileSource(std::string path, int fd) : m_path(std::move(path)), m_fd(fd) {}
-  ~FileSource() override { ::close(m_fd); }
-  FileSource(const FileSource&) = delete;
-  FileSource& operator=(const FileSource&) = delete;
-
-  uint64_t size() override {
-    struct stat info {};
-    if (::fstat(m_fd, &info) != 0) throw Error(m_path + ": cannot stat: " + errno_text(errno));
-    return static_cast<uint64_t>(info.st_size);
-  }
-
-  std::size_t read_at(uint64_t offset, char* out, std::size_t size) override {
-    std::size_t done = 0;
-    while (done < size) {
-      const ssize_t got = ::pread(m_fd, out + done, size - done, static_cast<off_t>(offset + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) throw Error(m_path + ": cannot read: " + errno_text(errno));
-      if (got == 0) break;
-      done += static_cast<std::size_t>(got);
-    }
-    return done;
-  }
-
- private:
-  std::string m_path;
-  int m_fd;
-};
-
-class MemorySource final : public ByteSource {
- public:
-  explicit MemorySource(std::string bytes) : m_bytes(std::move(bytes)) {}
-  uint64_t size() override { return m_bytes.size(); }
-  std::size_t read_at(uint64_t offset, char* out, std::size_t size) override {
-    if (offset >= m_bytes.size()) return 0;
-    const std::size_t count = std::min<uint64_t>(size, m_bytes.size() - offset);
-    std::memcpy(out, m_bytes.data() + offset, count);
-    return count;
-  }
-
- private:
-  std::string m_bytes;
-};
+using format::ByteSource;
 
 /// Chunks remembered for the duplicate check (about 80 bytes each): past this the memory is
 /// started afresh, so a very long recording is checked in windows of this many chunks.
@@ -238,13 +188,12 @@ class RecordingReaderImpl final : public RecordingReader {
   /// Reads and verifies the chunk at m_offset. False at the end of the valid data.
   bool load_chunk() {
     m_chunk_offset = m_offset;
-    const uint64_t file_size = m_source->size();
-    if (m_offset >= file_size) return stop(TailState::Clean, "");
-    if (m_packed) return load_packed_chunk(file_size);
+    if (m_packed) return load_packed_chunk();
     ChunkHeader header{};
-    const std::size_t got =
-        m_source->read_at(m_offset, reinterpret_cast<char*>(&header), sizeof header);
-    if (got < sizeof header) return stop_torn();
+    const std::string_view head = m_source->view(m_offset, sizeof header);
+    if (head.empty()) return stop(TailState::Clean, "");
+    if (head.size() < sizeof header) return stop_torn();
+    std::memcpy(&header, head.data(), sizeof header);
     if (std::memcmp(header.magic, format::chunk_magic, sizeof header.magic) != 0) {
       return stop_corrupt("no chunk marker");
     }
@@ -259,12 +208,9 @@ class RecordingReaderImpl final : public RecordingReader {
       return stop_corrupt("implausible sample count " + std::to_string(header.sample_count));
     }
     const uint64_t payload_at = m_offset + sizeof header;
-    if (file_size - payload_at < header.payload_bytes) return stop_torn();
-    m_payload.resize(header.payload_bytes);
-    if (m_source->read_at(payload_at, m_payload.data(), m_payload.size()) < m_payload.size()) {
-      return stop_torn();
-    }
-    if (crc32c_unmask(header.payload_crc) != crc32c(m_payload)) {
+    const std::string_view payload = m_source->view(payload_at, header.payload_bytes);
+    if (payload.size() < header.payload_bytes) return stop_torn();
+    if (crc32c_unmask(header.payload_crc) != crc32c(payload.data(), payload.size())) {
       return stop_corrupt("payload checksum mismatch");
     }
     if (const auto [earlier, fresh] = m_chunk_offsets.emplace(chunk_key(header), m_offset);
@@ -276,6 +222,8 @@ class RecordingReaderImpl final : public RecordingReader {
     }
     if (m_chunk_offsets.size() > max_remembered_chunks) m_chunk_offsets.clear();
     m_header = header;
+    // Copied: the samples are decoded over later calls, and the source's view lasts one call.
+    m_payload.assign(payload);
     m_cursor = m_payload;
     m_samples_left = header.sample_count;
     m_previous_timestamp_ns = header.first_timestamp_ns;
@@ -283,17 +231,16 @@ class RecordingReaderImpl final : public RecordingReader {
     return true;
   }
 
-  /// Reads, verifies and expands the packed chunk (version 3) at m_offset, below `file_size`.
-  /// False at the end of the valid data. A key chunk restarts the string table and the
-  /// timestamp base; any other continues them from the chunk before.
-  bool load_packed_chunk(uint64_t file_size) {
-    char head[format::max_packed_header_bytes];
-    const std::size_t want = std::min<uint64_t>(sizeof head, file_size - m_offset);
-    const std::size_t got = m_source->read_at(m_offset, head, want);
-    if (got > 0 && head[0] == format::index_marker) return skip_index_chunk(file_size);
+  /// Reads, verifies and expands the packed chunk (version 3) at m_offset. False at the end of
+  /// the valid data. A key chunk restarts the string table and the timestamp base; any other
+  /// continues them from the chunk before.
+  bool load_packed_chunk() {
+    const std::string_view head = m_source->view(m_offset, format::max_packed_header_bytes);
+    if (head.empty()) return stop(TailState::Clean, "");
+    if (head[0] == format::index_marker) return skip_index_chunk();
     format::PackedChunkHeader header;
     std::string why;
-    switch (format::parse_packed_header(std::string_view(head, got), header, why)) {
+    switch (format::parse_packed_header(head, header, why)) {
       case format::PackedHeaderStatus::Cut:
         return stop_torn();
       case format::PackedHeaderStatus::Bad:
@@ -307,12 +254,10 @@ class RecordingReaderImpl final : public RecordingReader {
                               : "segment does not start with a key chunk");
     }
     const uint64_t stored_at = m_offset + header.header_bytes;
-    if (file_size - stored_at < header.stored_bytes) return stop_torn();
-    m_stored.resize(header.stored_bytes);
-    if (m_source->read_at(stored_at, m_stored.data(), m_stored.size()) < m_stored.size()) {
-      return stop_torn();
-    }
-    if (crc32c_unmask(header.payload_crc) != crc32c(m_stored)) {
+    // Decompressed straight from the source's window: no copy of the stored bytes.
+    const std::string_view stored = m_source->view(stored_at, header.stored_bytes);
+    if (stored.size() < header.stored_bytes) return stop_torn();
+    if (crc32c_unmask(header.payload_crc) != crc32c(stored.data(), stored.size())) {
       return stop_corrupt("payload checksum mismatch");
     }
     if (header.key) {
@@ -330,7 +275,7 @@ class RecordingReaderImpl final : public RecordingReader {
     }
     m_segment_samples += header.sample_count;
     if (!m_unpacker) m_unpacker = std::make_unique<format::PackedChunkDecompressor>();
-    if (!m_unpacker->decompress(header, m_stored, m_payload, why)) return stop_corrupt(why);
+    if (!m_unpacker->decompress(header, stored, m_payload, why)) return stop_corrupt(why);
     if (header.key) {
       m_decoder = format::SampleDecoder(m_metadata.format_version);
       m_timestamps.restart();
@@ -344,28 +289,22 @@ class RecordingReaderImpl final : public RecordingReader {
 
   /// Checks the index chunk at m_offset and moves past it (it holds no samples); loads the next
   /// chunk. An index chunk must end a segment: it may not come first.
-  bool skip_index_chunk(uint64_t file_size) {
+  bool skip_index_chunk() {
     if (m_chunk_count == 0) return stop_corrupt("index chunk before any key chunk");
     // Only the bytes its header claims (at most ~4 MiB): reading the most an index chunk may take
     // for every one made a file of many small segments quadratic to read.
-    char head[1 + 10];
-    const std::size_t head_got = m_source->read_at(
-        m_offset, head,
-        static_cast<std::size_t>(std::min<uint64_t>(sizeof head, file_size - m_offset)));
+    const std::string_view head = m_source->view(m_offset, 1 + 10);
     std::size_t at = 1;
     uint64_t body_bytes = 0;
-    uint64_t size = head_got;  // a malformed header: parse_index_chunk() says what is wrong
-    if (format::get_varint(std::string_view(head, head_got), at, body_bytes) ==
-            format::VarintRead::Ok &&
+    std::size_t size = head.size();  // a malformed header: parse_index_chunk() says what is wrong
+    if (format::get_varint(head, at, body_bytes) == format::VarintRead::Ok &&
         body_bytes <= format::max_index_chunk_bytes) {
-      size = std::min<uint64_t>(file_size - m_offset,
-                                at + 6 + body_bytes + format::index_trailer_bytes);
+      size = static_cast<std::size_t>(at + 6 + body_bytes + format::index_trailer_bytes);
     }
-    m_stored.resize(static_cast<std::size_t>(size));
-    m_stored.resize(m_source->read_at(m_offset, m_stored.data(), m_stored.size()));
     std::string why;
     bool cut = false;
-    const auto chunk = format::parse_index_chunk(m_stored, m_offset, why, &cut);
+    const auto chunk =
+        format::parse_index_chunk(m_source->view(m_offset, size), m_offset, why, &cut);
     if (!chunk) return cut ? stop_torn() : stop_corrupt(why);
     // Bound to its place: it describes the segment just read and points at the index before.
     if (chunk->segment.offset != m_segment_offset ||
@@ -377,9 +316,8 @@ class RecordingReaderImpl final : public RecordingReader {
     m_last_index_offset = m_offset;
     m_offset += chunk->chunk_bytes;
     m_chunk_offset = m_offset;
-    if (m_offset >= file_size) return stop(TailState::Clean, "");
     m_chunk_count = 0;  // the next chunk opens a segment: a key chunk
-    return load_packed_chunk(file_size);
+    return load_packed_chunk();
   }
 
   /// After a chunk's last sample: the payload must be used up and the timestamps must agree
@@ -408,8 +346,6 @@ class RecordingReaderImpl final : public RecordingReader {
     m_tail_message = std::move(message);
     m_payload.clear();
     m_payload.shrink_to_fit();
-    m_stored.clear();
-    m_stored.shrink_to_fit();
     m_unpacker.reset();
     m_cursor = {};
     return false;
@@ -433,8 +369,7 @@ class RecordingReaderImpl final : public RecordingReader {
   bool m_finished = false;
   /// Are the chunks packed (format version 3 on)?
   bool m_packed = false;
-  /// Packed chunks read so far, the compressed bytes of the current one and its decompressor
-  /// (made at the first packed chunk).
+  /// Packed chunks read so far, and the decompressor (made at the first packed chunk).
   uint64_t m_chunk_count = 0;
   /// Offset of the first chunk (the end of the file header).
   uint64_t m_first_chunk_offset = 0;
@@ -444,7 +379,6 @@ class RecordingReaderImpl final : public RecordingReader {
   uint64_t m_segment_offset = 0;
   uint64_t m_segment_samples = 0;
   uint64_t m_last_index_offset = 0;
-  std::string m_stored;
   std::unique_ptr<format::PackedChunkDecompressor> m_unpacker;
   /// Digest bytes read_digest() expanded so far (bounded against the file's size).
   uint64_t m_digest_bytes_expanded = 0;
@@ -490,13 +424,12 @@ std::unique_ptr<RecordingReader> RecordingReader::open(const std::string& path) 
                     ", not a recording file (give the .vsrec file `vramscope record` wrote)",
                 ExitError);
   }
-  return std::make_unique<RecordingReaderImpl>(std::make_unique<FileSource>(path, fd), path);
+  return std::make_unique<RecordingReaderImpl>(ByteSource::file(path, fd), path);
 }
 
 std::unique_ptr<RecordingReader> RecordingReader::open_bytes(std::string bytes,
                                                              const std::string& name) {
-  return std::make_unique<RecordingReaderImpl>(std::make_unique<MemorySource>(std::move(bytes)),
-                                               name);
+  return std::make_unique<RecordingReaderImpl>(ByteSource::memory(std::move(bytes)), name);
 }
 
 }  // namespace vramscope
