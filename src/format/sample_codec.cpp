@@ -436,21 +436,29 @@ class Cursor {
 
   std::size_t remaining() const { return m_bytes.size(); }
 
+  /// get_varint() for 64 bits, written out: most of a sample is varints, and the one-byte ones
+  /// (counts, flags, string codes) return after one test.
   uint64_t u() {
-    uint64_t value = 0;
-    std::size_t at = 0;
-    switch (get_varint(m_bytes, at, value)) {
-      case VarintRead::Ok:
-        break;
-      case VarintRead::Cut:
-        throw FormatError("varint runs past the end");
-      case VarintRead::Overflow:
-        throw FormatError("varint overflows 64 bits");
-      case VarintRead::TooLong:
-        throw FormatError("varint longer than 10 bytes");
+    const auto* const bytes = reinterpret_cast<const unsigned char*>(m_bytes.data());
+    const std::size_t size = m_bytes.size();
+    if (size > 0 && bytes[0] < 0x80U) {
+      m_bytes.remove_prefix(1);
+      return bytes[0];
     }
-    m_bytes.remove_prefix(at);
-    return value;
+    uint64_t value = 0;
+    const std::size_t most = size < 10 ? size : 10;
+    for (std::size_t i = 0; i < most; ++i) {
+      const unsigned byte = bytes[i];
+      // The 10th byte of a 64-bit value may only carry its top bit.
+      if (i == 9 && byte > 1) throw FormatError("varint overflows 64 bits");
+      value |= static_cast<uint64_t>(byte & 0x7FU) << (7 * i);
+      if ((byte & 0x80U) == 0) {
+        m_bytes.remove_prefix(i + 1);
+        return value;
+      }
+    }
+    if (size < 10) throw FormatError("varint runs past the end");
+    throw FormatError("varint longer than 10 bytes");
   }
 
   uint32_t read_u32(const char* what) {

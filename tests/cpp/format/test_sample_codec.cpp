@@ -9,12 +9,24 @@
 #include "format/forge_recording.hpp"
 #include "format/memory_limit.hpp"
 #include "vramscope/format/sample_codec.hpp"
+#include "vramscope/format/varint.hpp"
 
 namespace vramscope::format {
 namespace {
 
 using testing::make_sample;
 using namespace std::string_literals;  // "\x05\x00..."s: the hostile bytes keep their NULs
+
+/// `bytes` as hex digits, for messages.
+std::string hex(std::string_view bytes) {
+  std::string out;
+  for (const char c : bytes) {
+    constexpr const char* digits = "0123456789abcdef";
+    out += digits[(static_cast<unsigned char>(c) >> 4U) & 0xFU];
+    out += digits[static_cast<unsigned char>(c) & 0xFU];
+  }
+  return out;
+}
 
 /// Encodes `samples` as one chunk would hold them and decodes them back.
 std::vector<SystemSample> round_trip(const std::vector<SystemSample>& samples,
@@ -145,6 +157,49 @@ TEST(SampleCodec, RejectsHostileEncodings) {
   EXPECT_THROW(decode(std::string(1, static_cast<char>(device_prefix.size() + 6)) + device_prefix +
                       "\x80\x10\x00\x00\x00\x00"s),
                FormatError);
+}
+
+TEST(SampleCodec, SampleVarintsReadExactlyWhatGetVarintReads) {
+  // The decoder reads its varints with its own loop (the hot path of every reader); it must
+  // accept, value and refuse exactly as get_varint() does. Each case is a sample's timestamp
+  // (zigzag, against base 0) followed by empty strings and lists.
+  std::vector<std::string> varints = {"\x00"s,     "\x7F"s, "\x80\x01"s, "\x80\x00"s,
+                                      "\xFF\x7F"s, "\x80"s, "\xFF\xFF"s};
+  for (int length = 1; length <= 11; ++length) {
+    for (const char last : {'\x00', '\x01', '\x02', '\x7F', '\x80'}) {
+      varints.push_back(std::string(static_cast<std::size_t>(length - 1), '\xFF') + last);
+      varints.push_back(std::string(static_cast<std::size_t>(length - 1), '\x80') + last);
+    }
+  }
+  uint64_t random = 0x9E3779B97F4A7C15ULL;
+  for (int i = 0; i < 2000; ++i) {
+    std::string bytes;
+    const int length = 1 + static_cast<int>(random % 11);
+    for (int b = 0; b < length; ++b) {
+      random ^= random << 13U;
+      random ^= random >> 7U;
+      random ^= random << 17U;
+      bytes.push_back(static_cast<char>(b + 1 < length ? (random | 0x80U) : (random & 0xFFU)));
+    }
+    varints.push_back(bytes);
+  }
+  for (const std::string& varint : varints) {
+    // The rest of the sample: hostname, driver, devices, allocators, steps, OOMs.
+    const std::string body = varint + std::string(6, '\0');
+    const std::string bytes = std::string(1, static_cast<char>(body.size())) + body;
+    std::size_t at = 0;
+    uint64_t expected = 0;
+    const bool valid = get_varint(body, at, expected) == VarintRead::Ok && at == varint.size();
+    SampleDecoder decoder;
+    std::string_view cursor = bytes;
+    SystemSample out;
+    if (valid) {
+      ASSERT_NO_THROW(decoder.decode(cursor, 0, out)) << hex(varint);
+      EXPECT_EQ(out.timestamp_ns, unzigzag(expected)) << hex(varint);
+    } else {
+      EXPECT_THROW(decoder.decode(cursor, 0, out), FormatError) << hex(varint);
+    }
+  }
 }
 
 TEST(SampleCodec, RefusesASampleThatNamesALongStringTooOftenBeforeExpandingIt) {
