@@ -89,6 +89,23 @@ std::unordered_map<std::string_view, std::size_t> device_positions(const SystemS
 /// MIG instance's joins the parent device. Never guesses a pid mapping across namespaces.
 JoinResult join_processes(const SystemSample& sample);
 
+/// join_processes() for sample after sample, into one JoinResult whose memory is reused: once
+/// a recording's samples have settled into their shape, a join allocates nothing (a reader
+/// joins every sample, and allocating each row's copies cost more than decoding it). Small
+/// samples are joined by scanning (a few GPUs and agents); large ones through maps, so the
+/// time stays linear in the sample.
+class Joiner {
+ public:
+  /// The join of `sample`, equal to join_processes(sample); valid until the next join().
+  const JoinResult& join(const SystemSample& sample);
+
+ private:
+  JoinResult m_result;
+  /// Per allocator: the position of its device (npos: none), and has it joined a row?
+  std::vector<std::size_t> m_owner;
+  std::vector<bool> m_used;
+};
+
 /// One short phrase per issue bit, e.g. "pid not in driver list (container?)"; "" for none.
 std::string describe_join_issues(uint8_t issues);
 

@@ -13,16 +13,48 @@ namespace {
 /// still count as settled: one 2 MiB page, the driver's granularity.
 constexpr uint64_t settled_tolerance_bytes = uint64_t{2} << 20U;
 
-/// For each allocator, the position of the first device that its uuid names; npos when none
-/// does.
-std::vector<std::size_t> allocator_devices(const SystemSample& sample) {
-  const std::unordered_map<std::string_view, std::size_t> owner = device_positions(sample);
-  std::vector<std::size_t> out(sample.allocators.size(), std::string::npos);
-  for (std::size_t a = 0; a < sample.allocators.size(); ++a) {
-    const auto found = owner.find(sample.allocators[a].device_uuid);
-    if (found != owner.end()) out[a] = found->second;
+/// Above this many (allocator, device uuid) or (allocator, process) pairs a sample is joined
+/// through maps; below it, scanning is cheaper than building them. Real samples are below: 8
+/// GPUs with 64 processes and 8 agents make 512.
+constexpr std::size_t max_scanned_pairs = 4096;
+
+/// Is `sample` small enough to join by scanning (see max_scanned_pairs)?
+bool joins_by_scanning(const SystemSample& sample) {
+  std::size_t uuids = 0;
+  std::size_t processes = 0;
+  for (const DeviceSample& device : sample.devices) {
+    uuids += 1 + device.mig_instances.size();
+    processes += device.processes.size();
   }
-  return out;
+  const std::size_t allocators = sample.allocators.size();
+  return allocators == 0 ||
+         (uuids <= max_scanned_pairs / allocators && processes <= max_scanned_pairs / allocators);
+}
+
+/// Fills `owner` with, for each allocator, the position of the first device that its uuid
+/// names (npos when none does).
+void allocator_devices(const SystemSample& sample, bool scan, std::vector<std::size_t>& owner) {
+  owner.assign(sample.allocators.size(), std::string::npos);
+  if (!scan) {
+    const std::unordered_map<std::string_view, std::size_t> positions = device_positions(sample);
+    for (std::size_t a = 0; a < sample.allocators.size(); ++a) {
+      const auto found = positions.find(sample.allocators[a].device_uuid);
+      if (found != positions.end()) owner[a] = found->second;
+    }
+    return;
+  }
+  for (std::size_t a = 0; a < sample.allocators.size(); ++a) {
+    const std::string& uuid = sample.allocators[a].device_uuid;
+    if (uuid.empty()) continue;
+    for (std::size_t d = 0; d < sample.devices.size() && owner[a] == std::string::npos; ++d) {
+      const DeviceSample& device = sample.devices[d];
+      bool names = device.uuid == uuid;
+      for (std::size_t m = 0; !names && m < device.mig_instances.size(); ++m) {
+        names = device.mig_instances[m].uuid == uuid;
+      }
+      if (names) owner[a] = d;
+    }
+  }
 }
 
 /// Fills the decomposition of a row that has an agent on `device`, and flags what does not add
@@ -82,66 +114,128 @@ std::unordered_map<std::string_view, std::size_t> device_positions(const SystemS
   return owner;
 }
 
-JoinResult join_processes(const SystemSample& sample) {
-  JoinResult result;
-  std::vector<bool> allocator_used(sample.allocators.size(), false);
-  // Each allocator joins the first device its uuid names (every agent of a device is used up
-  // by the end of that device), and there the first process with its pid: found through
-  // indexes, so that the join takes time linear in the sample (a forged one may hold 65,536
-  // processes and as many agents).
-  const std::vector<std::size_t> owners = allocator_devices(sample);
-  std::vector<std::vector<std::size_t>> device_agents(sample.devices.size());
-  for (std::size_t a = 0; a < owners.size(); ++a) {
-    if (owners[a] != std::string::npos) device_agents[owners[a]].push_back(a);
-  }
+namespace {
 
+/// The next row of `device`, reusing one left from an earlier join (its strings keep their
+/// memory); every field is set again.
+JoinedProcess& next_row(JoinedDevice& device, std::size_t& rows) {
+  if (rows == device.processes.size()) device.processes.emplace_back();
+  JoinedProcess& row = device.processes[rows++];
+  row.pid = 0;
+  row.cached_free_bytes.reset();
+  row.non_pytorch_bytes.reset();
+  row.issues = 0;
+  return row;
+}
+
+/// The join of `sample` into `result`, whose vectors and rows are reused; `owner` and `used`
+/// are scratch.
+void join_into(const SystemSample& sample, JoinResult& result, std::vector<std::size_t>& owner,
+               std::vector<bool>& used) {
+  result.any_torch = false;
+  used.assign(sample.allocators.size(), false);
+  // Each allocator joins the first device its uuid names (every agent of a device is used up
+  // by the end of that device), and there the first process with its pid: the k-th process of
+  // a pid takes the k-th agent of that pid on that device. Found by scanning when the sample is
+  // small, else through indexes, so that the join takes time linear in the sample (a forged one
+  // may hold 65,536 processes and as many agents).
+  const bool scan = joins_by_scanning(sample);
+  allocator_devices(sample, scan, owner);
+  std::vector<std::vector<std::size_t>> device_agents;
+  if (!scan) {
+    device_agents.resize(sample.devices.size());
+    for (std::size_t a = 0; a < owner.size(); ++a) {
+      if (owner[a] != std::string::npos) device_agents[owner[a]].push_back(a);
+    }
+  }
+  result.devices.resize(sample.devices.size());
   for (std::size_t d = 0; d < sample.devices.size(); ++d) {
     const DeviceSample& device = sample.devices[d];
-    JoinedDevice joined{d, {}};
-    // Positions of this device's agents, in order; each joins at most one driver row.
-    const std::vector<std::size_t>& agents = device_agents[d];
+    JoinedDevice& joined = result.devices[d];
+    joined.device_position = d;
+    std::size_t rows = 0;
     std::unordered_map<uint32_t, std::vector<std::size_t>> agents_by_pid;
-    for (std::size_t a : agents) agents_by_pid[sample.allocators[a].pid].push_back(a);
     std::unordered_map<uint32_t, std::size_t> next_by_pid;
+    if (!scan) {
+      for (std::size_t a : device_agents[d]) agents_by_pid[sample.allocators[a].pid].push_back(a);
+    }
     for (const ProcessSample& process : device.processes) {
-      JoinedProcess row;
+      JoinedProcess& row = next_row(joined, rows);
       row.driver = process;
       row.pid = process.pid;
-      const auto same_pid = agents_by_pid.find(process.pid);
-      if (same_pid != agents_by_pid.end()) {
-        std::size_t& next = next_by_pid[process.pid];
-        if (next < same_pid->second.size()) {
-          const std::size_t a = same_pid->second[next++];
-          allocator_used[a] = true;
-          row.torch = sample.allocators[a];
-          decompose(device, row);
+      std::size_t agent = std::string::npos;
+      if (scan) {
+        for (std::size_t a = 0; a < owner.size(); ++a) {
+          if (owner[a] == d && !used[a] && sample.allocators[a].pid == process.pid) {
+            agent = a;
+            break;
+          }
         }
+      } else if (const auto same_pid = agents_by_pid.find(process.pid);
+                 same_pid != agents_by_pid.end()) {
+        std::size_t& next = next_by_pid[process.pid];
+        if (next < same_pid->second.size()) agent = same_pid->second[next++];
       }
-      joined.processes.push_back(std::move(row));
+      if (agent == std::string::npos) {
+        row.torch.reset();
+        continue;
+      }
+      used[agent] = true;
+      row.torch = sample.allocators[agent];
+      decompose(device, row);
     }
     // Agents left over: their pid is not in this device's list. Shown apart, never matched to
     // "the one unmatched process": a wrong guess would be worse than an honest gap.
-    for (std::size_t a : agents) {
-      if (allocator_used[a]) continue;
-      allocator_used[a] = true;
+    const auto leftover = [&](std::size_t a) {
+      result.any_torch = true;
+      if (used[a]) return;
+      used[a] = true;
       // An agent publishes a slot for every visible device; a DDP rank that never touched this
       // one has no context here, so it is rightly absent from the driver's list: no row.
       const AllocatorSample& agent = sample.allocators[a];
-      if (agent.reserved_bytes == 0 && agent.peak_reserved_bytes == 0) continue;
-      JoinedProcess row;
-      row.torch = sample.allocators[a];
-      row.pid = row.torch->pid;
+      if (agent.reserved_bytes == 0 && agent.peak_reserved_bytes == 0) return;
+      JoinedProcess& row = next_row(joined, rows);
+      row.driver.reset();
+      row.torch = agent;
+      row.pid = agent.pid;
       decompose(device, row);
-      joined.processes.push_back(std::move(row));
+    };
+    if (scan) {
+      for (std::size_t a = 0; a < owner.size(); ++a) {
+        if (owner[a] == d) leftover(a);
+      }
+    } else {
+      for (std::size_t a : device_agents[d]) leftover(a);
     }
-    result.any_torch = result.any_torch || !agents.empty();
-    result.devices.push_back(std::move(joined));
+    joined.processes.resize(rows);
   }
 
+  std::size_t unmatched = 0;
   for (std::size_t a = 0; a < sample.allocators.size(); ++a) {
-    if (!allocator_used[a]) result.unmatched_allocators.push_back(sample.allocators[a]);
+    if (used[a]) continue;
+    if (unmatched == result.unmatched_allocators.size()) {
+      result.unmatched_allocators.push_back(sample.allocators[a]);
+    } else {
+      result.unmatched_allocators[unmatched] = sample.allocators[a];
+    }
+    ++unmatched;
   }
+  result.unmatched_allocators.resize(unmatched);
+}
+
+}  // namespace
+
+JoinResult join_processes(const SystemSample& sample) {
+  JoinResult result;
+  std::vector<std::size_t> owner;
+  std::vector<bool> used;
+  join_into(sample, result, owner, used);
   return result;
+}
+
+const JoinResult& Joiner::join(const SystemSample& sample) {
+  join_into(sample, m_result, m_owner, m_used);
+  return m_result;
 }
 
 std::string describe_join_issues(uint8_t issues) {

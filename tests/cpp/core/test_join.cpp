@@ -181,6 +181,117 @@ TEST(Join, AgentOnMigInstanceJoinsItsParentDevice) {
   EXPECT_EQ(row.non_pytorch_bytes, 1000 * mib);
 }
 
+/// Every field of a join, one line per row, for comparing two joins.
+std::string describe(const JoinResult& r) {
+  std::string out = r.any_torch ? "torch\n" : "no torch\n";
+  const auto opt = [](const std::optional<uint64_t>& v) {
+    return v ? std::to_string(*v) : std::string("-");
+  };
+  for (const JoinedDevice& d : r.devices) {
+    out += "device " + std::to_string(d.device_position) + "\n";
+    for (const JoinedProcess& p : d.processes) {
+      out += "  pid " + std::to_string(p.pid) + " driver " +
+             (p.driver ? std::to_string(p.driver->pid) + "/" + opt(p.driver->used_bytes) + "/" +
+                             p.driver->command
+                       : "-") +
+             " torch " +
+             (p.torch ? std::to_string(p.torch->pid) + "/" + p.torch->device_uuid + "/" +
+                            std::to_string(p.torch->reserved_bytes)
+                      : "-") +
+             " cached " + opt(p.cached_free_bytes) + " non-pytorch " + opt(p.non_pytorch_bytes) +
+             " issues " + std::to_string(p.issues) + "\n";
+    }
+  }
+  for (const AllocatorSample& a : r.unmatched_allocators) {
+    out += "unmatched " + std::to_string(a.pid) + " " + a.device_uuid + "\n";
+  }
+  return out;
+}
+
+/// Two GPUs, one with a MIG instance; pids repeated on a GPU (the k-th process of a pid takes
+/// its k-th agent), an agent of a pid the driver does not list, one of a GPU nobody has, one
+/// on the MIG instance, and an agent slot of a GPU its process never used.
+SystemSample tangled_sample() {
+  SystemSample s;
+  s.devices.push_back(make_device(0));
+  s.devices.push_back(make_device(1));
+  MigInstanceSample mig;
+  mig.uuid = "MIG-11111111-2222-3333-4444-555555555555";
+  s.devices[1].mig_instances.push_back(mig);
+  s.devices[0].processes.push_back(make_process(100, 30000));
+  s.devices[0].processes.push_back(make_process(100, 20000, true, "python worker.py"));
+  s.devices[0].processes.push_back(make_process(200, 900, false));
+  s.devices[1].processes.push_back(make_process(300, 5000));
+  s.devices[1].processes.push_back(make_process(100, 7000));
+  s.allocators.push_back(make_allocator(100, s.devices[0], 10000, 12000));
+  s.allocators.push_back(make_allocator(100, s.devices[0], 9000, 11000));
+  s.allocators.push_back(make_allocator(100, s.devices[0], 1, 2));      // a third: left over
+  s.allocators.push_back(make_allocator(400, s.devices[0], 100, 200));  // pid not listed
+  AllocatorSample on_mig = make_allocator(300, s.devices[1], 1000, 3000);
+  on_mig.device_uuid = mig.uuid;
+  s.allocators.push_back(on_mig);
+  s.allocators.push_back(make_allocator(500, s.devices[1], 0, 0));  // untouched slot: no row
+  AllocatorSample stray = make_allocator(600, s.devices[0], 10, 20);
+  stray.device_uuid = "GPU-not-in-this-sample";
+  s.allocators.push_back(stray);
+  return s;
+}
+
+TEST(Join, AJoinerReusedOverSamplesOfAnyShapeJoinsEachAsAFreshJoin) {
+  // The Joiner keeps its rows from one sample to the next: nothing of an earlier sample may
+  // linger in a row (a torch, a cache, an issue), whatever shape follows which.
+  std::vector<SystemSample> samples;
+  // One row on GPU 0, in turn: an agent the driver does not list (flagged, no driver), its
+  // process listed (torch and driver, no issue), the process without its agent (no torch).
+  SystemSample agent_only;
+  agent_only.devices.push_back(make_device(0));
+  agent_only.allocators.push_back(make_allocator(700, agent_only.devices[0], 1000, 2000));
+  SystemSample both = agent_only;
+  both.devices[0].processes.push_back(make_process(700, 2500));
+  SystemSample driver_only = both;
+  driver_only.allocators.clear();
+  for (const SystemSample* s : {&agent_only, &both, &driver_only, &agent_only}) {
+    samples.push_back(*s);
+  }
+  samples.push_back(tangled_sample());
+  samples.push_back(testing::make_two_gpu_sample());
+  samples.push_back(SystemSample{});
+  SystemSample one = tangled_sample();
+  one.devices.erase(one.devices.begin());
+  one.allocators.resize(2);
+  samples.push_back(one);
+  SystemSample swapped = tangled_sample();
+  std::swap(swapped.devices[0], swapped.devices[1]);
+  samples.push_back(swapped);
+  samples.push_back(tangled_sample());
+  Joiner joiner;
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      const std::string fresh = describe(join_processes(samples[i]));
+      EXPECT_EQ(describe(joiner.join(samples[i])), fresh) << "sample " << i;
+    }
+  }
+}
+
+TEST(Join, ASampleTooLargeToScanJoinsAsASmallOneDoes) {
+  // Past a few thousand (agent, process) pairs the join goes through maps instead of scans:
+  // the rows must come out the same. 5,000 agents of a GPU nobody has push the tangled sample
+  // past that; they only add to the unmatched list.
+  const SystemSample small = tangled_sample();
+  SystemSample large = small;
+  for (uint32_t k = 0; k < 5000; ++k) {
+    AllocatorSample a = make_allocator(10000 + k, large.devices[0], 1, 1);
+    a.device_uuid = "GPU-elsewhere";
+    large.allocators.push_back(a);
+  }
+  std::string expected = describe(join_processes(small));
+  for (uint32_t k = 0; k < 5000; ++k) {
+    expected += "unmatched " + std::to_string(10000 + k) + " GPU-elsewhere\n";
+  }
+  EXPECT_EQ(describe(join_processes(large)), expected);
+  EXPECT_NE(describe(join_processes(small)).find("issues"), std::string::npos);
+}
+
 TEST(Join, DescribesSeveralIssuesInOneLine) {
   EXPECT_EQ(describe_join_issues(0), "");
   EXPECT_EQ(describe_join_issues(JoinIssuePidNotInDriverList | JoinIssueAllocatedExceedsReserved),
