@@ -176,8 +176,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         _run_program(opts)
     except BaseException as e:
         # A CUDA OOM that ends the program gets its post-mortem (the observer's, else one
-        # written now, with an OOM marker in the agent's segment); it still propagates.
+        # written now, with an OOM marker in the agent's segment), then its step measured
+        # again (the program is over: its memory is free to use); it still propagates.
         SESSION.postmortem.report_exception(e, observer_calls)
+        SESSION.postmortem.measure_and_report(e)
         raise
     finally:
         if monitor is not None:

@@ -62,7 +62,7 @@ def run_out_of_memory(tmp_path: pathlib.Path, scenario: str, via_run: bool = Fal
 
 def check_numbers(r: dict[str, Any], seen: dict[str, Any], stderr: str, summary: str) -> None:
     """The report against torch at the same OOM: free <= budget <= total, the cap, NVML."""
-    assert r["schema_version"] == 4, summary
+    assert r["schema_version"] == 5, summary
     assert r["from_exception"] is False, summary
     assert r["allocated_bytes"] == seen["allocated"], summary
     assert r["reserved_bytes"] == seen["reserved"], summary

@@ -105,3 +105,8 @@ class PostMortemSlot:
         """Paths of the last report written by this process ({} if none)."""
         return {}
 
+    def measure_and_report(self, exc: BaseException) -> dict[str, str] | None:
+        """For a process the OOM ``exc`` is ending: the failing step measured again and its
+        report rewritten; the report's paths, or None."""
+        return None
+

@@ -15,7 +15,43 @@ from .._core.step_history import StepPoint
 from .._core.torchcheck import is_oom_error
 from .._core.units import format_bytes, non_pytorch_bytes, unit_bytes
 
-__all__ = ["Advice", "OomEvidence", "StepPoint", "is_oom_error"]
+__all__ = ["Advice", "Measured", "MeasuredRemedy", "OomEvidence", "StepPoint", "is_oom_error"]
+
+
+@dataclasses.dataclass
+class MeasuredRemedy:
+    """One remedy measured after the OOM: the failing step run again with it, at slices of its
+    batch, in the same process (vramscope.postmortem.measure)."""
+
+    #: The advice kind it measures ("batch_size", "activation_checkpointing", ...) and its
+    #: parameters as the JSON report gives them ({"batch_size": 96}, {"modules": "encoder"}).
+    kind: str
+    params: dict[str, Any]
+    #: What the failing step needs with it, by the memory model through its probes (what must
+    #: fit under a cap: the allocated peak times the measured allowance, and the margin).
+    need_bytes: int
+    #: How it was obtained, in words (the probes and the model).
+    basis: str
+
+
+@dataclasses.dataclass
+class Measured:
+    """What vramscope measured after the OOM: the failing step's real need, and the remedies.
+    Filled by vramscope.postmortem.measure in a process the OOM is ending (``vramscope run``,
+    an uncaught OOM under Monitor or a callback); None where nothing could be run."""
+
+    #: The size the failing step ran at, what it is ("batch_size"), and what it needs there.
+    size: int
+    what: str
+    need_bytes: int
+    #: How the need was obtained (the probes and the model), in words.
+    basis: str
+    #: The remedies measured, each with its need at the failing size (batch_size: at its own).
+    remedies: list[MeasuredRemedy] = dataclasses.field(default_factory=list)
+    #: What could not be measured and why, one line each.
+    notes: list[str] = dataclasses.field(default_factory=list)
+    #: Wall time of the measurements.
+    seconds: float = 0.0
 
 
 @dataclasses.dataclass
@@ -105,6 +141,11 @@ class OomEvidence:
     optimizer: str = ""
     optimizer_state_bytes: int = 0
     optimizer_state_full_bytes: int = 0
+    #: The failing step measured again after the OOM, and its remedies (None: not measured).
+    measured: Measured | None = None
+    #: Why the step could not be measured (no model on the stack, ...); "" when it was or was
+    #: not tried.
+    measure_note: str = ""
 
     @property
     def limit_or_total_bytes(self) -> int:

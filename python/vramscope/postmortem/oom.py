@@ -18,10 +18,13 @@ host memory. Environment: ``VRAMSCOPE_OOM_REPORT=0`` disables it; ``VRAMSCOPE_OO
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import sys
 import threading
 import time
+import traceback
+from types import TracebackType
 from typing import Any
 
 from .._core.evidence import PROGRAM, PostMortemSlot, Provider, Stack
@@ -35,7 +38,14 @@ from .advice import (
     is_oom_error,
     parse_oom_message,
 )
-from .report import format_summary, memory_viz_snapshot, report_paths, write_report
+from .report import (
+    format_measured_summary,
+    format_summary,
+    memory_viz_snapshot,
+    report_paths,
+    rewrite_report,
+    write_report,
+)
 
 # What the package's modules and a program's own evidence providers use; the pure parts
 # (advice, rendering) are advice.py's, remedies.py's and report.py's.
@@ -83,6 +93,14 @@ class PostMortem(PostMortemSlot):
         self.last_paths: dict[str, str] = {}
         #: OOM observer calls so far: a handler that sees no new call knows it did not run.
         self.observer_count = 0
+        #: The evidence of the last report written, for its measurement once the OOM ends
+        #: the process (``measure_and_report``).
+        self.last_evidence: OomEvidence | None = None
+        #: Grad mode and autocast dtype on the failing thread at the last OOM the observer
+        #: saw (read live there; the exception's unwinding restores both).
+        self.oom_modes: tuple[bool, Any] | None = None
+        #: The sys.excepthook this post-mortem wrapped (None: not wrapped).
+        self._next_hook: Any = None
 
     # ----- what the rooms below call through the session's slot
     def observer_calls(self) -> int:
@@ -94,8 +112,10 @@ class PostMortem(PostMortemSlot):
         return dict(self.last_paths)
 
     def install(self, agent: Any) -> None:
-        """Makes ``on_oom`` the agent's OOM callback (the session runs this at attach)."""
+        """Makes ``on_oom`` the agent's OOM callback (the session runs this at attach), and an
+        uncaught OOM measured before the interpreter reports it."""
         agent.set_oom_callback(self.on_oom)
+        self.wrap_excepthook()
 
     # ----- evidence
     def _device_facts(self, e: OomEvidence, agent: Any, device: int) -> None:
@@ -237,6 +257,7 @@ class PostMortem(PostMortemSlot):
         if snapshot is None:
             del paths["pickle"]
         self.last_paths = dict(paths)
+        self.last_evidence = e
         print(format_summary(e, advice, paths["txt"]), file=sys.stderr, flush=True)
         return paths
 
@@ -251,6 +272,7 @@ class PostMortem(PostMortemSlot):
             record = _agent_record(agent, device, at_oom=True)
             # The observer's caller: the frame that was running when the allocation failed.
             stack = oom_frames(sys._getframe(0).f_back)
+            self.oom_modes = _modes()
             self._emit(self.collect_evidence(device, stack, record), record)
         except Exception as exc:  # noqa: BLE001 -- never replace the program's OutOfMemoryError
             print(f"vramscope: could not write the OOM report ({exc})", file=sys.stderr,
@@ -297,6 +319,111 @@ class PostMortem(PostMortemSlot):
             print(f"vramscope: could not write the OOM report ({err})", file=sys.stderr,
                   flush=True)
             return None
+
+
+    # ----- the measurement, once the OOM ends the process
+    def measure_and_report(self, exc: BaseException) -> dict[str, str] | None:
+        """For a process the OOM ``exc`` is ending (``vramscope run``'s program raised it;
+        an uncaught OOM, through ``sys.excepthook``): frees what the failed step held (the
+        traceback's locals, graphs in the program's globals), runs the step again at slices
+        of its batch and its remedies (vramscope.postmortem.measure), rewrites the report with
+        the measurements and prints their summary. Once per exception; never raises.
+        ``VRAMSCOPE_OOM_MEASURE=0`` turns it off."""
+        if (not is_oom_error(exc) or getattr(exc, "_vramscope_oom_measured", False)
+                or os.environ.get("VRAMSCOPE_OOM_MEASURE", "1").strip() in ("0", "false", "off",
+                                                                             "no")):
+            return None
+        e, paths = self.last_evidence, dict(self.last_paths)
+        if e is None or not paths or e.measured is not None or self.session.agent is None:
+            return None
+        try:
+            exc._vramscope_oom_measured = True  # type: ignore[attr-defined]  # our mark on it
+        except (AttributeError, TypeError):
+            pass
+        try:
+            from .measure import measure
+            from .scene import capture
+
+            frames = frames_of_traceback(exc.__traceback__)
+            scene = capture(frames, at_oom=False)
+            if scene is not None and self.oom_modes is not None:
+                scene.grad_enabled, scene.autocast_dtype = self.oom_modes
+            _free_failed_step(exc.__traceback__, frames)
+            del frames
+            if scene is None:
+                e.measure_note = "no model was found on the stack at the OOM"
+            else:
+                seconds = float(os.environ.get("VRAMSCOPE_OOM_MEASURE_SECONDS", "120") or 120)
+                result = measure(scene, e, seconds)
+                if isinstance(result, str):
+                    e.measure_note = result
+                else:
+                    e.measured = result
+                del scene
+            advice = rewrite_report(e, paths, time.strftime("%Y-%m-%d %H:%M:%S"))
+            print(format_measured_summary(e, advice, paths["txt"]), file=sys.stderr, flush=True)
+            return paths
+        except Exception as err:  # noqa: BLE001 -- never replace the program's exception
+            print(f"vramscope: could not measure the failing step again ({err})",
+                  file=sys.stderr, flush=True)
+            return None
+
+    def wrap_excepthook(self) -> None:
+        """Makes an OOM that nobody catches measured before the interpreter reports it (the
+        program's own hook, or the default, still runs after)."""
+        if self._next_hook is not None:
+            return
+        self._next_hook = sys.excepthook
+
+        def hook(kind: type[BaseException], value: BaseException,
+                 tb: TracebackType | None) -> None:
+            if self.last_evidence is not None:
+                self.measure_and_report(value)
+            self._next_hook(kind, value, tb)
+
+        sys.excepthook = hook
+
+
+def _modes() -> tuple[bool, Any]:
+    """(grad mode, autocast dtype or None) of this thread, now."""
+    torch = sys.modules["torch"]
+    dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
+    return bool(torch.is_grad_enabled()), dtype
+
+
+def _holds_graph(value: Any) -> bool:
+    """Is ``value`` a tensor (or a container one level deep of tensors) that keeps an autograd
+    graph, with the activations it saved?"""
+    torch = sys.modules["torch"]
+
+    def graph(v: Any) -> bool:
+        return isinstance(v, torch.Tensor) and v.grad_fn is not None
+
+    if graph(value):
+        return True
+    if isinstance(value, dict):
+        return any(graph(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(graph(v) for v in value[:16])
+    values = getattr(value, "values", None)
+    if callable(values) and hasattr(value, "to_tuple"):  # transformers' ModelOutput
+        return any(graph(v) for v in values())
+    return False
+
+
+def _free_failed_step(tb: TracebackType | None, frames: list[Any]) -> None:
+    """Lets the failed step's memory go: the locals of the traceback's frames, and the
+    program's globals that hold an autograd graph (a script's top-level ``loss``, ``out``)."""
+    seen: set[int] = set()
+    for frame in frames:
+        names = frame.f_globals
+        if id(names) in seen or frame.f_code.co_name != "<module>":
+            continue
+        seen.add(id(names))
+        for name in [k for k, v in list(names.items()) if _holds_graph(v)]:
+            del names[name]
+    traceback.clear_frames(tb)
+    gc.collect()
 
 
 #: The process's post-mortem, in the session's slot; its observer is installed at attach.

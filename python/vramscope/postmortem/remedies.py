@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from .._core.units import format_bytes
 from ..attribution.model_probe import STATE_PER_PARAMETER
 from ..predict.model import MemoryModel, Probe, fit_model
-from .advice import Advice, OomEvidence, StepPoint, growing_text, leak_rate
+from ..predict.search import DEFAULT_MARGIN
+from .advice import Advice, Measured, OomEvidence, StepPoint, growing_text, leak_rate
 
 #: Share of the budget a suggested batch size or memory fraction keeps free: the allocator's
 #: rounding and the next step's temporaries are not in a linear fit.
@@ -35,6 +36,8 @@ BLOCK_ACTIVATION_SHARE = 0.75
 #: Saved-tensor bytes that autocast to bfloat16 keeps (matmul/conv outputs are halved, norms
 #: and softmax stay fp32): a conservative estimate of its saving.
 AUTOCAST_KEPT_SHARE = 0.6
+#: The share of the budget a measured remedy keeps free (the search's: vramscope.predict).
+MEASURED_MARGIN = DEFAULT_MARGIN
 #: Remedy kinds in the order they are preferred when several fit (see the module docstring).
 PRIORITY = ("leak", "other_processes", "expandable_segments", "empty_cache", "batch_grew",
             "activation_checkpointing", "mixed_precision", "optimizer_state", "memory_fraction",
@@ -481,22 +484,99 @@ def _memory_fraction(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
                 f"{format_bytes(gain)} more ({format_bytes(need)} was needed)."))
 
 
+#: Titles of the measured remedies ({...}: their parameters).
+_MEASURED_TITLES = {
+    "batch_size": "use batch size {batch_size} (the largest that fits, measured; the failing "
+                  "step had {from_batch_size})",
+    "activation_checkpointing": "activation checkpointing on the {count} {class} modules of "
+                                "{where}",
+    "mixed_precision": "mixed precision: run the forward under torch.autocast('cuda', "
+                       "dtype=torch.bfloat16)",
+    "optimizer_state": "use {optimizer} instead of {from_optimizer} (its state is what the "
+                       "step lacks room for)",
+}
+
+
+def _usable(budget: int) -> int:
+    return int(budget * (1.0 - MEASURED_MARGIN))
+
+
+def _measured_advice(e: OomEvidence, m: Measured, need: int,
+                     rejected: list[tuple[str, str]]) -> list[Advice]:
+    """The remedies measured after the OOM (vramscope.postmortem.measure): each fits when its
+    own need fits the budget, with the search's kept share."""
+    out = []
+    usable = _usable(e.budget_bytes)
+    for r in m.remedies:
+        params = dict(r.params)
+        fits = r.need_bytes <= usable
+        recovers = max(0, m.need_bytes - r.need_bytes)
+        if r.kind == "batch_size":
+            ran = _peaks_by_batch(e.steps)
+            params["batch_grew"] = bool(ran) and int(params["from_batch_size"]) > max(ran)
+        where = params.get("modules")
+        title = _MEASURED_TITLES[r.kind].format(
+            **params, where=(where or "the model") if where is not None else "the model")
+        detail = (f"measured: the step needs ≈{format_bytes(r.need_bytes)} with it "
+                  f"({r.basis}), ≈{format_bytes(m.need_bytes)} without, of a "
+                  f"{format_bytes(e.budget_bytes)} budget")
+        if not fits:
+            detail += f": {format_bytes(r.need_bytes - usable)} short"
+            rejected.append((r.kind, f"measured: needs ≈{format_bytes(r.need_bytes)} with it, "
+                             f"more than the {format_bytes(usable)} usable of the budget"))
+            continue
+        out.append(Advice(score=recovers / max(need, 1), title=title, detail=detail + ".",
+                          kind=r.kind, params=params, recovers_bytes=recovers, fits=True))
+    limit = e.limit_bytes
+    if limit is not None and 0 < limit < e.device_total_bytes and e.device_total_bytes > 0:
+        room = min(e.device_total_bytes, e.reserved_bytes + e.device_free_bytes)
+        wanted = m.need_bytes / (1.0 - MEASURED_MARGIN)
+        fraction = min(1.0, math.ceil(wanted / e.device_total_bytes * 100) / 100)
+        if wanted <= room and fraction * e.device_total_bytes <= room + e.device_total_bytes // 100:
+            out.append(Advice(
+                score=1.0, kind="memory_fraction", params={"fraction": fraction},
+                recovers_bytes=int(fraction * e.device_total_bytes) - e.budget_bytes, fits=True,
+                title=f"raise the cap: torch.cuda.set_per_process_memory_fraction({fraction})",
+                detail=(f"measured: the step needs ≈{format_bytes(m.need_bytes)}; the cap allows "
+                        f"{format_bytes(limit)} and the device has {format_bytes(room)} for this "
+                        f"process: {fraction} of it fits.")))
+        else:
+            rejected.append(("memory_fraction", f"measured: the step needs "
+                             f"≈{format_bytes(m.need_bytes)}, the device has "
+                             f"{format_bytes(room)} for this process"))
+    for note in m.notes:
+        rejected.append(("measurement", note))
+    return out
+
+
 def assess(e: OomEvidence) -> Assessment:
-    """The need, the advised remedies (first the one that fixes the OOM) and the others."""
-    peak, basis, only_lower = projection(e)
+    """The need, the advised remedies (first the one that fixes the OOM) and the others. With
+    ``e.measured`` (the step run again after the OOM) the need and the step's remedies are
+    measurements; without, estimates from the evidence, and a need only known as a lower
+    bound promises nothing."""
+    m = e.measured
+    if m is not None:
+        peak, basis, only_lower = m.need_bytes, m.basis, False
+    else:
+        peak, basis, only_lower = projection(e)
     need = max(e.shortfall_bytes, peak - e.budget_bytes, 1)
     rejected: list[tuple[str, str]] = []
-    found = [
+    found: list[Advice | None] = [
         _leak(e, need),
         _other_processes(e, need, rejected),
         _expandable(e, need, peak, rejected),
         _empty_cache(e, need, rejected),
-        _batch_size(e, need, peak, rejected),
-        _checkpointing(e, need, peak, rejected),
-        _mixed_precision(e, need, rejected),
-        _optimizer_state(e, need, peak, rejected),
-        _memory_fraction(e, need, rejected),
     ]
+    if m is not None:
+        found += _measured_advice(e, m, need, rejected)
+    else:
+        found += [
+            _batch_size(e, need, peak, rejected),
+            _checkpointing(e, need, peak, rejected),
+            _mixed_precision(e, need, rejected),
+            _optimizer_state(e, need, peak, rejected),
+            _memory_fraction(e, need, rejected),
+        ]
     candidates = [a for a in found if a is not None]
     # Against a need that is only "at least", no remedy is promised to fit: the ones that
     # cover the known part keep their order (``covers_known_need``), the others follow by what

@@ -19,8 +19,8 @@ from .remedies import Assessment, assess
 
 #: Schema version of the .json report (2: leak_rate_bytes, growing_ops, from_exception;
 #: 3: growing_modules; 4: the budget and need numbers, advice kinds and parameters,
-#: not_advised). Documented in docs/json-schema.md.
-REPORT_SCHEMA_VERSION = 4
+#: not_advised; 5: measured, measure_note). Documented in docs/json-schema.md.
+REPORT_SCHEMA_VERSION = 5
 
 
 def _table(title: str, rows: Sequence[tuple[str, int]], total: int, limit: int = 8) -> list[str]:
@@ -83,6 +83,21 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "",
     if e.batch_size:
         lines.append(f"batch size       {e.batch_size} (read from the model's input)")
     lines.append("")
+    if e.measured is not None:
+        m = e.measured
+        lines.append(f"measured after the OOM, in this process ({m.seconds:.1f} s; the step run "
+                     "again at slices of its batch, no optimizer step):")
+        lines.append(f"  the step at {m.what} {m.size} needs ≈{format_bytes(m.need_bytes)} of "
+                     f"the {format_bytes(e.budget_bytes)} budget ({m.basis})")
+        for r in m.remedies:
+            shown = ", ".join(f"{k} {v}" for k, v in r.params.items()
+                              if k not in ("state_bytes", "from_batch_size"))
+            lines.append(f"  with {r.kind} ({shown}): ≈{format_bytes(r.need_bytes)}")
+        lines += [f"  not measured: {note}" for note in m.notes]
+        lines.append("")
+    elif e.measure_note:
+        lines += [f"not measured after the OOM: {e.measure_note}; `vramscope fit` measures what "
+                  "a step needs", ""]
     if e.from_exception:
         lines += ["(the OOM observer did not run: numbers from the exception's message, as "
                   "rounded by torch)", ""]
@@ -133,6 +148,21 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "",
         lines += ["", "not advised:"]
         lines += [f"  - {kind}: {why}" for kind, why in a.not_advised]
     return "\n".join(lines) + "\n"
+
+
+def format_measured_summary(e: OomEvidence, advice: Sequence[Advice], path: str) -> str:
+    """The lines printed to stderr once the failing step was measured again (or could not
+    be)."""
+    top = advice[0].title if advice else ""
+    promised = " (measured to fit)" if advice and advice[0].fits else ""
+    if e.measured is not None:
+        m = e.measured
+        head = (f"vramscope: measured the failing step again ({m.seconds:.1f} s): it needs "
+                f"≈{format_bytes(m.need_bytes)} at {m.what} {m.size}, the budget is "
+                f"{format_bytes(e.budget_bytes)}")
+    else:
+        head = f"vramscope: the failing step was not measured again: {e.measure_note}"
+    return f"{head}\nvramscope: first advice: {top}{promised}\nvramscope: full report: {path}"
 
 
 def format_summary(e: OomEvidence, advice: Sequence[Advice], path: str) -> str:
@@ -337,5 +367,41 @@ def write_report(e: OomEvidence, paths: dict[str, str], snapshot: dict[str, Any]
             return advice
         raise FileExistsError(f"{os.path.join(directory, first_stem)}.txt and "
                               f"{_MAX_NAME_ATTEMPTS - 1} other names exist")
+    finally:
+        os.close(dir_fd)
+
+
+def rewrite_report(e: OomEvidence, paths: dict[str, str], when: str = "") -> list[Advice]:
+    """Replaces the .txt and .json of a report written before (``paths``, as write_report left
+    them) with the report of ``e`` (its measurements added): each written to a new private
+    file beside it, then renamed over it, so a reader sees the old report or the new one,
+    whole. Returns the advice."""
+    assessment = assess(e)
+    advice = assessment.advice
+    contents = {"txt": format_report(e, advice, when, assessment).encode("utf-8"),
+                "json": (json.dumps(report_json(e, advice, assessment), indent=2)
+                         + "\n").encode()}
+    directory = os.path.dirname(paths["txt"]) or "."
+    dir_fd = _open_report_dir(directory)
+    try:
+        for suffix, data in contents.items():
+            final = os.path.basename(paths[suffix])
+            for attempt in range(_MAX_NAME_ATTEMPTS):
+                temp = f".{final}.{os.getpid()}-{attempt}.tmp"
+                try:
+                    fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
+                except FileExistsError:
+                    continue
+                try:
+                    os.fchmod(fd, 0o600)
+                    _write_all(fd, data)
+                finally:
+                    os.close(fd)
+                # rename() replaces the name itself, never what a planted link points to.
+                os.rename(temp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                break
+            else:
+                raise FileExistsError(f"{os.path.join(directory, final)}: no free temporary name")
+        return advice
     finally:
         os.close(dir_fd)

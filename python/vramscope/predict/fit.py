@@ -37,7 +37,7 @@ from .._core.torchcheck import is_oom_error
 from .budget import Budget, agree_min, device_memory, resolve_budget
 from .model import Probe
 from .search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
-from .window import Window
+from .window import Window, WindowPeaks
 
 __all__ = ["fit", "measure_in_process"]
 
@@ -56,10 +56,13 @@ def _host_copy(state: Any) -> Any:
 
 
 def measure_in_process(call: Callable[[int], Any], steps: int, device: int,
-                       pinned: bool = True) -> Callable[[int], Probe]:
+                       pinned: bool = True,
+                       on_window: Callable[[int, WindowPeaks], None] | None = None
+                       ) -> Callable[[int], Probe]:
     """``measure(size)`` for ``search``: runs ``call(size)`` ``steps`` times in one measured
     window (vramscope.predict.window: exact peaks, and the pinned peak when ``pinned``) and
-    returns them; a step that runs out of memory raises ProbeOutOfMemory."""
+    returns them; a step that runs out of memory raises ProbeOutOfMemory. ``on_window(size,
+    peaks)`` sees each window's peaks whole (what stayed allocated at its end among them)."""
     import torch
 
     def measure(size: int) -> Probe:
@@ -81,6 +84,8 @@ def measure_in_process(call: Callable[[int], Any], steps: int, device: int,
             gc.collect()
             torch.cuda.empty_cache()
             raise ProbeOutOfMemory(size) from None
+        if on_window is not None:
+            on_window(size, peaks)
         return Probe(size, peaks.allocated_bytes, peaks.reserved_bytes, steps,
                      time.perf_counter() - began, peak_pinned_bytes=peaks.pinned_bytes)
 

@@ -1,0 +1,367 @@
+# python/vramscope/postmortem/measure.py -- the failing step run again, at slices, and its remedies
+"""After an OOM has unwound in a process it is ending (``vramscope run``; an uncaught OOM under
+Monitor or a callback), the failing step is run again from its ``OomScene``: the model's
+forward and backward at slices of the failing batch, with no optimizer step and the gradients
+dropped after each. Each slice is one measured window (vramscope.predict.window: exact peaks and
+what must fit under a cap); the optimizer's step is added from the parameters and the optimizer's
+type (its full state, the gradients, its temporaries). The memory model and the search of
+``vramscope fit`` turn the slices into the step's need at its own size and the largest batch
+that fits: advice and fit read one model.
+
+Each remedy is measured the same way before it is ranked: activation checkpointing on the block
+list found, autocast, a lighter optimizer (the same slices, another optimizer step). A remedy is
+promised to fit only when its need, by the model through its own probes, fits the budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import gc
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .._core.units import format_bytes
+from ..attribution.model_probe import STATE_PER_PARAMETER, block_lists, parameter_summary
+from ..predict.fit import measure_in_process
+from ..predict.model import MemoryModel, Probe, fit_model
+from ..predict.search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
+from .advice import Measured, MeasuredRemedy, OomEvidence
+from .scene import Inputs, OomScene, slice_inputs
+
+__all__ = ["measure", "OptimizerStep"]
+
+#: Probes of one search (each one forward and backward at a slice of the batch).
+MAX_PROBES = 6
+#: Factored second moments keep about this share of the parameters' bytes (Adafactor).
+FACTORED_STATE_SHARE = 0.02
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerStep:
+    """What the optimizer adds to a step measured without it: its state (what is missing now is
+    allocated at the first step, and resident through every later forward) and, at its step,
+    the gradients and its temporaries over what stays allocated."""
+
+    #: Trainable parameter bytes (the gradients are as large).
+    parameter_bytes: int
+    #: State bytes allocated now, and once every parameter has its state.
+    state_bytes: int
+    state_full_bytes: int
+    #: Parameter-sized temporaries of its step (the multi-tensor path of Adam's family:
+    #: sqrt of the second moment for every parameter at once).
+    temporary_bytes: int
+    #: Are the gradients allocated through the forward too (zero_grad(set_to_none=False))?
+    gradients_resident: bool = False
+    name: str = ""
+
+    def adjust(self, probe: Probe, final_allocated_bytes: int) -> Probe:
+        """``probe`` (a forward and backward, gradients dropped) as a whole step: the state
+        still missing added to every peak; the peak at least the optimizer's step, where what
+        stays allocated, the gradients, the whole state and the temporaries are live."""
+        missing = max(0, self.state_full_bytes - self.state_bytes)
+        grads = self.parameter_bytes if self.gradients_resident else 0
+        forward = probe.peak_allocated_bytes + missing + grads
+        step = (final_allocated_bytes + self.parameter_bytes + missing + self.temporary_bytes)
+        peak = max(forward, step)
+        added = peak - probe.peak_allocated_bytes
+        return dataclasses.replace(
+            probe, peak_allocated_bytes=peak, peak_reserved_bytes=probe.peak_reserved_bytes + added,
+            peak_pinned_bytes=probe.peak_pinned_bytes + added if probe.peak_pinned_bytes else 0)
+
+
+def optimizer_step(optimizer: Any, model: Any, gradients_resident: bool) -> OptimizerStep:
+    """The optimizer's part of a step (none without an optimizer: inference, or not found)."""
+    torch = sys.modules["torch"]
+    if optimizer is None:
+        return OptimizerStep(0, 0, 0, 0, gradients_resident)
+    name = type(optimizer).__name__
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    parameter_bytes, _ = parameter_summary(params)
+    state = sum(v.numel() * v.element_size() for s in optimizer.state.values()
+                for v in s.values() if isinstance(v, torch.Tensor) and v.dim() > 0)
+    per_param = STATE_PER_PARAMETER.get(name, 2)
+    groups = optimizer.param_groups
+    if name == "SGD" and not any(g.get("momentum", 0) for g in groups):
+        per_param = 0
+    if name == "Adafactor":
+        full = int(parameter_bytes * FACTORED_STATE_SHARE)
+    else:
+        full = per_param * parameter_bytes
+    foreach = not any(g.get("fused") for g in groups) and \
+        any(g.get("foreach") in (None, True) for g in groups)
+    decay_copy = name in ("SGD", "Adam", "NAdam", "RAdam", "Adamax", "Adagrad", "RMSprop") and \
+        any(g.get("weight_decay", 0) for g in groups)
+    temporaries = parameter_bytes if foreach and (per_param >= 2 or decay_copy) else 0
+    return OptimizerStep(parameter_bytes, state, max(state, full), temporaries,
+                         gradients_resident, name)
+
+
+def _scalar(output: Any) -> Any:
+    """What to run backward from: the model's own loss when it computed one (labels given),
+    else a cross-entropy-like reduction of its first floating output (log-softmax over the last
+    dimension, in float32: the memory a loss on logits takes)."""
+    torch = sys.modules["torch"]
+    loss = getattr(output, "loss", None)
+    if loss is None and isinstance(output, dict):
+        loss = output.get("loss")
+    if isinstance(loss, torch.Tensor) and loss.requires_grad:
+        return loss if loss.dim() == 0 else loss.sum()
+    first = getattr(output, "logits", None)
+    if first is None:
+        stack = [output]
+        while stack and first is None:
+            value = stack.pop(0)
+            if isinstance(value, torch.Tensor):
+                if value.is_floating_point() and value.requires_grad:
+                    first = value
+            elif isinstance(value, dict):
+                stack.extend(value.values())
+            elif isinstance(value, (list, tuple)):
+                stack.extend(value)
+            elif hasattr(value, "values") and callable(value.values):
+                stack.extend(value.values())
+    if first is None or not first.requires_grad:
+        return None
+    if first.dim() >= 2 and first.shape[-1] > 1:
+        return torch.nn.functional.log_softmax(first.float(), dim=-1).mean()
+    return first.float().mean()
+
+
+class _Runner:
+    """Runs the failing step at a slice of its batch: forward (and backward), nothing kept."""
+
+    def __init__(self, scene: OomScene, inputs: Inputs, grad: bool) -> None:
+        self.scene = scene
+        self.inputs = inputs
+        self.grad = grad
+        self.autocast: Any = scene.autocast_dtype
+        self.params = [p for p in scene.model.parameters()]
+
+    def __call__(self, size: int) -> None:
+        torch = sys.modules["torch"]
+        args, kwargs = slice_inputs(self.inputs, size)
+        cast = (torch.autocast("cuda", dtype=self.autocast) if self.autocast is not None
+                else contextlib.nullcontext())
+        try:
+            with cast, torch.set_grad_enabled(self.grad):
+                if self.scene.generate_kwargs is not None:
+                    self.scene.model.generate(*args, **kwargs)
+                else:
+                    output = self.scene.model(*args, **kwargs)
+                    loss = _scalar(output) if self.grad else None
+                    if loss is not None:
+                        loss.backward()
+                    del output, loss
+        finally:
+            for p in self.params:
+                p.grad = None
+
+
+class CudaDevice:
+    """The device the measurements run on: windows of the CUDA allocator (exact peaks and what
+    must fit, vramscope.predict.window) and its cache. Tests give a synthetic one."""
+
+    def __init__(self, device: int) -> None:
+        self.index = device
+
+    def window(self, call: Callable[[int], None]) -> Callable[[int], tuple[Probe, int]]:
+        """``measure(size) -> (probe, bytes allocated at its end)`` of one run of ``call``."""
+        finals: dict[int, int] = {}
+
+        def keep(size: int, peaks: Any) -> None:
+            finals[size] = int(peaks.final_allocated_bytes)
+
+        inner = measure_in_process(call, 1, self.index, on_window=keep)
+
+        def measure(size: int) -> tuple[Probe, int]:
+            probe = inner(size)
+            return probe, finals[size]
+        return measure
+
+    def free(self) -> None:
+        """Lets go of what nothing holds any more, back to the driver."""
+        gc.collect()
+        sys.modules["torch"].cuda.empty_cache()
+
+    def selected(self) -> Any:
+        """The context that makes this device the current one."""
+        return sys.modules["torch"].cuda.device(self.index)
+
+
+def _measure_fn(runner: _Runner, device: Any, opt: OptimizerStep,
+                raw: dict[int, tuple[Probe, int]]) -> Callable[[int], Probe]:
+    """``measure(size)`` for the search: one window per slice, the optimizer's step added; the
+    raw window kept in ``raw`` (size -> (probe, allocated at its end)) for other optimizers."""
+    window = device.window(runner)
+
+    def measure(size: int) -> Probe:
+        probe, final = window(size)
+        raw[size] = (probe, final)
+        return opt.adjust(probe, final)
+
+    return measure
+
+
+def _need(model: MemoryModel | None, size: int) -> int | None:
+    return model.predict(size).need_bytes if model is not None else None
+
+
+def _usable(budget: int) -> int:
+    return int(budget * (1.0 - DEFAULT_MARGIN))
+
+
+def _two_sizes(result: FitResult) -> list[int]:
+    """The two largest sizes the search ran (a remedy saves memory: they run with it too)."""
+    return sorted({p.size for p in result.probes})[-2:]
+
+
+def _variant(runner: _Runner, device: Any, opt: OptimizerStep, sizes: list[int],
+             setup: Callable[[], Callable[[], None]]) -> tuple[MemoryModel | None, str]:
+    """Measures ``sizes`` with a remedy applied (``setup()`` applies it and returns its undo)."""
+    undo = setup()
+    raw: dict[int, tuple[Probe, int]] = {}
+    try:
+        measure = _measure_fn(runner, device, opt, raw)
+        probes = [measure(size) for size in sizes]
+    except ProbeOutOfMemory as oom:
+        return None, f"ran out of memory at {oom.size}"
+    finally:
+        undo()
+    return fit_model(probes), f"probes at {', '.join(map(str, sizes))}"
+
+
+def _checkpointing(model: Any, path: str) -> Callable[[], Callable[[], None]]:
+    """Applies torch.utils.checkpoint to every child of ``path`` (as the advice says to)."""
+    def setup() -> Callable[[], None]:
+        from torch.utils.checkpoint import checkpoint
+
+        children = list(model.get_submodule(path).children())
+        for child in children:
+            child.forward = functools.partial(checkpoint, child.forward, use_reentrant=False)
+
+        def undo() -> None:
+            for child in children:
+                child.__dict__.pop("forward", None)
+        return undo
+    return setup
+
+
+def _pick_inputs(scene: OomScene, grad: bool) -> tuple[Inputs | None, str]:
+    """The first candidate input with which the step runs at a slice of 1."""
+    errors = []
+    for candidate in scene.inputs:
+        runner = _Runner(scene, candidate, grad)
+        try:
+            runner(1)
+            return candidate, ""
+        except Exception as exc:  # noqa: BLE001 -- a wrong guess at the input: try the next
+            errors.append(f"{candidate.source}: {type(exc).__name__}")
+        finally:
+            gc.collect()
+    return None, "; ".join(errors)
+
+
+def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
+            device: Any = None) -> Measured | str:
+    """The failing step measured again, and its remedies; a one-line reason instead when it
+    cannot be run. Allocates on the GPU: only in a process the OOM is ending. ``device``: where
+    it runs (a CudaDevice of the OOM's device by default)."""
+    torch = sys.modules["torch"]
+    began = time.monotonic()
+    device = CudaDevice(e.device) if device is None else device
+    grad = scene.grad_enabled if scene.grad_enabled is not None else (
+        scene.generate_kwargs is None and bool(getattr(scene.model, "training", False)))
+    if scene.generate_kwargs is not None:
+        grad = False
+    if not scene.inputs:
+        return ("the model's input was not found on the stack (no forward running at the OOM, "
+                "no tensor beside the model in the caller's locals)")
+    with device.selected():
+        device.free()
+        inputs, why = _pick_inputs(scene, grad)
+        if inputs is None:
+            return f"the step did not run again with any input found on the stack ({why})"
+        size = inputs.batch_size
+        runner = _Runner(scene, inputs, grad)
+        opt = optimizer_step(scene.optimizer if grad else None, scene.model,
+                             scene.gradients_resident)
+        budget = e.budget_bytes
+        raw: dict[int, tuple[Probe, int]] = {}
+        result = search(_measure_fn(runner, device, opt, raw), budget, start=1,
+                        limit=size, max_probes=MAX_PROBES)
+        model = result.model
+        need = _need(model, size)
+        if need is None:
+            top = max(result.probes, key=lambda p: p.size, default=None)
+            if top is None:
+                return "no slice of the batch could be measured"
+            need = top.must_fit_bytes * size // top.size
+            basis = (f"{result.what} {top.size} measured ({format_bytes(top.must_fit_bytes)}), "
+                     f"scaled to {size} ({result.reason})")
+        else:
+            basis = f"the step run again at slices of its batch: {model.predict(size).basis}"
+        remedies: list[MeasuredRemedy] = []
+        notes: list[str] = []
+        if 0 < result.size < size and result.prediction is not None:
+            remedies.append(MeasuredRemedy(
+                "batch_size", {"batch_size": result.size, "from_batch_size": size},
+                result.prediction.need_bytes, result.prediction.basis))
+        sizes = _two_sizes(result)
+
+        def late() -> bool:
+            if time.monotonic() - began > deadline_s:
+                notes.append(f"measuring stopped after {deadline_s:.0f} s "
+                             "(VRAMSCOPE_OOM_MEASURE_SECONDS)")
+                return True
+            return False
+
+        blocks = block_lists(scene.model)
+        if grad and blocks and not late():
+            path, cls, count = blocks[0]
+            variant, how = _variant(runner, device, opt, sizes,
+                                    _checkpointing(scene.model, path))
+            if variant is not None:
+                remedies.append(MeasuredRemedy(
+                    "activation_checkpointing", {"modules": path, "class": cls, "count": count},
+                    variant.predict(size).need_bytes, how))
+            else:
+                notes.append(f"activation checkpointing on {path or 'the model'}: {how}")
+        _, dtype = parameter_summary(scene.model.parameters())
+        if scene.autocast_dtype is None and dtype == "float32" and not late():
+            def autocast_on() -> Callable[[], None]:
+                runner.autocast = torch.bfloat16
+
+                def undo() -> None:
+                    runner.autocast = None
+                return undo
+            variant, how = _variant(runner, device, opt, sizes, autocast_on)
+            if variant is not None:
+                remedies.append(MeasuredRemedy("mixed_precision", {"dtype": "bfloat16"},
+                                               variant.predict(size).need_bytes, how))
+        if opt.state_full_bytes > 0 and raw:
+            lighter = "SGD" if STATE_PER_PARAMETER.get(opt.name, 2) < 2 else "Adafactor"
+            light = OptimizerStep(
+                opt.parameter_bytes, 0,
+                int(opt.parameter_bytes * FACTORED_STATE_SHARE) if lighter == "Adafactor" else 0,
+                0, opt.gradients_resident, lighter)
+            variant = fit_model([light.adjust(p, final) for p, final in raw.values()])
+            params: dict[str, Any] = {"optimizer": lighter, "from_optimizer": opt.name,
+                                      "state_bytes": opt.state_full_bytes}
+            if lighter == "Adafactor":
+                params["foreach"] = False
+            if variant is not None:
+                remedies.append(MeasuredRemedy(
+                    "optimizer_state", params, variant.predict(size).need_bytes,
+                    "the same slices, with its optimizer step"))
+        device.free()
+    return Measured(size=size, what="batch_size", need_bytes=int(need), basis=basis,
+                    remedies=remedies, notes=notes, seconds=time.monotonic() - began)
+
+
+def fits(need_bytes: int, budget_bytes: int) -> bool:
+    """Does a measured need fit the budget with the search's kept share?"""
+    return need_bytes <= _usable(budget_bytes)

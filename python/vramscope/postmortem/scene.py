@@ -1,0 +1,231 @@
+# python/vramscope/postmortem/scene.py -- what the OOM's stack holds to run the failing step again
+"""At an OOM, the frames of the failing thread still hold the model, the input it was called
+with and the optimizer. ``capture(frames)`` keeps them (an ``OomScene``), so that once the
+exception has unwound and freed the step's activations, the step can be run again at slices of
+its batch and measured (vramscope.postmortem.measure).
+
+Where the input comes from, in order: the outermost module forward running at the OOM (its
+``args``/``kwargs``); a ``generate()`` call (its input ids and arguments); else the locals of
+the frames that hold the model (a training loop's ``x``, ``batch``, ``inputs``), each tried in
+turn when measured. Host-side only: nothing here allocates on the GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping, Sequence
+from types import FrameType
+from typing import Any
+
+from ..attribution.model_probe import find_model
+
+__all__ = ["OomScene", "Inputs", "capture", "slice_inputs"]
+
+_MODULE_CALLS = ("_call_impl", "_wrapped_call_impl", "forward", "__call__")
+#: Where a model input lives (tests add "cpu": their steps run on the host).
+INPUT_DEVICE_TYPES: tuple[str, ...] = ("cuda",)
+
+
+@dataclasses.dataclass
+class Inputs:
+    """One way to call the model: positional and keyword arguments, and the batch size (the
+    leading dimension of the first tensor among them)."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    batch_size: int
+    #: Where they were found, in words ("the forward running at the OOM", "local x of train").
+    source: str
+
+
+@dataclasses.dataclass
+class OomScene:
+    """What is needed to run the failing step again."""
+
+    model: Any
+    #: Candidate inputs, the most likely first (one when a forward was on the stack).
+    inputs: list[Inputs]
+    optimizer: Any = None
+    #: Was autograd recording, and autocast on (its dtype), on the failing thread at the OOM
+    #: (None: not known, read after the unwinding)?
+    grad_enabled: bool | None = None
+    autocast_dtype: Any = None
+    #: A ``generate()`` call on the stack: its keyword arguments (the input is in ``inputs``).
+    generate_kwargs: dict[str, Any] | None = None
+    #: Did the parameters hold gradients at a forward OOM (zero_grad(set_to_none=False): the
+    #: gradients stay allocated through the next forward)?
+    gradients_resident: bool = False
+
+
+def _torch() -> Any:
+    return sys.modules.get("torch")
+
+
+def _first_tensor(values: Sequence[Any]) -> Any:
+    torch = _torch()
+    for value in values:
+        inner = value.values() if isinstance(value, Mapping) else (
+            value if isinstance(value, (list, tuple)) else (value,))
+        for item in inner:
+            if isinstance(item, torch.Tensor) and item.dim() >= 1:
+                return item
+    return None
+
+
+def _inputs(args: Sequence[Any], kwargs: Mapping[str, Any], source: str) -> Inputs | None:
+    first = _first_tensor([*args, *kwargs.values()])
+    if first is None or first.device.type not in INPUT_DEVICE_TYPES:
+        return None
+    return Inputs(tuple(args), dict(kwargs), int(first.shape[0]), source)
+
+
+def _frame_inputs(frame: FrameType) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments a module-call or forward frame was called with."""
+    local = frame.f_locals
+    if "args" in local or "kwargs" in local:
+        return tuple(local.get("args") or ()), dict(local.get("kwargs") or {})
+    code = frame.f_code
+    names = code.co_varnames[1:code.co_argcount]
+    return tuple(local.get(n) for n in names), {}
+
+
+def _candidate(value: Any) -> bool:
+    """Could ``value`` be (part of) a model input: a CUDA tensor that is no parameter and no
+    result of the graph, or a mapping/sequence holding one?"""
+    torch = _torch()
+
+    def leaf(v: Any) -> bool:
+        return (isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)
+                and v.device.type in INPUT_DEVICE_TYPES and v.dim() >= 1 and v.grad_fn is None)
+
+    if isinstance(value, Mapping):
+        return any(leaf(v) for v in value.values())
+    if isinstance(value, (list, tuple)) and value and len(value) <= 8:
+        return leaf(value[0])
+    return leaf(value)
+
+
+def _local_inputs(frames: Sequence[FrameType], model: Any) -> list[Inputs]:
+    """Inputs guessed from the locals of the frames that hold the model (innermost first):
+    each candidate local as the one argument, a mapping as keyword arguments, a short
+    sequence (x, y) as its first element."""
+    found: list[Inputs] = []
+    seen: set[int] = set()
+    for frame in frames:
+        local = frame.f_locals
+        if not any(v is model or getattr(v, "model", None) is model for v in local.values()):
+            continue
+        where = f"{frame.f_code.co_name}() line {frame.f_lineno}"
+        for name, value in list(local.items()):
+            if id(value) in seen or not _candidate(value):
+                continue
+            seen.add(id(value))
+            if isinstance(value, Mapping):
+                got = _inputs((), {str(k): v for k, v in value.items()},
+                              f"the local {name} of {where}, as keyword arguments")
+            elif isinstance(value, (list, tuple)):
+                got = _inputs((value[0],), {}, f"{name}[0], a local of {where}")
+            else:
+                got = _inputs((value,), {}, f"the local {name} of {where}")
+            if got is not None:
+                found.append(got)
+    return found
+
+
+def _optimizer(frames: Sequence[FrameType], model: Any) -> Any:
+    """The optimizer among the frames' locals (and their ``self``'s attributes) that holds the
+    model's first parameter."""
+    torch = _torch()
+    first = next(iter(model.parameters()), None)
+    if first is None:
+        return None
+    for frame in frames:
+        for value in list(frame.f_locals.values()):
+            for obj in (value, getattr(value, "optimizer", None)):
+                if isinstance(obj, torch.optim.Optimizer) and any(
+                        p is first for g in obj.param_groups for p in g["params"]):
+                    return obj
+    return None
+
+
+def capture(frames: Sequence[FrameType], at_oom: bool, model: Any = None,
+            optimizer: Any = None) -> OomScene | None:
+    """The scene of an OOM from its thread's frames (innermost first). ``at_oom``: the frames
+    are live (the observer runs on the failing thread): grad mode and autocast are read now.
+    ``model``/``optimizer``: known already (Monitor(model=...), the model probe). None when no
+    model is found."""
+    torch = _torch()
+    if torch is None:
+        return None
+    module_type = torch.nn.Module
+    outermost: FrameType | None = None
+    generate: FrameType | None = None
+    for frame in frames:
+        owner = frame.f_locals.get("self")
+        if not isinstance(owner, module_type):
+            continue
+        if frame.f_code.co_name == "generate":
+            generate = frame
+        elif frame.f_code.co_name in _MODULE_CALLS:
+            outermost = frame
+    inputs: list[Inputs] = []
+    generate_kwargs = None
+    if generate is not None:
+        owner = generate.f_locals["self"]
+        model = owner
+        args, kwargs = _frame_inputs(generate)
+        extra = generate.f_locals.get("kwargs")
+        kwargs = {**dict(extra or {}), **kwargs}
+        config = generate.f_locals.get("generation_config")
+        if config is not None:
+            kwargs["generation_config"] = config
+        got = _inputs(args, kwargs, "the generate() call running at the OOM")
+        if got is None:
+            ids = kwargs.get("input_ids")
+            got = _inputs((), {"input_ids": ids} | kwargs, "the generate() call at the OOM") \
+                if ids is not None else None
+        if got is not None:
+            inputs.append(got)
+            generate_kwargs = got.kwargs
+    elif outermost is not None:
+        model = outermost.f_locals["self"]
+        args, kwargs = _frame_inputs(outermost)
+        got = _inputs(args, kwargs, f"the forward of {type(model).__name__} running at the OOM")
+        if got is not None:
+            inputs.append(got)
+    if model is None:
+        model = find_model(frames[0] if frames else None, optimizer)
+    if model is None:
+        return None
+    if not inputs:
+        inputs = _local_inputs(frames, model)
+    if optimizer is None:
+        optimizer = _optimizer(frames, model)
+    grad = autocast = None
+    if at_oom:
+        grad = bool(torch.is_grad_enabled())
+        if torch.is_autocast_enabled("cuda"):
+            autocast = torch.get_autocast_dtype("cuda")
+    resident = outermost is not None and any(p.grad is not None for p in model.parameters())
+    return OomScene(model, inputs, optimizer, grad, autocast, generate_kwargs, resident)
+
+
+def slice_inputs(inputs: Inputs, size: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments with every tensor whose leading dimension is the batch cut to ``size``
+    (views: nothing is copied), one level into lists, tuples and mappings."""
+    torch = _torch()
+    batch = inputs.batch_size
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value[:size] if value.dim() >= 1 and value.shape[0] == batch else value
+        if isinstance(value, Mapping):
+            return {k: cut(v) for k, v in value.items()}
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+            return type(value)(*[cut(v) for v in value])
+        if isinstance(value, (list, tuple)):
+            return type(value)(cut(v) for v in value)
+        return value
+
+    return tuple(cut(a) for a in inputs.args), {k: cut(v) for k, v in inputs.kwargs.items()}
