@@ -1,12 +1,17 @@
 # tests/gpu/conftest.py -- GPU-only tests: skipped without CUDA; fresh processes with a safe env
 #
-# Run on a GPU machine with vramscope installed (pip install --no-build-isolation .):
-#   pytest tests/gpu            (1 GPU: multi-GPU and DDP tests skip; 2 GPUs: all run)
-#   VRAMSCOPE_CLI=/path/vramscope pytest tests/gpu   (adds the CLI/NVML join test)
+# Run on a GPU machine with vramscope installed (the wheel, or pip install --no-build-isolation .):
+#   pytest tests/gpu            the main group, within 8 minutes on one H200 (1 GPU: multi-GPU
+#                               and DDP tests skip; 2 GPUs: all run)
+#   pytest tests/gpu -m slow    the slow group on its own: fit's bisections in fresh processes,
+#                               the OOM programs with their advice applied
+# The CLI is $VRAMSCOPE_CLI, else the `vramscope` installed beside this Python or on PATH.
 from __future__ import annotations
 
+import gc
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -22,10 +27,50 @@ NO_GPU_REASON = (None if torch.cuda.is_available()
                  else "needs a CUDA GPU (torch.cuda.is_available() is False here)")
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: the slow group (pytest tests/gpu -m slow): fit's "
+                            "bisections and the OOM programs; left out of `pytest tests/gpu`")
+
+
 def pytest_collection_modifyitems(config, items):
     if NO_GPU_REASON is not None:
         for item in items:
             item.add_marker(pytest.mark.skip(reason=NO_GPU_REASON))
+        return
+    if "slow" not in (config.getoption("markexpr") or ""):
+        # The main group fits one 10-minute GPU run; the slow group runs on its own.
+        kept = [item for item in items if item.get_closest_marker("slow") is None]
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept
+
+
+def cli_path() -> str | None:
+    """The vramscope binary: $VRAMSCOPE_CLI, else the one installed beside this Python (the
+    wheel's), else on PATH; None when there is none."""
+    named = os.environ.get("VRAMSCOPE_CLI")
+    if named:
+        return named
+    beside = pathlib.Path(sys.executable).parent / "vramscope"
+    if beside.is_file():
+        return str(beside)
+    return shutil.which("vramscope")
+
+
+#: The binary, for the tests that run it (they skip with this reason without one).
+CLI = cli_path()
+NO_CLI = "no vramscope binary: install the wheel, or set VRAMSCOPE_CLI"
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    """Each test leaves pytest's own process holding no GPU memory (a tensor kept by a test
+    would stand on the card under every later test's numbers)."""
+    yield
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        gc.collect()
+        torch.cuda.empty_cache()
+        held = torch.cuda.memory_reserved()
+        assert held == 0, f"the test left {held} bytes reserved in pytest's process"
 
 
 def gpu_env(**extra: str) -> dict:

@@ -12,16 +12,14 @@
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
 import sys
 
 import pytest
 
-from conftest import gpu_env
+from conftest import CLI, NO_CLI, gpu_env
 
-CLI = os.environ.get("VRAMSCOPE_CLI")
 NAMES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
 
 TRAINER = r"""
@@ -151,7 +149,7 @@ def test_tensorboard_run_has_the_same_numbers(trainer):
         assert got == want, f"{tag}: TensorBoard {got}, Monitor {want}"
 
 
-@pytest.mark.skipif(not CLI, reason="set VRAMSCOPE_CLI to the vramscope binary")
+@pytest.mark.skipif(not CLI, reason=NO_CLI)
 def test_cli_json_shows_the_same_step_records(trainer):
     out = subprocess.run([CLI, "--json"], capture_output=True, text=True, timeout=60,
                          env=gpu_env())

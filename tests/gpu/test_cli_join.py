@@ -4,15 +4,12 @@
 # Needs VRAMSCOPE_CLI=/path/to/vramscope. The trainer holds still (blocked on stdin) while the
 # CLI reads, so both views describe the same memory.
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import gpu_env
-
-CLI = os.environ.get("VRAMSCOPE_CLI")
+from conftest import CLI, NO_CLI, gpu_env
 
 TRAINER = r"""
 import json, sys
@@ -51,7 +48,7 @@ def flat(row, prefix=""):
     return out
 
 
-@pytest.mark.skipif(not CLI, reason="set VRAMSCOPE_CLI to the vramscope binary")
+@pytest.mark.skipif(not CLI, reason=NO_CLI)
 def test_cli_shows_agent_columns_and_decomposition_adds_up(tmp_path):
     trainer = subprocess.Popen([sys.executable, "-c", TRAINER], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True, env=gpu_env())
@@ -77,7 +74,7 @@ def test_cli_shows_agent_columns_and_decomposition_adds_up(tmp_path):
         trainer.wait(timeout=60)
 
 
-@pytest.mark.skipif(not CLI, reason="set VRAMSCOPE_CLI to the vramscope binary")
+@pytest.mark.skipif(not CLI, reason=NO_CLI)
 def test_run_record_records_the_program_and_returns_its_status(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("import sys, torch\n"

@@ -4,13 +4,14 @@
 # PATH). Skipped otherwise. Run:
 #   VRAMSCOPE_CLI=build/release/cli/vramscope pytest tests/gpu -k nvidia_smi
 import json
-import os
 import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from conftest import NO_CLI, cli_path
 
 MIB = 1024 * 1024
 
@@ -41,9 +42,9 @@ pytestmark = pytest.mark.skipif(not _nvidia_smi_works(), reason="nvidia-smi abse
 
 
 def _cli():
-    path = os.environ.get("VRAMSCOPE_CLI") or shutil.which("vramscope")
+    path = cli_path()
     if not path:
-        pytest.skip("vramscope binary not found (set VRAMSCOPE_CLI)")
+        pytest.skip(NO_CLI)
     return path
 
 

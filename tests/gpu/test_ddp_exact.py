@@ -5,7 +5,6 @@
 # writes its numbers to a file and holds still until the test has read the CLI (a file handshake,
 # polled with a deadline: no sleeps as synchronisation).
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -13,11 +12,9 @@ import time
 
 import pytest
 
-from conftest import HERE, gpu_env, needs_two_gpus
+from conftest import CLI, HERE, gpu_env, needs_two_gpus
 from test_cli_join import flat, rows_for_pid
 from test_ddp import free_port
-
-CLI = os.environ.get("VRAMSCOPE_CLI")
 
 WORKER = r"""
 import json, os, pathlib, sys

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import os
 import queue
 import re
 import shutil
@@ -26,7 +25,7 @@ import urllib.request
 
 import pytest
 
-from conftest import gpu_env
+from conftest import NO_CLI, cli_path, gpu_env
 
 MIB = 1024 * 1024
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -176,9 +175,9 @@ sys.stdin.read()
 
 
 def _cli() -> str:
-    path = os.environ.get("VRAMSCOPE_CLI") or shutil.which("vramscope")
+    path = cli_path()
     if not path:
-        pytest.skip("vramscope binary not found (set VRAMSCOPE_CLI)")
+        pytest.skip(NO_CLI)
     return path
 
 

@@ -7,14 +7,15 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import HERE, gpu_env
+from conftest import CLI, HERE, NO_CLI, gpu_env
+
+#: Bisections in fresh processes: the slow group (pytest tests/gpu -m slow).
+pytestmark = pytest.mark.slow
 
 PROGRAM = str(HERE / "fit_program.py")
 
@@ -59,10 +60,9 @@ def test_the_api_answer_runs_and_is_close_below_the_truth(api_answer, truth):
     assert runs(api_answer["answer"])
 
 
-@pytest.mark.skipif(not (os.environ.get("VRAMSCOPE_CLI") or shutil.which("vramscope")),
-                    reason="set VRAMSCOPE_CLI to the vramscope binary")
+@pytest.mark.skipif(not CLI, reason=NO_CLI)
 def test_the_cli_answer_from_fresh_processes_is_close_below_the_truth(truth):
-    cli = os.environ.get("VRAMSCOPE_CLI") or shutil.which("vramscope")
+    cli = CLI
     out = subprocess.run([cli, "fit", "--budget", "cap", "--json", "--", sys.executable, PROGRAM,
                           "run", "{}"], env=gpu_env(VRAMSCOPE_PYTHON=sys.executable),
                          capture_output=True, text=True, timeout=600)

@@ -15,9 +15,15 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from vramscope.postmortem.advice import parse_oom_message
 
-from conftest import HERE, gpu_env
+from conftest import HERE, gpu_env, wait_for_idle_card
+
+#: Whole programs run out of memory, are measured, then run again with the advice: the slow
+#: group (pytest tests/gpu -m slow).
+pytestmark = pytest.mark.slow
 
 PROGRAMS = HERE / "oom_programs.py"
 GiB = 1 << 30
@@ -186,6 +192,8 @@ def test_another_process_holding_the_card(tmp_path):
     finally:
         hog.stdin.close()
         hog.wait(timeout=60)
+    # The rerun needs the card the hog held: its context is torn down after it exits.
+    wait_for_idle_card()
     first = report["advice"][0]
     assert first["kind"] == "other_processes", summary
     if not first["estimated"]:  # NVML named this process's bytes: the rest is the hog's

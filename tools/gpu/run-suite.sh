@@ -34,12 +34,12 @@ start=$(date +%s)
 # The benchmarks need the agent's benchmark hooks (_bench_*), which a normal build leaves out.
 hooks=OFF
 [[ "$what" == *" bench-"* ]] && hooks=ON
-if ! VRAMSCOPE_CLI=OFF python3 -m pip install -q --no-build-isolation --no-deps --no-index \
+if ! VRAMSCOPE_BUILD_CLI=OFF python3 -m pip install -q --no-build-isolation --no-deps --no-index \
       -C build-dir=/tmp/vramscope-build -C cmake.define.VRAMSCOPE_BENCH_HOOKS=$hooks . >"$out/pip.log" 2>&1; then
   tail -n 80 "$out/pip.log"; exit 1
 fi
 echo "built in $(( $(date +%s) - start )) s"
-export VRAMSCOPE_CLI="$cli"   # pip's VRAMSCOPE_CLI=OFF was for the build only
+
 
 exact_files="tests/gpu/test_exactness.py tests/gpu/test_oom.py tests/gpu/test_step_peaks.py"
 gpu_tests() {  # LOG FILE...: pytest under the limit, SIGINT first (pytest then still reports)
