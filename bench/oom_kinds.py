@@ -4,11 +4,13 @@ user would apply it. The driver runs it under ``python -m vramscope.run`` until 
 memory, reads the JSON report, applies the first advice (and every other ``fits: true`` one) in a
 fresh process, and records whether the program then completes::
 
-    python bench/oom_kinds.py OUT.json [--only vit_fp32,t5_seq,...]     # the driver
+    python bench/oom_kinds.py OUT.json [--only vit_fp32,t5_seq,...] [--jobs 4]   # the driver
     python bench/oom_kinds.py --program NAME --apply '{"kind": ...}'    # one program
 
-Written for the H200 (the caps keep each program to a few GiB). Status: written on 2026-12-03
-after the session's GPU time was spent; not yet run (docs/oom-advice.md).
+Written for the H200: each program caps its own allocator (set_per_process_memory_fraction) to
+a few GiB, so ``--jobs`` programs share the card without touching each other's budget (the
+largest raised cap an advice can ask for, 0.25 of the card, times the jobs stays below it).
+Results: docs/oom-advice.md.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 GiB = 1 << 30
 
@@ -35,6 +38,12 @@ def _setup(cap_gib: float, advice: dict):
 
 def _batch(default: int, advice: dict) -> int:
     return int(advice["batch_size"]) if advice.get("kind") == "batch_size" else default
+
+
+def _chunks(batch: int, advice: dict) -> list[int]:
+    """A batch the program wants, in pieces no larger than the advised batch."""
+    most = int(advice["batch_size"]) if advice.get("kind") == "batch_size" else batch
+    return [min(most, batch - i) for i in range(0, batch, most)]
 
 
 def _autocast(torch, on: bool, advice: dict):
@@ -146,6 +155,85 @@ def optimizer_first_step(advice: dict) -> None:
            lambda i: torch.randn(b, 8192, device="cuda"), 3, False, advice)
 
 
+def seg_highres(advice: dict) -> None:
+    """Semantic segmentation at high resolution: torchvision FCN-ResNet50 (21 classes) at
+    1024x1024, batch 12, fp32, AdamW, 16 GiB."""
+    torch = _setup(16, advice)
+    import torchvision
+
+    model = torchvision.models.segmentation.fcn_resnet50(
+        weights=None, weights_backbone=None, num_classes=21, aux_loss=False).cuda()
+    b = _batch(12, advice)
+    _train(torch, model,
+           lambda x: torch.nn.functional.cross_entropy(model(x[0])["out"], x[1]),
+           lambda i: (torch.randn(b, 3, 1024, 1024, device="cuda"),
+                      torch.randint(0, 21, (b, 1024, 1024), device="cuda")), 2, False, advice)
+
+
+def vit_growth(advice: dict) -> None:
+    """A ViT (timm, dynamic image size) whose image grows: 224, 320, 448, 640 at batch 48,
+    fp32, AdamW, 14 GiB."""
+    torch = _setup(14, advice)
+    import timm
+
+    model = timm.create_model("vit_base_patch16_224", pretrained=False,
+                              dynamic_img_size=True).cuda()
+    b = _batch(48, advice)
+    sides = (224, 320, 448, 640)
+    _train(torch, model,
+           lambda x: torch.nn.functional.cross_entropy(model(x[0]), x[1]),
+           lambda i: (torch.randn(b, 3, sides[i], sides[i], device="cuda"),
+                      torch.randint(0, 1000, (b,), device="cuda")), 4, False, advice)
+
+
+def eval_growth(advice: dict) -> None:
+    """An evaluation loop under no_grad whose batch grows (512, 1024, 2048, 4096, 8192):
+    torchvision ResNet-50 inference in fp32, 6 GiB."""
+    torch = _setup(6, advice)
+    import torchvision
+
+    model = torchvision.models.resnet50().cuda().eval()
+    with torch.no_grad(), _autocast(torch, False, advice):
+        for batch in (512, 1024, 2048, 4096, 8192):
+            for part in _chunks(batch, advice):
+                model(torch.randn(part, 3, 224, 224, device="cuda")).argmax(-1)
+    torch.cuda.synchronize()
+
+
+def lightning_cnn(advice: dict) -> None:
+    """A Lightning Trainer fitting a ResNet-50 at 224x224, batch 192, fp32, SGD with momentum:
+    out of memory at its first step, 10 GiB."""
+    torch = _setup(10, advice)
+    import lightning as L
+    import torchvision
+
+    class Classifier(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torchvision.models.resnet50()
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            with _autocast(torch, False, advice):
+                return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            return _optimizer(torch, self.parameters(), advice) \
+                if advice.get("kind") == "optimizer_state" else \
+                torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+
+    module = Classifier()
+    _checkpoint(module.net, advice)
+    b = _batch(192, advice)
+    data = torch.utils.data.TensorDataset(torch.randn(2 * b, 3, 224, 224),
+                                          torch.randint(0, 1000, (2 * b,)))
+    trainer = L.Trainer(accelerator="gpu", devices=1, max_steps=2, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=b))
+    torch.cuda.synchronize()
+
+
 PROGRAMS = {
     "vit_fp32": lambda a: vision("vit_b_16", 192, 14, False, a),
     "vit_amp": lambda a: vision("vit_b_16", 384, 14, True, a),
@@ -155,6 +243,10 @@ PROGRAMS = {
     "bert_large_amp": bert_large_amp,
     "backward_oom": backward_oom,
     "optimizer_first_step": optimizer_first_step,
+    "seg_highres": seg_highres,
+    "vit_growth": vit_growth,
+    "eval_growth": eval_growth,
+    "lightning_cnn": lightning_cnn,
 }
 
 
@@ -176,31 +268,51 @@ def _run(name: str, advice: dict, folder: str) -> tuple[int, dict | None, str]:
     return out.returncode, report, (out.stdout + out.stderr)[-1500:]
 
 
-def drive(names: list[str]) -> dict:
+def _lane(name: str, folder: str) -> dict:
+    """One program: run until its OOM, then its first advice and every other ``fits: true`` one
+    applied in fresh processes."""
+    began = time.monotonic()
+    rc, report, tail = _run(name, {}, folder)
+    row: dict = {"oom": report is not None, "rc": rc, "oom_seconds": time.monotonic() - began}
+    if report is None:
+        row["tail"] = tail
+        return row
+    advice = report["advice"]
+    measured = report.get("measured")
+    row.update(projection=report["projection"],
+               lower_bound=report.get("projection_is_lower_bound"),
+               need_bytes=report["need_bytes"], budget_bytes=report["budget_bytes"],
+               measured=None if measured is None else {
+                   "need_bytes": measured["need_bytes"], "seconds": measured["seconds"],
+                   "remedies": [(r["kind"], r["need_bytes"]) for r in measured["remedies"]],
+                   "notes": measured["notes"]},
+               measure_note=report.get("measure_note"),
+               first={k: v for k, v in advice[0].items() if k != "detail"},
+               applied=[])
+    tried = [advice[0]] + [a for a in advice[1:] if a.get("fits")]
+    for a in tried:
+        rc2, report2, tail2 = _run(name, a, folder)
+        row["applied"].append({"kind": a["kind"], "fits": a.get("fits"),
+                               "completed": rc2 == 0 and report2 is None,
+                               "tail": "" if rc2 == 0 else tail2[-600:]})
+    row["seconds"] = time.monotonic() - began
+    return row
+
+
+def drive(names: list[str], jobs: int = 1) -> dict:
+    import concurrent.futures
+
     results = {}
-    with tempfile.TemporaryDirectory() as folder:
-        for name in names:
-            rc, report, tail = _run(name, {}, folder)
-            row: dict = {"oom": report is not None, "rc": rc}
-            if report is None:
-                row["tail"] = tail
+    with tempfile.TemporaryDirectory() as root:
+        def lane(name: str) -> dict:
+            folder = os.path.join(root, name)
+            os.mkdir(folder, 0o700)
+            return _lane(name, folder)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for name, row in zip(names, pool.map(lane, names)):
                 results[name] = row
-                continue
-            advice = report["advice"]
-            row.update(projection=report["projection"],
-                       lower_bound=report.get("projection_is_lower_bound"),
-                       need_bytes=report["need_bytes"],
-                       first={k: v for k, v in advice[0].items() if k != "detail"},
-                       applied=[])
-            tried = [advice[0]] + [a for a in advice[1:] if a.get("fits")]
-            for a in tried:
-                rc2, report2, tail2 = _run(name, a, folder)
-                row["applied"].append({"kind": a["kind"], "fits": a.get("fits"),
-                                       "covers_known_need": a.get("covers_known_need"),
-                                       "completed": rc2 == 0 and report2 is None,
-                                       "tail": "" if rc2 == 0 else tail2[-600:]})
-            results[name] = row
-            print(json.dumps({name: row})[:3000], flush=True)
+                print(json.dumps({name: row})[:3000], flush=True)
     return results
 
 
@@ -210,12 +322,13 @@ def main() -> None:
     p.add_argument("--only", default=",".join(PROGRAMS))
     p.add_argument("--program", choices=sorted(PROGRAMS))
     p.add_argument("--apply", default="{}")
+    p.add_argument("--jobs", type=int, default=1, help="programs run at once (each capped)")
     args = p.parse_args()
     if args.program:
         PROGRAMS[args.program](json.loads(args.apply))
         print("ok", flush=True)
         return
-    results = drive([n for n in args.only.split(",") if n])
+    results = drive([n for n in args.only.split(",") if n], args.jobs)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
 

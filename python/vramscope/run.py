@@ -102,10 +102,17 @@ def format_summary(mode: str, steps: int, peaks: Sequence[DevicePeak]) -> str:
         return f"vramscope: {steps} steps; the program did not use CUDA ({mode})"
     ooms = sum(p.oom_count for p in peaks)
     parts = [f"vramscope: {steps} steps, {ooms} OOM{'' if ooms == 1 else 's'}"]
+    # Without the agent the peaks are the highest values polled: marked, never passed as exact.
+    at_least = "" if mode.startswith("events") else "≥"
     for p in peaks:
-        parts.append(f"cuda:{p.device} peak allocated {format_bytes(p.peak_allocated_bytes)}, "
-                     f"peak reserved {format_bytes(p.peak_reserved_bytes)}")
-    return " | ".join(parts) + f" ({mode})"
+        parts.append(f"cuda:{p.device} peak allocated {at_least}"
+                     f"{format_bytes(p.peak_allocated_bytes)}, peak reserved {at_least}"
+                     f"{format_bytes(p.peak_reserved_bytes)}")
+    line = " | ".join(parts) + f" ({mode})"
+    if at_least:
+        line += ("\nvramscope: ≥ marks sampled peaks, not exact (no agent: the reason above "
+                 "says what to install)")
+    return line
 
 
 def _note(quiet: bool, text: str) -> None:

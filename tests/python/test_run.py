@@ -175,3 +175,12 @@ def test_summary_text():
         " | cuda:1 peak allocated 512 B, peak reserved 2.0 MiB (events)")
     assert format_summary("pending", 0, []) == (
         "vramscope: 0 steps; the program did not use CUDA (pending)")
+
+
+def test_polled_peaks_are_marked_in_the_summary():
+    peaks = [DevicePeak(0, 3 * GiB // 2, 2 * GiB, 0)]
+    text = format_summary("polling: no C++ compiler", 3, peaks)
+    first, second = text.splitlines()
+    assert first == ("vramscope: 3 steps, 0 OOMs | cuda:0 peak allocated ≥1.5 GiB, peak reserved "
+                     "≥2.0 GiB (polling: no C++ compiler)")
+    assert "sampled peaks, not exact" in second

@@ -86,6 +86,7 @@ class PollingReader:
         out["step"] = self._step[device]
         out["oom_count"] = int(raw.get("num_ooms", 0))
         out["polling_only"] = True
+        out["peaks_exact"] = False
         return out
 
     def step(self) -> list[dict[str, Any]]:
@@ -107,6 +108,7 @@ class PollingReader:
                 "end_ns": end_ns,
                 # Categories need the allocator's events, which polling does not have.
                 "categories": None,
+                "peaks_exact": False,
             })
             self._step_peaks[device] = dict(
                 (k, now[k]) for k in ("allocated_bytes", "reserved_bytes", "requested_bytes"))

@@ -141,6 +141,10 @@ class OomEvidence:
     optimizer: str = ""
     optimizer_state_bytes: int = 0
     optimizer_state_full_bytes: int = 0
+    #: Were the step peaks exact, from the agent's events? False in polling mode (the highest
+    #: values polled, possibly far below the real peaks): no projection from them is more
+    #: than a lower bound.
+    peaks_exact: bool = True
     #: The failing step measured again after the OOM, and its remedies (None: not measured).
     measured: Measured | None = None
     #: Why the step could not be measured (no model on the stack, ...); "" when it was or was

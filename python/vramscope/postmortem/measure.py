@@ -280,6 +280,10 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
     if not scene.inputs:
         return ("the model's input was not found on the stack (no forward running at the OOM, "
                 "no tensor beside the model in the caller's locals)")
+    first = next(iter(scene.model.parameters()), None)
+    if first is not None and first.device != scene.inputs[0].device:
+        # A framework's teardown moved the model to the host after the OOM (Lightning does).
+        scene.model.to(scene.inputs[0].device)
     with device.selected():
         device.free()
         inputs, why = _pick_inputs(scene, grad)

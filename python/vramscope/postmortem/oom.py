@@ -159,6 +159,8 @@ class PostMortem(PostMortemSlot):
         (batch size, phase) under the providers' fields (SESSION.evidence, by precedence);
         returns ``e``."""
         self._device_facts(e, agent, device)
+        # Without the agent the step history holds polled peaks, not exact ones.
+        e.peaks_exact = agent is not None
         if snapshot is not None and snapshot["ops"] is not None:
             e.top_ops = sorted(((r["name"], int(r["live_bytes"])) for r in snapshot["ops"]
                                 if r["live_bytes"]), key=lambda t: -t[1])[:10]

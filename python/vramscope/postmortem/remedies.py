@@ -185,6 +185,9 @@ def projection(e: OomEvidence) -> tuple[int, str, bool]:
     whether it is only a lower bound (raised, when it is one, to what the optimizer's step
     needs at least: parameters, gradients and the full state)."""
     peak, basis, only_lower = _projection(e)
+    if not e.peaks_exact and not only_lower:
+        only_lower = True
+        basis += " (sampled peaks, polling mode: at least that much)"
     floor = _optimizer_step_floor(e)
     if only_lower and floor > peak:
         return floor, (f"parameters, gradients and the full {e.optimizer} state, live at once "

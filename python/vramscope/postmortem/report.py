@@ -101,6 +101,9 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "",
     if e.from_exception:
         lines += ["(the OOM observer did not run: numbers from the exception's message, as "
                   "rounded by torch)", ""]
+    if not e.peaks_exact:
+        lines += ["(polling mode, no agent: the step peaks below are the highest values "
+                  "polled, not exact; vramscope.mode() says why and what to install)", ""]
     if e.top_ops or e.top_modules or e.categories:
         if e.categories:
             cats = sorted(e.categories.items(), key=lambda kv: -kv[1])

@@ -38,6 +38,11 @@ class Inputs:
     #: Where they were found, in words ("the forward running at the OOM", "local x of train").
     source: str
 
+    @property
+    def device(self) -> Any:
+        """The device of the first tensor (the batch's)."""
+        return _first_tensor([*self.args, *self.kwargs.values()]).device
+
 
 @dataclasses.dataclass
 class OomScene:

@@ -66,6 +66,9 @@ class StepRecord:
     #: The batch size of the step: the leading dimension of the model's input at its last
     #: forward (read by one pre-hook on the top-level module); None when unknown.
     batch_size: int | None = None
+    #: Are the peaks exact, from every allocator event (the agent)? False in polling mode:
+    #: the highest values seen at the polls, which can be far below the real peaks.
+    peaks_exact: bool = True
 
     @classmethod
     def from_agent(cls, raw: Mapping[str, Any], step: int, rank: int, world_size: int,
@@ -88,7 +91,7 @@ class StepRecord:
             categories=None if categories is None else
             {name: int(categories.get(name, 0)) for name in CATEGORY_NAMES},
             non_pytorch_bytes=non_pytorch_bytes, batch_size=batch_size,
-            **_parts(breakdown))
+            peaks_exact=bool(raw.get("peaks_exact", True)), **_parts(breakdown))
 
 
 def _parts(breakdown: Mapping[str, Any] | None) -> dict[str, int | None]:
@@ -113,14 +116,23 @@ def format_step_line(records: Sequence[StepRecord]) -> str:
     for r in records:
         text = (f"cuda:{r.device} alloc {format_bytes(r.allocated_bytes)}, "
                 f"reserved {format_bytes(r.reserved_bytes)}, "
-                f"step peak {format_bytes(r.peak_allocated_bytes)}, "
+                f"step peak {'' if r.peaks_exact else '≥'}"
+                f"{format_bytes(r.peak_allocated_bytes)}, "
                 f"Δ {format_delta(r.delta_allocated_bytes)}")
         if r.categories is not None:
             text += "; at peak " + ", ".join(
                 f"{short} {format_bytes(r.categories.get(name, 0))}"
                 for name, short in zip(CATEGORY_NAMES, _CATEGORY_SHORT))
         parts.append(text)
-    return " | ".join(parts)
+    line = " | ".join(parts)
+    if not all(r.peaks_exact for r in records):
+        line += f" ({SAMPLED_NOTE})"
+    return line
+
+
+#: What a peak marked ≥ is (polling mode), with where the fix is said.
+SAMPLED_NOTE = ("≥: sampled peaks, not exact: polling mode, vramscope.mode() says why and "
+                "what to install")
 
 
 _TABLE_HEADER = ("step", "device", "allocated", "reserved", "step peak alloc",
@@ -132,18 +144,23 @@ def format_step_table(records: Iterable[StepRecord]) -> str:
     When any record has categories, six more columns show what its peak was made of."""
     records = list(records)
     with_categories = any(r.categories is not None for r in records)
+    mark = {True: "", False: "≥"}
     header = _TABLE_HEADER + (_CATEGORY_SHORT if with_categories else ())
     rows = [header]
     for r in records:
         row: tuple[str, ...] = (str(r.step), f"cuda:{r.device}", format_bytes(r.allocated_bytes),
-               format_bytes(r.reserved_bytes), format_bytes(r.peak_allocated_bytes),
-               format_bytes(r.peak_reserved_bytes), format_delta(r.delta_allocated_bytes))
+               format_bytes(r.reserved_bytes),
+               mark[r.peaks_exact] + format_bytes(r.peak_allocated_bytes),
+               mark[r.peaks_exact] + format_bytes(r.peak_reserved_bytes),
+               format_delta(r.delta_allocated_bytes))
         if with_categories:
             row += tuple("-" if r.categories is None else format_bytes(r.categories.get(name, 0))
                          for name in CATEGORY_NAMES)
         rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    if not all(r.peaks_exact for r in records):
+        lines.append(SAMPLED_NOTE)
     return "\n".join(lines) + "\n"
 
 

@@ -137,7 +137,7 @@ def test_without_a_forward_on_the_stack_the_input_is_found_beside_the_model():
 
     def train(batch: dict) -> None:
         out = model(batch["x"])
-        raise torch.OutOfMemoryError("CUDA out of memory (in backward)")
+        raise torch.OutOfMemoryError(f"CUDA out of memory (in backward of {out.shape})")
 
     try:
         train({"x": torch.randn(BATCH, 16), "y": torch.zeros(BATCH)})

@@ -132,3 +132,22 @@ def test_an_oom_inside_the_optimizers_step_is_no_inference_though_autograd_is_of
     a = _oom_remedies.assess(e)
     assert "optimizer_state" not in dict(a.not_advised)
     assert a.advice[0].kind == "optimizer_state", [x.kind for x in a.advice]
+
+
+def test_polled_step_peaks_give_only_a_lower_bound():
+    # The same evidence whose past step at the failing batch would be a measured projection:
+    # with polled peaks it is only "at least", and nothing is promised to fit.
+    from vramscope.postmortem.advice import OomEvidence, StepPoint
+    from vramscope.postmortem.remedies import assess
+
+    GiB = 1 << 30
+    e = OomEvidence(device=0, requested_bytes=GiB, device_total_bytes=80 * GiB,
+                    device_free_bytes=0, allocated_bytes=6 * GiB, reserved_bytes=7 * GiB,
+                    steps=[StepPoint(s, 9 * GiB, 5 * GiB, 64, 10 * GiB) for s in (1, 2, 3)],
+                    batch_size=64, limit_bytes=8 * GiB)
+    exact = assess(e)
+    assert not exact.projection_is_lower_bound
+    e.peaks_exact = False
+    polled = assess(e)
+    assert polled.projection_is_lower_bound and "polling mode" in polled.projection
+    assert not any(a.fits for a in polled.advice)

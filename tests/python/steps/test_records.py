@@ -151,3 +151,35 @@ def test_history_is_bounded():
     assert [r.step for r in history] == [3, 4, 5]
     with pytest.raises(ValueError):
         history_limit_deque(0)
+
+
+def test_polled_peaks_are_marked_at_least_in_the_line_and_the_table():
+    polled = dataclasses.replace(record(4), peaks_exact=False)
+    exact = record(4, device=1)
+    line = format_step_line([polled, exact])
+    assert "cuda:0 alloc 1.0 GiB, reserved 2.0 GiB, step peak ≥1.5 GiB" in line
+    assert "cuda:1 alloc 1.0 GiB, reserved 2.0 GiB, step peak 1.5 GiB" in line
+    assert line.endswith("(≥: sampled peaks, not exact: polling mode, vramscope.mode() says why "
+                         "and what to install)")
+    table = format_step_table([polled]).splitlines()
+    assert table[1].split()[6:10] == ["≥1.5", "GiB", "≥2.0", "GiB"]
+    assert table[-1].startswith("≥: sampled peaks, not exact")
+    assert "≥" not in format_step_line([exact]) + format_step_table([exact])
+
+
+def test_a_polling_readers_step_says_its_peaks_are_not_exact():
+    from vramscope._core.polling import PollingReader
+
+    class Torch:
+        class cuda:  # noqa: N801 -- torch's name
+            @staticmethod
+            def device_count():
+                return 1
+
+            @staticmethod
+            def memory_stats(device):
+                return {"allocated_bytes.all.current": 10, "reserved_bytes.all.current": 20}
+
+    raw = PollingReader(Torch, "no agent").step()[0]
+    assert raw["peaks_exact"] is False
+    assert StepRecord.from_agent(raw, 1, 0, 1, 0).peaks_exact is False
