@@ -137,6 +137,13 @@ def _start_agent(opts: RunOptions):
         return None
 
 
+def _probe_sink(monitor):
+    """The probe sink of `vramscope fit` that _start_agent plugged in, or None."""
+    from .predict.child import ProbeSink
+
+    return next((s for s in getattr(monitor, "_sinks", ()) if isinstance(s, ProbeSink)), None)
+
+
 def _summary(monitor) -> str:
     peaks = []
     for device in range(_api.device_count()):
@@ -186,6 +193,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         # written now, with an OOM marker in the agent's segment), then its step measured
         # again (the program is over: its memory is free to use); it still propagates.
         SESSION.postmortem.report_exception(e, observer_calls)
+        # Under `vramscope fit`, the probe's report says so (its parent reads nothing else),
+        # written before the post-mortem measures the step again.
+        probe = _probe_sink(monitor)
+        if probe is not None:
+            probe.program_failed(e)
         SESSION.postmortem.measure_and_report(e)
         raise
     finally:

@@ -11,10 +11,12 @@ measured when the Monitor closes.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
+
+from .._core.torchcheck import is_oom_error
+from .peak_file import DeviceReport, PeakReport, StepPeak, write_peak_file
 
 __all__ = ["ENV_OUT", "ENV_STEPS", "ProbeSink", "from_env"]
 
@@ -29,31 +31,39 @@ class ProbeSink:
     def __init__(self, path: str, steps: int) -> None:
         self.path = path
         self.steps = steps
-        self._records: list[dict[str, int]] = []
+        self._records: list[StepPeak] = []
         self._written = False
+        #: How the probe ended (peak_file.OUTCOMES): "ended" until its steps ran or it failed.
+        self.outcome = "ended"
 
     def write_step(self, record: Any) -> None:
-        self._records.append({"step": record.step, "device": record.device,
-                              "peak_allocated_bytes": record.peak_allocated_bytes,
-                              "peak_reserved_bytes": record.peak_reserved_bytes})
-        if len({r["step"] for r in self._records}) >= self.steps:
+        self._records.append(StepPeak(record.step, record.device, record.peak_allocated_bytes,
+                                      record.peak_reserved_bytes))
+        if len({r.step for r in self._records}) >= self.steps:
+            self.outcome = "measured"
             self.close()
             # The probe is measured: the rest of the program is not run (no atexit handlers,
             # no second report; the parent reads the file).
             os._exit(0)
 
+    def program_failed(self, exc: BaseException) -> None:
+        """The program ends with ``exc``: a CUDA OutOfMemoryError is written as the outcome
+        ``out_of_memory`` at once (with the steps before it); anything else is the program's
+        own failure, left to its exit status and output."""
+        if not self._written and is_oom_error(exc):
+            self.outcome = "out_of_memory"
+            self.close()
+
     def close(self) -> None:
         if self._written:
             return
         self._written = True
-        data = {"steps": self._records, "devices": _devices()}
+        report = PeakReport(self.outcome, tuple(self._records), tuple(_devices()))
         # O_EXCL: the parent's private folder holds no file of this name; never follow one.
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
+        write_peak_file(self.path, report)
 
 
-def _devices() -> list[dict[str, Any]]:
+def _devices() -> list[DeviceReport]:
     """What the driver says of each device this process used (for the parent's budget)."""
     import sys
 
@@ -62,7 +72,12 @@ def _devices() -> list[dict[str, Any]]:
         return []
     from .budget import device_memory
 
-    return [dict(device_memory(d)._asdict(), device=d) for d in range(torch.cuda.device_count())]
+    out = []
+    for d in range(torch.cuda.device_count()):
+        mem = device_memory(d)
+        out.append(DeviceReport(d, mem.total_bytes, mem.free_bytes, mem.reserved_bytes,
+                                mem.fraction))
+    return out
 
 
 def from_env(env: Mapping[str, str]) -> ProbeSink | None:

@@ -10,19 +10,24 @@ and the probes.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import os
 import re
-import subprocess
+import signal
 import sys
 import tempfile
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from .budget import DeviceMemory, resolve_budget
 from .child import ENV_OUT, ENV_STEPS
 from .model import Probe
-from .search import ProbeOutOfMemory, search
+from .peak_file import MAX_BYTES, PeakReport
+from .probe import probe_of, probe_report, run_probe
+from .search import FitResult, ProbeOutOfMemory, search
 
 __all__ = ["main", "probe_argv"]
 
@@ -46,7 +51,8 @@ budget:
              program sets itself (set_per_process_memory_fraction) applies
   cap        the program's memory-fraction cap (an error if it sets none)
   12GiB      a size (B, KiB, MiB, GiB, KB, MB, GB), never more than the card
-  0.5        a fraction of the device
+  0.5        a fraction of the device, in (0, 1] (a number without a unit is a fraction:
+             12 is refused, 12GiB is a size)
 
 examples:
   vramscope fit -- python train.py --batch-size {}
@@ -55,31 +61,127 @@ examples:
 
 Output: the probes (size, peak allocated, peak reserved), the model (fixed bytes, bytes per
 sample, the cache's overhead), the answer with its predicted peak, margin and lower bound.
---json prints the same as one JSON object. Exit 0 with an answer, 1 when none fits or a probe
-failed, 2 on a usage error."""
+--json prints the same as one JSON object ("answer": null when none fits).
+
+Each probe runs in a process group of its own: when it exits, what it left running is killed;
+past --timeout the whole group is. Only the last 64 KiB of its output are kept, shown when it
+fails. A probe ran out of memory only when it says so in its peak file (it caught CUDA's
+OutOfMemoryError); any other failure stops the search with the probe's last lines.
+
+exit status: 0 an answer; 1 none fits (not even --start, or not one --multiple), or a probe
+failed (its error shown); 2 a usage error, found before any probe runs."""
+
+#: The largest size, --start, --limit or --multiple (the model's own search stops there).
+MAX_SIZE = 1 << 40
+#: At most this many steps a probe, probes a search, seconds a probe (a day).
+MAX_STEPS = 100
+MAX_PROBES = 64
+MAX_TIMEOUT_S = 86400.0
+
+
+def _whole(low: int, high: int) -> Any:
+    """An argparse type: decimal digits only (no sign, no spaces), in [low, high]."""
+
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"[0-9]{1,15}", text):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (digits only)")
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not in [{low}, {high}]")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """--timeout: a finite number of seconds in (0, a day]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0.0 < value <= MAX_TIMEOUT_S):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds in (0, {MAX_TIMEOUT_S:g}]")
+    return value
+
+
+def _fraction_kept(text: str) -> float:
+    """--margin: a share in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value < 1.0:  # NaN fails both
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share in [0, 1), e.g. 0.05")
+    return value
+
+
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+
+
+def parse_budget(text: str) -> Any:
+    """--budget as resolve_budget takes it: "card", "cap", a fraction (float in (0, 1]) or a
+    size (int bytes, in [1, 2^50)). Raises argparse.ArgumentTypeError (a usage error) for
+    anything else, before any probe runs."""
+    if text in ("card", "cap"):
+        return text
+    if _NUMBER.fullmatch(text):
+        value = float(text)
+        if not 0.0 < value <= 1.0:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: a number without a unit is a fraction of the device, in (0, 1]; "
+                f"a size needs its unit, e.g. {text}GiB")
+        return value
+    from .._core.limits import parse_size
+
+    try:
+        size = parse_size(text)
+    except (ValueError, OverflowError):
+        size = -1
+    if not 0 < size < MAX_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not card, cap, a fraction in (0, 1] or a size below 1 PiB like 12GiB")
+    return size
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line, in the CLI's style, and exit 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{_usage_line(message)}\n")
+
+
+def _usage_line(message: str) -> str:
+    return f"vramscope fit: error: {message} (vramscope fit --help)"
+
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vramscope fit", description=DESCRIPTION, epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--budget", default="card", help="card (default), cap, a size or a fraction")
-    p.add_argument("--margin", type=float, default=0.05,
-                   help="share of the budget kept free (default 0.05)")
-    p.add_argument("--steps", type=int, default=3,
-                   help="optimizer steps per probe (default 3; the first allocates the "
-                        "optimizer state)")
-    p.add_argument("--start", type=int, default=None,
+    p = _Parser(prog="vramscope fit", description=DESCRIPTION, epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--budget", default="card", type=parse_budget,
+                   help="card (default), cap, a size (12GiB) or a fraction (0.5)")
+    p.add_argument("--margin", type=_fraction_kept, default=0.05,
+                   help="share of the budget kept free, in [0, 1) (default 0.05)")
+    p.add_argument("--steps", type=_whole(1, MAX_STEPS), default=3,
+                   help=f"optimizer steps per probe, 1-{MAX_STEPS} (default 3; the first "
+                        "allocates the optimizer state)")
+    p.add_argument("--start", type=_whole(1, MAX_SIZE), default=None,
                    help="the first size probed (default 1; 32 with --over seq_len)")
-    p.add_argument("--limit", type=int, default=None, help="never answer above this size")
-    p.add_argument("--multiple", type=int, default=None, help="round the answer down to it")
+    p.add_argument("--limit", type=_whole(1, MAX_SIZE), default=None,
+                   help="never answer above this size (at least --start)")
+    p.add_argument("--multiple", type=_whole(1, MAX_SIZE), default=None,
+                   help="round the answer down to a multiple of it (none fits: no answer)")
     p.add_argument("--over", choices=("batch_size", "seq_len"), default="batch_size",
                    help="what {} is (default batch_size)")
     p.add_argument("--quadratic", action="store_true",
                    help="fit a term in size² (attention over a sequence length; always with "
                         "--over seq_len)")
-    p.add_argument("--max-probes", type=int, default=8, help="at most this many probes")
-    p.add_argument("--timeout", type=float, default=600.0,
-                   help="seconds one probe may take (default 600)")
+    p.add_argument("--max-probes", type=_whole(2, MAX_PROBES), default=8,
+                   help=f"at most this many probes, 2-{MAX_PROBES} (default 8)")
+    p.add_argument("--timeout", type=_seconds, default=600.0,
+                   help="seconds one probe may take, its process group killed after "
+                        "(default 600)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="-- then the command, with {} where the size goes")
@@ -114,7 +216,8 @@ def probe_argv(command: Sequence[str], size: int, python: str = sys.executable) 
 
 
 class _ProbeRunner:
-    """Runs probes in fresh processes; remembers the smallest budget any of them saw."""
+    """Runs probes in fresh processes (probe.py); remembers the smallest budget any of them
+    saw."""
 
     def __init__(self, command: Sequence[str], args: argparse.Namespace, folder: str) -> None:
         self.command = command
@@ -122,86 +225,101 @@ class _ProbeRunner:
         self.folder = folder
         self.budget_bytes: int | None = None
         self.budget_source = ""
+        self._count = 0
 
     def __call__(self, size: int) -> Probe:
-        out = os.path.join(self.folder, f"probe-{size}.json")
+        self._count += 1
+        out = os.path.join(self.folder, f"probe-{self._count}.json")
         env = dict(os.environ)
         env.update({ENV_OUT: out, ENV_STEPS: str(self.args.steps), "VRAMSCOPE_RUN_QUIET": "1"})
         argv = probe_argv(self.command, size)
         print(f"vramscope fit: probing {self.args.over} {size} ...", file=sys.stderr, flush=True)
-        began = time.perf_counter()
-        proc = subprocess.run(argv, env=env, capture_output=True, text=True,
-                              timeout=self.args.timeout, check=False)
-        seconds = time.perf_counter() - began
-        data = None
-        if os.path.exists(out):
-            with open(out, encoding="utf-8") as f:
-                data = json.load(f)
-        output = (proc.stdout or "") + (proc.stderr or "")
-        tail = output[-2000:]
-        if proc.returncode != 0 and ("out of memory" in output.lower() or
-                                     "OutOfMemoryError" in output):
-            raise ProbeOutOfMemory(size, "the probe process ran out of memory")
-        if data is None or not data.get("steps") or proc.returncode != 0:
-            raise RuntimeError(f"the probe at {size} measured no step (exit {proc.returncode}); "
-                               f"does the program call optimizer.step()?\n{tail}")
-        steps = data["steps"]
-        device = max(steps, key=lambda r: r["peak_reserved_bytes"])["device"]
-        mine = [r for r in steps if r["device"] == device]
-        for d in data.get("devices", ()):
-            if d["device"] == device:
-                mem = DeviceMemory(d["total_bytes"], d["free_bytes"], d["reserved_bytes"],
-                                   d["fraction"])
-                budget = resolve_budget(_budget_spec(self.args.budget), mem)
-                if self.budget_bytes is None or budget.bytes < self.budget_bytes:
-                    self.budget_bytes, self.budget_source = budget.bytes, budget.source
-        return Probe(size, max(r["peak_allocated_bytes"] for r in mine),
-                     max(r["peak_reserved_bytes"] for r in mine), len(mine), seconds)
+        try:
+            result = run_probe(argv, env, self.args.timeout)
+        except OSError as e:
+            raise RuntimeError(f"cannot start the probe {argv[0]}: {e.strerror}") from None
+        report = probe_report(result, out, size, self.args.over, self.args.timeout)
+        self._take_budget(report)
+        if report.outcome == "out_of_memory":
+            raise ProbeOutOfMemory(size, "its step raised CUDA's OutOfMemoryError")
+        probe, _ = probe_of(report, size, result.seconds)
+        return probe
+
+    def _take_budget(self, report: PeakReport) -> None:
+        """The budget on the device the probe used most (checked in peak_file.py)."""
+        if report.steps:
+            device = max(report.steps, key=lambda s: s.peak_reserved_bytes).device
+        elif report.devices:
+            device = max(report.devices, key=lambda d: d.reserved_bytes).device
+        else:
+            return
+        d = report.device(device)
+        assert d is not None  # every step's device is listed
+        mem = DeviceMemory(d.total_bytes, d.free_bytes, d.reserved_bytes, d.fraction)
+        try:
+            budget = resolve_budget(self.args.budget, mem)
+        except ValueError as e:
+            raise RuntimeError(f"--budget {self.args.budget}: "
+                               f"{str(e).removeprefix('vramscope: ')}") from None
+        if self.budget_bytes is None or budget.bytes < self.budget_bytes:
+            self.budget_bytes, self.budget_source = budget.bytes, budget.source
 
 
-def _budget_spec(text: str) -> object:
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP while probing: the probe's group is killed on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise _Stopped, so that a probe running is killed and reaped, not
+    left behind (its own session does not get the terminal's signals)."""
+    def stop(signum: int, _frame: Any) -> None:
+        raise _Stopped(signum)
+
+    saved = {}
     try:
-        value = float(text)
-    except ValueError:
-        return text
-    return value if "." in text else int(value)
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            saved[signum] = signal.signal(signum, stop)
+    except ValueError:  # not the main thread: no handlers
+        pass
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # --help (0), or a usage error already said (2)
+        return e.code if isinstance(e.code, int) else 2
     try:
         probe_argv(args.command, 1)
-        if not 0.0 <= args.margin < 1.0 or args.steps < 1 or args.max_probes < 2:
-            raise ValueError("--margin must be in [0, 1), --steps at least 1, --max-probes at "
-                             "least 2")
-    except ValueError as e:
-        print(f"vramscope fit: error: {e}", file=sys.stderr)
-        return 2
-    with tempfile.TemporaryDirectory(prefix="vramscope-fit-") as folder:
-        runner = _ProbeRunner(args.command, args, folder)
-        # The budget is known only after the first probe (from the driver, in that process):
-        # probe the first size, then search with the budget it saw.
         first = args.start or (32 if args.over == "seq_len" else 1)
-        try:
-            probe = runner(first)
-        except (RuntimeError, ProbeOutOfMemory) as e:
-            print(f"vramscope fit: error: {e}", file=sys.stderr)
-            return 1
-        if runner.budget_bytes is None:
-            print("vramscope fit: error: the probe used no GPU", file=sys.stderr)
-            return 1
-        quadratic = args.quadratic or args.over == "seq_len"
-        try:
-            result = search(runner, runner.budget_bytes, margin=args.margin, start=first,
-                            limit=args.limit, multiple=args.multiple, quadratic=quadratic,
-                            max_probes=args.max_probes, unit="token" if args.over == "seq_len"
-                            else "sample", what=args.over, known=[probe])
-        except RuntimeError as e:
-            print(f"vramscope fit: error: {e}", file=sys.stderr)
-            return 1
-    import dataclasses
-
-    result = dataclasses.replace(result, budget_source=runner.budget_source)
+        if args.limit is not None and args.limit < first:
+            raise ValueError(f"--limit {args.limit} is below the first size probed ({first}; "
+                             "--start sets it)")
+        if args.limit is not None and args.multiple is not None and args.multiple > args.limit:
+            raise ValueError(f"--multiple {args.multiple} is above --limit {args.limit}: no "
+                             "answer could be both")
+    except ValueError as e:
+        print(_usage_line(str(e)), file=sys.stderr)
+        return 2
+    try:
+        with _stop_signals():
+            result = _fit(args, first)
+    except _Stopped as e:
+        print(f"vramscope fit: stopped by {signal.Signals(e.signum).name}; the probe's process "
+              "group was killed", file=sys.stderr)
+        return 128 + e.signum
+    except RuntimeError as e:
+        print(f"vramscope fit: error: {e}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(to_json(result), indent=2))
     else:
@@ -209,12 +327,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if result.size > 0 else 1
 
 
+def _fit(args: argparse.Namespace, first: int) -> FitResult:
+    """The search, each probe in a fresh process. Raises RuntimeError when a probe failed."""
+    with tempfile.TemporaryDirectory(prefix="vramscope-fit-") as folder:
+        runner = _ProbeRunner(args.command, args, folder)
+        quadratic = args.quadratic or args.over == "seq_len"
+        # The budget is known only after the first probe (from the driver, in that process):
+        # probe the first size, then search with the budget it saw.
+        try:
+            known = [runner(first)]
+        except ProbeOutOfMemory as oom:
+            # Nothing fits: not even the first size ran.
+            return FitResult(0, runner.budget_bytes or 0, args.margin, None, None, (),
+                             f"{oom}", args.over, runner.budget_source)
+        assert runner.budget_bytes is not None  # a probe with a step names its device
+        result = search(runner, runner.budget_bytes, margin=args.margin, start=first,
+                        limit=args.limit, multiple=args.multiple, quadratic=quadratic,
+                        max_probes=args.max_probes, unit="token" if args.over == "seq_len"
+                        else "sample", what=args.over, known=known)
+    return dataclasses.replace(result, budget_source=runner.budget_source)
+
+
 def to_json(result) -> dict:
     """The result as a JSON object (sizes and bytes as ints)."""
     p = result.prediction
     m = result.model
     return {
-        "what": result.what, "answer": result.size, "budget_bytes": result.budget_bytes,
+        "what": result.what, "answer": result.size or None,
+        "budget_bytes": result.budget_bytes,
         "budget_source": result.budget_source, "margin_fraction": result.margin_fraction,
         "margin_bytes": result.margin_bytes, "reason": result.reason,
         "prediction": None if p is None else {

@@ -47,8 +47,8 @@ class ProbeOutOfMemory(Exception):
 
 
 def round_down(size: int, multiple: int | None) -> int:
-    """``size`` rounded down to ``multiple`` (when it is at least one multiple)."""
-    if multiple and multiple > 1 and size >= multiple:
+    """``size`` rounded down to ``multiple``: 0 when it is less than one multiple."""
+    if multiple and multiple > 1:
         return size - size % multiple
     return size
 
@@ -88,12 +88,15 @@ class FitResult:
         source = f", {self.budget_source}" if self.budget_source else ""
         lines = [f"budget: {format_bytes(self.budget_bytes)}{source} (kept free: "
                  f"{self.margin_fraction:.0%})"]
-        lines.append("probes: " + ", ".join(
+        lines.append("probes: " + (", ".join(
             f"{p.size} -> {format_bytes(p.peak_allocated_bytes)} allocated, "
-            f"{format_bytes(p.peak_reserved_bytes)} reserved" for p in self.probes))
+            f"{format_bytes(p.peak_reserved_bytes)} reserved" for p in self.probes)
+            or "none measured"))
         if self.model is not None:
             lines.append("model: " + self.model.describe())
-        if self.prediction is not None and self.size > 0:
+        if self.size > 0 and self.prediction is None:
+            lines.append(f"answer: {self.what} {self.size}")
+        elif self.prediction is not None and self.size > 0:
             p = self.prediction
             lines.append(
                 f"answer: {self.what} {self.size}: needs ≈{format_bytes(p.need_bytes)} "
@@ -106,6 +109,20 @@ class FitResult:
         if self.size > 0:
             lines.append(f"stopped: {self.reason}")
         return "\n".join(lines)
+
+
+def _measured(size: int, probes: Sequence[Probe], what: str) -> Prediction | None:
+    """The need at ``size`` without a model: the peaks of the smallest probe at ``size`` or
+    above (a step's peak does not shrink as its size grows)."""
+    above = [p for p in probes if p.size >= size]
+    if not above:
+        return None
+    p = min(above, key=lambda q: q.size)
+    below = [q.peak_allocated_bytes for q in probes if q.size <= size]
+    basis = (f"measured at {what} {size}" if p.size == size
+             else f"at most the peaks measured at {what} {p.size}")
+    return Prediction(size, p.peak_allocated_bytes, p.peak_reserved_bytes, 0,
+                      max(below, default=0), basis, p.must_fit_bytes)
 
 
 def _fits_doubled(probe: Probe, factor: float, usable: float, degree: int = 1) -> bool:
@@ -136,11 +153,24 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *,
         raise ValueError(f"vramscope: margin must be in [0, 1), got {margin}")
     if start < 1:
         raise ValueError(f"vramscope: the first size must be at least 1, got {start}")
+    if limit is not None and limit < start:
+        raise ValueError(f"vramscope: the limit ({limit}) is below the first size ({start})")
+    if multiple is not None and multiple < 1:
+        raise ValueError(f"vramscope: multiple must be at least 1, got {multiple}")
     usable = budget_bytes * (1.0 - margin)
     probes: list[Probe] = list(known)
 
     def done(size: int, model: MemoryModel | None, reason: str) -> FitResult:
-        prediction = model.predict(size) if model is not None and size > 0 else None
+        # The one way out: the answer rounded down to the multiple, and what it stands on.
+        rounded = round_down(size, multiple)
+        if size > 0 and rounded == 0:
+            reason = (f"no multiple of {multiple} fits: {what} {size} is the largest size that "
+                      f"does ({reason})")
+        size = rounded
+        prediction = None
+        if size > 0:
+            prediction = (model.predict(size) if model is not None
+                          else _measured(size, probes, what))
         return FitResult(size, budget_bytes, margin, model, prediction,
                          tuple(sorted(probes, key=lambda p: p.size)), reason, what)
 
@@ -156,8 +186,7 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *,
     except ProbeOutOfMemory as oom:
         # The model missed: answer only what ran.
         ran = [p.size for p in probes if p.size < oom.size]
-        return done(round_down(max(ran, default=0), multiple),
-                    fit_model(probes, quadratic, unit, retries),
+        return done(max(ran, default=0), fit_model(probes, quadratic, unit, retries),
                     f"probing stopped: {oom}; the answer is the largest size that ran")
 
 
@@ -178,8 +207,7 @@ def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
         last = max(probes, key=lambda p: p.size)
         nxt = last.size * 2
         if limit is not None and nxt > limit:
-            return done(round_down(last.size, multiple),
-                        fit_model(probes, quadratic, unit, retries),
+            return done(last.size, fit_model(probes, quadratic, unit, retries),
                         f"the limit {limit} leaves no room for a second size")
         if not _fits_doubled(last, nxt / last.size, usable, 2 if quadratic else 1):
             answer = last.size  # the peaks measured there fit; doubling may not
@@ -223,4 +251,4 @@ def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
         # The probes stayed far below the model's answer: answer only what is known to fit.
         answer = min(answer, max(top.size, _proportional_bound(top, usable, degree)))
         reason += f"; far from the probes, the answer is what {what} {top.size}'s peak allows"
-    return done(round_down(answer, multiple), model, reason)
+    return done(answer, model, reason)

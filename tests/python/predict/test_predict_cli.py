@@ -59,7 +59,7 @@ def test_the_probe_sink_writes_its_steps_owner_only(tmp_path):
     sink.close()
     sink.close()  # once
     assert (tmp_path / "p.json").stat().st_mode & 0o777 == 0o600
-    assert '"peak_reserved_bytes": 200' in (tmp_path / "p.json").read_text()
+    assert '"peak_reserved_bytes":200' in (tmp_path / "p.json").read_text()
     # A planted file is never written through.
     planted = ProbeSink(str(tmp_path / "p.json"), 1)
     with pytest.raises(FileExistsError):

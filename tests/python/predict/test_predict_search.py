@@ -74,7 +74,7 @@ def test_limit_and_multiple():
     assert search(measure, 20 * GiB, limit=100).size == 100
     answer = search(measure, 20 * GiB, multiple=8).size
     assert answer % 8 == 0 and answer > 0
-    assert round_down(13, 8) == 8 and round_down(7, 8) == 7 and round_down(13, None) == 13
+    assert round_down(13, 8) == 8 and round_down(7, 8) == 0 and round_down(13, None) == 13
 
 
 def test_a_quadratic_search_over_the_sequence_length():
@@ -125,3 +125,54 @@ def test_a_fixed_peak_that_hides_the_per_sample_bytes_at_small_sizes_is_not_trus
     result = search(measure, budget)
     truth = max(b for b in range(1, 200) if peaks(b).peak_reserved_bytes <= budget)
     assert 0.9 * truth <= result.size <= truth, result.describe()
+
+
+def test_the_answer_never_exceeds_the_limit_and_a_limit_below_the_start_is_refused():
+    for limit in (1, 2, 3, 5, 8, 13, 100):
+        for budget in (GiB, 4 * GiB, 20 * GiB, 80 * GiB):
+            result = search(step_peaks, budget, limit=limit)
+            assert result.size <= limit, (limit, budget, result.describe())
+    # Issue 45: with --limit 0 the answer was above the limit.
+    with pytest.raises(ValueError, match="limit"):
+        search(step_peaks, 20 * GiB, limit=0)
+    with pytest.raises(ValueError, match="limit"):
+        search(step_peaks, 20 * GiB, start=8, limit=4)
+
+
+def test_the_answer_is_a_multiple_or_none_when_not_one_fits():
+    for multiple in (1, 2, 3, 7, 8, 16, 64):
+        for budget in (4 * GiB, 20 * GiB, 80 * GiB):
+            result = search(step_peaks, budget, multiple=multiple)
+            assert result.size % multiple == 0, (multiple, budget, result.size)
+    # Issue 45: --multiple was ignored when the answer was smaller than it.
+    def measure(size: int) -> Probe:
+        return Probe(size, 10 * GiB * size, 10 * GiB * size)
+
+    result = search(measure, 60 * GiB, margin=0.0, multiple=8)
+    assert result.size == 0 and result.prediction is None
+    assert result.reason.startswith("no multiple of 8 fits: batch_size 6 is the largest")
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="multiple"):
+            search(measure, 60 * GiB, multiple=bad)
+
+
+@pytest.mark.parametrize("peak, budget, multiple", [
+    (40 * GiB, 60 * GiB, None),  # issue 45: batch 1 at 40 GiB of 60: "answer: none", JSON 1
+    (70 * GiB, 60 * GiB, None),  # nothing fits
+    (5 * GiB, 60 * GiB, 64),     # not one multiple fits
+    (GiB, 60 * GiB, None),       # a model's answer
+])
+def test_text_and_json_say_the_same_answer(peak, budget, multiple):
+    from vramscope.predict.cli import to_json
+
+    def measure(size: int) -> Probe:
+        return Probe(size, peak * size, peak * size)
+
+    result = search(measure, budget, margin=0.05, multiple=multiple)
+    text, answer = result.describe(), to_json(result)["answer"]
+    if answer is None:
+        assert result.size == 0 and "answer: none: " in text
+    else:
+        assert answer == result.size > 0 and "answer: none" not in text
+        assert f"answer: batch_size {answer}: needs ≈" in text, text
+        assert to_json(result)["prediction"]["reserved_bytes"] <= budget
