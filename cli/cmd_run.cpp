@@ -4,21 +4,16 @@
 // `python -m vramscope.run ...`. Without --record it replaces itself with Python (exec, not
 // fork: signals, the exit code and the terminal belong to the program as if started directly).
 // With --record it runs the recording loop of `vramscope record` around Python as its command.
-#include <unistd.h>
-
-#include <cerrno>
-#include <climits>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "pacing.hpp"
+#include "python_exec.hpp"
 #include "record.hpp"
 #include "run_python.hpp"
-#include "vramscope/core/posix_io.hpp"
 #include "vramscope/status.hpp"
 
 namespace vramscope::cli {
@@ -31,22 +26,6 @@ struct RunOptions {
   bool quiet = false;
 };
 
-std::string self_exe_path() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
-}
-
-[[noreturn]] void exec_argv(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  throw Error("run: cannot start " + args.front() + ": " + errno_text(errno) +
-              " (set VRAMSCOPE_PYTHON to the interpreter that has torch and vramscope)");
-}
-
 int run_python(const RunOptions& options, const std::vector<std::string>& program) {
   if (program.empty()) {
     throw Error(
@@ -55,14 +34,12 @@ int run_python(const RunOptions& options, const std::vector<std::string>& progra
         ExitUsage);
   }
   const int64_t interval_ns = parse_interval_ns("--interval", options.interval);
-  const std::string python =
-      find_python(std::getenv("VRAMSCOPE_PYTHON"), self_exe_path(),
-                  [](const std::string& path) { return ::access(path.c_str(), X_OK) == 0; });
+  const std::string python = python_interpreter();
   // The child inherits these; python -m vramscope.run reads them.
   ::setenv("VRAMSCOPE_RUN_INTERVAL_MS", format_interval_ms(interval_ns).c_str(), 1);
   if (options.quiet) ::setenv("VRAMSCOPE_RUN_QUIET", "1", 1);
   const std::vector<std::string> argv = python_run_argv(python, program);
-  if (options.record_path.empty()) exec_argv(argv);
+  if (options.record_path.empty()) exec_python("run", argv);
 
   RecordOptions record;
   record.output = options.record_path;
