@@ -40,13 +40,60 @@ std::string device_fields(const DeviceSample& d) {
   return "";
 }
 
+/// The total of the device (or MIG instance) `uuid` names in `sample`, when the sample has it.
+/// Linear in the devices: a sample holds at most 1,024, and only agents with a breakdown ask.
+std::optional<uint64_t> total_of_device(const SystemSample& sample, const std::string& uuid) {
+  if (uuid.empty()) return std::nullopt;
+  for (const DeviceSample& d : sample.devices) {
+    if (d.uuid == uuid) return d.total_bytes;
+    for (const MigInstanceSample& m : d.mig_instances) {
+      if (m.uuid == uuid) return m.total_bytes;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
-std::string implausible_bytes(const std::string& who, const DriverBreakdown& parts) {
+std::string implausible_bytes(const std::string& who, const DriverBreakdown& parts,
+                              std::optional<uint64_t> device_total_bytes) {
   for (const BreakdownField& field : breakdown_fields) {
     if (!is_breakdown_bytes(field)) continue;
     const std::optional<uint64_t> bytes = breakdown_bytes(parts, field);
     if (!is_plausible_bytes(bytes)) return check(who + " driver parts", field.name, bytes);
+  }
+  // Every part is at most 2^50 from here, so no sum below wraps. The message is made only for
+  // a breakdown refused: this runs for every agent of every sample read.
+  const auto above = [&](std::string_view what, uint64_t sum, std::string_view bound,
+                         uint64_t limit) {
+    std::string out = who + " driver parts ";
+    out += what;
+    out += " " + std::to_string(sum) + " above ";
+    out += bound;
+    return out + " " + std::to_string(limit);
+  };
+  // The agent takes the non-PyTorch parts out of the driver's reading, after torch's reserved;
+  // what did not fit in it is named as the excess (DriverPairing::split()).
+  const uint64_t non_pytorch = parts.non_pytorch_bytes();
+  if (non_pytorch > parts.driver_bytes) {
+    return above("non_pytorch_bytes", non_pytorch, "driver_bytes", parts.driver_bytes);
+  }
+  if (parts.reserved_bytes + non_pytorch > parts.driver_bytes + parts.excess_bytes) {
+    return above("reserved_bytes + non_pytorch_bytes", parts.reserved_bytes + non_pytorch,
+                 "driver_bytes + excess_bytes", parts.driver_bytes + parts.excess_bytes);
+  }
+  if (!device_total_bytes) return "";
+  // Each part is bytes on that device, which holds no more than its total; the excess is not
+  // (it is by how much the parts found exceeded the reading).
+  for (const BreakdownField& field : breakdown_fields) {
+    if (!is_breakdown_bytes(field) ||
+        field.member == BreakdownField::Member(&DriverBreakdown::excess_bytes)) {
+      continue;
+    }
+    const std::optional<uint64_t> bytes = breakdown_bytes(parts, field);
+    if (bytes && *bytes > *device_total_bytes) {
+      return above(field.name, *bytes, "the device's total_bytes", *device_total_bytes);
+    }
   }
   return "";
 }
@@ -62,7 +109,8 @@ std::string implausible_bytes(const SystemSample& sample) {
       if (std::string why = check(who, counter.name, a.*counter.member); !why.empty()) return why;
     }
     if (!a.breakdown) continue;
-    if (std::string why = implausible_bytes(who, *a.breakdown); !why.empty()) return why;
+    const std::optional<uint64_t> total = total_of_device(sample, a.device_uuid);
+    if (std::string why = implausible_bytes(who, *a.breakdown, total); !why.empty()) return why;
   }
   for (const StepRecord& s : sample.steps) {
     const std::string who = "step " + std::to_string(s.step) + " of pid " + std::to_string(s.pid);

@@ -21,6 +21,7 @@
 
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/clock.hpp"
+#include "vramscope/core/plausible.hpp"
 #include "vramscope/format/agent_segment_layout.hpp"
 #include "vramscope/format/agent_segments.hpp"
 #include "vramscope/format/process_identity.hpp"
@@ -36,10 +37,9 @@ using namespace format;
 /// heartbeat this far in the future is no heartbeat either: it would never age.
 constexpr int64_t foreign_writer_stale_ns = 60'000'000'000;
 
-/// Bytes no allocator holds on one device (1 PiB, several hundred times today's largest GPU).
-/// A slot, step or OOM claiming more is damaged or forged and is skipped; the bound also keeps
-/// every sum over 256 slots far from overflowing.
-constexpr uint64_t max_plausible_bytes = uint64_t{1} << 50U;
+// A slot, step or OOM claiming more than max_plausible_bytes (core/plausible.hpp: 1 PiB) is
+// damaged or forged and is skipped; the bound also keeps every sum over 256 slots far from
+// overflowing.
 /// Ranks and world sizes above this are not a job anyone runs (-1 means "not distributed").
 constexpr int32_t max_plausible_rank = 1 << 20;
 
@@ -331,8 +331,10 @@ class SegmentReader final : public AgentSegmentReader {
     // A breakdown's parts are bytes on one device; flags for parts without a breakdown are
     // a damaged slot.
     if ((s.flags & slot_flag_breakdown) == 0) return (s.flags & ~slot_flag_polling_only) == 0;
+    // Its parts as a recording's reader checks them (the device's total is not in the segment).
     return s.breakdown_paired_ns >= 0 &&
-           bytes_are_plausible(std::begin(s.breakdown_bytes), std::end(s.breakdown_bytes));
+           bytes_are_plausible(std::begin(s.breakdown_bytes), std::end(s.breakdown_bytes)) &&
+           implausible_bytes("", breakdown_of(s)).empty();
   }
 
   static bool is_plausible(const StepPayload& e) {

@@ -46,9 +46,12 @@ std::string implausible_bytes(const RecordingSummary& summary) {
     const std::string who = "pid " + std::to_string(p.pid);
     if (std::string why = first_implausible(who, fields); !why.empty()) return why;
     if (p.parts_at_peak) {
-      if (std::string why = vramscope::implausible_bytes(who, *p.parts_at_peak); !why.empty()) {
-        return why;
-      }
+      // Against the total of the device the digest names for this process, as a sample would be.
+      const auto device = summary.devices().find(p.device_uuid);
+      const std::optional<uint64_t> total =
+          device != summary.devices().end() ? device->second.total_bytes : std::nullopt;
+      std::string why = vramscope::implausible_bytes(who, *p.parts_at_peak, total);
+      if (!why.empty()) return why;
     }
     if (!p.category_step_bytes) continue;
     for (const uint64_t bytes : *p.category_step_bytes) {

@@ -3,7 +3,8 @@
 // Any process of the same user can write any bytes into a segment, or cut it short while it is
 // mapped. The input becomes `agent-<our pid>.seg` in a private directory, polled by a reader,
 // cut to a length the input chooses, and polled again: nothing may crash, hang, read past a
-// mapping (SIGBUS) or hand on a number no allocator can hold.
+// mapping (SIGBUS) or hand on a number no allocator can hold, nor a driver breakdown whose parts
+// cannot be.
 //
 // Input: 2 bytes choosing where the file is cut before the second poll, then the file. The
 // fields no mutation would guess (our pid and uid) are patched in, and a header whose counts are
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "vramscope/agent_segment.hpp"
+#include "vramscope/core/plausible.hpp"
 #include "vramscope/format/agent_segment_layout.hpp"
 #include "vramscope/format/agent_segments.hpp"
 #include "vramscope/format/process_identity.hpp"
@@ -88,6 +90,8 @@ void check(const std::vector<vramscope::AllocatorSample>& allocators,
         a.cuda_device < 0 || a.cuda_device >= 256 || a.rank < -1) {
       __builtin_trap();
     }
+    // A driver breakdown handed on is one that could be: its parts within the reading.
+    if (a.breakdown && !vramscope::implausible_bytes("", *a.breakdown).empty()) __builtin_trap();
   }
   for (const auto& s : steps) {
     if (s.peak_reserved_bytes > max_plausible_bytes || s.duration_ns < 0) __builtin_trap();

@@ -4,17 +4,18 @@
 // The custom mutator (LLVMFuzzerCustomMutator) splits the input at its chunks and changes fields
 // of index chunks (offsets, counts, times), their CBOR digests (byte by byte, or nested ~200,000
 // deep, or declaring 2^64-1 entries), packed chunk headers, the encoded samples and string
-// references inside a zstd stream, the file header's metadata, or the order of chunks (copies,
-// drops, cuts, `cat a b`, a stray trailer), then writes every checksum right again
+// references inside a zstd stream, the parts of an agent's driver breakdown (decoded, set at and
+// just past the sums readers check, encoded again), the file header's metadata, or the order of
+// chunks (copies, drops, cuts, `cat a b`, a stray trailer), then writes every checksum right again
 // (recording_pieces.hpp). Half the time it mutates bytes as libFuzzer would, so that damage
 // checksums catch is fuzzed too.
 //
 // Each input is read as `show` reads it (summarise_recording: every sample; the index digests
 // are not trusted) and as a plain loop over the samples does (also binned as `report` bins
-// them); ASan/UBSan,
-// -rss_limit_mb and -timeout turn a crash, a memory bound broken or a reader slower than linear
-// into a failure. With VRAMSCOPE_FUZZ_SHOW_EQUALS_SCAN=1 it also traps when the two disagree on the
-// sample count or the tail (docs/recording-format.md promises they agree).
+// them), which traps on any sample handed on that is not plausible (core/plausible.hpp);
+// ASan/UBSan, -rss_limit_mb and -timeout turn a crash, a memory bound broken or a reader slower
+// than linear into a failure. With VRAMSCOPE_FUZZ_SHOW_EQUALS_SCAN=1 it also traps when the two
+// disagree on the sample count or the tail (docs/recording-format.md promises they agree).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "recording_pieces.hpp"
+#include "vramscope/core/plausible.hpp"
 #include "vramscope/format/recording.hpp"
 #include "vramscope/report/recording_summary.hpp"
 #include "vramscope/report/timeline.hpp"
@@ -53,6 +55,9 @@ std::optional<Reading> read(const std::string& bytes, bool use_index) {
       vramscope::report::TimelineCollector timeline(1000, 0);
       vramscope::SystemSample sample;
       while (reader->next(sample)) {
+        // What a reader hands on is plausible: each byte count, and each driver breakdown as a
+        // whole (its parts within the driver's reading and the device).
+        if (!vramscope::implausible_bytes(sample).empty()) __builtin_trap();
         summary.add(sample);
         timeline.add(sample);
       }

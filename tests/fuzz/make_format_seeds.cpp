@@ -13,6 +13,8 @@
 //   trailers.vsrec       64 KiB of index trailers ("VSIX") after the data (a quadratic search)
 //   flipped_bit.vsrec    100 samples, one bit flipped in a chunk (show said "100, clean")
 //   concatenated.vsrec   `cat a.vsrec b.vsrec` (show reported only b)
+//   breakdowns.vsrec     20 samples of an agent whose driver breakdown fills the reading exactly
+//                        (the breakdown mutation moves its parts either side of each sum)
 //   impossible.vsrec     a 2^64-1 byte peak in a sample and its digest (show said 16 EiB)
 // All are under 128 KiB, the target's -max_len.
 #include <stdlib.h>
@@ -59,6 +61,32 @@ vramscope::ProcessSample process(uint32_t pid, std::string command) {
   p.user = "u";
   p.command = std::move(command);
   return p;
+}
+
+/// An agent on base_sample's GPU whose driver breakdown sits on the sums readers check: torch's
+/// reserved and the non-PyTorch parts fill the driver's reading exactly (one sample in seven
+/// overfills it by the excess the agent names); optional parts come and go with `index`.
+vramscope::AllocatorSample agent_with_breakdown(int index) {
+  vramscope::AllocatorSample a;
+  a.pid = 4242;
+  a.device_uuid = "GPU-1";
+  a.reserved_bytes = 6ULL << 30U;
+  vramscope::DriverBreakdown b;
+  b.paired_ns = 1'700'000'000'000'000'000 + index * 100'000'000LL;
+  b.reserved_bytes = a.reserved_bytes;
+  b.context_bytes = 512ULL << 20U;
+  if (index % 2 == 0) b.other_bytes = static_cast<uint64_t>(index) << 20U;
+  if (index % 3 == 0) b.nccl_bytes = 64ULL << 20U;
+  if (index % 4 == 0) b.private_pool_bytes = 32ULL << 20U;
+  if (index % 5 == 0) b.first_context_bytes = 500ULL << 20U;
+  b.driver_bytes = b.reserved_bytes + b.non_pytorch_bytes();
+  if (index % 7 == 3) {
+    b.excess_bytes = 2ULL << 20U;
+    b.driver_bytes -= b.excess_bytes;
+  }
+  b.nccl_version = index % 3 == 0 ? 22'907U : 0U;
+  a.breakdown = b;
+  return a;
 }
 
 /// Writes `count` samples made by `make` through the real writer (segments of
@@ -166,6 +194,14 @@ void write_seeds(const std::string& dir) {
   const std::string a = record(5, base_sample);
   const std::string b = record(7, [](int i) { return base_sample(i + 1000); });
   write(dir + "/concatenated.vsrec", a + b);
+  write(dir + "/breakdowns.vsrec", record(
+                                       20,
+                                       [](int i) {
+                                         SystemSample s = base_sample(i);
+                                         s.allocators.push_back(agent_with_breakdown(i));
+                                         return s;
+                                       },
+                                       1024, 2));
   write(dir + "/impossible.vsrec", record(3, [](int i) {
           SystemSample s = base_sample(i);
           if (i == 1) s.devices[0].used_bytes = ~0ULL;

@@ -8,11 +8,15 @@
 #include <array>
 #include <cstring>
 #include <optional>
+#include <type_traits>
+#include <variant>
 
 #include "vramscope/core/crc32c.hpp"
+#include "vramscope/core/plausible.hpp"
 #include "vramscope/format/packed_chunk.hpp"
 #include "vramscope/format/recording_index.hpp"
 #include "vramscope/format/recording_layout.hpp"
+#include "vramscope/format/sample_codec.hpp"
 #include "vramscope/format/varint.hpp"
 
 namespace vramscope::fuzz {
@@ -265,21 +269,27 @@ bool mutate_packed_header(Piece& piece, std::mt19937_64& random) {
   return true;
 }
 
-/// Decodes one segment (a key chunk and the continuations after it), mutates the encoded
-/// samples of one chunk and compresses the segment again: the sample decoder and the string
-/// table see forged content behind valid zstd frames and CRCs.
-bool mutate_samples(std::vector<Piece>& pieces, std::mt19937_64& random, ByteMutator mutate_bytes) {
+/// One segment's packed chunks, decompressed: where each lies in the pieces, its encoded samples
+/// and how many they are.
+struct Segment {
+  std::vector<std::size_t> chunks;
+  std::vector<std::string> raws;
+  std::vector<uint32_t> counts;
+};
+
+/// Decompresses one segment chosen at random (a key chunk and the continuations after it);
+/// nullopt when the file has none.
+std::optional<Segment> decompress_segment(const std::vector<Piece>& pieces,
+                                          std::mt19937_64& random) {
   std::vector<std::size_t> keys;
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     if (pieces[i].kind == Piece::Kind::Packed && pieces[i].bytes[0] == format::packed_key_marker) {
       keys.push_back(i);
     }
   }
-  if (keys.empty()) return false;
+  if (keys.empty()) return std::nullopt;
   const std::size_t first = keys[random() % keys.size()];
-  std::vector<std::size_t> chunks;
-  std::vector<std::string> raws;
-  std::vector<uint32_t> counts;
+  Segment segment;
   format::PackedChunkDecompressor decompressor;
   for (std::size_t i = first; i < pieces.size() && pieces[i].kind == Piece::Kind::Packed; ++i) {
     const std::optional<format::PackedChunkHeader> h = packed_header(pieces[i].bytes);
@@ -290,12 +300,31 @@ bool mutate_samples(std::vector<Piece>& pieces, std::mt19937_64& random, ByteMut
                                  why)) {
       break;
     }
-    chunks.push_back(i);
-    raws.push_back(std::move(raw));
-    counts.push_back(h->sample_count);
+    segment.chunks.push_back(i);
+    segment.raws.push_back(std::move(raw));
+    segment.counts.push_back(h->sample_count);
   }
-  if (chunks.empty()) return false;
-  std::string& target = raws[random() % raws.size()];
+  if (segment.chunks.empty()) return std::nullopt;
+  return segment;
+}
+
+/// Compresses the segment's chunks again in place of the old ones (a fresh zstd stream from its
+/// key chunk, as the writer makes it).
+void compress_segment(std::vector<Piece>& pieces, const Segment& segment) {
+  format::PackedChunkCompressor compressor;
+  for (std::size_t k = 0; k < segment.chunks.size(); ++k) {
+    std::string chunk;
+    compressor.compress(segment.raws[k], segment.counts[k], k == 0, chunk);
+    pieces[segment.chunks[k]].bytes = std::move(chunk);
+  }
+}
+
+/// Mutates the encoded samples of one chunk and compresses the segment again: the sample decoder
+/// and the string table see forged content behind valid zstd frames and CRCs.
+bool mutate_samples(std::vector<Piece>& pieces, std::mt19937_64& random, ByteMutator mutate_bytes) {
+  std::optional<Segment> segment = decompress_segment(pieces, random);
+  if (!segment) return false;
+  std::string& target = segment->raws[random() % segment->raws.size()];
   if (random() % 4 == 0 && !target.empty()) {
     // A varint of 2^32-1 or 2^64-1 at a random place: a count, a length or a string-table
     // reference that points far outside anything the chunk holds.
@@ -305,12 +334,106 @@ bool mutate_samples(std::vector<Piece>& pieces, std::mt19937_64& random, ByteMut
   } else {
     mutate_bytes_of(target, mutate_bytes, 256);
   }
-  format::PackedChunkCompressor compressor;
-  for (std::size_t k = 0; k < chunks.size(); ++k) {
-    std::string chunk;
-    compressor.compress(raws[k], counts[k], k == 0, chunk);
-    pieces[chunks[k]].bytes = std::move(chunk);
+  compress_segment(pieces, *segment);
+  return true;
+}
+
+/// A value for one part of `b`, a byte field of breakdown_fields, chosen where the readers' checks
+/// of a breakdown as a whole turn (core/plausible.hpp): the value that makes the non-PyTorch
+/// parts fill the driver's reading exactly, or reserved and them fill it with the excess, or the
+/// device's total, each and one past it; or the bound of any part, or far beyond.
+uint64_t part_near_a_bound(std::mt19937_64& random, const DriverBreakdown& b,
+                           const BreakdownField& field, std::optional<uint64_t> total_bytes) {
+  const uint64_t value = breakdown_bytes(b, field).value_or(0);
+  const uint64_t non_pytorch = b.non_pytorch_bytes();
+  // The others' sums without this part (wrapping is a value to try as well).
+  const uint64_t others = field.non_pytorch ? non_pytorch - value : non_pytorch;
+  const std::array<uint64_t, 8> candidates = {
+      b.driver_bytes - others,                                      // non-PyTorch == driver
+      b.driver_bytes + b.excess_bytes - b.reserved_bytes - others,  // ... + reserved == + excess
+      total_bytes.value_or(b.driver_bytes),
+      max_plausible_bytes,
+      b.driver_bytes,
+      value,
+      0,
+      interesting(random, value),
+  };
+  const uint64_t chosen = candidates[random() % candidates.size()];
+  return random() % 2 == 0 ? chosen : chosen + 1;
+}
+
+/// Decodes the samples of one segment, gives an agent's driver breakdown a part at or just past
+/// a sum the readers check (adding an agent or a breakdown where the sample has none), and
+/// encodes the segment again with the real encoder: the readers then meet breakdowns that are
+/// plausible part by part but maybe not as a whole, behind valid checksums.
+bool mutate_breakdowns(std::vector<Piece>& pieces, std::mt19937_64& random) {
+  std::optional<Segment> segment = decompress_segment(pieces, random);
+  if (!segment) return false;
+  std::vector<SystemSample> samples;
+  try {
+    format::SampleDecoder decoder;
+    format::TimestampPredictor timestamps;
+    for (std::size_t k = 0; k < segment->raws.size(); ++k) {
+      std::string_view cursor = segment->raws[k];
+      for (uint32_t i = 0; i < segment->counts[k]; ++i) {
+        decoder.decode(cursor, timestamps.base_ns(), samples.emplace_back());
+        timestamps.observe(samples.back().timestamp_ns);
+      }
+      if (!cursor.empty()) return false;
+    }
+  } catch (const format::FormatError&) {
+    return false;  // damaged already: the byte mutations cover it
   }
+  if (samples.empty()) return false;
+  SystemSample& sample = samples[random() % samples.size()];
+  if (sample.allocators.empty() || random() % 8 == 0) {
+    AllocatorSample agent;
+    agent.pid = 4242;
+    if (!sample.devices.empty()) agent.device_uuid = sample.devices[0].uuid;
+    sample.allocators.push_back(agent);
+  }
+  AllocatorSample& agent = sample.allocators[random() % sample.allocators.size()];
+  if (!agent.breakdown) {
+    // An honest one to start from: 3 GiB = 2 GiB reserved + 512 MiB other + 512 MiB context.
+    DriverBreakdown b;
+    b.driver_bytes = 3ULL << 30U;
+    b.reserved_bytes = 2ULL << 30U;
+    b.other_bytes = 512ULL << 20U;
+    b.context_bytes = 512ULL << 20U;
+    agent.breakdown = b;
+  }
+  std::optional<uint64_t> total_bytes;
+  for (const DeviceSample& d : sample.devices) {
+    if (d.uuid == agent.device_uuid) total_bytes = d.total_bytes;
+  }
+  std::vector<const BreakdownField*> parts;
+  for (const BreakdownField& field : breakdown_fields) {
+    if (is_breakdown_bytes(field)) parts.push_back(&field);
+  }
+  DriverBreakdown& b = *agent.breakdown;
+  for (uint64_t changes = 1 + random() % 2; changes > 0; --changes) {
+    const BreakdownField& field = *parts[random() % parts.size()];
+    const uint64_t value = part_near_a_bound(random, b, field, total_bytes);
+    std::visit(
+        [&](auto member) {
+          if constexpr (!std::is_same_v<decltype(member), int64_t DriverBreakdown::*> &&
+                        !std::is_same_v<decltype(member), uint32_t DriverBreakdown::*>) {
+            b.*member = value;
+          }
+        },
+        field.member);
+  }
+  format::SampleEncoder encoder;
+  format::TimestampPredictor timestamps;
+  std::size_t at = 0;
+  for (std::size_t k = 0; k < segment->raws.size(); ++k) {
+    segment->raws[k].clear();
+    for (uint32_t i = 0; i < segment->counts[k]; ++i, ++at) {
+      if (!encoder.encode(samples[at], timestamps.base_ns(), segment->raws[k])) return false;
+      timestamps.observe(samples[at].timestamp_ns);
+    }
+  }
+  compress_segment(pieces, *segment);
   return true;
 }
 
@@ -430,7 +553,9 @@ void reindex(std::vector<Piece>& pieces) {
 
 bool mutate_structure(std::vector<Piece>& pieces, std::mt19937_64& random,
                       ByteMutator mutate_bytes) {
-  switch (random() % 6) {
+  switch (random() % 7) {
+    case 6:
+      return mutate_breakdowns(pieces, random);
     case 0:
     case 1: {
       const std::vector<std::size_t> found = indices_of(pieces, Piece::Kind::Index);

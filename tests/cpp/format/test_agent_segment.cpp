@@ -269,6 +269,25 @@ TEST(AgentSegment, SlotWithUnknownFlagsOrAnImpossibleBreakdownIsRefused) {
   EXPECT_TRUE(poll(*reader).allocators.empty()) << "a flag this version does not know";
 }
 
+// A recording's reader refuses a breakdown whose parts cannot be; a segment's reader likewise
+// skips the slot (core/plausible.hpp, one function for both).
+TEST(AgentSegment, SlotWhoseDriverPartsCannotBeIsRefused) {
+  TempDir dir;
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
+  AllocatorSample sample = sample_for(1);
+  sample.breakdown = testing::distinct_breakdown();
+  writer->publish(0, sample);
+  auto reader = open_agent_segment_reader(dir.path());
+  ASSERT_EQ(poll(*reader).allocators.size(), 1U);
+  // Three parts of 1 PiB each, every one within the bound, taken out of a reading of 3 GiB.
+  sample.breakdown->driver_bytes = 3ULL << 30U;
+  sample.breakdown->context_bytes = uint64_t{1} << 50U;
+  sample.breakdown->other_bytes = uint64_t{1} << 50U;
+  sample.breakdown->nccl_bytes = uint64_t{1} << 50U;
+  writer->publish(0, sample);
+  EXPECT_TRUE(poll(*reader).allocators.empty()) << "non-PyTorch above the driver's reading";
+}
+
 TEST(AgentSegment, StepWithUnknownFlagBitsLosesItsCategoriesOnly) {
   TempDir dir;
   auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());

@@ -51,17 +51,126 @@ TEST(ImpossibleValues, SampleFieldsAboveAPebibyteAreNamed) {
   s.devices[0].processes[0].used_bytes = max_plausible_bytes;  // the bound itself is allowed
   EXPECT_EQ(implausible_bytes(s), "");
   // A recorded driver breakdown (format 4) is checked part by part, optional parts included:
-  // the join adds them to reserved, and a forged part must not wrap that sum.
+  // the join adds them to reserved, and a forged part must not wrap that sum. (On a device the
+  // sample does not name, so that only the parts' own bound applies.)
   s = make_two_gpu_sample();
+  s.allocators[0].device_uuid = "GPU-of-no-sample";
   DriverBreakdown parts;
   parts.context_bytes = 512 * mib;
-  parts.other_bytes = max_plausible_bytes;
+  parts.other_bytes = max_plausible_bytes - parts.context_bytes;
+  parts.driver_bytes = max_plausible_bytes;
   s.allocators[0].breakdown = parts;
   EXPECT_EQ(implausible_bytes(s), "");
   s.allocators[0].breakdown->nccl_bytes = uint64_max;
   EXPECT_NE(implausible_bytes(s).find("driver parts nccl_bytes 18446744073709551615"),
             std::string::npos)
       << implausible_bytes(s);
+}
+
+// Format 4's breakdown was checked one part at a time (each <= 2^50), never as a sum nor
+// against the driver's reading: a non-PyTorch of 3 PiB at a 3 GiB peak reached `show`, `diff`,
+// every export, the report, the live table and Prometheus.
+TEST(ImpossibleValues, ADriverBreakdownIsPlausibleAsAWhole) {
+  const SystemSample honest = make_two_gpu_sample();
+  ASSERT_EQ(implausible_bytes(honest), "");
+  const auto with = [&](auto&& forge) {
+    SystemSample s = honest;
+    forge(*s.allocators[0].breakdown);
+    return implausible_bytes(s);
+  };
+  // Three parts of 1 PiB each, every one within the bound, at a reading of 3 GiB.
+  EXPECT_EQ(with([](DriverBreakdown& b) {
+              b.driver_bytes = 3072 * mib;
+              b.reserved_bytes = 0;
+              b.context_bytes = max_plausible_bytes;
+              b.other_bytes = max_plausible_bytes;
+              b.nccl_bytes = max_plausible_bytes;
+            }),
+            "agent of pid 4021 driver parts non_pytorch_bytes 3377699720527872 above driver_bytes "
+            "3221225472");
+  // Context, other and NCCL taken out of the reading must fit in it.
+  EXPECT_NE(
+      with([](DriverBreakdown& b) { b.context_bytes = b.driver_bytes; }).find("non_pytorch_bytes"),
+      std::string::npos);
+  // With torch's reserved they fill it exactly; beyond that only by the excess the agent named.
+  EXPECT_NE(with([](DriverBreakdown& b) {
+              b.reserved_bytes += mib;
+            }).find("reserved_bytes + non_pytorch_bytes"),
+            std::string::npos);
+  EXPECT_EQ(with([](DriverBreakdown& b) {
+              b.reserved_bytes += mib;
+              b.excess_bytes = mib;
+            }),
+            "");
+  // No part is more than the device holds (GPU 0: 143771 MiB), the first context included.
+  EXPECT_EQ(with([](DriverBreakdown& b) { b.first_context_bytes = 143772 * mib; }),
+            "agent of pid 4021 driver parts first_context_bytes 150755868672 above the device's "
+            "total_bytes 150754820096");
+  EXPECT_NE(with([](DriverBreakdown& b) {
+              b.reserved_bytes = 200000 * mib;  // beyond the reading, by an excess named
+              b.excess_bytes = b.reserved_bytes;
+            }).find("reserved_bytes 209715200000 above the device's total_bytes"),
+            std::string::npos);
+  // The excess is no bytes on the device: a reserved of 140 GiB against a reading of 1 GiB.
+  EXPECT_EQ(with([](DriverBreakdown& b) {
+              b.reserved_bytes = 143360 * mib;
+              b.driver_bytes = 1024 * mib;
+              b.other_bytes = 0;
+              b.context_bytes = 0;
+              b.excess_bytes = b.reserved_bytes - b.driver_bytes;
+            }),
+            "");
+}
+
+// A digest's parts at a peak are held to the same sums, against the device the digest names.
+TEST(ImpossibleValues, ADigestWhoseDriverPartsCannotBeIsNoSummary) {
+  SystemSample s = make_two_gpu_sample();
+  s.allocators[0].breakdown->context_bytes = max_plausible_bytes;
+  RecordingSummary forged;
+  forged.add(s);
+  ASSERT_TRUE(forged.processes().begin()->second.parts_at_peak.has_value());
+  EXPECT_NE(implausible_bytes(forged).find("pid 4021 driver parts non_pytorch_bytes"),
+            std::string::npos)
+      << implausible_bytes(forged);
+  EXPECT_FALSE(RecordingSummary::parse(forged.serialize()).has_value());
+  s = make_two_gpu_sample();
+  s.allocators[0].breakdown->first_context_bytes = 143772 * mib;
+  RecordingSummary beyond_the_device;
+  beyond_the_device.add(s);
+  EXPECT_NE(implausible_bytes(beyond_the_device).find("above the device's total_bytes"),
+            std::string::npos)
+      << implausible_bytes(beyond_the_device);
+}
+
+// The reader ends the data at the sample whose breakdown cannot be, as at any impossible value.
+TEST(ImpossibleValues, ARecordingEndsAtASampleWhoseDriverPartsCannotBe) {
+  ScratchPath file;
+  {
+    RecordingWriterOptions options;
+    options.overwrite = true;
+    options.sync_each_chunk = false;
+    RecordingMetadata metadata;
+    metadata.hostname = "host";
+    auto writer = RecordingWriter::create(file.path, metadata, options);
+    SystemSample s = make_two_gpu_sample();
+    for (int i = 0; i < 5; ++i) {
+      s.timestamp_ns += 100'000'000;
+      if (i == 3) {
+        s.allocators[0].breakdown->other_bytes = max_plausible_bytes;
+        s.allocators[0].breakdown->nccl_bytes = max_plausible_bytes;
+      }
+      writer->append(s);
+    }
+    writer->close();
+  }
+  auto reader = RecordingReader::open(file.path);
+  RecordingTail tail;
+  const RecordingSummary summary = summarise_recording(*reader, tail);
+  EXPECT_EQ(summary.sample_count(), 3U);
+  EXPECT_EQ(tail.state, TailState::Corrupt);
+  EXPECT_NE(tail.message.find("impossible value: agent of pid 4021 driver parts non_pytorch_bytes"),
+            std::string::npos)
+      << tail.message;
 }
 
 // A forged recording (valid checksums) with a 2^64-1 byte peak: `show` printed "16.0 EiB" as

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "vramscope/core/plausible.hpp"
 #include "vramscope/tracking/address_walk.hpp"
 #include "vramscope/tracking/device_counters.hpp"
 #include "vramscope/tracking/driver_pairing.hpp"
@@ -244,6 +245,28 @@ TEST(DriverPairing, SplitNamesEveryPartAndShowsAnExcess) {
   b = DriverPairing::split(3000, 1000, 800, std::nullopt);
   EXPECT_EQ(b.other_bytes, 0U);
   EXPECT_EQ(b.excess_bytes, 200U);
+}
+
+// Readers refuse a breakdown whose parts cannot be (core/plausible.hpp); whatever the agent
+// reads, what split() makes of it is never one of those.
+TEST(DriverPairing, EverySplitIsAPlausibleBreakdown) {
+  const std::vector<uint64_t> amounts = {0, 1, 300, 1000, 1500, 3000, 4500, 9000};
+  std::vector<std::optional<uint64_t>> maybe = {std::nullopt};
+  maybe.insert(maybe.end(), amounts.begin(), amounts.end());
+  for (const uint64_t driver : amounts) {
+    for (const uint64_t reserved : amounts) {
+      for (const std::optional<uint64_t>& listed : maybe) {
+        for (const std::optional<uint64_t>& nccl : maybe) {
+          // A device holds what any of these reads on it.
+          const uint64_t total = std::max({driver, reserved, listed.value_or(0), nccl.value_or(0)});
+          const DriverBreakdown b = DriverPairing::split(driver, reserved, listed, nccl);
+          EXPECT_EQ(implausible_bytes("split", b, total), "")
+              << driver << " " << reserved << " " << listed.value_or(99) << " "
+              << nccl.value_or(99);
+        }
+      }
+    }
+  }
 }
 
 TEST(DriverPairing, NcclReportedIsNamedOutOfOther) {

@@ -23,12 +23,19 @@ inline bool is_plausible_bytes(std::optional<uint64_t> bytes) {
 }
 
 /// The first byte count of `sample` above max_plausible_bytes, named for a message ("GPU 0
-/// used_bytes 18446744073709551615"), or "" when every one is plausible. An OOM record's request
-/// is not checked: an absurd request is what an OOM can be about.
+/// used_bytes 18446744073709551615"), or an agent's driver breakdown that cannot be (below,
+/// against the total of the device its uuid names), or "" when every one is plausible. An OOM
+/// record's request is not checked: an absurd request is what an OOM can be about.
 std::string implausible_bytes(const SystemSample& sample);
 
-/// The first part of an agent's driver breakdown above max_plausible_bytes, named after `who`
-/// ("agent of pid 7 driver parts other_bytes 18446744073709551615"), or "".
-std::string implausible_bytes(const std::string& who, const DriverBreakdown& parts);
+/// Why an agent's driver breakdown cannot be, named after `who` ("agent of pid 7 driver parts
+/// other_bytes 18446744073709551615"), or "" when it can. Refused: a part above
+/// max_plausible_bytes; non-PyTorch parts (context + other + NCCL) summing above the driver's
+/// reading they were taken out of; reserved and those parts summing above that reading plus
+/// the excess the agent named; and, when `device_total_bytes` is known, a part (but the excess)
+/// above the device's total. Samples, index digests and agent segments are checked by this one
+/// function.
+std::string implausible_bytes(const std::string& who, const DriverBreakdown& parts,
+                              std::optional<uint64_t> device_total_bytes = std::nullopt);
 
 }  // namespace vramscope
