@@ -34,10 +34,12 @@ std::string delta_text(const Change& c) {
   return out;
 }
 
-/// One "  name   A   B   delta" line.
+/// One "  name   A   B   delta" line. A space always parts the columns: a cell too wide for
+/// its 10 columns is cut by pad_left() to its last digits, never run into the next.
 std::string line(const std::string& name, const std::string& a, const std::string& b,
                  const std::string& delta) {
-  return "  " + pad_right(name, 26) + pad_left(a, 11) + pad_left(b, 11) + "  " + delta + "\n";
+  return "  " + pad_right(name, 26) + " " + pad_left(a, 10) + " " + pad_left(b, 10) + "  " + delta +
+         "\n";
 }
 
 std::string bytes_line(const std::string& name, const Change& c) {

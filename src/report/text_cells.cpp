@@ -21,6 +21,17 @@ std::size_t prefix_bytes(std::string_view text, std::size_t columns) {
   return text.size();
 }
 
+/// Bytes of `text` before its last `columns` code points.
+std::size_t suffix_start(std::string_view text, std::size_t columns) {
+  if (columns == 0) return text.size();
+  std::size_t seen = 0;
+  for (std::size_t i = text.size(); i > 0; --i) {
+    if (is_continuation(static_cast<unsigned char>(text[i - 1]))) continue;
+    if (++seen == columns) return i - 1;
+  }
+  return 0;
+}
+
 std::string sanitize(std::string_view text) {
   // Ill-formed UTF-8 first becomes U+FFFD: a stray lead byte would otherwise swallow the next
   // cell's bytes on the terminal and throw every width count off.
@@ -59,8 +70,16 @@ std::string pad_right(std::string_view text, std::size_t width) {
   return cell;
 }
 
+std::string fit_text_end(std::string_view text, std::size_t width) {
+  std::string clean = sanitize(text);
+  if (display_width(clean) <= width) return clean;
+  if (width == 0) return "";
+  // U+2026, one column: the digits that tell two large numbers apart are the last ones.
+  return "\u2026" + clean.substr(suffix_start(clean, width - 1));
+}
+
 std::string pad_left(std::string_view text, std::size_t width) {
-  std::string cell = fit_text(text, width);
+  std::string cell = fit_text_end(text, width);
   return std::string(width - display_width(cell), ' ') + cell;
 }
 

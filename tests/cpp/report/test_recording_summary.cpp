@@ -2,10 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "golden.hpp"
 #include "report/sample_fixtures.hpp"
+#include "vramscope/core/plausible.hpp"
 #include "vramscope/report/recording_summary.hpp"
 #include "vramscope/report/watch_line.hpp"
 
@@ -238,6 +241,26 @@ TEST(RecordingSummary, NamesTheNonPyTorchBytesAtEachProcesssUsedPeak) {
   EXPECT_FALSE(summary.processes().at({4021, s.devices[0].uuid}).parts_at_peak.has_value());
   EXPECT_EQ(format_summary_text("p.vsrec", metadata, summary, {}).find("at the used peak"),
             std::string::npos);
+}
+
+// A GPU of 2^50 bytes (the most a reader takes) showed as "107374...": a right-aligned cell
+// too wide for its column keeps its last digits after a leading "…" (docs/security.md).
+TEST(RecordingSummary, TooWideNumbersKeepTheirLastDigits) {
+  setenv("TZ", "UTC", 1);
+  tzset();
+  SystemSample s = make_two_gpu_sample();
+  s.devices[0].total_bytes = max_plausible_bytes;
+  s.devices[0].used_bytes = max_plausible_bytes - 1;
+  s.devices[0].processes[0].used_bytes = max_plausible_bytes - 2;
+  RecordingSummary summary;
+  summary.add(s);
+  RecordingMetadata metadata;
+  metadata.format_version = 4;
+  metadata.writer_version = "0.1.0";
+  metadata.hostname = "node-7";
+  metadata.interval_ns = 100'000'000;
+  testing::expect_golden("report/show_wide_numbers.txt",
+                         format_summary_text("wide.vsrec", metadata, summary, {}));
 }
 
 TEST(RecordingSummary, EmptyRecordingSaysSo) {

@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "build_limits.hpp"
+#include "golden.hpp"
 #include "report/sample_fixtures.hpp"
+#include "vramscope/core/plausible.hpp"
 #include "vramscope/report/run_diff.hpp"
 
 namespace vramscope::report {
@@ -189,6 +191,16 @@ TEST(RunDiff, ShowsTheNonPyTorchBytesAtEachRunsPeakButNeverCallsThemAGrowth) {
   // Xorg has no agent: its rows are empty and not printed.
   EXPECT_TRUE(row_labelled(diff, "/usr/bin/Xorg :0").non_pytorch_at_peak_bytes.a == std::nullopt);
   EXPECT_EQ(text.find("non-PyTorch", text.find("Xorg")), std::string::npos) << text;
+}
+
+// Two runs on GPUs of 2^50 bytes: diff printed "1073741...1073741..." (the columns ran
+// together, the last digits gone). Each cell keeps its last digits and a space parts them.
+TEST(RunDiff, TooWideNumbersKeepTheirLastDigitsAndTheirColumns) {
+  const uint64_t pebibyte_mib = max_plausible_bytes / mib;
+  const RunProfile a = make_run(4021, 0, pebibyte_mib - 1000, 3, 2000);
+  const RunProfile b = make_run(4021, 0, pebibyte_mib - 2000, 3, 2000, "b.vsrec");
+  testing::expect_golden("report/diff_wide_numbers.txt",
+                         format_diff_text(a, b, compare_runs(a, b), std::nullopt, {}));
 }
 
 TEST(RunDiff, ParsesPercentages) {

@@ -19,6 +19,24 @@ TEST(TextCells, CutTextEndsWithDotsAndNeverSplitsACodePoint) {
   EXPECT_EQ(fit_text("abcdef", 2), "ab");
 }
 
+// show printed a 2^50-byte GPU as "107374..." and diff ran two such columns together:
+// docs/security.md promises a leading "…" that keeps the last digits.
+TEST(TextCells, ARightAlignedCellTooWideKeepsItsLastDigits) {
+  EXPECT_EQ(fit_text_end("1073741824MiB", 13), "1073741824MiB");
+  EXPECT_EQ(fit_text_end("1073741824MiB", 9), "\u202641824MiB");
+  EXPECT_EQ(pad_left("1073741824MiB", 9), "\u202641824MiB");
+  EXPECT_EQ(display_width(pad_left("1073741824MiB", 9)), 9U);
+  EXPECT_EQ(fit_text_end("12345", 1), "\u2026");
+  EXPECT_EQ(fit_text_end("12345", 0), "");
+  // Never splits a code point, and cleans what it keeps.
+  EXPECT_EQ(fit_text_end("\xC3\xA9\xC3\xA9\xC3\xA9", 2), "\u2026\xC3\xA9");
+  EXPECT_EQ(fit_text_end("1\x1b[31m2", 6), "\u2026[31m2");
+  EXPECT_EQ(fit_text_end("1\x1b"
+                         "2",
+                         5),
+            "1?2");
+}
+
 TEST(TextCells, PaddingReachesTheExactWidth) {
   EXPECT_EQ(pad_left("42", 5), "   42");
   EXPECT_EQ(pad_right("\xC3\xA9", 3), "\xC3\xA9  ");

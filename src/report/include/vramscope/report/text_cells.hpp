@@ -22,7 +22,13 @@ std::string fit_text(std::string_view text, std::size_t width);
 /// fit_text, then padded with spaces on the right to exactly `width` columns.
 std::string pad_right(std::string_view text, std::size_t width);
 
-/// fit_text, then padded with spaces on the left to exactly `width` columns.
+/// `text` as fit_text() cleans it, cut to at most `width` columns keeping its end: a cut text
+/// starts with "…" (U+2026), so that a number keeps its last digits and its unit
+/// ("…41824MiB"), never a prefix that reads as another number.
+std::string fit_text_end(std::string_view text, std::size_t width);
+
+/// fit_text_end, then padded with spaces on the left to exactly `width` columns: the one
+/// right-aligned cell of every text table (docs/security.md).
 std::string pad_left(std::string_view text, std::size_t width);
 
 /// `text` (sanitised) broken at spaces into lines of at most `width` columns; a word longer
