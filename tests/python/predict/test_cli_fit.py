@@ -39,3 +39,15 @@ def test_a_missing_interpreter_is_one_line_and_exit_1():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert "fit: cannot start /nonexistent/python" in out.stderr
+
+
+@pytest.mark.parametrize("option", [["--budget", "abc"], ["--start", "-1"], ["--timeout", "nan"],
+                                    ["--multiple", "0"]])
+def test_a_bad_option_through_the_binary_is_one_line_and_exit_2(tmp_path, option):
+    marker = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    out = cli("fit", *option, "--", sys.executable, str(script), "{}")
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("vramscope fit: error: ")
+    assert not marker.exists()
