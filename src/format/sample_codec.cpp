@@ -436,29 +436,48 @@ class Cursor {
 
   std::size_t remaining() const { return m_bytes.size(); }
 
-  /// get_varint() for 64 bits, written out: most of a sample is varints, and the one-byte ones
-  /// (counts, flags, string codes) return after one test.
+  /// get_varint() for 64 bits, written out: most of a sample is varints. With ten bytes left
+  /// (all but a sample's last few fields) a varint is read without checking the end at every
+  /// byte; the rest go through the checked loop.
   uint64_t u() {
-    const auto* const bytes = reinterpret_cast<const unsigned char*>(m_bytes.data());
-    const std::size_t size = m_bytes.size();
-    if (size > 0 && bytes[0] < 0x80U) {
-      m_bytes.remove_prefix(1);
-      return bytes[0];
+    const auto* const p = reinterpret_cast<const unsigned char*>(m_bytes.data());
+    if (m_bytes.size() < 10) return u_near_end();
+    uint64_t value = p[0];
+    std::size_t used = 1;
+    if (value >= 0x80U) {
+      value &= 0x7FU;
+      for (;;) {
+        const uint64_t byte = p[used];
+        value |= (byte & 0x7FU) << (7 * used);
+        ++used;
+        if (byte < 0x80U) break;
+        if (used == 9) {
+          // The 10th byte of a 64-bit value may only carry its top bit.
+          const uint64_t last = p[9];
+          if (last > 1) throw FormatError("varint overflows 64 bits");
+          value |= last << 63U;
+          used = 10;
+          break;
+        }
+      }
     }
+    m_bytes.remove_prefix(used);
+    return value;
+  }
+
+  /// u() within the last ten bytes, checking the end at every byte.
+  uint64_t u_near_end() {
+    const auto* const bytes = reinterpret_cast<const unsigned char*>(m_bytes.data());
     uint64_t value = 0;
-    const std::size_t most = size < 10 ? size : 10;
-    for (std::size_t i = 0; i < most; ++i) {
+    for (std::size_t i = 0; i < m_bytes.size(); ++i) {
       const unsigned byte = bytes[i];
-      // The 10th byte of a 64-bit value may only carry its top bit.
-      if (i == 9 && byte > 1) throw FormatError("varint overflows 64 bits");
       value |= static_cast<uint64_t>(byte & 0x7FU) << (7 * i);
       if ((byte & 0x80U) == 0) {
         m_bytes.remove_prefix(i + 1);
         return value;
       }
     }
-    if (size < 10) throw FormatError("varint runs past the end");
-    throw FormatError("varint longer than 10 bytes");
+    throw FormatError("varint runs past the end");
   }
 
   uint32_t read_u32(const char* what) {
