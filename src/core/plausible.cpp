@@ -6,16 +6,19 @@
 namespace vramscope {
 namespace {
 
-/// "<who> <field> <value>" when `value` is implausible, else "".
-std::string check(const std::string& who, std::string_view field, std::optional<uint64_t> value) {
+/// "<who> <field> <value>" when `value` is implausible, else "". `who()` names the record and
+/// is called only then: a reader checks every sample, and naming each of its records (a
+/// number turned into text, a string made) cost more than decoding it.
+template <typename Who>
+std::string check(const Who& who, std::string_view field, std::optional<uint64_t> value) {
   if (is_plausible_bytes(value)) return "";
-  std::string out = who + " ";
+  std::string out = who() + " ";
   out += field;
   return out + " " + std::to_string(*value);
 }
 
 std::string device_fields(const DeviceSample& d) {
-  const std::string who = "GPU " + std::to_string(d.index);
+  const auto who = [&d] { return "GPU " + std::to_string(d.index); };
   for (const auto& [field, value] :
        {std::pair<std::string_view, std::optional<uint64_t>>{"total_bytes", d.total_bytes},
         {"reserved_bytes", d.reserved_bytes},
@@ -34,7 +37,8 @@ std::string device_fields(const DeviceSample& d) {
     }
   }
   for (const ProcessSample& p : d.processes) {
-    std::string why = check(who + " pid " + std::to_string(p.pid), "used_bytes", p.used_bytes);
+    const auto process = [&] { return who() + " pid " + std::to_string(p.pid); };
+    std::string why = check(process, "used_bytes", p.used_bytes);
     if (!why.empty()) return why;
   }
   return "";
@@ -60,7 +64,9 @@ std::string implausible_bytes(const std::string& who, const DriverBreakdown& par
   for (const BreakdownField& field : breakdown_fields) {
     if (!is_breakdown_bytes(field)) continue;
     const std::optional<uint64_t> bytes = breakdown_bytes(parts, field);
-    if (!is_plausible_bytes(bytes)) return check(who + " driver parts", field.name, bytes);
+    if (!is_plausible_bytes(bytes)) {
+      return check([&who] { return who + " driver parts"; }, field.name, bytes);
+    }
   }
   // Every part is at most 2^50 from here, so no sum below wraps. The message is made only for
   // a breakdown refused: this runs for every agent of every sample read.
@@ -103,17 +109,22 @@ std::string implausible_bytes(const SystemSample& sample) {
     if (std::string why = device_fields(d); !why.empty()) return why;
   }
   for (const AllocatorSample& a : sample.allocators) {
-    const std::string who = "agent of pid " + std::to_string(a.pid);
+    const auto who = [&a] { return "agent of pid " + std::to_string(a.pid); };
     for (const AllocatorCounter& counter : allocator_counters) {
       if (counter.unit != CounterUnit::Bytes) continue;
       if (std::string why = check(who, counter.name, a.*counter.member); !why.empty()) return why;
     }
     if (!a.breakdown) continue;
     const std::optional<uint64_t> total = total_of_device(sample, a.device_uuid);
-    if (std::string why = implausible_bytes(who, *a.breakdown, total); !why.empty()) return why;
+    // Checked unnamed first, named only to say what is wrong.
+    if (!implausible_bytes(std::string(), *a.breakdown, total).empty()) {
+      return implausible_bytes(who(), *a.breakdown, total);
+    }
   }
   for (const StepRecord& s : sample.steps) {
-    const std::string who = "step " + std::to_string(s.step) + " of pid " + std::to_string(s.pid);
+    const auto who = [&s] {
+      return "step " + std::to_string(s.step) + " of pid " + std::to_string(s.pid);
+    };
     for (const auto& field : step_byte_fields) {
       if (std::string why = check(who, field.name, s.*field.member); !why.empty()) return why;
     }
