@@ -85,6 +85,23 @@ struct JoinResult {
 /// each of a sample's records takes time linear in the sample; the views point into `sample`.
 std::unordered_map<std::string_view, std::size_t> device_positions(const SystemSample& sample);
 
+/// device_positions() for a few lookups: a small sample (up to 16 uuids) is scanned for each,
+/// a larger one gets the map, so that a sample's lookups stay linear in it.
+class DevicePositions {
+ public:
+  /// What find() returns for a uuid no device has.
+  static constexpr std::size_t none = std::string::npos;
+  /// Refers to `sample`, which must outlive it.
+  explicit DevicePositions(const SystemSample& sample);
+  /// Position in sample.devices of the first device that `uuid` names (none for "").
+  std::size_t find(std::string_view uuid) const;
+
+ private:
+  const SystemSample& m_sample;
+  /// The map, made only for a large sample.
+  std::optional<std::unordered_map<std::string_view, std::size_t>> m_positions;
+};
+
 /// Joins driver processes and allocator samples by (pid, device uuid). An agent whose uuid is a
 /// MIG instance's joins the parent device. Never guesses a pid mapping across namespaces.
 JoinResult join_processes(const SystemSample& sample);

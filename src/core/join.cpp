@@ -13,47 +13,28 @@ namespace {
 /// still count as settled: one 2 MiB page, the driver's granularity.
 constexpr uint64_t settled_tolerance_bytes = uint64_t{2} << 20U;
 
-/// Above this many (allocator, device uuid) or (allocator, process) pairs a sample is joined
+/// Above this many (allocator, process or device) pairs a sample's agents find their processes
 /// through maps; below it, scanning is cheaper than building them. Real samples are below: 8
-/// GPUs with 64 processes and 8 agents make 512.
+/// GPUs with 64 processes and 8 agents make 576.
 constexpr std::size_t max_scanned_pairs = 4096;
 
-/// Is `sample` small enough to join by scanning (see max_scanned_pairs)?
+/// Is `sample` small enough to join its agents and processes by scanning (see
+/// max_scanned_pairs)?
 bool joins_by_scanning(const SystemSample& sample) {
-  std::size_t uuids = 0;
-  std::size_t processes = 0;
-  for (const DeviceSample& device : sample.devices) {
-    uuids += 1 + device.mig_instances.size();
-    processes += device.processes.size();
-  }
+  // Each process scans the agents, and so does each device for its agents left over.
+  std::size_t scans = sample.devices.size();
+  for (const DeviceSample& device : sample.devices) scans += device.processes.size();
   const std::size_t allocators = sample.allocators.size();
-  return allocators == 0 ||
-         (uuids <= max_scanned_pairs / allocators && processes <= max_scanned_pairs / allocators);
+  return allocators == 0 || scans <= max_scanned_pairs / allocators;
 }
 
 /// Fills `owner` with, for each allocator, the position of the first device that its uuid
 /// names (npos when none does).
-void allocator_devices(const SystemSample& sample, bool scan, std::vector<std::size_t>& owner) {
-  owner.assign(sample.allocators.size(), std::string::npos);
-  if (!scan) {
-    const std::unordered_map<std::string_view, std::size_t> positions = device_positions(sample);
-    for (std::size_t a = 0; a < sample.allocators.size(); ++a) {
-      const auto found = positions.find(sample.allocators[a].device_uuid);
-      if (found != positions.end()) owner[a] = found->second;
-    }
-    return;
-  }
+void allocator_devices(const SystemSample& sample, std::vector<std::size_t>& owner) {
+  const DevicePositions positions(sample);
+  owner.resize(sample.allocators.size());
   for (std::size_t a = 0; a < sample.allocators.size(); ++a) {
-    const std::string& uuid = sample.allocators[a].device_uuid;
-    if (uuid.empty()) continue;
-    for (std::size_t d = 0; d < sample.devices.size() && owner[a] == std::string::npos; ++d) {
-      const DeviceSample& device = sample.devices[d];
-      bool names = device.uuid == uuid;
-      for (std::size_t m = 0; !names && m < device.mig_instances.size(); ++m) {
-        names = device.mig_instances[m].uuid == uuid;
-      }
-      if (names) owner[a] = d;
-    }
+    owner[a] = positions.find(sample.allocators[a].device_uuid);
   }
 }
 
@@ -140,7 +121,7 @@ void join_into(const SystemSample& sample, JoinResult& result, std::vector<std::
   // small, else through indexes, so that the join takes time linear in the sample (a forged one
   // may hold 65,536 processes and as many agents).
   const bool scan = joins_by_scanning(sample);
-  allocator_devices(sample, scan, owner);
+  allocator_devices(sample, owner);
   std::vector<std::vector<std::size_t>> device_agents;
   if (!scan) {
     device_agents.resize(sample.devices.size());
@@ -224,6 +205,28 @@ void join_into(const SystemSample& sample, JoinResult& result, std::vector<std::
 }
 
 }  // namespace
+
+DevicePositions::DevicePositions(const SystemSample& sample) : m_sample(sample) {
+  std::size_t uuids = 0;
+  for (const DeviceSample& device : sample.devices) uuids += 1 + device.mig_instances.size();
+  if (uuids > 16) m_positions = device_positions(sample);
+}
+
+std::size_t DevicePositions::find(std::string_view uuid) const {
+  if (uuid.empty()) return none;
+  if (m_positions) {
+    const auto found = m_positions->find(uuid);
+    return found == m_positions->end() ? none : found->second;
+  }
+  for (std::size_t d = 0; d < m_sample.devices.size(); ++d) {
+    const DeviceSample& device = m_sample.devices[d];
+    if (device.uuid == uuid) return d;
+    for (const MigInstanceSample& mig : device.mig_instances) {
+      if (mig.uuid == uuid) return d;
+    }
+  }
+  return none;
+}
 
 JoinResult join_processes(const SystemSample& sample) {
   JoinResult result;

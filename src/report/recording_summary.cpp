@@ -57,9 +57,20 @@ DevicePeak* RecordingSummary::device(const std::string& uuid) {
   return &peak;
 }
 
-ProcessPeak* RecordingSummary::process(uint32_t pid, const std::string& uuid,
-                                       uint32_t device_index) {
-  auto found = m_processes.find({pid, uuid});
+ProcessPeak* RecordingSummary::process(uint32_t pid, const std::string& uuid, uint32_t device_index,
+                                       std::size_t row) {
+  // A recording's samples mostly list the same processes in the same order: the entry the
+  // same row found in the previous sample is checked before the map is searched.
+  std::vector<ProcessPeak*>& rows = m_scratch.rows;
+  if (row < rows.size() && rows[row] != nullptr && rows[row]->pid == pid &&
+      rows[row]->device_uuid == uuid) {
+    rows[row]->device_index = device_index;
+    return rows[row];
+  }
+  // The key's string keeps its memory from one lookup to the next.
+  m_scratch.key.first = pid;
+  m_scratch.key.second = uuid;
+  auto found = m_processes.find(m_scratch.key);
   if (found == m_processes.end()) {
     if (m_processes.size() >= max_summary_processes ||
         2 * uuid.size() > max_summary_text_bytes - m_text_bytes) {
@@ -72,6 +83,10 @@ ProcessPeak* RecordingSummary::process(uint32_t pid, const std::string& uuid,
     found->second.device_uuid = uuid;
   }
   found->second.device_index = device_index;
+  if (row != std::string::npos && row < max_summary_processes) {
+    if (rows.size() <= row) rows.resize(row + 1, nullptr);
+    rows[row] = &found->second;
+  }
   return &found->second;
 }
 
@@ -110,11 +125,12 @@ void RecordingSummary::add(const SystemSample& sample) {
     }
   }
 
-  const JoinResult joined = join_processes(sample);
+  const JoinResult& joined = m_scratch.joiner.join(sample);
+  std::size_t rows = 0;
   for (const JoinedDevice& jd : joined.devices) {
     const DeviceSample& d = sample.devices[jd.device_position];
     for (const JoinedProcess& row : jd.processes) {
-      ProcessPeak* const kept = process(row.pid, d.uuid, d.index);
+      ProcessPeak* const kept = process(row.pid, d.uuid, d.index, rows++);
       if (kept == nullptr) continue;
       ProcessPeak& peak = *kept;
       if (row.driver) {
@@ -138,12 +154,12 @@ void RecordingSummary::add(const SystemSample& sample) {
     }
   }
   if (sample.steps.empty()) return;
-  const std::unordered_map<std::string_view, std::size_t> positions = device_positions(sample);
+  const DevicePositions positions(sample);
   for (const StepRecord& step : sample.steps) {
-    const auto found = positions.find(step.device_uuid);
-    if (found == positions.end()) continue;
-    const DeviceSample* const d = &sample.devices[found->second];
-    ProcessPeak* const kept = process(step.pid, d->uuid, d->index);
+    const std::size_t found = positions.find(step.device_uuid);
+    if (found == DevicePositions::none) continue;
+    const DeviceSample* const d = &sample.devices[found];
+    ProcessPeak* const kept = process(step.pid, d->uuid, d->index, rows++);
     if (kept == nullptr) continue;
     ProcessPeak& peak = *kept;
     raise(peak.step_count, step.step);

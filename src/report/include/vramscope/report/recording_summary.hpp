@@ -10,8 +10,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "vramscope/format/recording.hpp"
+#include "vramscope/join.hpp"
 #include "vramscope/sample.hpp"
 
 namespace vramscope::report {
@@ -89,9 +91,11 @@ class RecordingSummary {
 
  private:
   /// The entry of a GPU or a process, made when the caps allow; null (and m_omitted set) when
-  /// they do not.
+  /// they do not. `row` is the process's place in add()'s walk of a sample (npos: none), where
+  /// the previous sample's entry is tried first.
   DevicePeak* device(const std::string& uuid);
-  ProcessPeak* process(uint32_t pid, const std::string& uuid, uint32_t device_index);
+  ProcessPeak* process(uint32_t pid, const std::string& uuid, uint32_t device_index,
+                       std::size_t row = std::string::npos);
   /// Sets a kept name or command to `value` when the string budget allows.
   void set_text(std::string& field, const std::string& value);
 
@@ -105,6 +109,23 @@ class RecordingSummary {
   /// max_summary_text_bytes).
   std::size_t m_text_bytes = 0;
   bool m_omitted = false;
+
+  /// What add() keeps from one sample to the next so that a steady recording's samples
+  /// allocate nothing: the join's rows, the entry each row of the walk found last time, and
+  /// the key of a map lookup. A copy starts afresh (the entries belong to the summary copied).
+  struct Scratch {
+    Scratch() = default;
+    Scratch(const Scratch& /*other*/) {}
+    Scratch& operator=(const Scratch& /*other*/) {
+      rows.clear();
+      return *this;
+    }
+    ~Scratch() = default;
+    Joiner joiner;
+    std::vector<ProcessPeak*> rows;
+    std::pair<uint32_t, std::string> key;
+  };
+  Scratch m_scratch;
 };
 
 /// The SegmentDigest of `vramscope record`: each segment's RecordingSummary, serialized, so that
