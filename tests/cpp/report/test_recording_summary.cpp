@@ -73,6 +73,44 @@ TEST(RecordingSummary, KeepsPeaksAndWhenTheyHappened) {
   EXPECT_FALSE(xorg.step_count);
 }
 
+TEST(RecordingSummary, ProcessesThatChangePlacesKeepTheirOwnPeaks) {
+  // add() first tries the entry the same row found in the previous sample: the trainer and
+  // Xorg swap places, so each must find its own entry, not its predecessor's.
+  RecordingSummary summary;
+  SystemSample s = make_two_gpu_sample();
+  summary.add(s);
+  std::swap(s.devices[0].processes[0], s.devices[0].processes[1]);
+  s.devices[0].processes[0].used_bytes = 2000 * mib;   // Xorg
+  s.devices[0].processes[1].used_bytes = 31000 * mib;  // the trainer
+  s.timestamp_ns += 1'000'000'000;
+  summary.add(s);
+  const std::string& uuid = s.devices[0].uuid;
+  EXPECT_EQ(summary.processes().at({5177, uuid}).peak_used_bytes, 2000 * mib);
+  EXPECT_EQ(summary.processes().at({4021, uuid}).peak_used_bytes, 31000 * mib);
+  EXPECT_EQ(summary.processes().at({4021, uuid}).command, "python train.py --lr 3e-4");
+}
+
+TEST(RecordingSummary, ACopyAddsToItsOwnEntries) {
+  // What add() remembers of the last sample points into its own summary: a copy that goes on
+  // must not raise the peaks of the summary it was copied from.
+  RecordingSummary first;
+  SystemSample s = make_two_gpu_sample();
+  first.add(s);
+  RecordingSummary second = first;
+  s.devices[0].processes[0].used_bytes = 60000 * mib;
+  s.timestamp_ns += 1'000'000'000;
+  second.add(s);
+  const std::string& uuid = s.devices[0].uuid;
+  EXPECT_EQ(first.processes().at({4021, uuid}).peak_used_bytes, 30000 * mib);
+  EXPECT_EQ(second.processes().at({4021, uuid}).peak_used_bytes, 60000 * mib);
+  RecordingSummary third;
+  third = second;
+  s.devices[0].processes[0].used_bytes = 70000 * mib;
+  third.add(s);
+  EXPECT_EQ(second.processes().at({4021, uuid}).peak_used_bytes, 60000 * mib);
+  EXPECT_EQ(third.processes().at({4021, uuid}).peak_used_bytes, 70000 * mib);
+}
+
 TEST(RecordingSummary, JsonUsesNullsAndIntegers) {
   RecordingMetadata metadata;
   metadata.format_version = 1;
