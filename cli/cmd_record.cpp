@@ -1,9 +1,10 @@
 // cli/cmd_record.cpp -- `vramscope record -o FILE [-- CMD...]`: samples into a crash-safe recording
 //
-// Samples are appended at the interval and flushed as a checksummed chunk at least every 100 ms,
-// so a SIGKILL loses at most that much. With a command, the recorder runs it in its own process
-// group, so a terminal's Ctrl-C reaches the command directly; the recorder notes the signal,
-// keeps recording until the command exits and returns its exit status.
+// Samples are appended at the interval and packed into checksummed chunks, each written and
+// fdatasync'd before a sample would be taken a second after its first (record_chunk_window_ns),
+// so a SIGKILL or a power loss loses at most the last second. With a command, the recorder runs it
+// in its own process group, so a terminal's Ctrl-C reaches the command directly; the recorder notes
+// the signal, keeps recording until the command exits and returns its exit status.
 #include <signal.h>
 #include <unistd.h>
 
@@ -35,8 +36,6 @@
 namespace vramscope::cli {
 namespace {
 
-/// A chunk reaches the disk at least this often, whatever the interval.
-constexpr int64_t flush_period_ns = 100'000'000;
 /// The status line is redrawn at most 4 times a second.
 constexpr int64_t status_period_ns = 250'000'000;
 
@@ -142,7 +141,8 @@ int run_record(const RecordOptions& options) {
   StatusLine status;
   SystemSample sample;
   const int64_t start_ns = monotonic_ns();
-  int64_t last_flush_ns = start_ns;
+  // When the open chunk's first sample was taken (none while no sample waits).
+  std::optional<int64_t> chunk_start_ns;
   int result = ExitOk;
   try {
     for (;;) {
@@ -156,12 +156,17 @@ int run_record(const RecordOptions& options) {
       g_child_changed = 0;
       const bool child_done = child && child->poll_exited();
       // One last sample after the command exits shows what it left behind.
+      if (!chunk_start_ns) chunk_start_ns = now_ns;
       sampler->sample(sample);
       writer->append(sample);
       now_ns = monotonic_ns();
-      if (now_ns - last_flush_ns >= flush_period_ns) {
+      // Closed now if the next sample would fall a window or more after the chunk's first:
+      // samples wait in memory less than record_chunk_window_ns (the last chunk is closed
+      // with the file, whatever ends the recording).
+      const int64_t next_ns = next_deadline_ns(start_ns, interval_ns, now_ns);
+      if (next_ns - *chunk_start_ns >= record_chunk_window_ns) {
         writer->flush();
-        last_flush_ns = now_ns;
+        chunk_start_ns.reset();
         if (max_size_bytes && writer->file_bytes() >= *max_size_bytes) {
           // Closed (with its index) before it is renamed: every rotated file is complete.
           writer->close();
@@ -205,7 +210,9 @@ Command add_record_command(CLI::App& app) {
       "record",
       "Record samples of every GPU (and of PyTorch agents) into a crash-safe file until Ctrl-C, "
       "--duration, or the end of the command given after `--`. With a command, Ctrl-C goes to "
-      "the command, recording continues until it exits, and its exit status is returned.");
+      "the command, recording continues until it exits, and its exit status is returned. Samples "
+      "are packed into chunks of up to a second, each written and synced to disk before a sample "
+      "a second after its first is taken: a crash or a power loss loses at most the last second.");
   record->add_option("-o,--output", options->output, "Recording file to create (mode 0600)")
       ->required();
   record

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,9 @@
 
 #include "cli_runner.hpp"
 #include "golden.hpp"
+#include "vramscope/format/packed_chunk.hpp"
+#include "vramscope/format/recording.hpp"
+#include "vramscope/format/recording_layout.hpp"
 
 namespace vramscope::testing {
 namespace {
@@ -197,6 +201,69 @@ TEST(CliRecord, MaxSizeRotatesAndKeepsTheNewestFiles) {
   };
   EXPECT_LE(span(file + ".2").second, span(file + ".1").first);
   EXPECT_LE(span(file + ".1").second, span(file).first);
+}
+
+TEST(CliRecord, ChunksHoldUpToASecondOfSamplesAndAKillKeepsEveryClosedOne) {
+  VRAMSCOPE_REQUIRE_DOUBLE();
+  TempDir dir;
+  const std::string file = dir.file("killed.vsrec");
+  const int out_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  const pid_t pid = spawn_cli(dir, {"record", "-o", file, "-i", "50ms"},
+                              double_env(nvml_script("two_gpus.json")), out_fd);
+  close(out_fd);
+  ASSERT_GT(pid, 0);
+  // Wait (bounded) until two chunks reached the file, then kill the recorder where it stands.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  uintmax_t last_size = 0;
+  int growths = 0;
+  while (growths < 3 && std::chrono::steady_clock::now() < give_up) {
+    std::error_code error;
+    const uintmax_t size = std::filesystem::file_size(file, error);
+    if (!error && size != last_size) {
+      ++growths;  // the header, then each chunk
+      last_size = size;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  EXPECT_EQ(wait_exit_code(pid), 128 + SIGKILL);
+  ASSERT_EQ(growths, 3) << "no two chunks within 30 s";
+
+  // The chunks on disk, walked by their headers: samples in each.
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  format::FileHeader header{};
+  ASSERT_GE(bytes.size(), sizeof header);
+  std::memcpy(&header, bytes.data(), sizeof header);
+  std::vector<uint32_t> chunk_samples;
+  for (uint64_t at = header.header_bytes; at < bytes.size();) {
+    format::PackedChunkHeader chunk;
+    std::string why;
+    if (format::parse_packed_header(std::string_view(bytes).substr(at), chunk, why) !=
+            format::PackedHeaderStatus::Ok ||
+        bytes.size() - at < chunk.header_bytes + uint64_t{chunk.stored_bytes}) {
+      break;  // the chunk being written when the recorder died
+    }
+    chunk_samples.push_back(chunk.sample_count);
+    at += chunk.header_bytes + uint64_t{chunk.stored_bytes};
+  }
+  const auto reader = RecordingReader::open_bytes(bytes);
+  std::vector<SystemSample> samples;
+  for (SystemSample sample; reader->next(sample);) samples.push_back(sample);
+  EXPECT_NE(reader->tail_state(), TailState::Corrupt) << reader->tail_message();
+  // Every closed chunk reads back; each holds what came in less than a second (samples are
+  // taken late on a loaded machine: twice that is allowed), many samples at 50 ms, where one
+  // chunk every 100 ms held two.
+  ASSERT_GE(chunk_samples.size(), 2U);
+  std::size_t first = 0;
+  for (const uint32_t count : chunk_samples) {
+    ASSERT_LE(first + count, samples.size());
+    EXPECT_LT(samples[first + count - 1].timestamp_ns - samples[first].timestamp_ns,
+              2 * record_chunk_window_ns);
+    first += count;
+  }
+  EXPECT_EQ(first, samples.size());
+  EXPECT_GE(samples.size(), 5 * chunk_samples.size());
 }
 
 TEST(CliRecord, RotateNeedsMaxSizeAndASaneSize) {

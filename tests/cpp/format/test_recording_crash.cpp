@@ -1,4 +1,4 @@
-// tests/cpp/format/test_recording_crash.cpp -- a recorder killed with SIGKILL loses no flushed chunk
+// tests/cpp/format/test_recording_crash.cpp -- a recorder killed with SIGKILL loses no flushed chunk, a cut file only its last
 //
 // A child process records in a loop and reports each completed flush() through a pipe; the parent
 // blocks on that pipe (no sleeps) and kills the child once enough chunks are on disk, while it is
@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <optional>
 
 #include "format/fixtures.hpp"
 #include "format/temp_dir.hpp"
@@ -84,6 +86,59 @@ TEST(RecordingCrash, SigkillKeepsEveryFlushedChunk) {
 }
 
 TEST(RecordingCrash, SigkillWithSyncEachChunk) { kill_after_chunks(4, /*sync=*/true); }
+
+TEST(RecordingCrash, ACutAnywhereInPackedChunksLosesAtMostTheChunkBeingWritten) {
+  // Samples 100 ms apart, packed as `vramscope record` packs them: a chunk is closed before a
+  // sample that would come a second (record_chunk_window_ns) or more after its first, so ten
+  // samples make a chunk. Small segments put index and key chunks in the file too. A crash
+  // leaves the file cut at some byte: whatever the byte, what reads back must be exactly the
+  // samples of the chunks wholly before it, and nothing after, a prefix of what was written.
+  testing::TempDir dir;
+  const std::string path = dir.file("packed.vsrec");
+  RecordingWriterOptions options;
+  options.sync_each_chunk = false;
+  options.segment_bytes = 4096;
+  auto writer = RecordingWriter::create(path, testing::make_metadata(), options);
+  const uint64_t header_bytes = writer->file_bytes();
+  std::vector<SystemSample> written;
+  /// File size after each chunk, and the samples on disk then.
+  std::vector<std::pair<uint64_t, std::size_t>> flushed;
+  std::optional<int64_t> chunk_first_ns;
+  for (uint64_t seed = 0; seed < 64; ++seed) {
+    written.push_back(make_sample(seed, 2, 4));
+    if (!chunk_first_ns) chunk_first_ns = written.back().timestamp_ns;
+    writer->append(written.back());
+    const int64_t next_ns = make_sample(seed + 1, 2, 4).timestamp_ns;
+    if (next_ns - *chunk_first_ns >= record_chunk_window_ns) {
+      writer->flush();
+      flushed.emplace_back(writer->file_bytes(), written.size());
+      chunk_first_ns.reset();
+    }
+  }
+  writer->flush();
+  flushed.emplace_back(writer->file_bytes(), written.size());
+  const uint64_t samples_end = writer->file_bytes();
+  writer->close();
+  ASSERT_EQ(flushed.front().second, 10U) << "a chunk per second of samples";
+  std::string bytes = testing::read_file(path);
+  bytes.resize(samples_end);  // the closing index chunk, as a killed recorder leaves none
+  ASSERT_GT(flushed.size(), 6U);
+  for (uint64_t size = header_bytes; size <= bytes.size(); ++size) {
+    std::size_t whole = 0;
+    for (const auto& [end, count] : flushed) {
+      if (end <= size) whole = count;
+    }
+    const auto reader = RecordingReader::open_bytes(bytes.substr(0, size));
+    std::size_t count = 0;
+    for (SystemSample sample; reader->next(sample); ++count) {
+      ASSERT_LT(count, written.size());
+      ASSERT_EQ(sample, written[count]) << "sample " << count << ", cut at " << size;
+    }
+    EXPECT_EQ(count, whole) << "cut at " << size;
+    EXPECT_NE(reader->tail_state(), TailState::Corrupt)
+        << "cut at " << size << ": " << reader->tail_message();
+  }
+}
 
 }  // namespace
 }  // namespace vramscope

@@ -44,6 +44,14 @@ class SegmentDigest {
   virtual std::string take() = 0;
 };
 
+/// How long `vramscope record` keeps a chunk open: it is closed (one write(), then fdatasync)
+/// before a sample would be taken this long after the chunk's first, so every sample is on disk
+/// within a second of being taken and a crash (SIGKILL, power loss) loses at most the last
+/// second. At 100 ms a chunk holds 10 samples, at 1 ms 1,000 (the writer also closes one at
+/// writer_chunk_payload_bytes of encoded samples): a reader pays a chunk's header, checksum
+/// and zstd call once per second of samples, not once per sample.
+inline constexpr int64_t record_chunk_window_ns = 1'000'000'000;
+
 /// How a RecordingWriter creates and syncs its file.
 struct RecordingWriterOptions {
   /// Replace an existing file instead of refusing to. A new file is renamed over the old name,
