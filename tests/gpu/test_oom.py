@@ -7,7 +7,13 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import gpu_env
+
+#: Whole programs run to their OOM (then measured again at exit): the slow group
+#: (pytest tests/gpu -m slow).
+pytestmark = pytest.mark.slow
 
 
 def test_real_oom_writes_a_consistent_post_mortem(tmp_path: pathlib.Path):

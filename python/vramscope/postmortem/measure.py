@@ -191,6 +191,17 @@ class CudaDevice:
         """The context that makes this device the current one."""
         return sys.modules["torch"].cuda.device(self.index)
 
+    def step_peak(self) -> tuple[int, int]:
+        """(peak, now) of allocated bytes since the agent's last step boundary: the failed
+        step's own peak when the OOM came before its end (closes that step)."""
+        torch = sys.modules["torch"]
+        from .._core.session import SESSION
+
+        for r in SESSION.step_all():
+            if int(r["device"]) == self.index:
+                return int(r["peak_allocated_bytes"]), int(torch.cuda.memory_allocated(self.index))
+        raise RuntimeError(f"the agent returned no step record for cuda:{self.index}")
+
 
 def _measure_fn(runner: _Runner, device: Any, opt: OptimizerStep,
                 raw: dict[int, tuple[Probe, int]]) -> Callable[[int], Probe]:
@@ -278,6 +289,10 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
     if scene.generate_kwargs is not None:
         grad = False
     if not scene.inputs:
+        if e.phase == "optimizer" and grad and scene.optimizer is not None:
+            with device.selected():
+                device.free()
+                return _optimizer_only(scene, e, device, began)
         return ("the model's input was not found on the stack (no forward running at the OOM, "
                 "no tensor beside the model in the caller's locals)")
     first = next(iter(scene.model.parameters()), None)
@@ -299,7 +314,7 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                         limit=size, max_probes=MAX_PROBES)
         model = result.model
         need = _need(model, size)
-        if need is None:
+        if model is None or need is None:
             top = max(result.probes, key=lambda p: p.size, default=None)
             if top is None:
                 return "no slice of the batch could be measured"
@@ -364,6 +379,45 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         device.free()
     return Measured(size=size, what="batch_size", need_bytes=int(need), basis=basis,
                     remedies=remedies, notes=notes, seconds=time.monotonic() - began)
+
+
+def _optimizer_only(scene: OomScene, e: OomEvidence, device: Any, began: float) -> Measured:
+    """An OOM in the optimizer's step, with no input left to run the step again: its forward
+    and backward ran (the agent's peak of the failed step says what they needed), and what the
+    optimizer's step needs is the parameters, gradients, state and temporaries now allocated or
+    still to come. A lighter optimizer is judged the same way; a smaller batch cannot be."""
+    opt = optimizer_step(scene.optimizer, scene.model, False)
+    peak, now = device.step_peak()
+    missing = max(0, opt.state_full_bytes - opt.state_bytes)
+
+    def need(step: OptimizerStep, state_now: int) -> int:
+        # Later steps hold the whole state through their forward, and the step itself holds
+        # what is allocated now (parameters, gradients), the rest of the state, temporaries.
+        later = max(0, step.state_full_bytes - state_now)
+        return max(peak + later, now - opt.state_bytes + state_now + later
+                   + step.temporary_bytes)
+
+    total = max(peak + missing, now + missing + opt.temporary_bytes)
+    basis = (f"the failed step's own peak before its optimizer step "
+             f"({format_bytes(peak)}), and {opt.name}'s step: {format_bytes(now)} allocated "
+             f"now, {format_bytes(missing)} of state still to come, "
+             f"{format_bytes(opt.temporary_bytes)} of temporaries")
+    remedies = []
+    lighter = "SGD" if STATE_PER_PARAMETER.get(opt.name, 2) < 2 else "Adafactor"
+    light = OptimizerStep(opt.parameter_bytes, 0,
+                          int(opt.parameter_bytes * FACTORED_STATE_SHARE)
+                          if lighter == "Adafactor" else 0, 0, False, lighter)
+    params: dict[str, Any] = {"optimizer": lighter, "from_optimizer": opt.name,
+                              "state_bytes": opt.state_full_bytes}
+    if lighter == "Adafactor":
+        params["foreach"] = False
+    remedies.append(MeasuredRemedy("optimizer_state", params, need(light, 0),
+                                   "the failed step's peak and the lighter state"))
+    return Measured(size=0, what="step", need_bytes=int(total), basis=basis,
+                    remedies=remedies,
+                    notes=["the batch could not be run again (its input was not found on the "
+                           "stack): no smaller batch is measured"],
+                    seconds=time.monotonic() - began)
 
 
 def fits(need_bytes: int, budget_bytes: int) -> bool:

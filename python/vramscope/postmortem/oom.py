@@ -23,7 +23,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 from types import TracebackType
 from typing import Any
 
@@ -424,7 +423,19 @@ def _free_failed_step(tb: TracebackType | None, frames: list[Any]) -> None:
         seen.add(id(names))
         for name in [k for k, v in list(names.items()) if _holds_graph(v)]:
             del names[name]
-    traceback.clear_frames(tb)
+    while tb is not None:
+        frame = tb.tb_frame
+        tb = tb.tb_next
+        try:
+            frame.clear()
+        except RuntimeError:
+            continue  # still running (the caller's own): its locals are its own
+        # Before Python 3.13 reading f_locals (the evidence did) leaves a dict on the frame
+        # that frame.clear() keeps: its values, the step's tensors among them, stay alive.
+        if frame.f_code.co_name != "<module>":
+            snapshot = frame.f_locals
+            if isinstance(snapshot, dict):
+                snapshot.clear()
     gc.collect()
 
 

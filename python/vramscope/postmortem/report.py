@@ -87,7 +87,8 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "",
         m = e.measured
         lines.append(f"measured after the OOM, in this process ({m.seconds:.1f} s; the step run "
                      "again at slices of its batch, no optimizer step):")
-        lines.append(f"  the step at {m.what} {m.size} needs ≈{format_bytes(m.need_bytes)} of "
+        at = f" at {m.what} {m.size}" if m.size else ""
+        lines.append(f"  the step{at} needs ≈{format_bytes(m.need_bytes)} of "
                      f"the {format_bytes(e.budget_bytes)} budget ({m.basis})")
         for r in m.remedies:
             shown = ", ".join(f"{k} {v}" for k, v in r.params.items()
@@ -160,8 +161,9 @@ def format_measured_summary(e: OomEvidence, advice: Sequence[Advice], path: str)
     promised = " (measured to fit)" if advice and advice[0].fits else ""
     if e.measured is not None:
         m = e.measured
+        at = f" at {m.what} {m.size}" if m.size else ""
         head = (f"vramscope: measured the failing step again ({m.seconds:.1f} s): it needs "
-                f"≈{format_bytes(m.need_bytes)} at {m.what} {m.size}, the budget is "
+                f"≈{format_bytes(m.need_bytes)}{at}, the budget is "
                 f"{format_bytes(e.budget_bytes)}")
     else:
         head = f"vramscope: the failing step was not measured again: {e.measure_note}"

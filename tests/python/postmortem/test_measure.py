@@ -205,3 +205,31 @@ def test_the_optimizer_step_is_added_to_a_forward_and_backward():
     # A forward that needs more than the step: the state still to come is added to it.
     big = step.adjust(Probe(8, 30 * GiB, 31 * GiB), GiB)
     assert big.peak_allocated_bytes == 30 * GiB + 8 * GiB
+
+
+def test_the_failed_steps_locals_are_freed_even_after_the_evidence_read_them():
+    import gc
+    import weakref
+
+    from vramscope.attribution.model_probe import frames_of_traceback
+    from vramscope.postmortem.oom import _free_failed_step
+
+    class Activations:
+        pass
+
+    def step() -> None:
+        held = Activations()
+        refs.append(weakref.ref(held))
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    refs: list = []
+    try:
+        step()
+    except torch.OutOfMemoryError as exc:
+        frames = frames_of_traceback(exc.__traceback__)
+        for frame in frames:
+            _ = frame.f_locals  # what the evidence does (a dict left on the frame < 3.13)
+        _free_failed_step(exc.__traceback__, frames)
+        del frames
+        gc.collect()
+        assert refs[0]() is None
