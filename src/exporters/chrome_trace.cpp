@@ -24,7 +24,7 @@ std::string describe_process(uint32_t pid, int32_t rank, int32_t world_size,
     name += " rank " + std::to_string(rank);
     if (world_size > 0) name += "/" + std::to_string(world_size);
   }
-  if (!command.empty()) name += " (" + command.substr(0, 80) + ")";
+  if (!command.empty()) name += " (" + command.substr(0, chrome_trace_command_bytes) + ")";
   return name;
 }
 
@@ -83,7 +83,9 @@ void ChromeTraceWriter::note_host_process(uint32_t pid, int32_t rank, int32_t wo
   ProcessInfo& info = m_processes[pid];
   if (rank >= 0) info.rank = rank;
   if (world_size >= 0) info.world_size = world_size;
-  if (!command.empty()) info.command = command;
+  // Only what the name shows is kept: a trace outlives every process it saw, and new pids with
+  // long commands in every sample would otherwise hold each whole command to the end.
+  if (!command.empty()) info.command = command.substr(0, chrome_trace_command_bytes);
   info.name = describe_process(pid, info.rank, info.world_size, info.command);
   // Ranks first, in rank order; then other processes by pid.
   info.sort_index = info.rank >= 0 ? 100 + info.rank : 1000 + static_cast<int64_t>(pid);

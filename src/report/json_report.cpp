@@ -2,9 +2,14 @@
 #include "vramscope/report/json_report.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <string_view>
+#include <tuple>
 #include <variant>
+#include <vector>
 
 #include "vramscope/core/utf8.hpp"
 #include "vramscope/join.hpp"
@@ -112,11 +117,10 @@ json process_json(const JoinedProcess& row) {
               {"torch", torch_json(row)}};
 }
 
-json device_json(const DeviceSample& d, const JoinedDevice& joined) {
+/// A device's object without its processes (the last key, which device_json() adds).
+json device_head_json(const DeviceSample& d) {
   json mig = json::array();
   for (const MigInstanceSample& m : d.mig_instances) mig.push_back(mig_json(m));
-  json processes = json::array();
-  for (const JoinedProcess& row : joined.processes) processes.push_back(process_json(row));
   return json{{"index", d.index},
               {"name", string_or_null(d.name)},
               {"uuid", string_or_null(d.uuid)},
@@ -132,8 +136,15 @@ json device_json(const DeviceSample& d, const JoinedDevice& joined) {
               {"mig_instances", mig},
               {"lost", d.lost},
               {"error", string_or_null(d.error)},
-              {"processes_supported", d.processes_supported},
-              {"processes", processes}};
+              {"processes_supported", d.processes_supported}};
+}
+
+json device_json(const DeviceSample& d, const JoinedDevice& joined) {
+  json out = device_head_json(d);
+  json processes = json::array();
+  for (const JoinedProcess& row : joined.processes) processes.push_back(process_json(row));
+  out["processes"] = std::move(processes);
+  return out;
 }
 
 json allocator_json(const AllocatorSample& a, bool joined) {
@@ -185,38 +196,134 @@ json oom_json(const OomRecord& o) {
 
 }  // namespace
 
+namespace {
+
+/// Which allocators of `sample` joined a device: false for those the join left unmatched.
+/// Through a set, so that a sample of 65,536 agents on no GPU is not 2^32 comparisons.
+std::vector<bool> joined_allocators(const SystemSample& sample, const JoinResult& joined) {
+  using Key = std::tuple<uint32_t, int32_t, std::string_view>;
+  std::set<Key> unmatched;
+  for (const AllocatorSample& u : joined.unmatched_allocators) {
+    unmatched.emplace(u.pid, u.cuda_device, u.device_uuid);
+  }
+  std::vector<bool> out;
+  out.reserve(sample.allocators.size());
+  for (const AllocatorSample& a : sample.allocators) {
+    out.push_back(unmatched.empty() ||
+                  !unmatched.contains(Key(a.pid, a.cuda_device, a.device_uuid)));
+  }
+  return out;
+}
+
+/// The document's keys before its lists, in their order.
+json head_json(const SystemSample& sample) {
+  json doc;
+  doc["schema_version"] = json_schema_version;
+  doc["timestamp_ns"] = sample.timestamp_ns;
+  doc["hostname"] = sample.hostname;
+  doc["driver_version"] = string_or_null(sample.driver_version);
+  return doc;
+}
+
+/// Gathers the pieces of a line and hands them on in blocks of about 64 KiB.
+class Pieces {
+ public:
+  explicit Pieces(const std::function<void(std::string_view)>& write) : m_write(write) {}
+  Pieces(const Pieces&) = delete;
+  Pieces& operator=(const Pieces&) = delete;
+  ~Pieces() = default;
+
+  void add(std::string_view text) {
+    m_pending += text;
+    if (m_pending.size() >= block_bytes) done();
+  }
+  /// An object's compact text without its closing brace, so that more keys can follow.
+  void open_object(const json& value) {
+    const std::string text = json_text(value);
+    add(std::string_view(text).substr(0, text.size() - 1));
+  }
+  /// Hands on what is gathered.
+  void done() {
+    if (!m_pending.empty()) m_write(m_pending);
+    m_pending.clear();
+  }
+
+ private:
+  static constexpr std::size_t block_bytes = 64U << 10U;
+  const std::function<void(std::string_view)>& m_write;
+  std::string m_pending;
+};
+
+}  // namespace
+
+void write_sample_json(const SystemSample& sample,
+                       const std::function<void(std::string_view)>& write) {
+  const JoinResult joined = join_processes(sample);
+  Pieces out(write);
+  // The same text as the document format_sample_json(sample, true) builds, dumped compactly:
+  // each row is a document of its own, written as it is made.
+  out.open_object(head_json(sample));
+  out.add(",\"devices\":[");
+  for (std::size_t i = 0; i < joined.devices.size(); ++i) {
+    const JoinedDevice& jd = joined.devices[i];
+    if (i > 0) out.add(",");
+    out.open_object(device_head_json(sample.devices[jd.device_position]));
+    out.add(",\"processes\":[");
+    for (std::size_t k = 0; k < jd.processes.size(); ++k) {
+      if (k > 0) out.add(",");
+      out.add(json_text(process_json(jd.processes[k])));
+    }
+    out.add("]}");
+  }
+  out.add("],\"allocators\":[");
+  const std::vector<bool> joined_device = joined_allocators(sample, joined);
+  for (std::size_t i = 0; i < sample.allocators.size(); ++i) {
+    if (i > 0) out.add(",");
+    out.add(json_text(allocator_json(sample.allocators[i], joined_device[i])));
+  }
+  out.add("],\"steps\":[");
+  for (std::size_t i = 0; i < sample.steps.size(); ++i) {
+    if (i > 0) out.add(",");
+    out.add(json_text(step_json(sample.steps[i])));
+  }
+  out.add("],\"ooms\":[");
+  for (std::size_t i = 0; i < sample.ooms.size(); ++i) {
+    if (i > 0) out.add(",");
+    out.add(json_text(oom_json(sample.ooms[i])));
+  }
+  out.add("]}");
+  out.done();
+}
+
 std::string format_sample_json(const SystemSample& sample, bool pretty) {
+  if (!pretty) {
+    std::string line;
+    write_sample_json(sample, [&line](std::string_view piece) { line += piece; });
+    return line;
+  }
   const JoinResult joined = join_processes(sample);
   json devices = json::array();
   for (const JoinedDevice& jd : joined.devices) {
     devices.push_back(device_json(sample.devices[jd.device_position], jd));
   }
   json allocators = json::array();
-  for (const AllocatorSample& a : sample.allocators) {
-    const bool unmatched = std::any_of(
-        joined.unmatched_allocators.begin(), joined.unmatched_allocators.end(),
-        [&](const AllocatorSample& u) {
-          return u.pid == a.pid && u.cuda_device == a.cuda_device && u.device_uuid == a.device_uuid;
-        });
-    allocators.push_back(allocator_json(a, !unmatched));
+  const std::vector<bool> joined_device = joined_allocators(sample, joined);
+  for (std::size_t i = 0; i < sample.allocators.size(); ++i) {
+    allocators.push_back(allocator_json(sample.allocators[i], joined_device[i]));
   }
   json steps = json::array();
   for (const StepRecord& s : sample.steps) steps.push_back(step_json(s));
   json ooms = json::array();
   for (const OomRecord& o : sample.ooms) ooms.push_back(oom_json(o));
 
-  json doc;
-  doc["schema_version"] = json_schema_version;
-  doc["timestamp_ns"] = sample.timestamp_ns;
-  doc["hostname"] = sample.hostname;
-  doc["driver_version"] = string_or_null(sample.driver_version);
+  json doc = head_json(sample);
   doc["devices"] = devices;
   doc["allocators"] = allocators;
   doc["steps"] = steps;
   doc["ooms"] = ooms;
   // Commands and user names come from other processes: bad UTF-8 becomes U+FFFD instead of an
   // exception that would lose the whole document.
-  return json_text(doc, pretty ? 2 : -1);
+  return json_text(doc, 2);
 }
 
 }  // namespace vramscope::report

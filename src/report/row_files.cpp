@@ -20,7 +20,9 @@ JsonlFileSink::JsonlFileSink(const std::string& path, bool overwrite)
     : m_file(std::make_unique<exporters::BufferedFile>(path, overwrite)) {}
 
 void JsonlFileSink::write(const SystemSample& sample) {
-  m_file->append_record(format_sample_json(sample, false) + "\n");
+  // Streamed: the line of a wide sample is never held whole, nor built as one document.
+  write_sample_json(sample, [this](std::string_view piece) { m_file->append_record(piece); });
+  m_file->append_record("\n");
 }
 
 void JsonlFileSink::flush() { m_file->flush(); }

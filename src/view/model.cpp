@@ -125,24 +125,7 @@ std::optional<SortKey> parse_sort_key(std::string_view name) {
 ViewModel::ViewModel(std::size_t history_capacity)
     : m_history_capacity(std::max<std::size_t>(history_capacity, 1)) {}
 
-void ViewModel::ingest(const SystemSample& sample) {
-  m_has_sample = true;
-  m_timestamp_ns = sample.timestamp_ns;
-  m_hostname = sample.hostname;
-  m_driver_version = sample.driver_version;
-  if (!sample.ooms.empty()) m_last_oom = sample.ooms.back();
-  remember_steps(sample.steps);
-  // Bounded: a breakdown lives as long as its agent is listed.
-  std::erase_if(m_category_steps, [&](const auto& entry) {
-    return std::none_of(sample.allocators.begin(), sample.allocators.end(),
-                        [&](const AllocatorSample& a) {
-                          return a.pid == entry.first.first && a.device_uuid == entry.first.second;
-                        });
-  });
-
-  // Rows: one per (pid, GPU), from the project's one join of the two views.
-  m_all_rows.clear();
-  const JoinResult joined = join_processes(sample);
+void ViewModel::add_rows(const SystemSample& sample, const JoinResult& joined) {
   for (const auto& device : joined.devices) {
     const uint32_t gpu_index = sample.devices[device.device_position].index;
     for (const auto& process : device.processes) {
@@ -175,6 +158,34 @@ void ViewModel::ingest(const SystemSample& sample) {
       }
       m_all_rows.push_back(std::move(row));
     }
+  }
+}
+
+void ViewModel::ingest(const SystemSample& sample) {
+  m_has_sample = true;
+  m_timestamp_ns = sample.timestamp_ns;
+  m_hostname = sample.hostname;
+  m_driver_version = sample.driver_version;
+  if (!sample.ooms.empty()) m_last_oom = sample.ooms.back();
+  remember_steps(sample.steps);
+  // Bounded: a breakdown lives as long as its agent is listed.
+  std::erase_if(m_category_steps, [&](const auto& entry) {
+    return std::none_of(sample.allocators.begin(), sample.allocators.end(),
+                        [&](const AllocatorSample& a) {
+                          return a.pid == entry.first.first && a.device_uuid == entry.first.second;
+                        });
+  });
+
+  // Rows: one per (pid, GPU), from the project's one join of the two views. The join is gone
+  // before rebuild_rows() copies the rows it keeps: a sample of 600,000 processes would
+  // otherwise hold the join, every row and the shown rows at once (`top --replay`, ~1 GiB).
+  m_all_rows.clear();
+  {
+    const JoinResult joined = join_processes(sample);
+    std::size_t row_count = 0;
+    for (const auto& device : joined.devices) row_count += device.processes.size();
+    m_all_rows.reserve(row_count);
+    add_rows(sample, joined);
   }
 
   std::vector<GpuView> gpus;
@@ -233,17 +244,24 @@ void ViewModel::set_filter(std::string filter) {
 
 void ViewModel::rebuild_rows() {
   const std::string needle = lower(m_filter);
-  m_rows.clear();
-  for (const auto& row : m_all_rows) {
+  // Sorted as positions, then copied once in order: sorting the rows themselves took a buffer
+  // of as many rows again.
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < m_all_rows.size(); ++i) {
+    const ProcessRow& row = m_all_rows[i];
     if (needle.empty() || lower(row.command).find(needle) != std::string::npos ||
         lower(row.user).find(needle) != std::string::npos ||
         std::to_string(row.pid).find(needle) != std::string::npos) {
-      m_rows.push_back(row);
+      order.push_back(i);
     }
   }
-  std::stable_sort(m_rows.begin(), m_rows.end(), [this](const ProcessRow& a, const ProcessRow& b) {
-    return row_less(m_sort_key, a, b);
+  std::stable_sort(order.begin(), order.end(), [this](std::size_t a, std::size_t b) {
+    return row_less(m_sort_key, m_all_rows[a], m_all_rows[b]);
   });
+  m_rows.clear();
+  m_rows.shrink_to_fit();
+  m_rows.reserve(order.size());
+  for (const std::size_t i : order) m_rows.push_back(m_all_rows[i]);
 }
 
 std::optional<std::size_t> ViewModel::selected_index() const {

@@ -3,8 +3,10 @@
 //
 // The files are forged by format/forge_recording.hpp in the shapes of the hostile recordings
 // that once cost gigabytes or minutes: a digest nested 200,000 deep, digests declaring 16 MiB,
-// a sample naming a 64 KiB string 65,536 times, new pids in every sample, 5,000 processes, a
-// flood of index trailers, 100,000 one-sample segments, a flipped bit, two files end to end. Each
+// a sample naming a 64 KiB string 65,536 times, new pids in every sample (with 32 KiB commands
+// for `export --trace`), 5,000 processes, one sample of 9 GPUs x 65,536 processes (`export
+// --jsonl`, `top --replay`), a flood of index trailers, 100,000 one-sample segments, a flipped
+// bit, two files end to end. Each
 // command runs under a 1 GiB address-space limit (docs/security.md promises a fixed bound plus a
 // small multiple of the file) and a CPU-time limit; a limit reached shows as a signal or a failure,
 // not a pass.
@@ -13,6 +15,7 @@
 #include <sys/time.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,8 +76,19 @@ CliResult run_limited(const TempDir& dir, const std::vector<std::string>& args) 
   return run_cli(dir, args);
 }
 
-/// Every reader of recordings on `path`, each within the limits: exit 0 (read) or 1 (refused),
-/// never killed.
+/// Runs `args` within the limits: exit 0 (read) or 1 (refused), never killed.
+void expect_bounded(const TempDir& dir, const std::vector<std::string>& args) {
+  const CliResult r = run_limited(dir, args);
+  // 1 only for a clear refusal (`top --replay` of a file without a valid sample), never for
+  // memory running out (std::bad_alloc, reported as "cannot read recording: std::...").
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1)
+      << args[0] << " " << args[1] << " " << args[2] << ": exit " << r.exit_code << "\n"
+      << r.err.substr(0, 2000);
+  EXPECT_EQ(r.err.find("std::"), std::string::npos)
+      << args[0] << " " << args[1] << " " << args[2] << ": " << r.err.substr(0, 2000);
+}
+
+/// Every reader of recordings on `path`, each within the limits.
 void expect_every_reader_bounded(const TempDir& dir, const std::string& path) {
   const std::vector<std::vector<std::string>> commands = {
       {"show", path},
@@ -84,16 +98,7 @@ void expect_every_reader_bounded(const TempDir& dir, const std::string& path) {
       {"diff", path, path},
       {"top", "--replay", path, "--once"},
   };
-  for (const std::vector<std::string>& args : commands) {
-    const CliResult r = run_limited(dir, args);
-    // 1 only for a clear refusal (`top --replay` of a file without a valid sample), never for
-    // memory running out (std::bad_alloc, reported as "cannot read recording: std::...").
-    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1)
-        << args[0] << " " << args[1] << " on " << path << ": exit " << r.exit_code << "\n"
-        << r.err.substr(0, 2000);
-    EXPECT_EQ(r.err.find("std::"), std::string::npos)
-        << args[0] << " " << args[1] << " on " << path << ": " << r.err.substr(0, 2000);
-  }
+  for (const std::vector<std::string>& args : commands) expect_bounded(dir, args);
   // The page is bounded too: its size depends on the caps, not on the file.
   std::ifstream page(dir.file("out.html"), std::ios::binary | std::ios::ate);
   if (page) {
@@ -137,6 +142,42 @@ TEST(CliBounds, EveryReaderStaysWithinItsBoundsOnForgedFiles) {
     SCOPED_TRACE(forged.name);
     expect_every_reader_bounded(dir, path);
   }
+}
+
+// Issue 45: `export --trace` kept every process's whole command line to the end (40 samples of
+// 1,900 new pids with 32 KiB commands, a 145 KB file: 2.4 GiB); one legal sample of 9 GPUs x
+// 65,536 processes (403 KB) took `export --jsonl` to 1.15 GiB (a document of the whole sample)
+// and `top --replay --once` to 0.98 GiB (the join, every row and a sorted copy at once).
+TEST(CliBounds, ExportsAndReplayStayWithinTheirBoundsOnWideSamplesAndNewProcesses) {
+  VRAMSCOPE_REQUIRE_CLI();
+  VRAMSCOPE_SKIP_TIME_BOUND_UNDER_TSAN();
+  static constexpr bool full = !sanitized_build;
+  TempDir dir;
+  const std::string wide = dir.file("wide_sample.vsrec");
+  write_bytes(wide, forge::forge_wide_sample(9, full ? 65536 : 4096));
+  const std::string churn = dir.file("long_command_churn.vsrec");
+  write_bytes(churn, forge::forge_pid_churn(full ? 40 : 4, 1900, 32U << 10U));
+  {
+    SCOPED_TRACE("wide_sample");
+    expect_every_reader_bounded(dir, wide);
+    expect_bounded(dir, {"export", wide, "--jsonl", dir.file("wide.jsonl"), "--force"});
+    expect_bounded(dir, {"export", wide, "--trace", dir.file("wide.json"), "--force"});
+  }
+  {
+    SCOPED_TRACE("long_command_churn");
+    expect_bounded(dir, {"export", churn, "--trace", dir.file("churn.json"), "--force"});
+    expect_bounded(dir, {"top", "--replay", churn, "--once"});
+  }
+  // What they wrote is whole: one line a sample, and a trace that names every process.
+  std::ifstream lines(dir.file("wide.jsonl"));
+  std::size_t count = 0;
+  for (std::string line; std::getline(lines, line);) ++count;
+  EXPECT_EQ(count, 1U);
+  std::ifstream trace_file(dir.file("churn.json"), std::ios::binary);
+  const std::string trace{std::istreambuf_iterator<char>(trace_file),
+                          std::istreambuf_iterator<char>()};
+  EXPECT_NE(trace.find("\"pid 100 ("), std::string::npos);
+  EXPECT_NE(trace.find("\"dropped_events\":0"), std::string::npos);
 }
 
 TEST(CliBounds, ShowSaysWhatTheScanSaysOnDamagedForgedAndJoinedFiles) {

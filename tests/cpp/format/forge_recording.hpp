@@ -211,6 +211,27 @@ inline std::string forge_pid_churn(uint64_t samples, uint32_t pids, std::size_t 
   });
 }
 
+/// One sample of `gpus` GPUs with `processes` processes each (pids 1.., the same on every GPU,
+/// no command): 9 x 65,536 sits within the decoder's 64 MiB bound in a 67 KB file, and asked
+/// `export --jsonl` for 1.15 GiB (a JSON document of it all at once) and `top --replay --once`
+/// for 0.98 GiB.
+inline std::string forge_wide_sample(uint32_t gpus, uint32_t processes) {
+  return write(1, [&](uint64_t i) {
+    SystemSample s = one_gpu(at_ns(i));
+    const DeviceSample first = s.devices[0];
+    s.devices.clear();
+    for (uint32_t g = 0; g < gpus; ++g) {
+      DeviceSample d = first;
+      d.index = g;
+      d.uuid = "GPU-0f0f0f0f-1111-2222-3333-" + std::to_string(444444444444ULL + g);
+      d.processes.reserve(processes);
+      for (uint32_t pid = 1; pid <= processes; ++pid) d.processes.push_back(process(pid, "", pid));
+      s.devices.push_back(std::move(d));
+    }
+    return s;
+  });
+}
+
 /// `samples` samples of the same `processes` processes, 39.999 s apart: the report's processes
 /// x bins, with 40,000 bins of 1 ms each at `--bins 20000`.
 inline std::string forge_many_processes(uint32_t processes, uint64_t samples) {

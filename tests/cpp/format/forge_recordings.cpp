@@ -4,7 +4,8 @@
 //   forge_recordings DIR
 //
 // Writes DIR/<shape>.vsrec for every shape (deep_digest, big_digests, table_bomb, pid_churn,
-// many_processes, trailer_flood, small_segments, bit_flip, forged_digest, joined); each is small
+// long_command_churn, wide_sample, many_processes, trailer_flood, small_segments, bit_flip,
+// forged_digest, joined); each is small
 // and passes the checks it is meant to pass. Not a test by itself
 // (tests/cpp/cli/test_cli_bounds.cpp is).
 #include <cstdio>
@@ -38,6 +39,8 @@ int forge_into(const std::string& dir) {
       {"big_digests", forge::forge_big_digests(100)},
       {"table_bomb", forge::forge_table_bomb()},
       {"pid_churn", forge::forge_pid_churn(200, 1900, 4096)},
+      {"long_command_churn", forge::forge_pid_churn(40, 1900, 32U << 10U)},
+      {"wide_sample", forge::forge_wide_sample(9, 65536)},
       {"many_processes", forge::forge_many_processes(5000, 3)},
       {"trailer_flood", forge::forge_trailer_flood(4U << 20U)},
       {"small_segments", forge::genuine(100'000, nullptr, 1)},

@@ -119,6 +119,31 @@ TEST(Json, InconsistentJoinIsReportedNotHidden) {
   EXPECT_EQ(torch["issues"][0], "torch reserved > driver used");
 }
 
+// `export --jsonl` streams each line (write_sample_json) instead of building a document of the
+// whole sample (1.15 GiB for 9 GPUs x 65,536 processes): the line is the document's compact
+// text, byte for byte, for samples of every shape.
+TEST(Json, TheStreamedLineIsTheDocument) {
+  std::vector<SystemSample> samples = {make_two_gpu_sample(), SystemSample{}};
+  for (uint64_t seed = 0; seed < 12; ++seed) samples.push_back(testing::make_sample(seed, 3, 5));
+  SystemSample unmatched = make_two_gpu_sample();
+  unmatched.allocators[0].device_uuid = "GPU-of-no-sample";  // an agent on no listed GPU
+  unmatched.allocators.push_back(make_two_gpu_sample().allocators[0]);
+  unmatched.devices[0].processes[0].command = "bad \xff utf-8";
+  samples.push_back(unmatched);
+  for (const SystemSample& s : samples) {
+    const std::string line = format_sample_json(s, false);
+    EXPECT_EQ(line, nlohmann::ordered_json::parse(format_sample_json(s, true)).dump());
+    std::string pieces;
+    std::size_t count = 0;
+    write_sample_json(s, [&](std::string_view piece) {
+      pieces += piece;
+      ++count;
+    });
+    EXPECT_EQ(pieces, line);
+    EXPECT_GE(count, 1U);
+  }
+}
+
 // Through breakdown_fields: every field under its name, in the table's order, with the sum before
 // the excess and what the version says of NCCL after it (docs/json-schema.md).
 TEST(Json, DriverPartsCarryEveryBreakdownFieldInOrder) {

@@ -14,6 +14,7 @@
 // and every track's last value is repeated at the final timestamp so it extends to the end.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -27,6 +28,11 @@ namespace vramscope::exporters {
 
 /// Trace pid of GPU `index`'s track group.
 inline constexpr int64_t chrome_trace_gpu_pid_base = 100000000;
+
+/// Bytes of a process's command its trace name shows ("pid P rank R (<command>)"), and all
+/// the writer keeps of it: a process's name is written at close(), and the commands of every
+/// pid seen until then are held that long (docs/security.md).
+inline constexpr std::size_t chrome_trace_command_bytes = 80;
 
 /// Options of the trace writer.
 struct ChromeTraceOptions {
@@ -89,6 +95,7 @@ class ChromeTraceWriter : public Sink {
     int64_t sort_index = 0;
     int32_t rank = -1;
     int32_t world_size = -1;
+    /// The first chrome_trace_command_bytes of the driver's command line.
     std::string command;
   };
   std::map<int64_t, ProcessInfo> m_processes;

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "vramscope/join.hpp"
 #include "vramscope/sample.hpp"
 
 namespace vramscope::view {
@@ -177,6 +178,8 @@ class ViewModel {
 
  private:
   void rebuild_rows();
+  /// Appends to m_all_rows one row per process of `joined` (the join of `sample`).
+  void add_rows(const SystemSample& sample, const JoinResult& joined);
 
   std::size_t m_history_capacity;
   bool m_has_sample = false;
