@@ -299,7 +299,9 @@ def _lane(name: str, folder: str) -> dict:
     return row
 
 
-def drive(names: list[str], jobs: int = 1) -> dict:
+def drive(names: list[str], jobs: int = 1, out: str | None = None) -> dict:
+    """Every program's lane, ``jobs`` at once; each result printed (and the whole written to
+    ``out``) as soon as its lane ends, so a run cut short keeps what finished."""
     import concurrent.futures
 
     results = {}
@@ -310,9 +312,14 @@ def drive(names: list[str], jobs: int = 1) -> dict:
             return _lane(name, folder)
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            for name, row in zip(names, pool.map(lane, names)):
-                results[name] = row
-                print(json.dumps({name: row})[:3000], flush=True)
+            running = {pool.submit(lane, name): name for name in names}
+            for done in concurrent.futures.as_completed(running):
+                name = running[done]
+                results[name] = done.result()
+                print(json.dumps({name: results[name]})[:3000], flush=True)
+                if out:
+                    with open(out, "w", encoding="utf-8") as f:
+                        json.dump(results, f, indent=1)
     return results
 
 
@@ -328,9 +335,7 @@ def main() -> None:
         PROGRAMS[args.program](json.loads(args.apply))
         print("ok", flush=True)
         return
-    results = drive([n for n in args.only.split(",") if n], args.jobs)
-    with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=1)
+    drive([n for n in args.only.split(",") if n], args.jobs, args.out)
 
 
 if __name__ == "__main__":
