@@ -131,6 +131,10 @@ def _start_agent(opts: RunOptions):
         probe = from_env(os.environ)
         if probe is not None:
             monitor._sinks.append(probe)
+            # What must fit under a cap, step by step, from torch's memory history.
+            import torch
+
+            probe.start_pinned(range(torch.cuda.device_count()))
         return monitor
     except (ImportError, RuntimeError) as e:
         _note(opts.quiet, f"{str(e).removeprefix('vramscope: ')}; running without the agent")

@@ -48,7 +48,7 @@ def seeds() -> list[bytes]:
     def report(outcome: str, devices: int, steps: int, fraction: float = 1.0) -> bytes:
         return peak_file.encode_report(PeakReport(
             outcome,
-            tuple(StepPeak(s, d, (3 + d) * GiB, (4 + d) * GiB)
+            tuple(StepPeak(s, d, (3 + d) * GiB, (4 + d) * GiB, (7 + 2 * d) * GiB // 2, 1)
                   for s in range(1, steps + 1) for d in range(devices)),
             tuple(DeviceReport(d, 80 * GiB, 70 * GiB, (4 + d) * GiB, fraction)
                   for d in range(devices))))
@@ -123,8 +123,9 @@ def mutator(data: bytes, max_size: int, seed: int) -> bytes:
     trick = rng.randrange(8)
     if trick == 0:
         text = text.replace("1.0", rng.choice(["NaN", "Infinity", "-Infinity"]), 1)
-    elif trick == 1 and '"version": 1' in text:
-        text = text.replace('"version": 1', '"version": 1, "version": 1', 1)
+    elif trick == 1 and f'"version": {peak_file.VERSION}' in text:
+        version = f'"version": {peak_file.VERSION}'
+        text = text.replace(version, f"{version}, {version}", 1)
     elif trick == 2:
         text = text.replace("0", "9" * rng.choice([20, 5000]), 1)
     out = text.encode()

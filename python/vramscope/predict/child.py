@@ -35,10 +35,35 @@ class ProbeSink:
         self._written = False
         #: How the probe ended (peak_file.OUTCOMES): "ended" until its steps ran or it failed.
         self.outcome = "ended"
+        #: What must fit under a cap, step by step, per device (torch's memory history from
+        #: the sink's start: the program's first step begins after it).
+        self._pinned: dict[int, Any] = {}
+        self._pinned_at: dict[int, tuple[int, int]] = {}
+
+    def start_pinned(self, devices: Any) -> None:
+        """Starts the pinned windows of ``devices`` (CUDA ordinals) before the program runs."""
+        import sys
+
+        from .window import PinnedWindows
+
+        torch = sys.modules["torch"]
+        for device in devices:
+            self._pinned[device] = PinnedWindows(torch, device)
+
+    def _pinned_of(self, step: int, device: int) -> int:
+        windows = self._pinned.get(device)
+        if windows is None:
+            return 0
+        known = self._pinned_at.get(device)
+        if known is None or known[0] != step:  # one window a step, whatever calls ask it
+            self._pinned_at[device] = (step, windows.next())
+        return self._pinned_at[device][1]
 
     def write_step(self, record: Any) -> None:
         self._records.append(StepPeak(record.step, record.device, record.peak_allocated_bytes,
-                                      record.peak_reserved_bytes))
+                                      record.peak_reserved_bytes,
+                                      self._pinned_of(record.step, record.device),
+                                      int(getattr(record, "peaks_exact", True))))
         if len({r.step for r in self._records}) >= self.steps:
             self.outcome = "measured"
             self.close()

@@ -27,7 +27,7 @@ from .child import ENV_OUT, ENV_STEPS
 from .model import Probe
 from .peak_file import MAX_BYTES, PeakReport
 from .probe import probe_of, probe_report, run_probe
-from .search import FitResult, ProbeOutOfMemory, search
+from .search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
 
 __all__ = ["main", "probe_argv"]
 
@@ -35,12 +35,15 @@ DESCRIPTION = """\
 Finds the largest batch size (or sequence length) that fits GPU memory, before the first OOM.
 
 Each probe runs COMMAND once, with {} replaced by a size, in a fresh process under the agent
-(as `vramscope run`), for --steps optimizer steps; the exact step peaks (allocated and
-reserved) are read and the process ends. From a few small sizes vramscope fits
+(as `vramscope run`), for --steps optimizer steps; the exact step peaks and what must fit
+under a cap are read and the process ends. Under a cap the caching allocator frees its unused
+segments and retries before it raises, so what must fit is the peak of the segments that hold
+live blocks (the pinned peak, from torch's memory history of the probe's steps), not the
+reserved peak. From a few sizes vramscope fits
     peak = fixed + per-sample x size   (+ per-sample² x size² with --quadratic)
-and the cache's overhead (reserved over allocated), and answers the largest size whose
-predicted reserved peak fits the budget, with --margin of it kept free. No probe is a size the
-model does not already say fits: the search never provokes an OOM.
+times the measured allowance (pinned over allocated), and answers the largest size whose need
+fits the budget, with --margin of it kept free. No probe is a size the model does not already
+say fits: the search never provokes an OOM.
 
 The command must be `python script.py ...`, `python -m module ...` or `script.py ...`, and
 must run optimizer steps (each `optimizer.step()` closes a step)."""
@@ -161,8 +164,10 @@ def _parser() -> argparse.ArgumentParser:
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--budget", default="card", type=parse_budget,
                    help="card (default), cap, a size (12GiB) or a fraction (0.5)")
-    p.add_argument("--margin", type=_fraction_kept, default=0.05,
-                   help="share of the budget kept free, in [0, 1) (default 0.05)")
+    p.add_argument("--margin", type=_fraction_kept, default=DEFAULT_MARGIN,
+                   help="share of the budget kept free, in [0, 1) (default "
+                        f"{DEFAULT_MARGIN:g}: the need already holds what a cap needs above "
+                        "the allocated peak, measured)")
     p.add_argument("--steps", type=_whole(1, MAX_STEPS), default=3,
                    help=f"optimizer steps per probe, 1-{MAX_STEPS} (default 3; the first "
                         "allocates the optimizer state)")
@@ -242,6 +247,11 @@ class _ProbeRunner:
         self._take_budget(report)
         if report.outcome == "out_of_memory":
             raise ProbeOutOfMemory(size, "its step raised CUDA's OutOfMemoryError")
+        if any(not s.peaks_exact for s in report.steps):
+            raise RuntimeError("the probe ran without the agent (polling mode): its peaks are "
+                               "sampled, not exact, and no answer can stand on them; `python "
+                               "-c 'import torch, vramscope; torch.ones(1, device=\"cuda\"); "
+                               "print(vramscope.mode())'` says why")
         probe, _ = probe_of(report, size, result.seconds)
         return probe
 
@@ -358,14 +368,17 @@ def to_json(result) -> dict:
         "budget_source": result.budget_source, "margin_fraction": result.margin_fraction,
         "margin_bytes": result.margin_bytes, "reason": result.reason,
         "prediction": None if p is None else {
+            "need_bytes": p.need_bytes,
             "allocated_bytes": p.allocated_bytes, "reserved_bytes": p.reserved_bytes,
             "margin_bytes": p.margin_bytes, "lower_bound_bytes": p.lower_bound_bytes,
             "basis": p.basis},
         "model": None if m is None else {
             "fixed_bytes": m.fixed_bytes, "bytes_per_unit": m.bytes_per_unit,
             "bytes_per_unit2": m.bytes_per_unit2, "unit": m.unit,
-            "cache_overhead_bytes": m.cache_overhead_bytes, "cache_ratio": m.cache_ratio},
+            "cache_overhead_bytes": m.cache_overhead_bytes, "cache_ratio": m.cache_ratio,
+            "allowance": m.allowance},
         "probes": [{"size": q.size, "peak_allocated_bytes": q.peak_allocated_bytes,
-                    "peak_reserved_bytes": q.peak_reserved_bytes, "steps": q.steps,
+                    "peak_reserved_bytes": q.peak_reserved_bytes,
+                    "peak_pinned_bytes": q.peak_pinned_bytes, "steps": q.steps,
                     "seconds": round(q.seconds, 3)} for q in result.probes],
     }

@@ -7,12 +7,16 @@ whole before any number in it is used.
 
 ::
 
-    {"format": "vramscope-fit-peaks", "version": 1,
+    {"format": "vramscope-fit-peaks", "version": 2,
      "outcome": "measured" | "ended" | "out_of_memory",
-     "steps":   [{"step": 1, "device": 0, "peak_allocated_bytes": N, "peak_reserved_bytes": N}],
+     "steps":   [{"step": 1, "device": 0, "peak_allocated_bytes": N, "peak_reserved_bytes": N,
+                  "peak_pinned_bytes": N, "peaks_exact": 1}],
      "devices": [{"device": 0, "total_bytes": N, "free_bytes": N, "reserved_bytes": N,
                   "fraction": 1.0}]}
 
+A step's ``peak_pinned_bytes`` is what must fit under a cap (vramscope.predict.pinned; 0: not
+measured), ``peaks_exact`` 1 when its peaks came from the agent's events, 0 when polled (a
+probe whose peaks are not exact is not used). Version 2 added both.
 ``outcome``: ``measured`` (the steps asked for ran, then the probe ended itself), ``ended``
 (the program ended first; the steps it ran), ``out_of_memory`` (a step raised CUDA's
 OutOfMemoryError; the steps before it). Exactly these keys (a later layout is a new version);
@@ -38,7 +42,7 @@ __all__ = ["FORMAT", "VERSION", "OUTCOMES", "MAX_FILE_BYTES", "MAX_BYTES", "Peak
            "read_peak_file", "write_peak_file"]
 
 FORMAT = "vramscope-fit-peaks"
-VERSION = 1
+VERSION = 2
 #: How a probe ended: its steps ran; the program ended first; a step ran out of memory.
 OUTCOMES = ("measured", "ended", "out_of_memory")
 #: The largest peak file read (at most 100 steps on 64 devices take about 700 KB).
@@ -63,6 +67,9 @@ class StepPeak:
     device: int
     peak_allocated_bytes: int
     peak_reserved_bytes: int
+    #: What must fit under a cap (0: not measured), and were the peaks exact (1) or polled (0)?
+    peak_pinned_bytes: int = 0
+    peaks_exact: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +103,8 @@ class PeakReport:
 #: A step record's fields, each an integer.
 STEP_FIELDS = (("step", 0, MAX_STEP - 1), ("device", 0, MAX_DEVICES - 1),
                ("peak_allocated_bytes", 0, MAX_BYTES - 1),
-               ("peak_reserved_bytes", 0, MAX_BYTES - 1))
+               ("peak_reserved_bytes", 0, MAX_BYTES - 1),
+               ("peak_pinned_bytes", 0, MAX_BYTES - 1), ("peaks_exact", 0, 1))
 #: A device record's integer fields; ``fraction`` (a number in (0, 1]) follows them.
 DEVICE_FIELDS = (("device", 0, MAX_DEVICES - 1), ("total_bytes", 1, MAX_BYTES - 1),
                  ("free_bytes", 0, MAX_BYTES - 1), ("reserved_bytes", 0, MAX_BYTES - 1))
@@ -280,7 +288,7 @@ def _check_together(report: PeakReport) -> None:
         total = totals.get(s.device)
         if total is None:
             raise PeakFileError(f"step {s.step} ran on device {s.device}, which it does not list")
-        for field in ("peak_allocated_bytes", "peak_reserved_bytes"):
+        for field in ("peak_allocated_bytes", "peak_reserved_bytes", "peak_pinned_bytes"):
             if getattr(s, field) > total:
                 raise PeakFileError(f"step {s.step}'s {field} ({getattr(s, field)}) is above "
                                     f"device {s.device}'s total_bytes ({total})")

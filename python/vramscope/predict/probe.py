@@ -225,6 +225,10 @@ def probe_of(report: PeakReport, size: int, seconds: float = 0.0) -> tuple[Probe
     """The probe's peaks at ``size`` on the device where it reserved most, and that device."""
     device = max(report.steps, key=lambda s: s.peak_reserved_bytes).device
     mine = [s for s in report.steps if s.device == device]
+    # What must fit is known only when every step measured it.
+    pinned = 0 if any(not s.peak_pinned_bytes for s in mine) else \
+        max(s.peak_pinned_bytes for s in mine)
     probe = Probe(size, max(s.peak_allocated_bytes for s in mine),
-                  max(s.peak_reserved_bytes for s in mine), len({s.step for s in mine}), seconds)
+                  max(s.peak_reserved_bytes for s in mine), len({s.step for s in mine}), seconds,
+                  peak_pinned_bytes=pinned)
     return probe, device

@@ -18,7 +18,7 @@ from typing import Any
 from .._core.session import SESSION
 from .pinned import pinned_peak
 
-__all__ = ["Window", "WindowPeaks"]
+__all__ = ["PinnedWindows", "Window", "WindowPeaks"]
 
 #: History entries kept while a window records (a step of the calibration models makes
 #: 2,400-17,000 events; each entry without stack traces is small).
@@ -155,3 +155,40 @@ class Window:
             pinned = max(pinned, allocated)
         self.peaks = WindowPeaks(allocated, reserved, pinned, final)
         return self.peaks
+
+
+class PinnedWindows:
+    """The pinned peak of consecutive windows on one device, each ending where the next begins
+    (a probe's steps, which the program's own loop runs: the exact peaks come from its step
+    records, this adds what must fit). ``next()`` ends a window and starts the next."""
+
+    def __init__(self, torch: Any, device: int) -> None:
+        self._torch = torch
+        self._device = device
+        self._window = Window(torch, device)
+        self._window._start_history()
+        self.ok = self._window._want_pinned
+
+    def next(self) -> int:
+        """The pinned peak since the last call (or the start); 0 when not measured."""
+        if not self.ok:
+            return 0
+        w = self._window
+        try:
+            snap = w._snapshot()
+        except Exception:  # noqa: BLE001 -- no history: nothing measured from here on
+            self.ok = False
+            return 0
+        traces = snap.get("device_traces") or []
+        events = traces[self._device] if self._device < len(traces) else []
+        replay = pinned_peak(w._segments, events[w._first_event:])
+        w._segments = [s for s in snap.get("segments", ())
+                       if int(s.get("device", 0)) == self._device]
+        w._first_event = len(events)
+        if replay.unknown_events > MAX_UNKNOWN_SHARE * max(1, replay.events):
+            return 0
+        return replay.pinned_bytes
+
+    def close(self) -> None:
+        """Stops the history (when this started it)."""
+        self._window._end_history()

@@ -35,9 +35,10 @@ def write(data):
 def report(allocated, reserved, outcome="measured", total=80 * GiB, free=60 * GiB, held=0,
            steps=3):
     """One GPU of ``total`` bytes, ``free`` of them free, ``held`` reserved at the end."""
-    write({"format": "vramscope-fit-peaks", "version": 1, "outcome": outcome,
+    write({"format": "vramscope-fit-peaks", "version": 2, "outcome": outcome,
            "steps": [{"step": s, "device": 0, "peak_allocated_bytes": allocated,
-                      "peak_reserved_bytes": reserved} for s in range(1, steps + 1)],
+                      "peak_reserved_bytes": reserved, "peak_pinned_bytes": 0,
+                      "peaks_exact": 1} for s in range(1, steps + 1)],
            "devices": [{"device": 0, "total_bytes": total, "free_bytes": free,
                         "reserved_bytes": held, "fraction": 1.0}]})
 '''
@@ -242,3 +243,39 @@ def test_the_probe_reports_cudas_oom_and_nothing_else(tmp_path):
     sink.program_failed(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB"))
     report = read_peak_file(str(tmp_path / "oom.json"))
     assert report.outcome == "out_of_memory" and report.steps == ()
+
+
+def test_polled_peaks_are_never_an_answer(tmp_path):
+    # A probe without the agent (polling): its peaks are the highest values polled.
+    body = """
+        write({"format": "vramscope-fit-peaks", "version": 2, "outcome": "measured",
+               "steps": [{"step": s, "device": 0, "peak_allocated_bytes": GiB * size,
+                          "peak_reserved_bytes": GiB * size, "peak_pinned_bytes": 0,
+                          "peaks_exact": 0} for s in (1, 2, 3)],
+               "devices": [{"device": 0, "total_bytes": 80 * GiB, "free_bytes": 60 * GiB,
+                            "reserved_bytes": 0, "fraction": 1.0}]})
+    """
+    out = fit(*probe(tmp_path, body))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "polling mode" in out.stderr and "answer" not in out.stdout
+
+
+def test_the_pinned_peaks_a_probe_measured_are_the_need(tmp_path):
+    # Pinned 5 % above allocated, reserved far above both: the answer stands on the pinned
+    # peaks (the allowance), not on the reserved ones.
+    body = """
+        allocated = GiB + size * GiB // 4
+        write({"format": "vramscope-fit-peaks", "version": 2, "outcome": "measured",
+               "steps": [{"step": s, "device": 0, "peak_allocated_bytes": allocated,
+                          "peak_reserved_bytes": allocated * 3 // 2,
+                          "peak_pinned_bytes": allocated * 105 // 100, "peaks_exact": 1}
+                         for s in (1, 2, 3)],
+               "devices": [{"device": 0, "total_bytes": 80 * GiB, "free_bytes": 60 * GiB,
+                            "reserved_bytes": 0, "fraction": 1.0}]})
+    """
+    out = fit("--json", "--budget", "20GiB", "--margin", "0", *probe(tmp_path, body))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert abs(doc["model"]["allowance"] - 1.05) < 1e-6
+    truth = int((20 / 1.05 - 1) * 4)  # the largest size whose pinned peak fits 20 GiB
+    assert doc["answer"] <= truth and doc["answer"] >= 0.95 * truth, doc

@@ -25,9 +25,10 @@ GiB = 1 << 30
 
 def honest(**top) -> dict:
     """A report as a probe on one 80 GiB GPU writes it, as JSON data to spoil."""
-    doc = {"format": "vramscope-fit-peaks", "version": 1, "outcome": "measured",
+    doc = {"format": "vramscope-fit-peaks", "version": 2, "outcome": "measured",
            "steps": [{"step": s, "device": 0, "peak_allocated_bytes": 3 * GiB,
-                      "peak_reserved_bytes": 4 * GiB} for s in (1, 2, 3)],
+                      "peak_reserved_bytes": 4 * GiB, "peak_pinned_bytes": 7 * GiB // 2,
+                      "peaks_exact": 1} for s in (1, 2, 3)],
            "devices": [{"device": 0, "total_bytes": 80 * GiB, "free_bytes": 70 * GiB,
                         "reserved_bytes": 4 * GiB, "fraction": 1.0}]}
     doc.update(top)
@@ -162,7 +163,7 @@ def _with(path: list, value):
     (_with(["devices"], honest()["devices"] * 2), "device 0 is listed twice"),
     # The envelope: the format, its version, the outcome, exactly its keys.
     ({k: v for k, v in honest().items() if k not in ("format", "version")}, "not a vramscope-fit"),
-    (_with(["version"], 2), "version 2; this vramscope reads version 1"),
+    (_with(["version"], 1), "version 1; this vramscope reads version 2"),
     (_with(["version"], True), "version true"),
     (_with(["outcome"], "oom"), "outcome 'oom' is none of"),
     (_with(["extra"], 1), "unknown key 'extra'"),
