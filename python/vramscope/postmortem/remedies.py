@@ -17,11 +17,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from .._core.units import format_bytes
 from ..attribution.model_probe import STATE_PER_PARAMETER
 from ..predict.model import MemoryModel, Probe, fit_model
-from ..predict.search import DEFAULT_MARGIN
+from ..predict.search import DEFAULT_MARGIN, guard_answer
 from .advice import Advice, Measured, OomEvidence, StepPoint, growing_text, leak_rate
 
 #: Share of the budget a suggested batch size or memory fraction keeps free: the allocator's
@@ -299,73 +300,74 @@ def _empty_cache(e: OomEvidence, need: int, rejected: list[tuple[str, str]]) -> 
 
 def _batch_size(e: OomEvidence, need: int, peak: int, rejected: list[tuple[str, str]]
                 ) -> Advice | None:
+    """The batch that fits, from the exact step peaks of past steps at two or more batch sizes
+    by the model and the guard of ``vramscope fit`` (so the two cannot disagree): a promise.
+    From one batch size it is an estimate (the activations per sample, or the peak less the
+    model's state), never promised: the measurement at exit settles it."""
     current = e.batch_size
     if not current:
         if e.steps:
             rejected.append(("batch_size", "the batch size was not seen (no model forward "
                              "was found); Monitor(model=...) reads it"))
         return None
-    line = batch_line(e.steps)
-    basis = ""
-    if line is not None:
-        fixed, per_sample = line
-        basis = f"a line through the step peaks at {len(_peaks_by_batch(e.steps))} batch sizes"
-    elif _activations(e) > 0:
-        per_sample = _activations(e) / current
-        fixed = peak - _activations(e)
-        basis = f"{format_bytes(int(per_sample))} of activations per sample at batch {current}"
-    elif e.parameter_bytes > 0:
-        fixed = 2 * e.parameter_bytes + max(e.optimizer_state_full_bytes, e.optimizer_state_bytes)
-        per_sample = (peak - fixed) / current
-        basis = f"the peak less parameters, gradients and optimizer state, at batch {current}"
-    else:
-        rejected.append(("batch_size", f"one batch size ({current}) and no activation numbers: "
-                         "the bytes per sample are unknown"))
-        return None
-    # The cache's overhead over allocated bytes, as seen at the largest batch that ran.
     ran = _peaks_by_batch(e.steps)
-    overhead = 1.0
-    if ran:
-        best = ran[max(ran)]
-        if best.peak_reserved_bytes and best.peak_allocated_bytes:
-            overhead = min(1.3, max(1.0, best.peak_reserved_bytes / best.peak_allocated_bytes))
-    # Room for one more block like the failing one, scaled to the batch: a cold cache can hold
-    # that much in pieces it cannot reuse (measured on the H200: a 3 GiB cap, GPT-2, batch 64
-    # ran in the growing process, then failed fresh by 2 MiB with 481 MiB cached free beside a
-    # 512 MiB request).
-    room = e.requested_bytes / current if e.requested_bytes < peak else 0.0
-    usable = e.budget_bytes * (1 - MARGIN_FRACTION) / overhead
-    if fixed >= usable or per_sample <= 0:
-        rejected.append(("batch_size", f"even batch 1 does not fit: {format_bytes(int(fixed))} "
-                         f"does not depend on the batch, {format_bytes(e.budget_bytes)} is the "
-                         "budget"))
-        return None
-    batch = int(math.floor((usable - fixed) / (per_sample + room)))
+    usable = _usable(e.budget_bytes)
+    model = batch_model(e.steps)
+    promised = model is not None
+    if model is not None:
+        probes = [Probe(b, s.peak_allocated_bytes, s.peak_reserved_bytes) for b, s in ran.items()]
+        batch = model.largest_fitting(e.budget_bytes, MEASURED_MARGIN, limit=current - 1)
+        batch, far = guard_answer(batch, probes, usable)
+        per_sample, fixed = float(model.bytes_per_unit), float(model.fixed_bytes)
+        basis = (f"the exact step peaks at {len(ran)} batch sizes "
+                 f"({', '.join(map(str, sorted(ran)))})" + (f"; {far}" if far else ""))
+    else:
+        if _activations(e) > 0:
+            per_sample = _activations(e) / current
+            fixed = peak - _activations(e)
+            basis = (f"{format_bytes(int(per_sample))} of activations per sample at batch "
+                     f"{current}")
+        elif e.parameter_bytes > 0:
+            fixed = 2 * e.parameter_bytes + max(e.optimizer_state_full_bytes,
+                                                e.optimizer_state_bytes)
+            per_sample = (peak - fixed) / current
+            basis = f"the peak less parameters, gradients and optimizer state, at batch {current}"
+        else:
+            rejected.append(("batch_size", f"one batch size ({current}) and no activation "
+                             "numbers: the bytes per sample are unknown"))
+            return None
+        if fixed >= usable or per_sample <= 0:
+            rejected.append(("batch_size", f"even batch 1 does not fit: "
+                             f"{format_bytes(int(fixed))} does not depend on the batch, "
+                             f"{format_bytes(e.budget_bytes)} is the budget"))
+            return None
+        batch = int(math.floor((usable - fixed) / per_sample))
     if batch >= 2 * BATCH_MULTIPLE:
         batch -= batch % BATCH_MULTIPLE  # the sizes kernels are tuned for; more margin
     if batch >= current:
-        rejected.append(("batch_size", f"batch {current} fits by {basis} "
-                         f"({format_bytes(int(fixed + per_sample * current))} of "
-                         f"{format_bytes(e.budget_bytes)}): the batch is not the cause"))
+        rejected.append(("batch_size", f"batch {current} fits by {basis}: the batch is not the "
+                         "cause"))
         return None
     if batch < 1:
-        rejected.append(("batch_size", f"even batch 1 does not fit: {format_bytes(int(fixed))} "
-                         f"is fixed, {format_bytes(e.budget_bytes)} is the budget"))
+        rejected.append(("batch_size", f"even batch 1 does not fit ({basis}; "
+                         f"{format_bytes(e.budget_bytes)} is the budget)"))
         return None
-    predicted = int(fixed + per_sample * batch)
-    margin = e.budget_bytes - int(predicted * overhead)
+    predicted = model.predict(batch).need_bytes if model is not None \
+        else int(fixed + per_sample * batch)
     grew = bool(ran) and current > max(ran)
+    how = "" if promised else " Estimated from one batch size: not promised to fit."
+    params: dict[str, Any] = {"batch_size": batch, "from_batch_size": current,
+                              "bytes_per_sample": int(per_sample), "fixed_bytes": int(fixed),
+                              "margin_bytes": e.budget_bytes - predicted, "batch_grew": grew}
+    if not promised:
+        params["estimated"] = True  # covers the need by the estimate; assess promises nothing
     return Advice(
         score=per_sample * (current - batch) / need, kind="batch_size",
-        recovers_bytes=int(per_sample * (current - batch)), fits=True,
-        params={"batch_size": batch, "from_batch_size": current,
-                "bytes_per_sample": int(per_sample), "fixed_bytes": int(fixed),
-                "margin_bytes": margin, "room_bytes": int(room * batch), "batch_grew": grew},
+        recovers_bytes=int(per_sample * (current - batch)), fits=True, params=params,
         title=f"use batch size {batch} (the largest that fits; the failing step had {current})",
         detail=(f"{format_bytes(int(per_sample))} per sample and {format_bytes(int(fixed))} "
-                f"fixed ({basis}): batch {batch} peaks at ≈{format_bytes(predicted)} of the "
-                f"{format_bytes(e.budget_bytes)} budget, a margin of {format_bytes(margin)} "
-                f"(room for {format_bytes(int(room * batch))} the cache may hold in pieces)."))
+                f"fixed ({basis}): batch {batch} needs ≈{format_bytes(predicted)} of the "
+                f"{format_bytes(e.budget_bytes)} budget.{how}"))
 
 
 def _checkpointing(e: OomEvidence, need: int, peak: int, rejected: list[tuple[str, str]]
@@ -592,6 +594,11 @@ def assess(e: OomEvidence) -> Assessment:
             a.detail += (f" The step needs at least {format_bytes(need)} more than the budget "
                          "allows; the rest of its need is not known, so this is not promised "
                          "to fit (`vramscope fit` measures what a step needs).")
+    for a in candidates:
+        if a.params.get("estimated") and a.fits:
+            # It covers the need by an estimate, not a measurement: ranked, never promised.
+            a.params["covers_known_need"] = True
+            a.fits = False
 
     def rank(a: Advice) -> int:
         kind = "batch_grew" if a.kind == "batch_size" and a.params.get("batch_grew") else a.kind

@@ -26,7 +26,8 @@ from collections.abc import Callable, Sequence
 
 from .model import MemoryModel, Prediction, Probe, fit_model
 
-__all__ = ["DEFAULT_MARGIN", "FitResult", "ProbeOutOfMemory", "search", "round_down"]
+__all__ = ["DEFAULT_MARGIN", "FitResult", "ProbeOutOfMemory", "guard_answer", "search",
+           "round_down"]
 
 #: Shares of the current answer probed after the first two sizes.
 PROBE_SHARES = (0.5, 0.8)
@@ -246,9 +247,21 @@ def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
             break
         answer_before = answer
         run(nxt)
-    top = max(probes, key=lambda p: p.size)
-    if top.size < PROBE_SHARES[0] * answer:
-        # The probes stayed far below the model's answer: answer only what is known to fit.
-        answer = min(answer, max(top.size, _proportional_bound(top, usable, degree)))
-        reason += f"; far from the probes, the answer is what {what} {top.size}'s peak allows"
+    answer, far = guard_answer(answer, probes, usable, degree, what)
+    if far:
+        reason += f"; {far}"
     return done(answer, model, reason)
+
+
+def guard_answer(answer: int, probes: Sequence[Probe], usable: float, degree: int = 1,
+                 what: str = "batch_size") -> tuple[int, str]:
+    """The model's ``answer`` as far as the probes can stand behind it: when they stayed far
+    below it (the largest under half of it), no more than the largest probe's need grown in
+    proportion to the size allows (a fixed peak at small sizes, the optimizer's step, can hide
+    the bytes per sample). Returns the answer and, when it was cut, why in words. The OOM
+    advice's batch from past steps is held to the same rule as ``vramscope fit``."""
+    top = max(probes, key=lambda p: p.size)
+    if top.size >= PROBE_SHARES[0] * answer:
+        return answer, ""
+    guarded = min(answer, max(top.size, _proportional_bound(top, usable, degree)))
+    return guarded, f"far from the probes, the answer is what {what} {top.size}'s peak allows"

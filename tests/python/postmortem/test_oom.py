@@ -62,9 +62,9 @@ def test_activation_checkpointing_names_the_repeated_modules():
     assert advice[0].params == {"modules": None, "class": "Block", "count": 12,
                                 "covers_known_need": True}
     assert not advice[0].fits
-    # A smaller batch fits too, but changes the training more: it comes after.
-    assert [a.kind for a in advice][1:] == ["batch_size"], titles
-    assert advice[1].params["batch_size"] < 32
+    # A smaller batch, estimated from one batch size, is no promise: it recovers less than
+    # checkpointing here (both only cover the known need) and comes after it, when listed.
+    assert [a.kind for a in advice][1:] in ([], ["batch_size"]), titles
 
 
 def test_optimizer_state_advice_and_fallback():
