@@ -240,7 +240,11 @@ constexpr auto breakdown_members() {
   std::array<T DriverBreakdown::*, breakdown_field_count<T>()> out{};
   std::size_t at = 0;
   for (const BreakdownField& field : breakdown_fields) {
-    if (const auto* member = std::get_if<T DriverBreakdown::*>(&field.member)) out[at++] = *member;
+    // holds_alternative and get, not get_if: GCC's sanitizers make get_if's pointer test no
+    // constant expression.
+    if (std::holds_alternative<T DriverBreakdown::*>(field.member)) {
+      out[at++] = std::get<T DriverBreakdown::*>(field.member);
+    }
   }
   return out;
 }
