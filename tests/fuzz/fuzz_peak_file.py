@@ -48,7 +48,7 @@ def seeds() -> list[bytes]:
     def report(outcome: str, devices: int, steps: int, fraction: float = 1.0) -> bytes:
         return peak_file.encode_report(PeakReport(
             outcome,
-            tuple(StepPeak(s, d, (3 + d) * GiB, (4 + d) * GiB, (7 + 2 * d) * GiB // 2, 1)
+            tuple(StepPeak(s, d, (3 + d) * GiB, (4 + d) * GiB, (7 + 2 * d) * GiB // 2, GiB, 1)
                   for s in range(1, steps + 1) for d in range(devices)),
             tuple(DeviceReport(d, 80 * GiB, 70 * GiB, (4 + d) * GiB, fraction)
                   for d in range(devices))))

@@ -26,13 +26,14 @@ from typing import Any
 
 from .._core.units import format_bytes
 from ..attribution.model_probe import STATE_PER_PARAMETER, block_lists, parameter_summary
-from ..predict.fit import measure_in_process
+from ..predict.fit import CudaDevice
 from ..predict.model import MemoryModel, Probe, fit_model
 from ..predict.search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
+from ..predict.window import allocator_retries
 from .advice import Measured, MeasuredRemedy, OomEvidence
 from .scene import Inputs, OomScene, slice_inputs
 
-__all__ = ["measure", "OptimizerStep"]
+__all__ = ["measure", "OptimizerStep", "CudaDevice"]
 
 #: Probes of one search (each one forward and backward at a slice of the batch).
 MAX_PROBES = 6
@@ -70,7 +71,8 @@ class OptimizerStep:
         added = peak - probe.peak_allocated_bytes
         return dataclasses.replace(
             probe, peak_allocated_bytes=peak, peak_reserved_bytes=probe.peak_reserved_bytes + added,
-            peak_pinned_bytes=probe.peak_pinned_bytes + added if probe.peak_pinned_bytes else 0)
+            peak_pinned_bytes=probe.peak_pinned_bytes + added if probe.peak_pinned_bytes else 0,
+            resident_bytes=final_allocated_bytes + missing + grads)
 
 
 def optimizer_step(optimizer: Any, model: Any, gradients_resident: bool) -> OptimizerStep:
@@ -161,48 +163,6 @@ class _Runner:
                 p.grad = None
 
 
-class CudaDevice:
-    """The device the measurements run on: windows of the CUDA allocator (exact peaks and what
-    must fit, vramscope.predict.window) and its cache. Tests give a synthetic one."""
-
-    def __init__(self, device: int) -> None:
-        self.index = device
-
-    def window(self, call: Callable[[int], None]) -> Callable[[int], tuple[Probe, int]]:
-        """``measure(size) -> (probe, bytes allocated at its end)`` of one run of ``call``."""
-        finals: dict[int, int] = {}
-
-        def keep(size: int, peaks: Any) -> None:
-            finals[size] = int(peaks.final_allocated_bytes)
-
-        inner = measure_in_process(call, 1, self.index, on_window=keep)
-
-        def measure(size: int) -> tuple[Probe, int]:
-            probe = inner(size)
-            return probe, finals[size]
-        return measure
-
-    def free(self) -> None:
-        """Lets go of what nothing holds any more, back to the driver."""
-        gc.collect()
-        sys.modules["torch"].cuda.empty_cache()
-
-    def selected(self) -> Any:
-        """The context that makes this device the current one."""
-        return sys.modules["torch"].cuda.device(self.index)
-
-    def step_peak(self) -> tuple[int, int]:
-        """(peak, now) of allocated bytes since the agent's last step boundary: the failed
-        step's own peak when the OOM came before its end (closes that step)."""
-        torch = sys.modules["torch"]
-        from .._core.session import SESSION
-
-        for r in SESSION.step_all():
-            if int(r["device"]) == self.index:
-                return int(r["peak_allocated_bytes"]), int(torch.cuda.memory_allocated(self.index))
-        raise RuntimeError(f"the agent returned no step record for cuda:{self.index}")
-
-
 def _measure_fn(runner: _Runner, device: Any, opt: OptimizerStep,
                 raw: dict[int, tuple[Probe, int]]) -> Callable[[int], Probe]:
     """``measure(size)`` for the search: one window per slice, the optimizer's step added; the
@@ -242,7 +202,8 @@ def _variant(runner: _Runner, device: Any, opt: OptimizerStep, sizes: list[int],
         return None, f"ran out of memory at {oom.size}"
     finally:
         undo()
-    return fit_model(probes), f"probes at {', '.join(map(str, sizes))}"
+    return fit_model(probes, retries=allocator_retries()), \
+        f"probes at {', '.join(map(str, sizes))}"
 
 
 def _checkpointing(model: Any, path: str) -> Callable[[], Callable[[], None]]:
@@ -310,8 +271,9 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                              scene.gradients_resident)
         budget = e.budget_bytes
         raw: dict[int, tuple[Probe, int]] = {}
+        retries = allocator_retries()
         result = search(_measure_fn(runner, device, opt, raw), budget, start=1,
-                        limit=size, max_probes=MAX_PROBES)
+                        limit=size, max_probes=MAX_PROBES, retries=retries)
         model = result.model
         need = _need(model, size)
         if model is None or need is None:
@@ -367,7 +329,8 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 opt.parameter_bytes, 0,
                 int(opt.parameter_bytes * FACTORED_STATE_SHARE) if lighter == "Adafactor" else 0,
                 0, opt.gradients_resident, lighter)
-            variant = fit_model([light.adjust(p, final) for p, final in raw.values()])
+            variant = fit_model([light.adjust(p, final) for p, final in raw.values()],
+                                retries=retries)
             params: dict[str, Any] = {"optimizer": lighter, "from_optimizer": opt.name,
                                       "state_bytes": opt.state_full_bytes}
             if lighter == "Adafactor":

@@ -63,6 +63,7 @@ class ProbeSink:
         self._records.append(StepPeak(record.step, record.device, record.peak_allocated_bytes,
                                       record.peak_reserved_bytes,
                                       self._pinned_of(record.step, record.device),
+                                      int(record.allocated_bytes),
                                       int(getattr(record, "peaks_exact", True))))
         if len({r.step for r in self._records}) >= self.steps:
             self.outcome = "measured"

@@ -28,6 +28,7 @@ from .model import Probe
 from .peak_file import MAX_BYTES, PeakReport
 from .probe import probe_of, probe_report, run_probe
 from .search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
+from .window import allocator_retries
 
 __all__ = ["main", "probe_argv"]
 
@@ -337,6 +338,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if result.size > 0 else 1
 
 
+def _probe_torch() -> str:
+    """The torch release the probes run (this interpreter's, read without importing it)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
 def _fit(args: argparse.Namespace, first: int) -> FitResult:
     """The search, each probe in a fresh process. Raises RuntimeError when a probe failed."""
     with tempfile.TemporaryDirectory(prefix="vramscope-fit-") as folder:
@@ -354,7 +365,8 @@ def _fit(args: argparse.Namespace, first: int) -> FitResult:
         result = search(runner, runner.budget_bytes, margin=args.margin, start=first,
                         limit=args.limit, multiple=args.multiple, quadratic=quadratic,
                         max_probes=args.max_probes, unit="token" if args.over == "seq_len"
-                        else "sample", what=args.over, known=known)
+                        else "sample", what=args.over, known=known,
+                        retries=allocator_retries(torch_version=_probe_torch()))
     return dataclasses.replace(result, budget_source=runner.budget_source)
 
 

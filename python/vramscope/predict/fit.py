@@ -28,18 +28,19 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any, Callable
 
 from .._core.session import SESSION
 from .._core.torchcheck import is_oom_error
-from .budget import Budget, agree_min, device_memory, resolve_budget
+from .budget import Budget, DeviceMemory, agree_min, device_memory, resolve_budget
 from .model import Probe
 from .search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
-from .window import Window, WindowPeaks
+from .window import Window, WindowPeaks, allocator_retries
 
-__all__ = ["fit", "measure_in_process"]
+__all__ = ["CudaDevice", "fit", "measure_in_process"]
 
 
 def _host_copy(state: Any) -> Any:
@@ -87,16 +88,67 @@ def measure_in_process(call: Callable[[int], Any], steps: int, device: int,
         if on_window is not None:
             on_window(size, peaks)
         return Probe(size, peaks.allocated_bytes, peaks.reserved_bytes, steps,
-                     time.perf_counter() - began, peak_pinned_bytes=peaks.pinned_bytes)
+                     time.perf_counter() - began, peak_pinned_bytes=peaks.pinned_bytes,
+                     resident_bytes=peaks.final_allocated_bytes)
 
     return measure
+
+
+class CudaDevice:
+    """The device in-process measurements run on (``fit``'s probes, the OOM post-mortem's):
+    windows of the CUDA allocator (exact peaks and what must fit, vramscope.predict.window),
+    its memory and its cache. Tests give a synthetic one with the same methods."""
+
+    def __init__(self, device: int) -> None:
+        self.index = device
+
+    def memory(self) -> DeviceMemory:
+        """What the driver and torch say of the device now (for the budget)."""
+        return device_memory(self.index)
+
+    def window(self, call: Callable[[int], Any],
+               steps: int = 1) -> Callable[[int], tuple[Probe, int]]:
+        """``measure(size) -> (probe, bytes allocated at its end)``: ``steps`` runs of
+        ``call(size)`` in one window; ProbeOutOfMemory when one runs out of memory."""
+        finals: dict[int, int] = {}
+
+        def keep(size: int, peaks: Any) -> None:
+            finals[size] = int(peaks.final_allocated_bytes)
+
+        inner = measure_in_process(call, steps, self.index, on_window=keep)
+
+        def measure(size: int) -> tuple[Probe, int]:
+            probe = inner(size)
+            return probe, finals[size]
+        return measure
+
+    def free(self) -> None:
+        """Lets go of what nothing holds any more, back to the driver."""
+        gc.collect()
+        sys.modules["torch"].cuda.empty_cache()
+
+    def selected(self) -> Any:
+        """The context that makes this device the current one."""
+        return sys.modules["torch"].cuda.device(self.index)
+
+    def step_peak(self) -> tuple[int, int]:
+        """(peak, now) of allocated bytes since the agent's last step boundary: the failed
+        step's own peak when the OOM came before its end (closes that step)."""
+        torch = sys.modules["torch"]
+        from .._core.session import SESSION
+
+        for r in SESSION.step_all():
+            if int(r["device"]) == self.index:
+                return int(r["peak_allocated_bytes"]), int(torch.cuda.memory_allocated(self.index))
+        raise RuntimeError(f"the agent returned no step record for cuda:{self.index}")
 
 
 def fit(step: Callable[..., Any], budget: Any = None, *, margin: float = DEFAULT_MARGIN,
         over: str = "batch_size", seq_len: int | None = None, batch_size: int | None = None,
         quadratic: bool | None = None, start: int | None = None, limit: int | None = None,
         multiple: int | None = None, steps: int = 2, device: int | None = None,
-        max_probes: int = 8, group: Any = None, restore: Sequence[Any] = ()) -> FitResult:
+        max_probes: int = 8, group: Any = None, restore: Sequence[Any] = (),
+        on: Any = None) -> FitResult:
     """The largest batch (``over="batch_size"``, the default) or sequence length
     (``over="seq_len"``) at which ``step`` fits ``budget`` with ``margin``.
 
@@ -111,9 +163,9 @@ def fit(step: Callable[..., Any], budget: Any = None, *, margin: float = DEFAULT
     ``group``: the process group whose ranks agree on the smallest answer (default: the job).
     ``restore``: objects with ``state_dict``/``load_state_dict`` (the model, the optimizer)
     whose state is copied to the host before the probes and loaded back after them: the probe
-    steps are real steps and change the weights.
+    steps are real steps and change the weights. ``on``: where the probes run (a CudaDevice
+    of ``device`` by default; the tests give a synthetic allocator).
     """
-    import torch
 
     if over not in ("batch_size", "seq_len"):
         raise ValueError(f"vramscope: over must be 'batch_size' or 'seq_len', got {over!r}")
@@ -136,19 +188,23 @@ def fit(step: Callable[..., Any], budget: Any = None, *, margin: float = DEFAULT
         else:
             call = step
         unit, quad, first = "sample", bool(quadratic), start or 1
-    SESSION.attach(init_cuda=True)
-    dev = torch.cuda.current_device() if device is None else int(device)
-    chosen: Budget = resolve_budget(budget, device_memory(dev))
+    if on is None:
+        import torch
+
+        SESSION.attach(init_cuda=True)
+        on = CudaDevice(torch.cuda.current_device() if device is None else int(device))
+    chosen: Budget = resolve_budget(budget, on.memory())
     saved = [(obj, _host_copy(obj.state_dict())) for obj in restore]
+    window = on.window(call, steps)
     try:
-        result = search(measure_in_process(call, steps, dev), chosen.bytes, margin=margin,
+        result = search(lambda size: window(size)[0], chosen.bytes, margin=margin,
                         start=first, limit=limit, multiple=multiple, quadratic=quad,
-                        max_probes=max_probes, unit=unit, what=over)
+                        max_probes=max_probes, unit=unit, what=over,
+                        retries=allocator_retries())
     finally:
         for obj, state in saved:
             obj.load_state_dict(state)
-    gc.collect()
-    torch.cuda.empty_cache()
+    on.free()
     agreed = agree_min(result.size, group)
     if agreed != result.size:
         prediction = result.model.predict(agreed) if result.model is not None and agreed else None

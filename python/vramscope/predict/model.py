@@ -73,12 +73,23 @@ class Probe:
     #: The peak of segments holding live blocks (with the one being created): what must fit
     #: under a cap (vramscope.predict.pinned); 0 when not measured.
     peak_pinned_bytes: int = 0
+    #: Bytes allocated when the steps were over (the parameters, the optimizer's state: what a
+    #: step at any size holds before it starts); 0 when not known.
+    resident_bytes: int = 0
 
     @property
     def must_fit_bytes(self) -> int:
         """What this size needs of a budget: the pinned peak when measured, else the reserved
         peak (an upper bound of it)."""
         return self.peak_pinned_bytes or max(self.peak_reserved_bytes, self.peak_allocated_bytes)
+
+    def need_at(self, factor: float, degree: int = 1) -> float:
+        """An upper bound of what ``factor`` times this size needs: the resident bytes stay,
+        the rest grows at most in proportion to the size (to its square for degree 2) -- sound
+        for any peak that is a polynomial of the size with non-negative coefficients."""
+        need = self.must_fit_bytes
+        base = min(self.resident_bytes, need)
+        return base + (need - base) * factor ** degree
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,13 +10,14 @@ whole before any number in it is used.
     {"format": "vramscope-fit-peaks", "version": 2,
      "outcome": "measured" | "ended" | "out_of_memory",
      "steps":   [{"step": 1, "device": 0, "peak_allocated_bytes": N, "peak_reserved_bytes": N,
-                  "peak_pinned_bytes": N, "peaks_exact": 1}],
+                  "peak_pinned_bytes": N, "resident_bytes": N, "peaks_exact": 1}],
      "devices": [{"device": 0, "total_bytes": N, "free_bytes": N, "reserved_bytes": N,
                   "fraction": 1.0}]}
 
 A step's ``peak_pinned_bytes`` is what must fit under a cap (vramscope.predict.pinned; 0: not
-measured), ``peaks_exact`` 1 when its peaks came from the agent's events, 0 when polled (a
-probe whose peaks are not exact is not used). Version 2 added both.
+measured), ``resident_bytes`` what stayed allocated at its end, ``peaks_exact`` 1 when its
+peaks came from the agent's events, 0 when polled (a probe whose peaks are not exact is not
+used). Version 2 added the three.
 ``outcome``: ``measured`` (the steps asked for ran, then the probe ended itself), ``ended``
 (the program ended first; the steps it ran), ``out_of_memory`` (a step raised CUDA's
 OutOfMemoryError; the steps before it). Exactly these keys (a later layout is a new version);
@@ -67,8 +68,10 @@ class StepPeak:
     device: int
     peak_allocated_bytes: int
     peak_reserved_bytes: int
-    #: What must fit under a cap (0: not measured), and were the peaks exact (1) or polled (0)?
+    #: What must fit under a cap (0: not measured), allocated at the step's end, and were the
+    #: peaks exact (1) or polled (0)?
     peak_pinned_bytes: int = 0
+    resident_bytes: int = 0
     peaks_exact: int = 1
 
 
@@ -104,7 +107,8 @@ class PeakReport:
 STEP_FIELDS = (("step", 0, MAX_STEP - 1), ("device", 0, MAX_DEVICES - 1),
                ("peak_allocated_bytes", 0, MAX_BYTES - 1),
                ("peak_reserved_bytes", 0, MAX_BYTES - 1),
-               ("peak_pinned_bytes", 0, MAX_BYTES - 1), ("peaks_exact", 0, 1))
+               ("peak_pinned_bytes", 0, MAX_BYTES - 1), ("resident_bytes", 0, MAX_BYTES - 1),
+               ("peaks_exact", 0, 1))
 #: A device record's integer fields; ``fraction`` (a number in (0, 1]) follows them.
 DEVICE_FIELDS = (("device", 0, MAX_DEVICES - 1), ("total_bytes", 1, MAX_BYTES - 1),
                  ("free_bytes", 0, MAX_BYTES - 1), ("reserved_bytes", 0, MAX_BYTES - 1))
@@ -288,7 +292,8 @@ def _check_together(report: PeakReport) -> None:
         total = totals.get(s.device)
         if total is None:
             raise PeakFileError(f"step {s.step} ran on device {s.device}, which it does not list")
-        for field in ("peak_allocated_bytes", "peak_reserved_bytes", "peak_pinned_bytes"):
+        for field in ("peak_allocated_bytes", "peak_reserved_bytes", "peak_pinned_bytes",
+                      "resident_bytes"):
             if getattr(s, field) > total:
                 raise PeakFileError(f"step {s.step}'s {field} ({getattr(s, field)}) is above "
                                     f"device {s.device}'s total_bytes ({total})")

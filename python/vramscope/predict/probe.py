@@ -230,5 +230,6 @@ def probe_of(report: PeakReport, size: int, seconds: float = 0.0) -> tuple[Probe
         max(s.peak_pinned_bytes for s in mine)
     probe = Probe(size, max(s.peak_allocated_bytes for s in mine),
                   max(s.peak_reserved_bytes for s in mine), len({s.step for s in mine}), seconds,
-                  peak_pinned_bytes=pinned)
+                  peak_pinned_bytes=pinned,
+                  resident_bytes=min(s.resident_bytes for s in mine))
     return probe, device

@@ -127,16 +127,19 @@ def _measured(size: int, probes: Sequence[Probe], what: str) -> Prediction | Non
 
 
 def _fits_doubled(probe: Probe, factor: float, usable: float, degree: int = 1) -> bool:
-    return probe.must_fit_bytes * factor ** degree <= usable
+    return probe.need_at(factor, degree) <= usable
 
 
 def _proportional_bound(probe: Probe, usable: float, degree: int) -> int:
-    """The largest size whose peak, grown from ``probe``'s in proportion to the size (to its
-    square for degree 2), stays within ``usable``: sound for any peak that is a polynomial of
-    the size with non-negative coefficients, or the largest of several such."""
-    if probe.must_fit_bytes <= 0:
+    """The largest size whose need, grown from ``probe``'s (its resident bytes kept, the rest
+    in proportion to the size, to its square for degree 2: Probe.need_at), stays within
+    ``usable``: sound for any peak that is a polynomial of the size with non-negative
+    coefficients, or the largest of several such."""
+    need = probe.must_fit_bytes
+    base = min(probe.resident_bytes, need)
+    if need <= base or usable <= base:
         return probe.size
-    return int(probe.size * (usable / probe.must_fit_bytes) ** (1.0 / degree))
+    return int(probe.size * ((usable - base) / (need - base)) ** (1.0 / degree))
 
 
 def search(measure: Callable[[int], Probe], budget_bytes: int, *,

@@ -18,7 +18,7 @@ from typing import Any
 from .._core.session import SESSION
 from .pinned import pinned_peak
 
-__all__ = ["PinnedWindows", "Window", "WindowPeaks"]
+__all__ = ["PinnedWindows", "Window", "WindowPeaks", "allocator_retries"]
 
 #: History entries kept while a window records (a step of the calibration models makes
 #: 2,400-17,000 events; each entry without stack traces is small).
@@ -26,6 +26,29 @@ HISTORY_ENTRIES = 2_000_000
 #: A replay that could not place more than this share of the window's events (a history the
 #: program recorded already and that wrapped around) gives no pinned peak.
 MAX_UNKNOWN_SHARE = 0.1
+
+
+def allocator_retries(environ: Any = None, torch_version: str | None = None) -> bool:
+    """Does the caching allocator free its cache and retry before it raises? Not where torch
+    (2.12 and later) is told ``throw_on_cudamalloc_oom:True`` in PYTORCH_CUDA_ALLOC_CONF (or
+    PYTORCH_ALLOC_CONF): a refused cudaMalloc then raises at once, and the reserved peak, not
+    the pinned one, is what must fit."""
+    import os
+    import re
+    import sys
+
+    environ = os.environ if environ is None else environ
+    if torch_version is None:
+        torch = sys.modules.get("torch")
+        torch_version = str(getattr(torch, "__version__", "")) if torch is not None else ""
+    found = re.match(r"(\d+)\.(\d+)", torch_version)
+    if found is None or (int(found.group(1)), int(found.group(2))) < (2, 12):
+        return True
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        conf = environ.get(name, "").replace(" ", "").lower()
+        if re.search(r"(^|,)throw_on_cudamalloc_oom:(true|1)(,|$)", conf):
+            return False
+    return True
 
 
 @dataclasses.dataclass(frozen=True)

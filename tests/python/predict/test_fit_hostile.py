@@ -38,7 +38,7 @@ def report(allocated, reserved, outcome="measured", total=80 * GiB, free=60 * Gi
     write({"format": "vramscope-fit-peaks", "version": 2, "outcome": outcome,
            "steps": [{"step": s, "device": 0, "peak_allocated_bytes": allocated,
                       "peak_reserved_bytes": reserved, "peak_pinned_bytes": 0,
-                      "peaks_exact": 1} for s in range(1, steps + 1)],
+                      "resident_bytes": 0, "peaks_exact": 1} for s in range(1, steps + 1)],
            "devices": [{"device": 0, "total_bytes": total, "free_bytes": free,
                         "reserved_bytes": held, "fraction": 1.0}]})
 '''
@@ -251,7 +251,7 @@ def test_polled_peaks_are_never_an_answer(tmp_path):
         write({"format": "vramscope-fit-peaks", "version": 2, "outcome": "measured",
                "steps": [{"step": s, "device": 0, "peak_allocated_bytes": GiB * size,
                           "peak_reserved_bytes": GiB * size, "peak_pinned_bytes": 0,
-                          "peaks_exact": 0} for s in (1, 2, 3)],
+                          "resident_bytes": 0, "peaks_exact": 0} for s in (1, 2, 3)],
                "devices": [{"device": 0, "total_bytes": 80 * GiB, "free_bytes": 60 * GiB,
                             "reserved_bytes": 0, "fraction": 1.0}]})
     """
@@ -268,7 +268,8 @@ def test_the_pinned_peaks_a_probe_measured_are_the_need(tmp_path):
         write({"format": "vramscope-fit-peaks", "version": 2, "outcome": "measured",
                "steps": [{"step": s, "device": 0, "peak_allocated_bytes": allocated,
                           "peak_reserved_bytes": allocated * 3 // 2,
-                          "peak_pinned_bytes": allocated * 105 // 100, "peaks_exact": 1}
+                          "peak_pinned_bytes": allocated * 105 // 100,
+                          "resident_bytes": GiB, "peaks_exact": 1}
                          for s in (1, 2, 3)],
                "devices": [{"device": 0, "total_bytes": 80 * GiB, "free_bytes": 60 * GiB,
                             "reserved_bytes": 0, "fraction": 1.0}]})

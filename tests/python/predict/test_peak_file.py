@@ -28,7 +28,7 @@ def honest(**top) -> dict:
     doc = {"format": "vramscope-fit-peaks", "version": 2, "outcome": "measured",
            "steps": [{"step": s, "device": 0, "peak_allocated_bytes": 3 * GiB,
                       "peak_reserved_bytes": 4 * GiB, "peak_pinned_bytes": 7 * GiB // 2,
-                      "peaks_exact": 1} for s in (1, 2, 3)],
+                      "resident_bytes": GiB, "peaks_exact": 1} for s in (1, 2, 3)],
            "devices": [{"device": 0, "total_bytes": 80 * GiB, "free_bytes": 70 * GiB,
                         "reserved_bytes": 4 * GiB, "fraction": 1.0}]}
     doc.update(top)

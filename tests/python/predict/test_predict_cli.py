@@ -52,6 +52,7 @@ def test_the_probe_sink_writes_its_steps_owner_only(tmp_path):
         def __init__(self, step):
             self.step, self.device = step, 0
             self.peak_allocated_bytes, self.peak_reserved_bytes = 100 * step, 200 * step
+            self.allocated_bytes = 50
 
     sink = from_env({"VRAMSCOPE_FIT_OUT": str(tmp_path / "p.json"), "VRAMSCOPE_FIT_STEPS": "5"})
     assert isinstance(sink, ProbeSink) and sink.steps == 5
