@@ -7,6 +7,7 @@
 #include "vramscope/format/sample_codec.hpp"
 
 #include <array>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <variant>
@@ -441,36 +442,48 @@ class Cursor {
   std::size_t remaining() const { return m_bytes.size(); }
 
   /// get_varint() for 64 bits, written out: most of a sample is varints. With ten bytes left
-  /// (all but a sample's last few fields) a varint is read without checking the end at every
-  /// byte; the rest go through the checked loop.
-  uint64_t u() {
-    const auto* const p = reinterpret_cast<const unsigned char*>(m_bytes.data());
+  /// (all but a sample's last few fields) a varint of up to 8 bytes is read from one 64-bit
+  /// load: its end is the first byte without the top bit, and its 7-bit groups are packed
+  /// together in three steps, whatever its length (byte counts take 5). The rest go through
+  /// the checked loops.
+  [[gnu::always_inline]] uint64_t u() {
     if (m_bytes.size() < 10) return u_near_end();
-    uint64_t value = p[0];
-    std::size_t used = 1;
-    if (value >= 0x80U) {
-      value &= 0x7FU;
-      for (;;) {
-        const uint64_t byte = p[used];
-        value |= (byte & 0x7FU) << (7 * used);
-        ++used;
-        if (byte < 0x80U) break;
-        if (used == 9) {
-          // The 10th byte of a 64-bit value may only carry its top bit.
-          const uint64_t last = p[9];
-          if (last > 1) throw FormatError("varint overflows 64 bits");
-          value |= last << 63U;
-          used = 10;
-          break;
-        }
-      }
+    const auto* const p = reinterpret_cast<const unsigned char*>(m_bytes.data());
+    if (p[0] < 0x80U) {
+      m_bytes.remove_prefix(1);
+      return p[0];
     }
+    uint64_t word = 0;
+    std::memcpy(&word, p, sizeof word);  // little-endian (recording_layout.hpp asserts it)
+    const uint64_t ends = ~word & 0x8080808080808080ULL;
+    if (ends == 0) return u_long();
+    const auto used = static_cast<unsigned>(__builtin_ctzll(ends) / 8 + 1);
+    if (used < 8) word &= (uint64_t{1} << (8 * used)) - 1;
+    word &= 0x7F7F7F7F7F7F7F7FULL;
+    word = (word & 0x007F007F007F007FULL) | ((word & 0x7F007F007F007F00ULL) >> 1U);
+    word = (word & 0x00003FFF00003FFFULL) | ((word & 0x3FFF00003FFF0000ULL) >> 2U);
+    word = (word & 0x000000000FFFFFFFULL) | ((word & 0x0FFFFFFF00000000ULL) >> 4U);
     m_bytes.remove_prefix(used);
-    return value;
+    return word;
+  }
+
+  /// u() for a varint of 9 or 10 bytes, with at least ten left.
+  [[gnu::noinline]] uint64_t u_long() {
+    const auto* const p = reinterpret_cast<const unsigned char*>(m_bytes.data());
+    uint64_t value = 0;
+    for (std::size_t i = 0; i < 9; ++i) value |= static_cast<uint64_t>(p[i] & 0x7FU) << (7 * i);
+    if (p[8] < 0x80U) {
+      m_bytes.remove_prefix(9);
+      return value;
+    }
+    // The 10th byte of a 64-bit value may only carry its top bit.
+    if (p[9] > 1) throw FormatError("varint overflows 64 bits");
+    m_bytes.remove_prefix(10);
+    return value | (uint64_t{p[9]} << 63U);
   }
 
   /// u() within the last ten bytes, checking the end at every byte.
-  uint64_t u_near_end() {
+  [[gnu::noinline]] uint64_t u_near_end() {
     const auto* const bytes = reinterpret_cast<const unsigned char*>(m_bytes.data());
     uint64_t value = 0;
     for (std::size_t i = 0; i < m_bytes.size(); ++i) {
@@ -484,9 +497,17 @@ class Cursor {
     throw FormatError("varint runs past the end");
   }
 
+  // Each check below throws through a function of its own: the message is built there, out of
+  // line, so that the checks themselves inline into the walk of every field.
+
+  /// Throws "<what> exceeds 32 bits".
+  [[noreturn, gnu::noinline, gnu::cold]] static void too_wide(const char* what) {
+    throw FormatError(std::string(what) + " exceeds 32 bits");
+  }
+
   uint32_t read_u32(const char* what) {
     const uint64_t value = u();
-    if (value > UINT32_MAX) throw FormatError(std::string(what) + " exceeds 32 bits");
+    if (value > UINT32_MAX) too_wide(what);
     return static_cast<uint32_t>(value);
   }
 
@@ -494,9 +515,7 @@ class Cursor {
 
   int32_t read_s32(const char* what) {
     const int64_t value = s();
-    if (value < INT32_MIN || value > INT32_MAX) {
-      throw FormatError(std::string(what) + " exceeds 32 bits");
-    }
+    if (value < INT32_MIN || value > INT32_MAX) too_wide(what);
     return static_cast<int32_t>(value);
   }
 
@@ -505,28 +524,38 @@ class Cursor {
   template <typename T>
   std::size_t count(uint32_t maximum, const char* what) {
     const uint64_t value = u();
-    if (value > maximum || value > remaining()) {
-      throw FormatError(std::string("implausible ") + what + " count " + std::to_string(value));
-    }
+    if (value > maximum || value > remaining()) implausible_count(what, value);
     charge(value * sizeof(T));
     return static_cast<std::size_t>(value);
   }
 
+  /// Throws "implausible <what> count <value>".
+  [[noreturn, gnu::noinline, gnu::cold]] static void implausible_count(const char* what,
+                                                                       uint64_t value) {
+    throw FormatError(std::string("implausible ") + what + " count " + std::to_string(value));
+  }
+
   /// Charges `bytes` about to be made to the sample's budget; throws before exceeding it.
   void charge(uint64_t bytes) {
-    if (bytes > max_decoded_sample_bytes - m_decoder.m_expanded_bytes) {
-      throw FormatError("sample expands implausibly (beyond " +
-                        std::to_string(max_decoded_sample_bytes >> 20U) + " MiB)");
-    }
+    if (bytes > max_decoded_sample_bytes - m_decoder.m_expanded_bytes) expands_too_far();
     m_decoder.m_expanded_bytes += bytes;
+  }
+
+  /// Throws what charge() refuses.
+  [[noreturn, gnu::noinline, gnu::cold]] static void expands_too_far() {
+    throw FormatError("sample expands implausibly (beyond " +
+                      std::to_string(max_decoded_sample_bytes >> 20U) + " MiB)");
   }
 
   uint32_t read_flags(uint32_t known, const char* what) {
     const uint64_t value = u();
-    if ((value & ~static_cast<uint64_t>(known)) != 0) {
-      throw FormatError(std::string("unknown ") + what + " flag bits");
-    }
+    if ((value & ~static_cast<uint64_t>(known)) != 0) unknown_flags(what);
     return static_cast<uint32_t>(value);
+  }
+
+  /// Throws "unknown <what> flag bits".
+  [[noreturn, gnu::noinline, gnu::cold]] static void unknown_flags(const char* what) {
+    throw FormatError(std::string("unknown ") + what + " flag bits");
   }
 
   std::string_view take(std::size_t size) {
@@ -536,7 +565,18 @@ class Cursor {
     return out;
   }
 
+  /// A string field. Most strings of a steady recording are empty or a table reference: an
+  /// empty one (code 0) is taken here, inline; str_coded() reads the rest.
   void str(std::string& out) {
+    if (!m_bytes.empty() && m_bytes[0] == 0) {
+      m_bytes.remove_prefix(1);
+      out.clear();
+      return;
+    }
+    str_coded(out);
+  }
+
+  [[gnu::noinline]] void str_coded(std::string& out) {
     const uint64_t code = u();
     if (code == string_empty) {
       out.clear();

@@ -183,21 +183,29 @@ TEST(SampleCodec, SampleVarintsReadExactlyWhatGetVarintReads) {
     }
     varints.push_back(bytes);
   }
-  for (const std::string& varint : varints) {
-    // The rest of the sample: hostname, driver, devices, allocators, steps, OOMs.
-    const std::string body = varint + std::string(6, '\0');
-    const std::string bytes = std::string(1, static_cast<char>(body.size())) + body;
-    std::size_t at = 0;
-    uint64_t expected = 0;
-    const bool valid = get_varint(body, at, expected) == VarintRead::Ok && at == varint.size();
-    SampleDecoder decoder;
-    std::string_view cursor = bytes;
-    SystemSample out;
-    if (valid) {
-      ASSERT_NO_THROW(decoder.decode(cursor, 0, out)) << hex(varint);
-      EXPECT_EQ(out.timestamp_ns, unzigzag(expected)) << hex(varint);
-    } else {
-      EXPECT_THROW(decoder.decode(cursor, 0, out), FormatError) << hex(varint);
+  // The rest of the sample: hostname, driver, devices, allocators, steps, OOMs; once all empty
+  // (the varint is read near the end of the sample), once with a literal hostname (read with
+  // ten bytes or more left, the decoder's other way).
+  for (const std::string& rest : {std::string(6, '\0'),
+                                  "\x02\x0a"
+                                  "abcdefghij"s +
+                                      std::string(5, '\0')}) {
+    for (const std::string& varint : varints) {
+      const std::string body = varint + rest;
+      const std::string bytes = std::string(1, static_cast<char>(body.size())) + body;
+      std::size_t at = 0;
+      uint64_t expected = 0;
+      const bool valid = get_varint(body, at, expected) == VarintRead::Ok && at == varint.size();
+      SampleDecoder decoder;
+      std::string_view cursor = bytes;
+      SystemSample out;
+      if (valid) {
+        ASSERT_NO_THROW(decoder.decode(cursor, 0, out)) << hex(varint);
+        EXPECT_EQ(out.timestamp_ns, unzigzag(expected)) << hex(varint);
+        EXPECT_EQ(out.hostname, rest.size() > 6 ? "abcdefghij" : "") << hex(varint);
+      } else {
+        EXPECT_THROW(decoder.decode(cursor, 0, out), FormatError) << hex(varint);
+      }
     }
   }
 }
