@@ -106,18 +106,46 @@ class DevicePositions {
 /// MIG instance's joins the parent device. Never guesses a pid mapping across namespaces.
 JoinResult join_processes(const SystemSample& sample);
 
-/// join_processes() for sample after sample, into one JoinResult whose memory is reused: once
-/// a recording's samples have settled into their shape, a join allocates nothing (a reader
-/// joins every sample, and allocating each row's copies cost more than decoding it). Small
-/// samples are joined by scanning (a few GPUs and agents); large ones through maps, so the
-/// time stays linear in the sample.
+/// One row of a join as references into the sample joined: a JoinedProcess that copies no
+/// record.
+struct JoinedRow {
+  /// Position in SystemSample::devices of the row's device.
+  std::size_t device_position = 0;
+  /// The driver's row and the agent's, in the sample; null when that view does not report the
+  /// process.
+  const ProcessSample* driver = nullptr;
+  const AllocatorSample* torch = nullptr;
+  /// As in JoinedProcess.
+  uint32_t pid = 0;
+  std::optional<uint64_t> cached_free_bytes;
+  std::optional<uint64_t> non_pytorch_bytes;
+  uint8_t issues = 0;
+};
+
+/// A join as references into one sample.
+struct JoinedRows {
+  /// Every device's rows in device order: its driver rows in driver order, then its agent-only
+  /// rows (JoinedDevice::processes, one device after the other).
+  std::vector<JoinedRow> rows;
+  /// Agents whose device uuid matches no device the driver reported.
+  std::vector<const AllocatorSample*> unmatched_allocators;
+  /// Did at least one agent row land on a device?
+  bool any_torch = false;
+};
+
+/// join_processes() for sample after sample, as references into each: a reader joins every
+/// sample of a recording, and copying each row's records (commands, uuids) cost more than
+/// decoding them. Its memory is reused, so once a recording's samples settle into their shape a
+/// join allocates nothing. Small samples are joined by scanning (a few GPUs and agents); large
+/// ones through maps, so the time stays linear in the sample.
 class Joiner {
  public:
-  /// The join of `sample`, equal to join_processes(sample); valid until the next join().
-  const JoinResult& join(const SystemSample& sample);
+  /// The join of `sample`, equal to join_processes(sample) row for row; valid until the next
+  /// join() and while `sample` is unchanged.
+  const JoinedRows& join(const SystemSample& sample);
 
  private:
-  JoinResult m_result;
+  JoinedRows m_joined;
   /// Per allocator: the position of its device (npos: none), and has it joined a row?
   std::vector<std::size_t> m_owner;
   std::vector<bool> m_used;

@@ -40,7 +40,7 @@ void allocator_devices(const SystemSample& sample, std::vector<std::size_t>& own
 
 /// Fills the decomposition of a row that has an agent on `device`, and flags what does not add
 /// up.
-void decompose(const DeviceSample& device, JoinedProcess& row) {
+void decompose(const DeviceSample& device, JoinedRow& row) {
   const AllocatorSample& torch = *row.torch;
   // An allocator cannot hold more than the GPU has: such numbers come from a damaged or forged
   // segment, and no arithmetic is done with them.
@@ -97,23 +97,21 @@ std::unordered_map<std::string_view, std::size_t> device_positions(const SystemS
 
 namespace {
 
-/// The next row of `device`, reusing one left from an earlier join (its strings keep their
-/// memory); every field is set again.
-JoinedProcess& next_row(JoinedDevice& device, std::size_t& rows) {
-  if (rows == device.processes.size()) device.processes.emplace_back();
-  JoinedProcess& row = device.processes[rows++];
-  row.pid = 0;
-  row.cached_free_bytes.reset();
-  row.non_pytorch_bytes.reset();
-  row.issues = 0;
+/// The next row of `joined`, reusing one left from an earlier join; every field is set again.
+JoinedRow& next_row(JoinedRows& joined, std::size_t& rows, std::size_t device_position) {
+  if (rows == joined.rows.size()) joined.rows.emplace_back();
+  JoinedRow& row = joined.rows[rows++];
+  row = JoinedRow{};
+  row.device_position = device_position;
   return row;
 }
 
-/// The join of `sample` into `result`, whose vectors and rows are reused; `owner` and `used`
-/// are scratch.
-void join_into(const SystemSample& sample, JoinResult& result, std::vector<std::size_t>& owner,
+/// The join of `sample` into `joined`, whose vectors are reused; `owner` and `used` are
+/// scratch.
+void join_into(const SystemSample& sample, JoinedRows& joined, std::vector<std::size_t>& owner,
                std::vector<bool>& used) {
-  result.any_torch = false;
+  joined.any_torch = false;
+  joined.unmatched_allocators.clear();
   used.assign(sample.allocators.size(), false);
   // Each allocator joins the first device its uuid names (every agent of a device is used up
   // by the end of that device), and there the first process with its pid: the k-th process of
@@ -129,20 +127,17 @@ void join_into(const SystemSample& sample, JoinResult& result, std::vector<std::
       if (owner[a] != std::string::npos) device_agents[owner[a]].push_back(a);
     }
   }
-  result.devices.resize(sample.devices.size());
+  std::size_t rows = 0;
   for (std::size_t d = 0; d < sample.devices.size(); ++d) {
     const DeviceSample& device = sample.devices[d];
-    JoinedDevice& joined = result.devices[d];
-    joined.device_position = d;
-    std::size_t rows = 0;
     std::unordered_map<uint32_t, std::vector<std::size_t>> agents_by_pid;
     std::unordered_map<uint32_t, std::size_t> next_by_pid;
     if (!scan) {
       for (std::size_t a : device_agents[d]) agents_by_pid[sample.allocators[a].pid].push_back(a);
     }
     for (const ProcessSample& process : device.processes) {
-      JoinedProcess& row = next_row(joined, rows);
-      row.driver = process;
+      JoinedRow& row = next_row(joined, rows, d);
+      row.driver = &process;
       row.pid = process.pid;
       std::size_t agent = std::string::npos;
       if (scan) {
@@ -157,27 +152,23 @@ void join_into(const SystemSample& sample, JoinResult& result, std::vector<std::
         std::size_t& next = next_by_pid[process.pid];
         if (next < same_pid->second.size()) agent = same_pid->second[next++];
       }
-      if (agent == std::string::npos) {
-        row.torch.reset();
-        continue;
-      }
+      if (agent == std::string::npos) continue;
       used[agent] = true;
-      row.torch = sample.allocators[agent];
+      row.torch = &sample.allocators[agent];
       decompose(device, row);
     }
     // Agents left over: their pid is not in this device's list. Shown apart, never matched to
     // "the one unmatched process": a wrong guess would be worse than an honest gap.
     const auto leftover = [&](std::size_t a) {
-      result.any_torch = true;
+      joined.any_torch = true;
       if (used[a]) return;
       used[a] = true;
       // An agent publishes a slot for every visible device; a DDP rank that never touched this
       // one has no context here, so it is rightly absent from the driver's list: no row.
       const AllocatorSample& agent = sample.allocators[a];
       if (agent.reserved_bytes == 0 && agent.peak_reserved_bytes == 0) return;
-      JoinedProcess& row = next_row(joined, rows);
-      row.driver.reset();
-      row.torch = agent;
+      JoinedRow& row = next_row(joined, rows, d);
+      row.torch = &agent;
       row.pid = agent.pid;
       decompose(device, row);
     };
@@ -188,20 +179,11 @@ void join_into(const SystemSample& sample, JoinResult& result, std::vector<std::
     } else {
       for (std::size_t a : device_agents[d]) leftover(a);
     }
-    joined.processes.resize(rows);
   }
-
-  std::size_t unmatched = 0;
+  joined.rows.resize(rows);
   for (std::size_t a = 0; a < sample.allocators.size(); ++a) {
-    if (used[a]) continue;
-    if (unmatched == result.unmatched_allocators.size()) {
-      result.unmatched_allocators.push_back(sample.allocators[a]);
-    } else {
-      result.unmatched_allocators[unmatched] = sample.allocators[a];
-    }
-    ++unmatched;
+    if (!used[a]) joined.unmatched_allocators.push_back(&sample.allocators[a]);
   }
-  result.unmatched_allocators.resize(unmatched);
 }
 
 }  // namespace
@@ -229,16 +211,31 @@ std::size_t DevicePositions::find(std::string_view uuid) const {
 }
 
 JoinResult join_processes(const SystemSample& sample) {
+  Joiner joiner;
+  const JoinedRows& joined = joiner.join(sample);
   JoinResult result;
-  std::vector<std::size_t> owner;
-  std::vector<bool> used;
-  join_into(sample, result, owner, used);
+  result.any_torch = joined.any_torch;
+  result.devices.resize(sample.devices.size());
+  for (std::size_t d = 0; d < sample.devices.size(); ++d) result.devices[d].device_position = d;
+  for (const JoinedRow& row : joined.rows) {
+    JoinedProcess copy;
+    if (row.driver != nullptr) copy.driver = *row.driver;
+    if (row.torch != nullptr) copy.torch = *row.torch;
+    copy.pid = row.pid;
+    copy.cached_free_bytes = row.cached_free_bytes;
+    copy.non_pytorch_bytes = row.non_pytorch_bytes;
+    copy.issues = row.issues;
+    result.devices[row.device_position].processes.push_back(std::move(copy));
+  }
+  for (const AllocatorSample* agent : joined.unmatched_allocators) {
+    result.unmatched_allocators.push_back(*agent);
+  }
   return result;
 }
 
-const JoinResult& Joiner::join(const SystemSample& sample) {
-  join_into(sample, m_result, m_owner, m_used);
-  return m_result;
+const JoinedRows& Joiner::join(const SystemSample& sample) {
+  join_into(sample, m_joined, m_owner, m_used);
+  return m_joined;
 }
 
 std::string describe_join_issues(uint8_t issues) {

@@ -6,15 +6,22 @@
 namespace vramscope {
 namespace {
 
+/// "<who> <field> <value>": the message for an implausible value (kept out of line).
+template <typename Who>
+[[gnu::noinline]] std::string implausible_text(const Who& who, std::string_view field,
+                                               uint64_t value) {
+  std::string out = who() + " ";
+  out += field;
+  return out + " " + std::to_string(value);
+}
+
 /// "<who> <field> <value>" when `value` is implausible, else "". `who()` names the record and
 /// is called only then: a reader checks every sample, and naming each of its records (a
 /// number turned into text, a string made) cost more than decoding it.
 template <typename Who>
 std::string check(const Who& who, std::string_view field, std::optional<uint64_t> value) {
-  if (is_plausible_bytes(value)) return "";
-  std::string out = who() + " ";
-  out += field;
-  return out + " " + std::to_string(*value);
+  if (is_plausible_bytes(value)) return {};
+  return implausible_text(who, field, *value);
 }
 
 std::string device_fields(const DeviceSample& d) {

@@ -44,8 +44,21 @@ nlohmann::ordered_json text_or_null(const std::string& text) {
 
 }  // namespace
 
-DevicePeak* RecordingSummary::device(const std::string& uuid) {
-  if (const auto found = m_devices.find(uuid); found != m_devices.end()) return &found->second;
+DevicePeak* RecordingSummary::device(const std::string& uuid, std::size_t position) {
+  std::vector<DevicePeak*>& hints = m_scratch.devices;
+  if (position < hints.size() && hints[position] != nullptr && hints[position]->uuid == uuid) {
+    return hints[position];
+  }
+  const auto remember = [&](DevicePeak* peak) {
+    if (position < max_summary_devices) {
+      if (hints.size() <= position) hints.resize(position + 1, nullptr);
+      hints[position] = peak;
+    }
+    return peak;
+  };
+  if (const auto found = m_devices.find(uuid); found != m_devices.end()) {
+    return remember(&found->second);
+  }
   if (m_devices.size() >= max_summary_devices ||
       2 * uuid.size() > max_summary_text_bytes - m_text_bytes) {
     m_omitted = true;
@@ -54,7 +67,7 @@ DevicePeak* RecordingSummary::device(const std::string& uuid) {
   m_text_bytes += 2 * uuid.size();
   DevicePeak& peak = m_devices[uuid];
   peak.uuid = uuid;
-  return &peak;
+  return remember(&peak);
 }
 
 ProcessPeak* RecordingSummary::process(uint32_t pid, const std::string& uuid, uint32_t device_index,
@@ -114,8 +127,9 @@ void RecordingSummary::add(const SystemSample& sample) {
   const int64_t offset_ns = saturating_sub_ns(sample.timestamp_ns, m_start_ns);
   m_oom_count += sample.ooms.size();
 
-  for (const DeviceSample& d : sample.devices) {
-    DevicePeak* const peak = device(d.uuid);
+  for (std::size_t position = 0; position < sample.devices.size(); ++position) {
+    const DeviceSample& d = sample.devices[position];
+    DevicePeak* const peak = device(d.uuid, position);
     if (peak == nullptr) continue;
     peak->index = d.index;
     if (!d.name.empty()) set_text(peak->name, d.name);
@@ -125,31 +139,28 @@ void RecordingSummary::add(const SystemSample& sample) {
     }
   }
 
-  const JoinResult& joined = m_scratch.joiner.join(sample);
   std::size_t rows = 0;
-  for (const JoinedDevice& jd : joined.devices) {
-    const DeviceSample& d = sample.devices[jd.device_position];
-    for (const JoinedProcess& row : jd.processes) {
-      ProcessPeak* const kept = process(row.pid, d.uuid, d.index, rows++);
-      if (kept == nullptr) continue;
-      ProcessPeak& peak = *kept;
-      if (row.driver) {
-        if (row.driver->visible && !row.driver->command.empty()) {
-          set_text(peak.command, row.driver->command);
-        }
-        if (row.driver->used_bytes && raise(peak.peak_used_bytes, *row.driver->used_bytes)) {
-          peak.peak_offset_ns = offset_ns;
-          peak.parts_at_peak = row.torch ? row.torch->breakdown : std::nullopt;
-        }
+  for (const JoinedRow& row : m_scratch.joiner.join(sample).rows) {
+    const DeviceSample& d = sample.devices[row.device_position];
+    ProcessPeak* const kept = process(row.pid, d.uuid, d.index, rows++);
+    if (kept == nullptr) continue;
+    ProcessPeak& peak = *kept;
+    if (row.driver != nullptr) {
+      if (row.driver->visible && !row.driver->command.empty()) {
+        set_text(peak.command, row.driver->command);
       }
-      if (row.torch) {
-        const AllocatorSample& t = *row.torch;
-        raise(peak.torch_peak_allocated_bytes, std::max(t.allocated_bytes, t.peak_allocated_bytes));
-        raise(peak.torch_peak_reserved_bytes, std::max(t.reserved_bytes, t.peak_reserved_bytes));
-        if (t.step > 0) {
-          raise(peak.step_count, t.step);
-          raise(peak.max_step_peak_allocated_bytes, t.step_peak_allocated_bytes);
-        }
+      if (row.driver->used_bytes && raise(peak.peak_used_bytes, *row.driver->used_bytes)) {
+        peak.peak_offset_ns = offset_ns;
+        peak.parts_at_peak = row.torch != nullptr ? row.torch->breakdown : std::nullopt;
+      }
+    }
+    if (row.torch != nullptr) {
+      const AllocatorSample& t = *row.torch;
+      raise(peak.torch_peak_allocated_bytes, std::max(t.allocated_bytes, t.peak_allocated_bytes));
+      raise(peak.torch_peak_reserved_bytes, std::max(t.reserved_bytes, t.peak_reserved_bytes));
+      if (t.step > 0) {
+        raise(peak.step_count, t.step);
+        raise(peak.max_step_peak_allocated_bytes, t.step_peak_allocated_bytes);
       }
     }
   }

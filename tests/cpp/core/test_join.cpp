@@ -181,29 +181,51 @@ TEST(Join, AgentOnMigInstanceJoinsItsParentDevice) {
   EXPECT_EQ(row.non_pytorch_bytes, 1000 * mib);
 }
 
-/// Every field of a join, one line per row, for comparing two joins.
-std::string describe(const JoinResult& r) {
-  std::string out = r.any_torch ? "torch\n" : "no torch\n";
+/// One row of a join as a line, for comparing two joins.
+std::string describe_row(uint32_t pid, const ProcessSample* driver, const AllocatorSample* torch,
+                         const std::optional<uint64_t>& cached,
+                         const std::optional<uint64_t>& non_pytorch, uint8_t issues) {
   const auto opt = [](const std::optional<uint64_t>& v) {
     return v ? std::to_string(*v) : std::string("-");
   };
+  return "  pid " + std::to_string(pid) + " driver " +
+         (driver != nullptr
+              ? std::to_string(driver->pid) + "/" + opt(driver->used_bytes) + "/" + driver->command
+              : "-") +
+         " torch " +
+         (torch != nullptr ? std::to_string(torch->pid) + "/" + torch->device_uuid + "/" +
+                                 std::to_string(torch->reserved_bytes)
+                           : "-") +
+         " cached " + opt(cached) + " non-pytorch " + opt(non_pytorch) + " issues " +
+         std::to_string(issues) + "\n";
+}
+
+/// Every field of a join, one line per row.
+std::string describe(const JoinResult& r) {
+  std::string out = r.any_torch ? "torch\n" : "no torch\n";
   for (const JoinedDevice& d : r.devices) {
-    out += "device " + std::to_string(d.device_position) + "\n";
     for (const JoinedProcess& p : d.processes) {
-      out += "  pid " + std::to_string(p.pid) + " driver " +
-             (p.driver ? std::to_string(p.driver->pid) + "/" + opt(p.driver->used_bytes) + "/" +
-                             p.driver->command
-                       : "-") +
-             " torch " +
-             (p.torch ? std::to_string(p.torch->pid) + "/" + p.torch->device_uuid + "/" +
-                            std::to_string(p.torch->reserved_bytes)
-                      : "-") +
-             " cached " + opt(p.cached_free_bytes) + " non-pytorch " + opt(p.non_pytorch_bytes) +
-             " issues " + std::to_string(p.issues) + "\n";
+      out += "device " + std::to_string(d.device_position) +
+             describe_row(p.pid, p.driver ? &*p.driver : nullptr, p.torch ? &*p.torch : nullptr,
+                          p.cached_free_bytes, p.non_pytorch_bytes, p.issues);
     }
   }
   for (const AllocatorSample& a : r.unmatched_allocators) {
     out += "unmatched " + std::to_string(a.pid) + " " + a.device_uuid + "\n";
+  }
+  return out;
+}
+
+/// The same for a join as references.
+std::string describe(const JoinedRows& r) {
+  std::string out = r.any_torch ? "torch\n" : "no torch\n";
+  for (const JoinedRow& p : r.rows) {
+    out +=
+        "device " + std::to_string(p.device_position) +
+        describe_row(p.pid, p.driver, p.torch, p.cached_free_bytes, p.non_pytorch_bytes, p.issues);
+  }
+  for (const AllocatorSample* a : r.unmatched_allocators) {
+    out += "unmatched " + std::to_string(a->pid) + " " + a->device_uuid + "\n";
   }
   return out;
 }
@@ -237,9 +259,10 @@ SystemSample tangled_sample() {
   return s;
 }
 
-TEST(Join, AJoinerReusedOverSamplesOfAnyShapeJoinsEachAsAFreshJoin) {
+TEST(Join, AJoinerReusedOverSamplesOfAnyShapeJoinsEachAsJoinProcessesDoes) {
   // The Joiner keeps its rows from one sample to the next: nothing of an earlier sample may
-  // linger in a row (a torch, a cache, an issue), whatever shape follows which.
+  // linger in a row (a torch, a cache, an issue), whatever shape follows which; and its rows
+  // refer to the sample where join_processes() copies it.
   std::vector<SystemSample> samples;
   // One row on GPU 0, in turn: an agent the driver does not list (flagged, no driver), its
   // process listed (torch and driver, no issue), the process without its agent (no torch).
@@ -290,6 +313,23 @@ TEST(Join, ASampleTooLargeToScanJoinsAsASmallOneDoes) {
   }
   EXPECT_EQ(describe(join_processes(large)), expected);
   EXPECT_NE(describe(join_processes(small)).find("issues"), std::string::npos);
+}
+
+TEST(Join, DevicePositionsFindTheFirstDeviceAUuidNamesInSmallAndLargeSamples) {
+  // Scanned up to 16 uuids, mapped past them: the same answers either way.
+  for (const uint32_t devices : {2U, 3U, 20U}) {
+    SystemSample s;
+    for (uint32_t d = 0; d < devices; ++d) s.devices.push_back(make_device(d));
+    MigInstanceSample mig;
+    mig.uuid = "MIG-11111111-2222-3333-4444-555555555555";
+    s.devices[1].mig_instances.push_back(mig);
+    s.devices.push_back(make_device(0));  // a second device with GPU 0's uuid: the first wins
+    const DevicePositions positions(s);
+    for (uint32_t d = 0; d < devices; ++d) EXPECT_EQ(positions.find(s.devices[d].uuid), d);
+    EXPECT_EQ(positions.find(mig.uuid), 1U) << devices;
+    EXPECT_EQ(positions.find(""), DevicePositions::none) << devices;
+    EXPECT_EQ(positions.find("GPU-nowhere"), DevicePositions::none) << devices;
+  }
 }
 
 TEST(Join, DescribesSeveralIssuesInOneLine) {

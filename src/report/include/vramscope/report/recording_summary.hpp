@@ -91,9 +91,10 @@ class RecordingSummary {
 
  private:
   /// The entry of a GPU or a process, made when the caps allow; null (and m_omitted set) when
-  /// they do not. `row` is the process's place in add()'s walk of a sample (npos: none), where
-  /// the previous sample's entry is tried first.
-  DevicePeak* device(const std::string& uuid);
+  /// they do not. `position` (the device's in the sample) and `row` (the process's place in
+  /// add()'s walk of a sample) say where the previous sample's entry is tried first (npos:
+  /// nowhere).
+  DevicePeak* device(const std::string& uuid, std::size_t position = std::string::npos);
   ProcessPeak* process(uint32_t pid, const std::string& uuid, uint32_t device_index,
                        std::size_t row = std::string::npos);
   /// Sets a kept name or command to `value` when the string budget allows.
@@ -117,11 +118,13 @@ class RecordingSummary {
     Scratch() = default;
     Scratch(const Scratch& /*other*/) {}
     Scratch& operator=(const Scratch& /*other*/) {
+      devices.clear();
       rows.clear();
       return *this;
     }
     ~Scratch() = default;
     Joiner joiner;
+    std::vector<DevicePeak*> devices;
     std::vector<ProcessPeak*> rows;
     std::pair<uint32_t, std::string> key;
   };
