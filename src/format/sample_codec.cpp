@@ -394,7 +394,23 @@ void SampleEncoder::put_string(std::string_view text, std::string& out) {
     put_varint(out, string_empty);
     return;
   }
+  // The k-th string of a sample is mostly the k-th of the sample before (a GPU's name, a
+  // process's command): that entry is compared first, and the table hashed only when it differs.
+  const std::size_t call = m_string_calls++;
+  if (call < m_recent.size()) {
+    const uint32_t index = m_recent[call];
+    if (index < m_order.size() && m_order[index]->first == text) {
+      put_varint(out, string_table_base + index);
+      return;
+    }
+  }
+  const auto remember = [&](uint32_t index) {
+    if (call >= max_recent_strings) return;
+    if (m_recent.size() <= call) m_recent.resize(call + 1, UINT32_MAX);
+    m_recent[call] = index;
+  };
   if (auto found = m_table.find(text); found != m_table.end()) {
+    remember(found->second);
     put_varint(out, string_table_base + found->second);
     return;
   }
@@ -402,6 +418,7 @@ void SampleEncoder::put_string(std::string_view text, std::string& out) {
     const auto index = static_cast<uint32_t>(m_table.size());
     m_order.push_back(m_table.emplace(std::string(text), index).first);
     m_table_bytes += text.size();
+    remember(index);
     put_varint(out, string_literal_added);
   } else {
     put_varint(out, string_literal);
@@ -420,6 +437,7 @@ void SampleEncoder::shrink_table(std::size_t size) {
 bool SampleEncoder::encode(const SystemSample& sample, int64_t base_timestamp_ns,
                            std::string& out) {
   const std::size_t table_mark = m_order.size();
+  m_string_calls = 0;
   m_scratch.clear();
   Emitter(*this, m_scratch).sample(sample, base_timestamp_ns);
   if (m_scratch.size() > max_sample_bytes) {

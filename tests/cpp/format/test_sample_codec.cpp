@@ -111,6 +111,46 @@ TEST(SampleCodec, RepeatedStringsAreStoredOnce) {
   EXPECT_LT(both.size() - first.size(), first.size() * 2 / 3);
 }
 
+TEST(SampleCodec, StringsThatChangePlacesOrComeAfterARefusedSampleRoundTrip) {
+  // The encoder tries, for the k-th string of a sample, the table entry of the k-th string of
+  // the sample before; strings that swap places, vanish, come back, or were added by a sample
+  // refused as too large (and taken out of the table again) must still code as themselves.
+  SampleEncoder encoder;
+  std::string bytes;
+  std::vector<SystemSample> written;
+  SystemSample a = make_sample(1, 2, 3);
+  SystemSample b = a;
+  std::swap(b.devices[0], b.devices[1]);
+  std::swap(b.devices[0].processes[0].command, b.devices[0].processes[2].command);
+  SystemSample c = a;
+  c.devices.pop_back();
+  c.hostname = "node-08";
+  SystemSample huge = a;
+  huge.devices[0].processes.resize(max_processes);
+  for (std::size_t i = 0; i < huge.devices[0].processes.size(); ++i) {
+    huge.devices[0].processes[i].command =
+        "new command " + std::to_string(i) + std::string(400, 'x');
+  }
+  SystemSample d = a;
+  d.devices[0].processes[0].command = "new command 0" + std::string(400, 'x');
+  for (const SystemSample* s : {&a, &b, &c, &a, &huge, &d, &b, &a}) {
+    if (s == &huge) {
+      ASSERT_FALSE(encoder.encode(*s, 0, bytes));
+      continue;
+    }
+    ASSERT_TRUE(encoder.encode(*s, 0, bytes));
+    written.push_back(*s);
+  }
+  SampleDecoder decoder;
+  std::string_view cursor = bytes;
+  for (std::size_t i = 0; i < written.size(); ++i) {
+    SystemSample out;
+    decoder.decode(cursor, 0, out);
+    ASSERT_EQ(out, written[i]) << "sample " << i;
+  }
+  EXPECT_TRUE(cursor.empty());
+}
+
 TEST(SampleCodec, ClipsOverlongStringsAtACharacterBoundary) {
   EXPECT_EQ(clip_utf8("abc", 10), "abc");
   EXPECT_EQ(clip_utf8("ab€", 4), "ab");  // € is 3 bytes; cutting inside it drops it whole

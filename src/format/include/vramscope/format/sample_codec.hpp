@@ -95,6 +95,12 @@ class SampleEncoder {
   uint64_t m_table_bytes = 0;
   /// Scratch buffer for one sample, reused to avoid allocating per sample.
   std::string m_scratch;
+  /// The table entry the k-th string of the last samples had (UINT32_MAX: none), tried first
+  /// for the k-th string of the next; strings put so far in this sample.
+  std::vector<uint32_t> m_recent;
+  std::size_t m_string_calls = 0;
+  /// Strings of a sample whose entries are remembered (a forged sample may hold 131,072).
+  static constexpr std::size_t max_recent_strings = 4096;
 };
 
 /// Decodes samples written by SampleEncoder, mirroring its string table.

@@ -12,13 +12,21 @@
 
 namespace vramscope::format {
 
-/// Appends `value` as a LEB128 varint (7 bits a byte, low bits first).
+/// Appends `value` as a LEB128 varint (7 bits a byte, low bits first). Built on the stack and
+/// appended once: a push_back per byte checked the string's room at every byte of every field.
 inline void put_varint(std::string& out, uint64_t value) {
+  if (value < 0x80U) {
+    out.push_back(static_cast<char>(value));
+    return;
+  }
+  char bytes[10];
+  std::size_t used = 0;
   while (value >= 0x80U) {
-    out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
+    bytes[used++] = static_cast<char>((value & 0x7FU) | 0x80U);
     value >>= 7U;
   }
-  out.push_back(static_cast<char>(value));
+  bytes[used++] = static_cast<char>(value);
+  out.append(bytes, used);
 }
 
 /// What get_varint() found.
