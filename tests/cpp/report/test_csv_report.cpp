@@ -19,6 +19,9 @@ TEST(Csv, QuotesOnlyWhatNeedsQuoting) {
   EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
   EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
   EXPECT_EQ(csv_field(" padded"), "\" padded\"");
+  EXPECT_EQ(csv_field("padded "), "\"padded \"");
+  EXPECT_EQ(csv_field("GPU-5d0c1a52-1c2e-4c3f-9b7e-0a1b2c3d4e00"),
+            "GPU-5d0c1a52-1c2e-4c3f-9b7e-0a1b2c3d4e00");
   EXPECT_EQ(csv_field("caf\xC3\xA9, \xE2\x82\xAC"), "\"caf\xC3\xA9, \xE2\x82\xAC\"");
 }
 
