@@ -10,7 +10,9 @@ and the probes.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -67,6 +69,11 @@ Output: the probes (size, peak allocated, peak reserved), the model (fixed bytes
 sample, the cache's overhead), the answer with its predicted peak, margin and lower bound.
 --json prints the same as one JSON object ("answer": null when none fits).
 
+Probes run side by side when the card has room for all of them at once (what the largest
+probe so far shows each needs, and a CUDA context each, within what the card had free when a
+probe ran alone): the doublings the first probe shows to fit, then the shares of the answer.
+The budget is read only from probes that ran alone.
+
 Each probe runs in a process group of its own: when it exits, what it left running is killed;
 past --timeout the whole group is. Only the last 64 KiB of its output are kept, shown when it
 fails. A probe ran out of memory only when it says so in its peak file (it caught CUDA's
@@ -75,6 +82,9 @@ OutOfMemoryError); any other failure stops the search with the probe's last line
 exit status: 0 an answer; 1 none fits (not even --start, or not one --multiple), or a probe
 failed (its error shown); 2 a usage error, found before any probe runs."""
 
+#: What a probe process holds beside its allocator's segments (its CUDA context and libraries;
+#: 0.5-1 GiB on an H200): counted for each probe run side by side.
+CONTEXT_BYTES = 1 << 30
 #: The largest size, --start, --limit or --multiple (the model's own search stops there).
 MAX_SIZE = 1 << 40
 #: At most this many steps a probe, probes a search, seconds a probe (a day).
@@ -231,11 +241,14 @@ class _ProbeRunner:
         self.folder = folder
         self.budget_bytes: int | None = None
         self.budget_source = ""
-        self._count = 0
+        self._count = itertools.count(1)
+        #: The probes measured so far, and what the card had for other processes when the
+        #: last one that ran alone ended (its free bytes and what it held itself).
+        self.probes: list[Probe] = []
+        self._card_room: int | None = None
 
-    def __call__(self, size: int) -> Probe:
-        self._count += 1
-        out = os.path.join(self.folder, f"probe-{self._count}.json")
+    def __call__(self, size: int, alone: bool = True) -> Probe:
+        out = os.path.join(self.folder, f"probe-{next(self._count)}.json")
         env = dict(os.environ)
         env.update({ENV_OUT: out, ENV_STEPS: str(self.args.steps), "VRAMSCOPE_RUN_QUIET": "1"})
         argv = probe_argv(self.command, size)
@@ -245,7 +258,10 @@ class _ProbeRunner:
         except OSError as e:
             raise RuntimeError(f"cannot start the probe {argv[0]}: {e.strerror}") from None
         report = probe_report(result, out, size, self.args.over, self.args.timeout)
-        self._take_budget(report)
+        if alone:
+            # Side by side, each probe sees the others' memory as taken: the budget and the
+            # card's room are read only from probes that ran alone.
+            self._take_budget(report)
         if report.outcome == "out_of_memory":
             raise ProbeOutOfMemory(size, "its step raised CUDA's OutOfMemoryError")
         if any(not s.peaks_exact for s in report.steps):
@@ -254,7 +270,32 @@ class _ProbeRunner:
                                "-c 'import torch, vramscope; torch.ones(1, device=\"cuda\"); "
                                "print(vramscope.mode())'` says why")
         probe, _ = probe_of(report, size, result.seconds)
+        self.probes.append(probe)
         return probe
+
+    def many(self, sizes: Sequence[int]) -> list[Probe | ProbeOutOfMemory]:
+        """Probes ``sizes`` side by side when the card has room for all of them at once (each
+        bounded by what the largest probe so far shows it needs, with a CUDA context each),
+        else one after the other; each a Probe or the ProbeOutOfMemory it raised."""
+        def one(size: int, alone: bool) -> Probe | ProbeOutOfMemory:
+            try:
+                return self(size, alone)
+            except ProbeOutOfMemory as oom:
+                return oom
+
+        if not self._room_for(sizes):
+            return [one(size, True) for size in sizes]
+        print(f"vramscope fit: {len(sizes)} probes side by side", file=sys.stderr, flush=True)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(sizes)) as pool:
+            return list(pool.map(lambda size: one(size, False), sizes))
+
+    def _room_for(self, sizes: Sequence[int]) -> bool:
+        if self._card_room is None or not self.probes:
+            return False
+        top = max(self.probes, key=lambda p: p.size)
+        degree = 2 if self.args.quadratic or self.args.over == "seq_len" else 1
+        needs = [top.need_at(size / top.size, degree) + CONTEXT_BYTES for size in sizes]
+        return sum(needs) <= self._card_room
 
     def _take_budget(self, report: PeakReport) -> None:
         """The budget on the device the probe used most (checked in peak_file.py)."""
@@ -266,6 +307,7 @@ class _ProbeRunner:
             return
         d = report.device(device)
         assert d is not None  # every step's device is listed
+        self._card_room = d.free_bytes + d.reserved_bytes  # the probe's own is free once it ends
         mem = DeviceMemory(d.total_bytes, d.free_bytes, d.reserved_bytes, d.fraction)
         try:
             budget = resolve_budget(self.args.budget, mem)
@@ -366,7 +408,8 @@ def _fit(args: argparse.Namespace, first: int) -> FitResult:
                         limit=args.limit, multiple=args.multiple, quadratic=quadratic,
                         max_probes=args.max_probes, unit="token" if args.over == "seq_len"
                         else "sample", what=args.over, known=known,
-                        retries=allocator_retries(torch_version=_probe_torch()))
+                        retries=allocator_retries(torch_version=_probe_torch()),
+                        measure_many=runner.many)
     return dataclasses.replace(result, budget_source=runner.budget_source)
 
 

@@ -147,12 +147,17 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *,
            multiple: int | None = None,
            quadratic: bool = False, max_probes: int = 8, settle: float = 0.03,
            unit: str = "sample", what: str = "batch_size",
-           known: Sequence[Probe] = (), retries: bool = True) -> FitResult:
+           known: Sequence[Probe] = (), retries: bool = True,
+           measure_many: Callable[[Sequence[int]], Sequence[Probe | ProbeOutOfMemory]]
+           | None = None) -> FitResult:
     """Probes sizes (see the module docstring) and returns the answer. ``limit``: never answer
     (or probe) above it; ``multiple``: round the answer down to it; ``quadratic``: fit a
     quadratic term (a sequence length under attention); ``known``: probes measured before;
     ``retries``: does the allocator free its cache and retry before it raises (see
-    vramscope.predict.model)?"""
+    vramscope.predict.model)? ``measure_many(sizes)``: measures several sizes at once (probe
+    processes side by side), each a Probe or the ProbeOutOfMemory it raised; given, the search
+    asks it for every size it may probe together: the doublings the first probe alone shows to
+    fit, then each share of the answer within what the largest probe shows to fit."""
     if not 0.0 <= margin < 1.0:
         raise ValueError(f"vramscope: margin must be in [0, 1), got {margin}")
     if start < 1:
@@ -183,10 +188,27 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *,
         probes.append(probe)
         return probe
 
+    def run_many(sizes: Sequence[int]) -> None:
+        # Every size measured is kept; the smallest that ran out of memory then ends the search.
+        if measure_many is None or len(sizes) < 2:
+            for size in sizes:
+                run(size)
+            return
+        failed = []
+        for got in measure_many(sizes):
+            if isinstance(got, ProbeOutOfMemory):
+                failed.append(got)
+            else:
+                probes.append(got)
+        if failed:
+            raise min(failed, key=lambda oom: oom.size)
+
     try:
-        return _search(run, probes, usable, done, start=start, limit=limit, multiple=multiple,
-                       quadratic=quadratic, max_probes=max_probes, settle=settle, unit=unit,
-                       what=what, budget_bytes=budget_bytes, margin=margin, retries=retries)
+        return _search(run, run_many if measure_many is not None else None, probes, usable,
+                       done, start=start, limit=limit,
+                       multiple=multiple, quadratic=quadratic, max_probes=max_probes,
+                       settle=settle, unit=unit, what=what, budget_bytes=budget_bytes,
+                       margin=margin, retries=retries)
     except ProbeOutOfMemory as oom:
         # The model missed: answer only what ran.
         ran = [p.size for p in probes if p.size < oom.size]
@@ -194,7 +216,8 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *,
                     f"probing stopped: {oom}; the answer is the largest size that ran")
 
 
-def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
+def _search(run: Callable[[int], Probe], run_many: Callable[[Sequence[int]], None] | None,
+            probes: list[Probe], usable: float,
             done: Callable[[int, MemoryModel | None, str], FitResult], *, start: int,
             limit: int | None, multiple: int | None, quadratic: bool, max_probes: int,
             settle: float, unit: str, what: str, budget_bytes: int, margin: float,
@@ -207,6 +230,17 @@ def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
     first = min(probes, key=lambda p: p.size)
     if first.must_fit_bytes > usable:
         return done(0, None, f"{what} {first.size} already needs more than the budget allows")
+    degree = 2 if quadratic else 1
+    # Every doubling the first probe alone shows to fit, at once (up to three, as many as
+    # the model needs more), when they may run side by side.
+    first_top = max(probes, key=lambda p: p.size)
+    ladder = [first_top.size * 2 ** k for k in (1, 2, 3)
+              if (limit is None or first_top.size * 2 ** k <= limit)
+              and _fits_doubled(first_top, 2 ** k, usable, degree)]
+    if run_many is not None and len(ladder) >= 2 and len({p.size for p in probes}) < needed:
+        assert run_many is not None
+        run_many(ladder[:max(needed - len({p.size for p in probes}), 2)]
+                 if max_probes - len(probes) >= 2 else ladder[:1])
     while len({p.size for p in probes}) < needed:
         last = max(probes, key=lambda p: p.size)
         nxt = last.size * 2
@@ -225,7 +259,6 @@ def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
     # the per-sample bytes, and the model then promises far too much.
     answer_before = 0
     reason = f"{max_probes} probes taken"
-    degree = 2 if quadratic else 1
     while True:
         model = fit_model(probes, quadratic, unit, retries)
         if model is None:
@@ -244,12 +277,20 @@ def _search(run: Callable[[int], Probe], probes: list[Probe], usable: float,
         if share is None:
             reason = "the last probe is close to the answer"
             break
-        nxt = min(int(answer * share), bound, limit if limit is not None else bound)
+        cap = limit if limit is not None else bound
+        nxt = min(int(answer * share), bound, cap)
         if nxt <= top.size:
             reason = f"no size above {top.size} is known to fit"
             break
         answer_before = answer
-        run(nxt)
+        # The later shares too, each within what the largest probe shows to fit: side by side.
+        together = sorted({min(int(answer * s), bound, cap) for s in PROBE_SHARES
+                           if s >= share and int(answer * s) >= 1.25 * top.size})
+        together = [x for x in together if x > top.size][:max(1, max_probes - len(probes))]
+        if run_many is not None and len(together) >= 2:
+            run_many(together)
+        else:
+            run(nxt)
     answer, far = guard_answer(answer, probes, usable, degree, what)
     if far:
         reason += f"; {far}"

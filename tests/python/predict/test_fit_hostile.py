@@ -280,3 +280,30 @@ def test_the_pinned_peaks_a_probe_measured_are_the_need(tmp_path):
     assert abs(doc["model"]["allowance"] - 1.05) < 1e-6
     truth = int((20 / 1.05 - 1) * 4)  # the largest size whose pinned peak fits 20 GiB
     assert doc["answer"] <= truth and doc["answer"] >= 0.95 * truth, doc
+
+
+def test_probes_the_first_one_shows_to_fit_run_side_by_side(tmp_path):
+    # Batch 2 and 4 (the doublings batch 1 alone shows to fit, with room on the card for
+    # both) must run at once: each opens one end of a FIFO, which blocks until the other end
+    # is open. One after the other, batch 2 would wait for --timeout and fit would fail.
+    fifo = tmp_path / "rendezvous"
+    os.mkfifo(fifo)
+    body = f"""
+        if size in (2, 4):
+            with open({str(fifo)!r}, "r" if size == 2 else "w"):
+                pass
+        allocated = GiB + size * GiB // 16
+        write({{"format": "vramscope-fit-peaks", "version": 2, "outcome": "measured",
+               "steps": [{{"step": s, "device": 0, "peak_allocated_bytes": allocated,
+                          "peak_reserved_bytes": allocated, "peak_pinned_bytes": allocated,
+                          "resident_bytes": GiB, "peaks_exact": 1}} for s in (1, 2, 3)],
+               "devices": [{{"device": 0, "total_bytes": 80 * GiB, "free_bytes": 70 * GiB,
+                            "reserved_bytes": 0, "fraction": 1.0}}]}})
+    """
+    out = fit("--json", "--budget", "20GiB", "--timeout", "30", *probe(tmp_path, body))
+    assert out.returncode == 0, out.stderr
+    assert "probes side by side" in out.stderr
+    doc = json.loads(out.stdout)
+    truth = int((20 * GiB * 0.99 - GiB) // (GiB // 16))
+    assert 0.9 * truth <= doc["answer"] <= truth
+    assert {2, 4} <= {p["size"] for p in doc["probes"]}
