@@ -249,6 +249,11 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         scene.generate_kwargs is None and bool(getattr(scene.model, "training", False)))
     if scene.generate_kwargs is not None:
         grad = False
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized() and \
+            dist.get_world_size() > 1:
+        return ("a distributed job: the step was not run again (its collectives would wait "
+                "for the other ranks, which are not running it)")
     if not scene.inputs:
         if e.phase == "optimizer" and grad and scene.optimizer is not None:
             with device.selected():
