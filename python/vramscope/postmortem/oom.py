@@ -332,7 +332,10 @@ class PostMortem(PostMortemSlot):
         ``VRAMSCOPE_OOM_MEASURE=0`` turns it off."""
         if (not is_oom_error(exc) or getattr(exc, "_vramscope_oom_measured", False)
                 or os.environ.get("VRAMSCOPE_OOM_MEASURE", "1").strip() in ("0", "false", "off",
-                                                                             "no")):
+                                                                             "no")
+                or os.environ.get("VRAMSCOPE_FIT_OUT")):
+            # (A probe of `vramscope fit` that ran out of memory says so in its peak file;
+            # its parent measures by probing, and waits for this process.)
             return None
         e, paths = self.last_evidence, dict(self.last_paths)
         if e is None or not paths or e.measured is not None or self.session.agent is None:
