@@ -105,15 +105,9 @@ class MemoryView:
         return "".join(parts)
 
 
-def _problem() -> str | None:
-    from .steps.integrations.common import gpu_problem
-
-    return gpu_problem()
-
-
 def snapshot(hints: list[str] | None = None) -> MemoryView:
     """The view of every device of this process now (attaches the agent if needed)."""
-    problem = _problem()
+    problem = SESSION.no_gpu()
     if problem is not None:
         return MemoryView([], problem=problem)
     SESSION.attach(init_cuda=True)
@@ -212,7 +206,7 @@ class CellReport:
 
 
 def _cell_magic(shell: Any, line: str, cell: str) -> Any:
-    problem = _problem()
+    problem = SESSION.no_gpu()
     if problem is not None:
         shell.run_cell(cell)
         return MemoryView([], problem=f"{problem} (the cell ran unmeasured)")

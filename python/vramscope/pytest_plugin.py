@@ -30,11 +30,10 @@ from typing import Any, cast
 import pytest
 
 from . import _api
-from ._core import limits as _limits
-from ._core.limits import DeviceMeasure, TestMeasure
+from . import pytest_limits as _limits
 from ._core.session import SESSION
 from ._core.units import non_pytorch_bytes
-from .steps.integrations.common import gpu_problem
+from .pytest_limits import DeviceMeasure, TestMeasure
 
 #: The key of a test report's user_properties that carries its TestMeasure (as a dict).
 PROPERTY = "vramscope"
@@ -202,7 +201,7 @@ class VramscopePlugin:
                     marked.append(item)
             except (TypeError, ValueError) as e:
                 raise pytest.UsageError(f"{item.nodeid}: vramscope marker: {e}") from None
-        problem = gpu_problem() if marked else None
+        problem = SESSION.no_gpu() if marked else None
         if problem is not None:
             # A skip marker, so that the reason points at the test, never a silent pass.
             skip = pytest.mark.skip(reason=f"vramscope: GPU memory limit not checked: {problem}")
@@ -218,7 +217,7 @@ class VramscopePlugin:
         specs = _specs(item)
         if not specs:
             return
-        if gpu_problem() is not None:
+        if SESSION.no_gpu() is not None:
             return  # skipped by the marker added at collection
         SESSION.attach(init_cuda=True)
         if any(isinstance(s, _limits.LimitSpec) and s.kind == "driver" for s in specs) and \
@@ -228,7 +227,7 @@ class VramscopePlugin:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, Any, None]:
-        if not (self.enabled or self._wants(pyfuncitem)) or gpu_problem() is not None:
+        if not (self.enabled or self._wants(pyfuncitem)) or SESSION.no_gpu() is not None:
             yield
             return
         SESSION.attach(init_cuda=False)
@@ -314,7 +313,7 @@ class VramscopePlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.enabled or hasattr(self.config, "workerinput"):
             return
-        problem = None if self.measures else gpu_problem()
+        problem = None if self.measures else SESSION.no_gpu()
         terminalreporter.write_sep("=", "vramscope GPU memory report")
         for line in _limits.format_report(list(self.measures.values()),
                                           self.config.getoption("vramscope_most"), problem):
@@ -370,7 +369,7 @@ class VramFixture:
 def vram(request: pytest.FixtureRequest) -> VramFixture:
     """This test's GPU memory (``vram.peak_allocated_bytes``, ``vram.growth_bytes``, ...);
     skips the test without a GPU."""
-    problem = gpu_problem()
+    problem = SESSION.no_gpu()
     if problem is not None:
         pytest.skip(f"vramscope: the vram fixture needs a GPU: {problem}")
     SESSION.attach(init_cuda=True)

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from . import _api
 from ._core.session import SESSION
 from ._core.units import format_bytes
+from .predict.child import ProbeSink, from_env
 from .steps.monitor import Monitor
 
 USAGE = """\
@@ -120,32 +121,25 @@ def _note(quiet: bool, text: str) -> None:
         print(f"vramscope run: {text}", file=sys.stderr, flush=True)
 
 
-def _start_agent(opts: RunOptions):
-    """Attaches (lazily) and starts the auto-stepping Monitor; None when there is no GPU."""
+def _start_agent(opts: RunOptions) -> tuple[Monitor | None, ProbeSink | None]:
+    """Attaches (lazily) and starts the auto-stepping Monitor, with the probe sink of `vramscope
+    fit` when this process is one of its probes; (None, None) when there is no GPU."""
     try:
         _api.attach(interval_ms=opts.interval_ms)
         monitor = Monitor(every=0, auto_step=True, exit_table_rows=0)
         monitor.start()
         # Under `vramscope fit`: this process is one probe (its steps' peaks, then exit).
-        from .predict.child import from_env
         probe = from_env(os.environ)
         if probe is not None:
-            monitor._sinks.append(probe)
+            monitor.add_sink(probe)
             # What must fit under a cap, step by step, from torch's memory history.
             import torch
 
             probe.start_pinned(range(torch.cuda.device_count()))
-        return monitor
+        return monitor, probe
     except (ImportError, RuntimeError) as e:
         _note(opts.quiet, f"{str(e).removeprefix('vramscope: ')}; running without the agent")
-        return None
-
-
-def _probe_sink(monitor):
-    """The probe sink of `vramscope fit` that _start_agent plugged in, or None."""
-    from .predict.child import ProbeSink
-
-    return next((s for s in getattr(monitor, "_sinks", ()) if isinstance(s, ProbeSink)), None)
+        return None, None
 
 
 def _summary(monitor) -> str:
@@ -188,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if opts.module is not None and not _module_exists(opts.module):
         print(f"vramscope run: error: no module named {opts.module}", file=sys.stderr)
         raise SystemExit(1)
-    monitor = _start_agent(opts)
+    monitor, probe = _start_agent(opts)
     observer_calls = SESSION.postmortem.observer_calls()
     try:
         _run_program(opts)
@@ -199,7 +193,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         SESSION.postmortem.report_exception(e, observer_calls)
         # Under `vramscope fit`, the probe's report says so (its parent reads nothing else),
         # written before the post-mortem measures the step again.
-        probe = _probe_sink(monitor)
         if probe is not None:
             probe.program_failed(e)
         SESSION.postmortem.measure_and_report(e)

@@ -55,6 +55,26 @@ def test_the_view_adds_up_and_renders():
         unknown.non_pytorch_bytes is None
 
 
+def test_without_a_gpu_the_view_says_why_once():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from vramscope import _ipython
+
+    class Shell:
+        cells: list[str] = []
+
+        def run_cell(self, cell):
+            self.cells.append(cell)
+
+    reason = "no CUDA GPU is visible to PyTorch (torch.cuda.is_available() is False)"
+    assert repr(_ipython.snapshot()) == f"vramscope: {reason}"
+    shell = Shell()
+    view = _ipython._cell_magic(shell, "", "x = 1")
+    assert shell.cells == ["x = 1"]
+    assert repr(view) == f"vramscope: {reason} (the cell ran unmeasured)"
+
+
 def test_magics_in_a_real_kernel(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 import vramscope
-from vramscope._core import limits as _limits
+from vramscope import pytest_limits as _limits
 
 pytest_plugins = ["pytester"]
 

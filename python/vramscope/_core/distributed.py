@@ -5,6 +5,9 @@ The rank and world size (:func:`resolve_rank`): torch.distributed when it is ini
 truth under DDP/FSDP), else the RANK/WORLD_SIZE variables torchrun exports, else a single
 process. The session publishes them with the agent's stats and Monitor prints them.
 
+What NCCL holds (:func:`nccl_memory`): the bytes the default process group's NCCL communicator
+reports, which the session hands the agent so that the breakdown names them (``nccl_bytes``).
+
 ``Monitor(reduce_peaks=True)`` calls :func:`reduce_step_peaks` at every step so each rank's
 records carry the job-wide maximum of the step peaks (the number that decides whether the job
 OOMs: the worst rank). It costs two small all-reduces per step, which is why it is opt-in; every
@@ -19,7 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["reduce_step_peaks", "PEAK_FIELDS"]
+__all__ = ["reduce_step_peaks", "PEAK_FIELDS", "resolve_rank", "nccl_memory"]
 
 #: Fields replaced by their maximum over all ranks.
 PEAK_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_requested_bytes")
@@ -98,3 +101,54 @@ def reduce_step_peaks(records: Sequence[Any], group: Any | None = None) -> list[
     values = peaks.cpu().tolist()
     return [dataclasses.replace(r, **dict(zip(PEAK_FIELDS, row)))
             for r, row in zip(records, values)]
+
+
+# ----- NCCL's own memory, for the breakdown's nccl part (the session reports it at step ends)
+
+def _nccl_version(torch: Any) -> int:
+    try:
+        major, minor, patch = (int(v) for v in torch.cuda.nccl.version()[:3])
+    except Exception:  # noqa: BLE001 -- a torch without NCCL, or a version it cannot read
+        return 0
+    return major * 10000 + minor * 100 + patch
+
+
+def _total_of(stats: Any) -> int | None:
+    """The bytes in what ``Backend.memory_stats()`` returned: a number, or a mapping with a
+    total (NCCL's own key names vary by release)."""
+    if isinstance(stats, int):
+        return stats
+    if isinstance(stats, dict):
+        for key in ("total", "total_bytes", "totalBytes", "current", "bytes"):
+            value = stats.get(key)
+            if isinstance(value, int):
+                return value
+    return None
+
+
+def nccl_memory() -> dict[int, tuple[int, int | None]]:
+    """``{device: (nccl_version, bytes or None)}`` for the NCCL communicator of the default
+    process group, on the device it runs on; empty without one. Never imports torch."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    dist = torch.distributed
+    try:
+        if not dist.is_available() or not dist.is_initialized():
+            return {}
+        group = dist.group.WORLD
+        device = torch.device("cuda", torch.cuda.current_device())
+        backend = group._get_backend(device)
+    except Exception:  # noqa: BLE001 -- no NCCL backend on this group
+        return {}
+    if type(backend).__name__ != "ProcessGroupNCCL":
+        return {}
+    version = _nccl_version(torch)
+    stats = getattr(backend, "memory_stats", None)
+    nccl: int | None = None
+    if callable(stats):
+        try:
+            nccl = _total_of(stats())
+        except Exception:  # noqa: BLE001 -- an NCCL older than the API: not reported
+            nccl = None
+    return {int(device.index or 0): (version, nccl)}

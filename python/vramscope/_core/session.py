@@ -20,14 +20,13 @@ with ``when_attached``, so that no room below it imports it.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, Callable
 
 from . import torchcheck
-from .distributed import resolve_rank
+from .distributed import nccl_memory, resolve_rank
 from .evidence import EvidenceProviders, PostMortemSlot
 from .polling import PollingReader
 from .step_history import StepHistory
@@ -107,8 +106,9 @@ class Session:
         self._uuids: list[str] = []
         self._on_agent: list[Callable[[Any], None]] = []
         self._lock = threading.RLock()
-        #: Why no reader can ever attach in this process (torch without CUDA, no visible GPU),
-        #: once found out: the readers then answer as torch.cuda does on such a machine (0, {}).
+        #: Why no reader can ever attach in this process (no torch, torch without CUDA, no
+        #: visible GPU), once found out: the readers then answer as torch.cuda does on such a
+        #: machine (0, {}).
         self._no_gpu: str | None = None
 
     # ----- state
@@ -122,12 +122,20 @@ class Session:
         return self.count if self.reader is not None else 0
 
     def no_gpu(self) -> str | None:
-        """Why this process can have no reader (one line: torch without CUDA, no visible GPU),
-        or None. Raises ImportError when torch is missing."""
+        """Why this process can have no reader, or None: the one no-GPU test of the package
+        (Monitor, the framework callbacks, the pytest plugin and ``%vramscope`` ask it). One
+        line without the "vramscope: " prefix, which each caller's own sentence carries: no
+        PyTorch, torch without CUDA, no visible GPU."""
         if self.reader is not None:
             return None
         if self._no_gpu is None:
-            self._no_gpu = torchcheck.cuda_problem(torchcheck.import_torch())
+            try:
+                torch = torchcheck.import_torch()
+            except ImportError as e:
+                self._no_gpu = str(e)
+            else:
+                problem = torchcheck.cuda_problem(torch)
+                self._no_gpu = None if problem is None else problem.removeprefix("vramscope: ")
         return self._no_gpu
 
     def ready(self) -> bool:
@@ -136,9 +144,9 @@ class Session:
         initialised; no torch raises ImportError."""
         if self.reader is not None:
             return True
+        torch = torchcheck.import_torch()
         if self.no_gpu() is not None:
             return False
-        torch = torchcheck.import_torch()
         with self._lock:
             if self.reader is None:
                 self._attach_or_queue(torch)
@@ -256,7 +264,6 @@ class Session:
         used = agent.driver_process_bytes(self._uuids[device], os.getpid())
         return None if used is None else int(used)
 
-
     def driver_breakdown(self, device: int) -> dict[str, Any] | None:
         """The driver's bytes for this process on ``device``, part by part, at the agent's last
         settled pairing (``vramscope.memory_breakdown``); None before the first one, in polling
@@ -277,55 +284,6 @@ class Session:
         for device, (version, nccl) in nccl_memory().items():
             if 0 <= device < self.count:
                 agent.set_nccl(device, version, nccl)
-
-
-def _nccl_version(torch: Any) -> int:
-    try:
-        major, minor, patch = (int(v) for v in torch.cuda.nccl.version()[:3])
-    except Exception:  # noqa: BLE001 -- a torch without NCCL, or a version it cannot read
-        return 0
-    return major * 10000 + minor * 100 + patch
-
-
-def _total_of(stats: Any) -> int | None:
-    """The bytes in what ``Backend.memory_stats()`` returned: a number, or a mapping with a
-    total (NCCL's own key names vary by release)."""
-    if isinstance(stats, int):
-        return stats
-    if isinstance(stats, dict):
-        for key in ("total", "total_bytes", "totalBytes", "current", "bytes"):
-            value = stats.get(key)
-            if isinstance(value, int):
-                return value
-    return None
-
-
-def nccl_memory() -> dict[int, tuple[int, int | None]]:
-    """``{device: (nccl_version, bytes or None)}`` for the NCCL communicator of the default
-    process group, on the device it runs on; empty without one. Never imports torch."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return {}
-    dist = torch.distributed
-    try:
-        if not dist.is_available() or not dist.is_initialized():
-            return {}
-        group = dist.group.WORLD
-        device = torch.device("cuda", torch.cuda.current_device())
-        backend = group._get_backend(device)
-    except Exception:  # noqa: BLE001 -- no NCCL backend on this group
-        return {}
-    if type(backend).__name__ != "ProcessGroupNCCL":
-        return {}
-    version = _nccl_version(torch)
-    stats = getattr(backend, "memory_stats", None)
-    nccl: int | None = None
-    if callable(stats):
-        try:
-            nccl = _total_of(stats())
-        except Exception:  # noqa: BLE001 -- an NCCL older than the API: not reported
-            nccl = None
-    return {int(device.index or 0): (version, nccl)}
 
 
 #: The process's session (one per process: the agent's hooks and segment are process-wide).

@@ -8,7 +8,10 @@ that a report, a step line and a test failure always print the same number the s
 
 from __future__ import annotations
 
-__all__ = ["format_bytes", "format_delta", "unit_bytes", "non_pytorch_bytes"]
+import re
+from typing import Any
+
+__all__ = ["format_bytes", "format_delta", "unit_bytes", "parse_size", "non_pytorch_bytes"]
 
 _UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
 #: Power of 1024 by a unit's first letter (``B``, ``bytes``, ``K``/``KB``/``KiB``, ...).
@@ -38,6 +41,31 @@ def unit_bytes(unit: str) -> int:
     """Bytes in one ``unit`` (case-insensitive; ``KB`` is ``KiB``, as in pytest-memray and in
     torch's messages); KeyError for a unit that is not one of B/bytes/K.../P...."""
     return 1024 ** _POWERS[unit[:1].upper()]
+
+
+#: A size as a person writes it: a number, optional spaces, a unit.
+_SIZE = re.compile(r"^\s*(?P<number>\+?(?:\d+\.?\d*|\.\d+))\s*(?P<unit>[KMGTP]i?B|B)\s*$",
+                   re.IGNORECASE)
+
+
+def parse_size(value: Any) -> int:
+    """Bytes of ``"24 MB"``, ``"1.5 GiB"``, ``"512KB"`` (binary units: as in pytest-memray,
+    ``KB`` is ``KiB``) or of an int; raises ValueError with the accepted forms for anything
+    else (negative, no unit, unknown unit)."""
+    if isinstance(value, bool):
+        raise ValueError(f"invalid size {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"invalid size {value!r}: sizes are not negative")
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"invalid size {value!r}: expected a string like '24 MB' or '1.5 GiB', "
+                         "or an int of bytes")
+    match = _SIZE.match(value)
+    if match is None:
+        raise ValueError(f"invalid size {value!r}: expected a number and a unit "
+                         "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. '24 MB' or '1.5 GiB'")
+    return int(float(match.group("number")) * unit_bytes(match.group("unit")))
 
 
 def non_pytorch_bytes(driver_bytes: int | None, reserved_bytes: int) -> int | None:

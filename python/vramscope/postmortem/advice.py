@@ -1,6 +1,7 @@
 # python/vramscope/postmortem/advice.py -- OOM evidence and the advice it supports (pure functions)
 """What the post-mortem knows (``OomEvidence``) and the pure functions of those numbers (the
-message parsed, fragmentation, growth, a batch that fits), tested with synthetic evidence.
+message parsed, fragmentation, growth), tested with synthetic evidence; the batch that fits is
+``remedies``' (through the memory model of ``vramscope.predict``).
 ``remedies`` concludes from it (``rank_advice``), ``vramscope.oom`` collects it live and
 ``report`` renders it."""
 
@@ -12,10 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._core.step_history import StepPoint
-from .._core.torchcheck import is_oom_error
 from .._core.units import format_bytes, non_pytorch_bytes, unit_bytes
 
-__all__ = ["Advice", "Measured", "MeasuredRemedy", "OomEvidence", "StepPoint", "is_oom_error"]
+__all__ = ["Advice", "Measured", "MeasuredRemedy", "OomEvidence", "StepPoint"]
 
 
 @dataclasses.dataclass
@@ -231,27 +231,6 @@ def fragmentation_of(segments: Sequence[dict[str, Any]], device: int) -> tuple[i
                 total += int(size)
                 largest = max(largest, int(size))
     return total, largest
-
-
-def fit_batch_size(steps: Sequence[StepPoint], budget_bytes: int) -> tuple[int, int] | None:
-    """Largest batch whose step peak fits ``budget_bytes``, from a least-squares line through
-    (batch size, peak) of steps at two or more batch sizes; returns (batch, bytes per sample)."""
-    by_batch: dict[int, int] = {}
-    for s in steps:
-        if s.batch_size:
-            by_batch[s.batch_size] = max(by_batch.get(s.batch_size, 0), s.peak_allocated_bytes)
-    if len(by_batch) < 2:
-        return None
-    xs, ys = list(by_batch), [by_batch[b] for b in by_batch]
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    var = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
-    if slope <= 0:
-        return None
-    intercept = my - slope * mx
-    batch = int((budget_bytes - intercept) // slope)
-    return (max(batch, 0), int(slope))
 
 
 def leak_rate(steps: Sequence[StepPoint], min_steps: int = 4) -> int | None:

@@ -28,13 +28,13 @@ from typing import Any
 
 from .._core.evidence import PROGRAM, PostMortemSlot, Provider, Stack
 from .._core.session import SESSION, Session
+from .._core.torchcheck import is_oom_error
 from ..attribution.model_probe import frames_of_traceback, oom_frames, stack_evidence
 from .advice import (
     OomEvidence,
     StepPoint,
     fragmentation_of,
     growing_ops,
-    is_oom_error,
     parse_oom_message,
 )
 from .report import (

@@ -19,8 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Any, NamedTuple
 
-from .._core.limits import parse_size
-from .._core.units import format_bytes
+from .._core.units import format_bytes, parse_size
 
 __all__ = ["Budget", "DeviceMemory", "resolve_budget", "device_memory", "agree_min"]
 

@@ -146,7 +146,7 @@ def parse_budget(text: str) -> Any:
                 f"{text!r}: a number without a unit is a fraction of the device, in (0, 1]; "
                 f"a size needs its unit, e.g. {text}GiB")
         return value
-    from .._core.limits import parse_size
+    from .._core.units import parse_size
 
     try:
         size = parse_size(text)

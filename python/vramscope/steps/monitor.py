@@ -18,7 +18,7 @@ from typing import Any, Callable, Protocol
 
 from .._core.device import Device
 from .._core.session import SESSION
-from .._core.torchcheck import VramscopeWarning
+from .._core.torchcheck import VramscopeWarning, import_torch
 from .pipeline import StepPipeline
 from .records import (
     LeakDetector,
@@ -27,6 +27,7 @@ from .records import (
     format_step_line,
     format_step_table,
 )
+from .tensorboard import TensorBoardSink
 
 __all__ = ["Monitor", "StepSink"]
 
@@ -40,7 +41,7 @@ def _warn_no_gpu_once(problem: str) -> None:
     if _warned_no_gpu:
         return
     _warned_no_gpu = True
-    warnings.warn(f"{problem}; Monitor records nothing (the program runs as it is)",
+    warnings.warn(f"vramscope: {problem}; Monitor records nothing (the program runs as it is)",
                   VramscopeWarning, stacklevel=4)
 
 
@@ -52,18 +53,6 @@ class StepSink(Protocol):
 
     def close(self) -> None:
         """Flushes and releases the sink; called once when the Monitor exits."""
-
-
-def _tensorboard_sink(logdir: str, rank: int, world_size: int) -> StepSink:
-    # The TensorBoard writer lives in vramscope.tensorboard (the exporters' module); Monitor only
-    # plugs it into _sinks.
-    try:
-        from .tensorboard import TensorBoardSink
-    except ImportError as e:
-        raise RuntimeError(
-            "vramscope: tensorboard_dir needs vramscope.tensorboard, which this installation "
-            f"lacks ({e})") from e
-    return TensorBoardSink(logdir, rank=rank, world_size=world_size)
 
 
 class Monitor:
@@ -124,7 +113,7 @@ class Monitor:
         self._hook: Any = None
         self._step_optimizer: weakref.ref | None = None
         self._tensorboard_dir = tensorboard_dir
-        #: Extra destinations of every step record (objects with write_step() and close()).
+        #: Extra destinations of every step record (add_sink()).
         self._sinks: list[StepSink] = []
         self._model = model
         self._optimizer = optimizer
@@ -149,9 +138,10 @@ class Monitor:
         """Attaches the agent (lazily if CUDA is not initialised) and installs the hook. Without
         a usable GPU (a CPU-only laptop, CI) the Monitor is a quiet no-op: one warning per
         process, no lines, no table, ``step()`` returns ``[]``, so an instrumented training
-        script runs unchanged where torch runs on the CPU."""
+        script runs unchanged where torch runs on the CPU. Without torch: ImportError."""
         if self._active:
             return
+        import_torch()  # no torch, no training loop: one line, as every reader says it
         problem = SESSION.no_gpu()
         if problem is not None:
             _warn_no_gpu_once(problem)
@@ -159,8 +149,8 @@ class Monitor:
             return
         SESSION.attach()
         if self._tensorboard_dir is not None:
-            self._sinks.append(_tensorboard_sink(self._tensorboard_dir, self.rank,
-                                                 self.world_size))
+            self.add_sink(TensorBoardSink(self._tensorboard_dir, rank=self.rank,
+                                          world_size=self.world_size))
         if self._model is not None:
             # Before the step hook: the tracker's phase hooks then run around ours.
             self._start_categories()
@@ -188,6 +178,12 @@ class Monitor:
         for sink in sinks:
             sink.close()
 
+    def add_sink(self, sink: StepSink) -> None:
+        """Sends every later step record to ``sink`` too (``sink.write_step(record)``, one call
+        per followed device), and closes the sink when the Monitor closes. ``tensorboard_dir``
+        adds a TensorBoardSink this way; ``vramscope fit``'s probes add theirs."""
+        self._sinks.append(sink)
+
     def _start_categories(self) -> None:
         problem = self._pipeline.start_categories(self._model, self._optimizer)
         if problem is not None:
@@ -210,11 +206,6 @@ class Monitor:
         if not records:
             return []
         return self._show(records)
-
-    def _record_step(self, records: list[StepRecord]) -> list[StepRecord]:
-        # The pipeline's last stage (reduction, history) for records made elsewhere, then what
-        # the Monitor adds.
-        return self._show(self._pipeline.keep(records))
 
     def _show(self, records: list[StepRecord]) -> list[StepRecord]:
         # What the Monitor adds to the pipeline's records: leaks, sinks, the line.

@@ -156,9 +156,9 @@ class StepPipeline:
                 batch_size=batch_size, breakdown=breakdown)
             self._last_allocated[device] = record.allocated_bytes
             records.append(record)
-        return self.keep(records)
+        return self._keep(records)
 
-    def keep(self, records: list[StepRecord]) -> list[StepRecord]:
+    def _keep(self, records: list[StepRecord]) -> list[StepRecord]:
         """The last stage of a step: the job-wide reduction (a collective, so every rank
         reaches it at every step), then the history; returns the records as kept."""
         if self.reduce:

@@ -1,4 +1,4 @@
-# tests/python/_core/test_distributed.py -- reduce_step_peaks over a real 2-rank gloo group on the CPU
+# tests/python/_core/test_distributed.py -- reduce_step_peaks over a 2-rank gloo group on the CPU; NCCL's report read
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 mp = pytest.importorskip("torch.multiprocessing")
 
-from vramscope import Monitor, StepRecord  # noqa: E402
+from vramscope import Monitor  # noqa: E402
 from vramscope.distributed import reduce_step_peaks  # noqa: E402
 from vramscope.tensorboard import TensorBoardSink  # noqa: E402
 
@@ -37,21 +37,47 @@ STEP_PEAKS = {(0, 1): (300 << 20, 900 << 20, 2**33 + 1), (1, 1): (500 << 20, 700
               (0, 2): (800 << 20, 1000 << 20, 5), (1, 2): (100 << 20, 1200 << 20, 7)}
 
 
+class _ScriptedSteps:
+    """The session's reader for one rank: the agent's step() records of STEP_PEAKS (its own
+    device is its rank's, of two)."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.steps = 0
+
+    def mode(self) -> str:
+        return "events"
+
+    def device_count(self) -> int:
+        return 2
+
+    def set_rank(self, rank: int, world_size: int) -> None:
+        pass
+
+    def step(self) -> list[dict]:
+        self.steps += 1
+        allocated, reserved, requested = STEP_PEAKS[(self.rank, self.steps)]
+        return [dict(device=self.rank, step=self.steps, allocated_bytes=self.rank << 20,
+                     reserved_bytes=self.rank << 21, peak_allocated_bytes=allocated,
+                     peak_reserved_bytes=reserved, peak_requested_bytes=requested,
+                     duration_ns=0, end_ns=0, categories=None)]
+
+
 def _monitor_steps(rank: int, result_dir: str) -> str:
-    # The Monitor's own step path after the agent: reduction, history, printed line, TensorBoard
-    # run. Monitor() learns rank and world size from the initialised group.
+    # The Monitor's own step path from the agent's records on: reduction, history, printed
+    # line, TensorBoard run. Monitor() learns rank and world size from the initialised group.
+    from _vram_double import installed
+
     lines = []
-    mon = Monitor(every=1, print_fn=lines.append, reduce_peaks=True, exit_table_rows=0)
-    # Monitor.start() (which plugs the sink in and attaches the agent) needs a GPU.
-    sink = TensorBoardSink(os.path.join(result_dir, "tb"), rank=mon.rank, world_size=mon.world_size)
-    mon._sinks.append(sink)
-    for step in (1, 2):
-        allocated, reserved, requested = STEP_PEAKS[(rank, step)]
-        mon._record_step([StepRecord(step=step, device=rank, rank=mon.rank, world_size=mon.world_size,
-                                     allocated_bytes=rank << 20, reserved_bytes=rank << 21,
-                                     peak_allocated_bytes=allocated, peak_reserved_bytes=reserved,
-                                     peak_requested_bytes=requested, delta_allocated_bytes=0)])
-    sink.close()
+    with installed(_ScriptedSteps(rank), is_agent=False):
+        mon = Monitor(every=1, print_fn=lines.append, reduce_peaks=True, exit_table_rows=0)
+        # Monitor.start() (which adds the tensorboard_dir sink and attaches) needs a GPU.
+        sink = TensorBoardSink(os.path.join(result_dir, "tb"), rank=mon.rank,
+                               world_size=mon.world_size)
+        mon.add_sink(sink)
+        for _ in (1, 2):
+            mon.step()
+        sink.close()
     return repr(([dataclasses.astuple(r) for r in mon.history], lines))
 
 
@@ -107,12 +133,13 @@ def test_monitor_reduce_peaks_records_and_prints_the_job_peak(results):
         for step in (1, 2):
             peaks = [max(STEP_PEAKS[(r, step)][i] for r in (0, 1)) for i in range(3)]
             # Only the peaks are job-wide; the rest stays this rank's own.
-            # The trailing Nones: no per-category breakdown (Monitor(model=...) not used), no
-            # non-PyTorch bytes (records made here, not by the agent) and no batch size (no
-            # model forward ran).
-            # The non-PyTorch parts (context, other, NCCL, private pools) are unknown too.
-            expected.append((step, rank, rank, 2, rank << 20, rank << 21, *peaks, 0, 0, None,
-                             None, None, None, None, None, None))
+            # Δ allocated: from 0 before the first step (Monitor.start() takes no baseline
+            # here). The trailing Nones: no per-category breakdown (Monitor(model=...) not
+            # used), no non-PyTorch bytes and no parts (context, other, NCCL, private pools:
+            # no agent, so no driver) and no batch size (no model forward ran).
+            delta = rank << 20 if step == 1 else 0
+            expected.append((step, rank, rank, 2, rank << 20, rank << 21, *peaks, delta, 0,
+                             None, None, None, None, None, None, None, True))
         assert history == expected, (rank, history)
         assert lines[0].startswith(f"[rank {rank}] step 1 | cuda:{rank} ") and "step peak 500.0 MiB" in lines[0], lines
         assert "step peak 800.0 MiB" in lines[1], lines
@@ -127,3 +154,19 @@ def test_monitor_reduce_peaks_rank0_tensorboard_run_has_the_job_peak(results_dir
                for tag in ("step_peak_allocated_bytes", "step_peak_reserved_bytes")}
         assert got == {"step_peak_allocated_bytes": [(1, float(500 << 20)), (2, float(800 << 20))],
                        "step_peak_reserved_bytes": [(1, float(900 << 20)), (2, float(1200 << 20))]}, (rank, got)
+
+
+def test_nccls_memory_report_is_read_from_a_number_or_a_mapping_with_a_total():
+    from vramscope._core.distributed import _total_of
+
+    assert _total_of(123) == 123
+    assert _total_of({"total": 7, "current": 3}) == 7
+    assert _total_of({"current": 3}) == 3
+    assert _total_of({"peak": 9}) is None  # no total among its keys: not reported
+    assert _total_of("12 MiB") is None
+
+
+def test_no_process_group_no_nccl_report():
+    from vramscope._core.distributed import nccl_memory
+
+    assert nccl_memory() == {}

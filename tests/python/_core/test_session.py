@@ -115,19 +115,3 @@ def test_the_history_is_bounded_per_device():
     steps = history.steps(0)
     assert len(steps) == STEP_HISTORY and (steps[0].step, steps[-1].step) == (6, STEP_HISTORY + 5)
     assert history.steps(1) == []
-
-
-def test_nccls_memory_report_is_read_from_a_number_or_a_mapping_with_a_total():
-    from vramscope._core.session import _total_of
-
-    assert _total_of(123) == 123
-    assert _total_of({"total": 7, "current": 3}) == 7
-    assert _total_of({"current": 3}) == 3
-    assert _total_of({"peak": 9}) is None  # no total among its keys: not reported
-    assert _total_of("12 MiB") is None
-
-
-def test_no_process_group_no_nccl_report():
-    from vramscope._core.session import nccl_memory
-
-    assert nccl_memory() == {}

@@ -174,9 +174,9 @@ def test_monitor_sends_categories_to_tensorboard(agent_steps, tmp_path):
     pytest.importorskip("vramscope._agent", reason="the tag scheme is the extension's")
     from vramscope.tensorboard import TensorBoardSink
     monitor = vramscope.Monitor(every=0)
-    # start() (which needs a GPU) plugs the tensorboard_dir sink in exactly like this.
+    # start() (which needs a GPU) adds the tensorboard_dir sink exactly like this.
     sink = TensorBoardSink(str(tmp_path / "run"), rank=0, world_size=1)
-    monitor._sinks.append(sink)
+    monitor.add_sink(sink)
     for _ in range(3):
         monitor.step()
     sink.close()

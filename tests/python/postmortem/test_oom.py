@@ -40,12 +40,12 @@ def test_leak_outranks_the_rest_when_memory_grows_every_step():
     assert "+1.0 GiB per step" in advice[0].detail and "aten::cat" in advice[0].detail
 
 
-def test_batch_size_from_steps_at_two_batch_sizes():
+def test_batch_line_from_steps_at_two_batch_sizes():
     steps = [StepPoint(1, 10 * GiB + 8 * GiB, 10 * GiB, batch_size=8),
              StepPoint(2, 10 * GiB + 16 * GiB, 10 * GiB, batch_size=16)]
-    # 1 GiB per sample, 10 GiB fixed: a 40 GiB budget fits 30.
-    assert _oom_advice.fit_batch_size(steps, 40 * GiB) == (30, GiB)
-    assert _oom_advice.fit_batch_size(steps[:1], 40 * GiB) is None
+    # 1 GiB per sample, 10 GiB fixed, through the memory model the batch advice uses.
+    assert _oom_remedies.batch_line(steps) == (10 * GiB, GiB)
+    assert _oom_remedies.batch_line(steps[:1]) is None
 
 
 def test_activation_checkpointing_names_the_repeated_modules():

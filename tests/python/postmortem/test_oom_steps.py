@@ -15,13 +15,13 @@ import pytest
 from vramscope import run
 from vramscope._core.session import SESSION
 from vramscope._core.step_history import StepHistory
+from vramscope._core.torchcheck import is_oom_error
 from vramscope.postmortem import oom
 from vramscope.postmortem.advice import (
     OomEvidence,
     StepPoint,
     growing_ops,
     growing_text,
-    is_oom_error,
     parse_oom_message,
 )
 from vramscope.postmortem.remedies import rank_advice
@@ -376,7 +376,7 @@ def test_an_exception_is_reported_once_and_other_errors_never(source, tmp_path):
 def test_run_reports_an_oom_that_ends_the_program(source, tmp_path, monkeypatch, capsys):
     script = tmp_path / "prog.py"
     script.write_text(f"raise RuntimeError({MESSAGE!r})\n")
-    monkeypatch.setattr(run, "_start_agent", lambda opts: None)
+    monkeypatch.setattr(run, "_start_agent", lambda opts: (None, None))
     # run.main sets sys.argv and sys.path[0] as `python script.py` would: this process's own
     # (sys.path[0] is a test folder, which other tests' subprocesses import from) come back.
     monkeypatch.setattr(sys, "argv", list(sys.argv))

@@ -21,25 +21,13 @@ from ..._core.step_history import STEP_HISTORY
 from ..pipeline import StepPipeline
 from ..records import CATEGORY_NAMES, StepRecord
 
-__all__ = ["KEYS", "StepMetrics", "gpu_problem"]
+__all__ = ["KEYS", "StepMetrics"]
 
 #: Every key the callbacks log (bytes; the category keys only with categories=True, the
 #: non-PyTorch one only when NVML can tell).
 KEYS = ("vram/peak_allocated_bytes", "vram/peak_reserved_bytes", "vram/allocated_bytes",
         "vram/reserved_bytes", "vram/non_pytorch_bytes") + tuple(
             f"vram/{name}_bytes" for name in CATEGORY_NAMES)
-
-
-def gpu_problem() -> str | None:
-    """Why GPU memory cannot be measured in this process, or None when it can."""
-    if SESSION.reader is not None and SESSION.device_count() > 0:
-        return None
-    try:
-        torch = torchcheck.import_torch()
-        torchcheck.check_cuda(torch)
-    except (ImportError, RuntimeError) as e:
-        return str(e).removeprefix("vramscope: ")
-    return None
 
 
 class StepMetrics:
@@ -81,7 +69,7 @@ class StepMetrics:
         the first step. Idempotent."""
         if self.problem is None:
             return
-        self.problem = gpu_problem()
+        self.problem = SESSION.no_gpu()
         if self.problem is not None:
             return
         SESSION.attach(init_cuda=True)

@@ -1,23 +1,21 @@
-# python/vramscope/_core/limits.py -- GPU-memory limits of tests: sizes, checks, report text
+# python/vramscope/pytest_limits.py -- GPU-memory limits of tests: markers, checks, report text
 """What the pytest plugin decides, as plain functions of numbers.
 
 Nothing here reads a GPU: ``pytest_plugin`` measures a ``TestMeasure`` per test and these
 functions parse the markers' arguments, decide whether a limit is exceeded and write the failure
 text and the session report, so that all of it is tested with synthetic values.
 
-Sizes parse like pytest-memray's (``"24 MB"``, ``"1.5 GiB"``, ``"512 KB"``): a number, optional
-spaces, a unit. As in pytest-memray, ``KB``/``MB``/``GB`` are binary (1 MB = 1024 ** 2 bytes),
-the same as ``KiB``/``MiB``/``GiB``; an int is a number of bytes.
+Sizes parse like pytest-memray's (``"24 MB"``, ``"1.5 GiB"``, ``"512 KB"``; ``parse_size`` in
+``_core/units.py``, which ``vramscope fit``'s budgets read too).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from typing import Any
 
-from .units import format_bytes, format_delta, unit_bytes
+from ._core.units import format_bytes, format_delta, parse_size
 
 __all__ = ["KINDS", "TestMeasure", "LimitSpec", "LeakSpec", "parse_size", "limit_spec",
            "leak_spec", "check_limit", "check_leak", "check_increase", "format_report"]
@@ -25,28 +23,6 @@ __all__ = ["KINDS", "TestMeasure", "LimitSpec", "LeakSpec", "parse_size", "limit
 #: What a limit can apply to: allocated (tensors), reserved (the caching allocator's segments),
 #: driver (what NVML charges the process: reserved plus CUDA context and library workspaces).
 KINDS = ("allocated", "reserved", "driver")
-
-_SIZE = re.compile(r"^\s*(?P<number>\+?(?:\d+\.?\d*|\.\d+))\s*(?P<unit>[KMGTP]i?B|B)\s*$",
-                   re.IGNORECASE)
-
-
-def parse_size(value: Any) -> int:
-    """Bytes of ``"24 MB"``, ``"1.5 GiB"``, ``"512KB"`` (binary units) or of an int; raises
-    ValueError with the accepted forms for anything else (negative, no unit, unknown unit)."""
-    if isinstance(value, bool):
-        raise ValueError(f"invalid size {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"invalid size {value!r}: sizes are not negative")
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"invalid size {value!r}: expected a string like '24 MB' or '1.5 GiB', "
-                         "or an int of bytes")
-    match = _SIZE.match(value)
-    if match is None:
-        raise ValueError(f"invalid size {value!r}: expected a number and a unit "
-                         "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. '24 MB' or '1.5 GiB'")
-    return int(float(match.group("number")) * unit_bytes(match.group("unit")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +47,7 @@ class LeakSpec:
 def _device_arg(device: Any) -> int | None:
     """A marker's ``device``: None, "cuda" and ``torch.device("cuda")`` mean every device (the
     current device is only known at run time), else the ordinal."""
-    from .device import parse_device
+    from ._core.device import parse_device
 
     if device is None or (isinstance(device, str) and device.strip() == "cuda"):
         return None
