@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# tools/lint.sh -- the style and static checks: clang-format, clang-tidy, ruff, mypy (tools/test.sh runs it).
+# tools/lint.sh -- the style and static checks: clang-format, clang-tidy, ruff, mypy, the Python rooms (tools/test.sh runs it).
 #
 #   tools/lint.sh                 check everything; the last line says what passed and failed
 #   tools/lint.sh --fix           rewrite the C++ files in the .clang-format style (nothing else)
-#   tools/lint.sh --only a,b      run only these of clang-format, clang-tidy, ruff, mypy
+#   tools/lint.sh --only a,b      run only these of clang-format, clang-tidy, ruff, mypy, py-layers
 #   tools/lint.sh [...] FILE...   only these files (for the pre-commit hooks); others are ignored
 #
 # clang-format checks our C++ (src agent cli include tests bench; never build/ or third-party
@@ -11,18 +11,19 @@
 # cli bench (and of any test file named) in compile_commands.json of the dev build (build/dev,
 # configured through CMakePresets.json when missing; another with VRAMSCOPE_LINT_BUILD_DIR).
 # ruff and mypy check the Python package with the configuration in pyproject.toml; a tool that
-# is not installed is reported as skipped, with how to install it.
+# is not installed is reported as skipped, with how to install it. py-layers is the import rule
+# of the Python rooms (tests/python/test_layers.py run as a script on python/vramscope, 0.3 s).
 # Exits non-zero when a check that ran failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-fix=0 only="clang-format,clang-tidy,ruff,mypy"
+fix=0 only="clang-format,clang-tidy,ruff,mypy,py-layers"
 files=()
 while (($#)); do
   case "$1" in
     --fix) fix=1; only="clang-format"; shift ;;
-    --only) only="${2:?--only needs a list: clang-format,clang-tidy,ruff,mypy}"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --only) only="${2:?--only needs a list: clang-format,clang-tidy,ruff,mypy,py-layers}"; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; files+=("$@"); break ;;
     -*) echo "lint.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) files+=("$1"); shift ;;
@@ -192,6 +193,18 @@ if wanted mypy; then
     127) skipped mypy "not installed: pip install -r tools/requirements-dev.txt" ;;
     *) failed mypy "see above" ;;
   esac
+fi
+
+if wanted py-layers; then
+  # Always the whole package: a room is checked against every module that imports it.
+  echo "== python rooms (tests/python/test_layers.py on python/vramscope)"
+  layers_python=python3
+  [[ -x "$venv/bin/python" ]] && layers_python="$venv/bin/python"
+  if PYTHONPATH=python "$layers_python" tests/python/test_layers.py; then
+    passed py-layers
+  else
+    failed py-layers "an import breaks the rooms' rule (docs/architecture.md); see above"
+  fi
 fi
 
 summary="$(printf '%s; ' "${results[@]}")"

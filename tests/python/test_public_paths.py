@@ -1,6 +1,8 @@
 # tests/python/test_public_paths.py -- the import paths programs and docs use still work
-"""The code lives in rooms (vramscope._core, .attribution, .steps, .postmortem); the paths that
-programs, docs and the CLI use stay those of the face."""
+"""The code lives in rooms (vramscope._core, .attribution, .steps, .predict, .postmortem,
+.integrations); the paths that programs, docs and the CLI use stay those of the face, and the
+frameworks' room is its own public path (``vramscope.integrations.*``). Old paths of moved code
+keep working for one release (test_layers.DEPRECATED)."""
 from __future__ import annotations
 
 import importlib
@@ -40,10 +42,25 @@ def test_importing_the_profile_module_leaves_the_profile_function():
     assert callable(vramscope.profile) and not isinstance(vramscope.profile, type(vramscope))
 
 
-@pytest.mark.parametrize("framework, name", [("lightning.pytorch", "lightning"),
-                                             ("transformers", "transformers")])
-def test_framework_callbacks_import_from_their_public_paths(framework, name):
+#: Each framework's module: its callback and its fit adapter, and the old path of the adapter.
+FRAMEWORKS = [("lightning.pytorch", "lightning", "FitBatchSize"),
+              ("transformers", "transformers", "fit_trainer")]
+
+
+@pytest.mark.parametrize("framework, name, adapter", FRAMEWORKS)
+def test_framework_callbacks_and_adapters_import_from_one_public_path(framework, name, adapter):
     pytest.importorskip(framework)
+    import vramscope.integrations
+
     module = importlib.import_module(f"vramscope.integrations.{name}")
     assert module.VramscopeCallback.__name__ == "VramscopeCallback"
+    assert getattr(module, adapter).__name__ == adapter
     assert module.KEYS == vramscope.integrations.KEYS
+
+
+@pytest.mark.parametrize("framework, name, adapter", FRAMEWORKS)
+def test_the_adapters_old_paths_still_work_for_one_release(framework, name, adapter):
+    pytest.importorskip(framework)
+    old = importlib.import_module(f"vramscope.predict.{name}")
+    new = importlib.import_module(f"vramscope.integrations.{name}")
+    assert getattr(old, adapter) is getattr(new, adapter)

@@ -1,4 +1,4 @@
 # python/vramscope/steps/__init__.py -- training steps: the one step pipeline and its users
-"""The step pipeline that closes every step (``Monitor``, the framework callbacks and
-``vramscope run`` compose it), the step records and their text, the TensorBoard sink and the
-framework integrations. Imports ``_core`` and ``attribution``."""
+"""The step pipeline that closes every step (``Monitor``, the framework callbacks of
+``vramscope.integrations`` and ``vramscope run`` compose it), the step records and their text,
+and the TensorBoard sink. Imports ``_core`` and ``attribution``."""

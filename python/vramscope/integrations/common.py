@@ -1,4 +1,4 @@
-# python/vramscope/steps/integrations/common.py -- what the callbacks share: steps -> logged keys
+# python/vramscope/integrations/common.py -- what the callbacks share: steps -> logged keys
 """``StepMetrics`` closes a step at each optimizer step a framework reports, through the step
 pipeline (steps/pipeline.py) as a ``Monitor`` does, and turns the record into the few keys the
 callbacks log (``KEYS``); the pipeline also gives the OOM post-mortem the batch size the
@@ -15,11 +15,11 @@ import collections
 import warnings
 from typing import Any
 
-from ..._core import torchcheck
-from ..._core.session import SESSION
-from ..._core.step_history import STEP_HISTORY
-from ..pipeline import StepPipeline
-from ..records import CATEGORY_NAMES, StepRecord
+from .._core import torchcheck
+from .._core.session import SESSION
+from .._core.step_history import STEP_HISTORY
+from ..steps.pipeline import StepPipeline
+from ..steps.records import CATEGORY_NAMES, StepRecord
 
 __all__ = ["KEYS", "StepMetrics"]
 

@@ -1,4 +1,4 @@
-# tests/python/steps/test_integrations.py -- the Lightning and HF Trainer callbacks in real CPU runs
+# tests/python/integrations/test_integrations.py -- the Lightning and HF Trainer callbacks in real CPU runs
 #
 # A real Trainer.fit / Trainer.train on tiny models, with tests/python/_vram_double.py as the
 # agent: the training code moves its counters by known amounts, so the logged keys and values
@@ -29,7 +29,7 @@ def test_no_gpu_means_the_callbacks_log_nothing_and_say_why():
     import torch
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    from vramscope.steps.integrations.common import StepMetrics
+    from vramscope.integrations.common import StepMetrics
 
     metrics = StepMetrics("test")
     metrics.start()
