@@ -86,7 +86,6 @@ class PollingReader:
         out["step"] = self._step[device]
         out["oom_count"] = int(raw.get("num_ooms", 0))
         out["polling_only"] = True
-        out["peaks_exact"] = False
         return out
 
     def step(self) -> list[dict[str, Any]]:
