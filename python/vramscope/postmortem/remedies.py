@@ -588,12 +588,14 @@ def assess(e: OomEvidence) -> Assessment:
     # they recover.
     covers = {id(a): a.fits for a in candidates}
     if only_lower:
+        known = (f"The step needs at least {format_bytes(need)} more than the budget allows"
+                 if peak > e.budget_bytes else
+                 f"The failing request lacked {format_bytes(need)} of what was free")
         for a in candidates:
             a.params["covers_known_need"] = a.fits
             a.fits = False
-            a.detail += (f" The step needs at least {format_bytes(need)} more than the budget "
-                         "allows; the rest of its need is not known, so this is not promised "
-                         "to fit (`vramscope fit` measures what a step needs).")
+            a.detail += (f" {known}; the rest of the step's need is not known, so this is not "
+                         "promised to fit (`vramscope fit` measures what a step needs).")
     for a in candidates:
         if a.params.get("estimated") and a.fits:
             # It covers the need by an estimate, not a measurement: ranked, never promised.

@@ -56,7 +56,9 @@ def _numbers(e: OomEvidence, a: Assessment) -> list[str]:
     return [
         f"requested        {format_bytes(e.requested_bytes)}",
         f"shortfall        {format_bytes(e.shortfall_bytes)} (needed by the step: "
-        + (f"at least {format_bytes(a.need_bytes)} more than the budget allows; its peak ≥"
+        + ((f"at least {format_bytes(a.need_bytes)} more than the budget allows; its peak ≥"
+            if a.projected_peak_bytes > e.budget_bytes else
+            f"at least the {format_bytes(a.need_bytes)} the request lacked; its peak ≥")
            if a.projection_is_lower_bound else f"{format_bytes(a.need_bytes)}; its peak ≈")
         + f"{format_bytes(a.projected_peak_bytes)}, from {a.projection})",
         f"budget           {format_bytes(e.budget_bytes)} for PyTorch{cap}",

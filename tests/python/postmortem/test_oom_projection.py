@@ -4,7 +4,6 @@ from __future__ import annotations
 from vramscope.postmortem import remedies as _oom_remedies
 from vramscope.postmortem import report as _oom_report
 from vramscope.postmortem.advice import StepPoint
-from vramscope.predict.model import fit_model
 
 from test_oom_advice import GiB, MiB, card, doubling_steps
 
@@ -33,8 +32,15 @@ def test_the_memory_model_through_past_batches_is_a_projection_that_can_promise(
     a = _oom_remedies.assess(e)
     assert not a.projection_is_lower_bound
     assert a.projection.startswith("the memory model: a line through the exact step peaks at 5")
-    model = fit_model(_oom_remedies.batch_model(steps).probes)
-    assert a.projected_peak_bytes == model.predict(256).allocated_bytes
+    # Independently of the model's code: the higher of the least-squares line through the five
+    # peaks and the line through the two largest, at 256 (the model's conservative choice).
+    import statistics
+
+    batches = [8, 16, 32, 64, 128]
+    peaks = [s.peak_allocated_bytes for s in steps]
+    slope, intercept = statistics.linear_regression(batches, peaks)
+    local = peaks[-1] + (peaks[-1] - peaks[-2]) / 64 * 128
+    assert abs(a.projected_peak_bytes - max(intercept + slope * 256, local)) <= 1
     assert a.advice[0].kind == "batch_size" and a.advice[0].fits
 
 
