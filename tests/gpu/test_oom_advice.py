@@ -129,6 +129,19 @@ def kinds(report: dict[str, Any]):
     return [a["kind"] for a in report["advice"]]
 
 
+def largest_that_runs(tmp_path: pathlib.Path, scenario: str, runs: int, fails: int,
+                      via_run: bool = False) -> int:
+    """The true largest batch of ``scenario`` between a batch that ran and one that failed,
+    by bisection, each batch in a fresh process (the scenario's own batch advice applied)."""
+    while fails - runs > 1:
+        mid = (runs + fails) // 2
+        out, reports, _ = _run(tmp_path, f"bisect-{mid}", scenario,
+                               {"kind": "batch_size", "batch_size": mid}, via_run)
+        ok = out.returncode == 0 and not list(reports.glob("vramscope-oom-*"))
+        runs, fails = (mid, fails) if ok else (runs, mid)
+    return runs
+
+
 def test_batch_growth_on_the_full_card_advises_the_batch_that_fits(tmp_path):
     # GPT-2 (4 layers, 512 wide, 512 tokens), batch 8, 16, 32, ... two steps each, a plain
     # Monitor(): the card itself runs out. Expandable segments cannot make that fit.
@@ -159,6 +172,11 @@ def test_memory_fraction_cap_under_vramscope_run(tmp_path):
     assert "memory_fraction" in kinds(report)[1:], summary
     out = rerun_fits(tmp_path, "capped_growth", first, via_run=True)
     assert "0 OOMs" in out.stderr, out.stderr
+    # Not any batch below the failing one: at least 90 % of the true largest (or one multiple
+    # of 8 below it), found by bisection in fresh processes.
+    truth = largest_that_runs(tmp_path, "capped_growth", first["batch_size"],
+                              report["batch_size"], via_run=True)
+    assert first["batch_size"] >= min(0.9 * truth, truth - 8), (truth, summary)
 
 
 def test_fragmentation_expandable_segments_make_the_rerun_fit(tmp_path):
