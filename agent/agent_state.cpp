@@ -43,7 +43,7 @@ void AgentState::on_oom(void* self, std::size_t device, uint64_t requested_bytes
   } catch (...) {
     // An OOM observer must not throw into torch's allocator; the OOM itself still propagates.
   }
-  state.m_oom.on_oom(*attachment->core, *attachment->attribution, device);
+  state.m_oom.on_oom(*attachment->core, *attachment->attribution, state.m_driver, device);
 }
 
 Attachment& AgentState::attached() {

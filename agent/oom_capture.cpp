@@ -2,7 +2,9 @@
 #include "oom_capture.hpp"
 
 #include <nanobind/stl/string.h>
+#include <unistd.h>
 
+#include <string>
 #include <utility>
 
 #include "py_records.hpp"
@@ -11,14 +13,18 @@
 namespace nb = nanobind;
 
 namespace vramscope::agent {
-namespace {
 
-OomSnapshot take_snapshot(tracking::AgentCore& core, attribution::AttributionSession& session,
-                          std::size_t device) {
+OomSnapshot take_oom_snapshot(tracking::AgentCore& core, attribution::AttributionSession& session,
+                              DriverProbe& driver, std::size_t device) {
   OomSnapshot snapshot;
   snapshot.device = device;
   if (const std::optional<OomRecord> oom = core.last_oom()) snapshot.record = *oom;
   snapshot.stats = core.stats(device);
+  snapshot.driver_breakdown = core.driver_breakdown(device);
+  // The NVML reading after the counters: both after the failed allocation, the same segments.
+  if (const std::string& uuid = core.device_uuid(device); !uuid.empty()) {
+    snapshot.driver_process_bytes = driver.process_bytes(uuid, static_cast<uint32_t>(::getpid()));
+  }
   try {
     snapshot.segments = capture_segments(max_captured_blocks);
   } catch (...) {
@@ -37,12 +43,10 @@ OomSnapshot take_snapshot(tracking::AgentCore& core, attribution::AttributionSes
   return snapshot;
 }
 
-}  // namespace
-
 void OomCapture::on_oom(tracking::AgentCore& core, attribution::AttributionSession& session,
-                        std::size_t device) noexcept {
+                        DriverProbe& driver, std::size_t device) noexcept {
   try {
-    OomSnapshot snapshot = take_snapshot(core, session, device);
+    OomSnapshot snapshot = take_oom_snapshot(core, session, driver, device);
     {
       std::lock_guard lock(m_mutex);
       m_last = std::move(snapshot);
@@ -76,11 +80,20 @@ nb::list OomCapture::segments_at_oom() {
 nb::object OomCapture::snapshot_object() {
   std::lock_guard lock(m_mutex);
   if (!m_last) return nb::none();
-  const OomSnapshot& s = *m_last;
+  return oom_snapshot_dict(*m_last);
+}
+
+nb::dict oom_snapshot_dict(const OomSnapshot& s) {
   nb::dict d;
   d["device"] = s.device;
   d["oom"] = oom_dict(s.record);
   d["stats"] = stats_dict(s.stats);
+  if (s.driver_process_bytes) {
+    d["driver_process_bytes"] = *s.driver_process_bytes;
+  } else {
+    d["driver_process_bytes"] = nb::none();
+  }
+  d["driver_breakdown"] = breakdown_object(s.driver_breakdown);
   d["segments"] = segments_list(s.segments);
   nb::list events;
   for (const std::vector<tracking::Event>& device_events : s.recent_events) {

@@ -1,4 +1,4 @@
-// agent/oom_capture.hpp -- what the OOM observer captures for the post-mortem: one snapshot, and the Python hook
+// agent/oom_capture.hpp -- what the OOM observer captures for the post-mortem: one snapshot (also taken on demand), and the Python hook
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "driver_probe.hpp"
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/attribution/ledger.hpp"
 #include "vramscope/attribution/segment_view.hpp"
@@ -24,12 +25,20 @@ inline constexpr std::size_t max_captured_blocks = 1'000'000;
 
 /// The allocator and the agent as they were when an OOM's observer ran: everything the Python
 /// post-mortem reads, taken at once (before the program's exception handlers free anything).
+/// The fallback path (an OOM the observer did not see) takes the same snapshot at once, later.
 struct OomSnapshot {
   /// The failing device.
   std::size_t device = 0;
+  /// The last OOM recorded (default-constructed before the first).
   OomRecord record;
   /// The failing device's counters.
   tracking::DeviceStatsView stats;
+  /// What the driver (NVML) charges this process on the failing device, read when the snapshot
+  /// is taken; empty when NVML cannot tell (no driver, a MIG instance, another pid namespace).
+  std::optional<uint64_t> driver_process_bytes;
+  /// The failing device's last settled breakdown (the pairing's, tracking/driver_pairing.hpp),
+  /// so from before the OOM; empty before the first one or without trace events.
+  std::optional<DriverBreakdown> driver_breakdown;
   /// Every device's segments (c10 snapshot without traces).
   std::vector<attribution::SegmentView> segments;
   /// Every device's recent events, oldest first.
@@ -44,13 +53,22 @@ struct OomSnapshot {
   std::array<attribution::CategoryTotals, attribution::category_count> categories{};
 };
 
+/// Takes the snapshot of `device` now: `core`'s counters, events and settled breakdown,
+/// `session`'s ledgers, the allocator's segments and `driver`'s bytes for this process. Touches
+/// no Python object (call it without the GIL); may throw (std::bad_alloc).
+OomSnapshot take_oom_snapshot(tracking::AgentCore& core, attribution::AttributionSession& session,
+                              DriverProbe& driver, std::size_t device);
+/// `snapshot` as the dict of docs/agent-api.md (oom_snapshot()); needs the GIL.
+nanobind::dict oom_snapshot_dict(const OomSnapshot& snapshot);
+
 /// Keeps the last OOM's snapshot and calls the Python post-mortem hook.
 class OomCapture {
  public:
   /// The observer's work after `core` recorded the OOM on `device`: takes the snapshot (with
-  /// `session`'s ledgers) and runs the Python callback, if one is set, with the GIL. Never throws.
+  /// `session`'s ledgers and `driver`'s NVML reading) and runs the Python callback, if one is
+  /// set, with the GIL. Never throws.
   void on_oom(tracking::AgentCore& core, attribution::AttributionSession& session,
-              std::size_t device) noexcept;
+              DriverProbe& driver, std::size_t device) noexcept;
   /// Sets (or, with None, clears) the hook called as callback(device).
   void set_callback(nanobind::object callback);
   /// The last snapshot as a dict (docs/agent-api.md: oom_snapshot()), or None.

@@ -1,9 +1,11 @@
 // agent/py_records.cpp -- the agent's records as Python dicts and lists (see py_records.hpp)
 #include "py_records.hpp"
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <string>
+#include <variant>
 
 namespace nb = nanobind;
 
@@ -102,6 +104,16 @@ nb::list op_rows_list(const std::vector<attribution::OpTotals>& rows,
     d["live_at_peak_bytes"] = r.live_at_peak_bytes;
     out.append(d);
   }
+  return out;
+}
+
+nb::object breakdown_object(const std::optional<DriverBreakdown>& breakdown) {
+  if (!breakdown) return nb::none();
+  nb::dict out;
+  for (const BreakdownField& field : breakdown_fields) {
+    std::visit([&](auto member) { out[field.name.data()] = (*breakdown).*member; }, field.member);
+  }
+  out["non_pytorch_bytes"] = breakdown->non_pytorch_bytes();
   return out;
 }
 

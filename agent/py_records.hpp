@@ -7,12 +7,14 @@
 #include <nanobind/nanobind.h>
 
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "vramscope/agent_segment.hpp"
 #include "vramscope/attribution/ledger.hpp"
 #include "vramscope/attribution/op_registry.hpp"
 #include "vramscope/attribution/segment_view.hpp"
+#include "vramscope/sample.hpp"
 #include "vramscope/tracking/agent_core.hpp"
 #include "vramscope/tracking/device_stats.hpp"
 #include "vramscope/tracking/events.hpp"
@@ -31,6 +33,8 @@ nanobind::list segments_list(const std::vector<attribution::SegmentView>& segmen
 nanobind::list op_rows_list(const std::vector<attribution::OpTotals>& rows,
                             const attribution::OpRegistry& registry,
                             const std::vector<uint64_t>& calls);
+/// {name: value} over breakdown_fields, and its non_pytorch_bytes; None for an empty one.
+nanobind::object breakdown_object(const std::optional<DriverBreakdown>& breakdown);
 /// {category: (live_bytes, live_at_peak_bytes)}.
 nanobind::dict categories_dict(
     const std::array<attribution::CategoryTotals, attribution::category_count>& totals);

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <variant>
 
 #include "bindings.hpp"
+#include "py_records.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -30,15 +30,7 @@ void bind_driver(nb::module_& m) {
       [](std::size_t device) -> nb::object {
         Attachment& attachment = AgentState::instance().attached();
         if (device >= attachment.core->device_count()) throw nb::index_error("no such device");
-        if (!attachment.pairing) return nb::none();
-        std::optional<DriverBreakdown> b = attachment.pairing->breakdown(device);
-        if (!b) return nb::none();
-        nb::dict out;
-        for (const BreakdownField& field : breakdown_fields) {
-          std::visit([&](auto member) { out[field.name.data()] = (*b).*member; }, field.member);
-        }
-        out["non_pytorch_bytes"] = b->non_pytorch_bytes();
-        return out;
+        return breakdown_object(attachment.core->driver_breakdown(device));
       },
       "device"_a,
       "The driver's bytes for this process on torch's device `device`, part by part, at the "

@@ -164,10 +164,15 @@ def segments(at_oom: bool = False) -> list:
 
 def oom_snapshot() -> Any:
     """What the OOM observer captured at the last OOM, or None: {'device', 'oom' (last_oom()),
-    'stats' (stats() of that device), 'segments' (segments(True)), 'recent_events' (per device),
-    'ops' ([{name, live_bytes, live_at_peak_bytes, allocated_bytes}] of the profile mark, or None
-    without attribution), 'categories' ({category: (live, live_at_peak)} at the step mark, or
-    None)}."""
+    'stats' (stats() of that device), 'driver_process_bytes' (NVML's bytes for this process on
+    it, or None), 'driver_breakdown' (driver_breakdown() of it: the last settled one, or None),
+    'segments' (segments(True)), 'recent_events' (per device), 'ops' ([{name, live_bytes,
+    live_at_peak_bytes, allocated_bytes}] of the profile mark, or None without attribution),
+    'categories' ({category: (live, live_at_peak)} at the step mark, or None)}."""
+
+def oom_snapshot_now(device: int) -> dict[str, Any]:
+    """The snapshot oom_snapshot() holds, taken now for ``device``: the post-mortem's one read of
+    the agent when the observer did not see the OOM (its segments are the allocator's now)."""
 
 def set_oom_callback(callback: object) -> None:
     """Call callback(device) with the GIL from the OOM observer (None: stop)."""

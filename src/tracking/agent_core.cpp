@@ -301,4 +301,14 @@ void AgentCore::set_pairing(const DriverPairing* pairing) {
   m_pairing = pairing;
 }
 
+std::optional<DriverBreakdown> AgentCore::driver_breakdown(std::size_t device) const {
+  const DriverPairing* pairing = nullptr;
+  {
+    std::lock_guard lock(m_mutex);
+    pairing = m_pairing;
+  }
+  // The pairing guards its breakdowns itself; it is never freed once set.
+  return pairing != nullptr ? pairing->breakdown(device) : std::nullopt;
+}
+
 }  // namespace vramscope::tracking

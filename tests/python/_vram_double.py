@@ -115,6 +115,13 @@ class FakeAgent:
     def oom_snapshot(self) -> dict | None:
         return None
 
+    def oom_snapshot_now(self, device: int) -> dict[str, Any]:
+        """The agent's snapshot of ``device`` taken now (docs/agent-api.md), from the counters."""
+        return {"device": device, "oom": {}, "stats": self.stats(device),
+                "driver_process_bytes": None, "driver_breakdown": None,
+                "segments": self.segments(), "recent_events": [[] for _ in self.allocated],
+                "ops": None, "categories": None}
+
     # ----- no attribution running, no NVML, no OOM seen: what an idle agent answers
     def attribution_active(self) -> bool:
         return False

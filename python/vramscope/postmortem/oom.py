@@ -65,19 +65,16 @@ def _alloc_conf_expandable() -> bool:
 
 
 def _agent_record(agent: Any, device: int, at_oom: bool) -> dict[str, Any]:
-    """The agent's record of an OOM on ``device``: what its observer captured at the OOM
-    (``oom_snapshot()``, one call) when ``at_oom`` and it has one for that device, else the same
-    record read now (segments as captured at the last OOM when ``at_oom``)."""
+    """The agent's record of an OOM on ``device``, in one call: what its observer captured at the
+    OOM (``oom_snapshot()``) when ``at_oom`` and it has one for that device, else the same
+    snapshot taken now (``oom_snapshot_now(device)``). Either carries the counters, the
+    segments, the recent events, the attribution rows, what the driver charges this process
+    and the settled breakdown (docs/agent-api.md)."""
     if at_oom:
         snapshot = agent.oom_snapshot()
         if snapshot is not None and snapshot["device"] == device:
             return dict(snapshot)
-    attributed = bool(agent.attribution_summary(device))
-    return {"device": device, "oom": agent.last_oom() or {}, "stats": agent.stats(device),
-            "segments": agent.segments(at_oom),
-            "recent_events": [agent.recent_events(d) for d in range(agent.device_count())],
-            "ops": agent.op_table(device, "profile") if attributed else None,
-            "categories": agent.categories(device, "step") if attributed else None}
+    return dict(agent.oom_snapshot_now(device))
 
 
 class PostMortem(PostMortemSlot):
@@ -117,12 +114,14 @@ class PostMortem(PostMortemSlot):
         self.wrap_excepthook()
 
     # ----- evidence
-    def _device_facts(self, e: OomEvidence, agent: Any, device: int) -> None:
+    def _device_facts(self, e: OomEvidence, device: int,
+                      snapshot: dict[str, Any] | None) -> None:
         """Puts the device's real total in ``device_total_bytes`` and the memory-fraction cap in
         ``limit_bytes``: torch's OOM observer passes the cap as "device_total" when one is set,
         and its message prints the device total and the cap ("12.00 GiB allowed") apart. Adds
-        what the driver charges this process (NVML) and whether segments are expandable. Host
-        calls only."""
+        what the driver charges this process (NVML) and the non-PyTorch parts, as the agent's
+        ``snapshot`` carries them (None in polling mode: unknown), and whether segments are
+        expandable. Host calls only."""
         torch = sys.modules.get("torch")
         reported_total = e.device_total_bytes
         if torch is not None:
@@ -139,25 +138,21 @@ class PostMortem(PostMortemSlot):
                 elif fraction < 1.0:
                     e.limit_bytes = int(fraction * total)
             e.device_total_bytes = total
-        if e.process_driver_bytes is None and agent is not None:
-            try:
-                e.process_driver_bytes = self.session.driver_process_bytes(device)
-            except Exception:  # noqa: BLE001 -- NVML is optional evidence
-                pass
-        if e.driver_parts is None and agent is not None:
-            try:
-                e.driver_parts = self.session.driver_breakdown(device)
-            except Exception:  # noqa: BLE001 -- the pairing is optional evidence
-                pass
+        if snapshot is not None:
+            driver, parts = snapshot.get("driver_process_bytes"), snapshot.get("driver_breakdown")
+            if e.process_driver_bytes is None and driver is not None:
+                e.process_driver_bytes = int(driver)
+            if e.driver_parts is None and parts is not None:
+                e.driver_parts = dict(parts)
         e.expandable_segments = e.expandable_segments or _alloc_conf_expandable()
 
     def fill(self, e: OomEvidence, agent: Any, device: int, stack: Stack | None = None,
              snapshot: dict[str, Any] | None = None) -> OomEvidence:
-        """Adds the device facts, attribution (from ``snapshot``, the agent's record; None in
-        polling mode), the step history, then one merge of what the stack at the OOM says
+        """Adds the device facts and attribution (from ``snapshot``, the agent's record; None
+        in polling mode), the step history, then one merge of what the stack at the OOM says
         (batch size, phase) under the providers' fields (SESSION.evidence, by precedence);
         returns ``e``."""
-        self._device_facts(e, agent, device)
+        self._device_facts(e, device, snapshot)
         # Without the agent the step history holds polled peaks, not exact ones.
         e.peaks_exact = agent is not None
         if snapshot is not None and snapshot["ops"] is not None:
@@ -205,10 +200,10 @@ class PostMortem(PostMortemSlot):
     def evidence_from_exception(self, message: str, device: int, stack: Stack | None = None,
                                 record: dict[str, Any] | None = None) -> OomEvidence:
         """Evidence when the observer did not run: the numbers torch printed in ``message``,
-        the session reader's counters for what the message lacks, then attribution (from
-        ``record``, the agent's record read now; read here when not given and the agent is
-        there), steps and providers (``stack``: the frames of the exception's traceback,
-        innermost first). An OOM that is not the caching allocator's ("CUDA error: out of
+        the session reader's counters for what the message lacks, then the driver's bytes and
+        attribution (from ``record``, the agent's snapshot taken now; taken here when not given
+        and the agent is there), steps and providers (``stack``: the frames of the exception's
+        traceback, innermost first). An OOM that is not the caching allocator's ("CUDA error: out of
         memory" from a library's cudaMalloc) has oom_source "other"."""
         parsed = parse_oom_message(message)
         device = parsed.get("device", device)
@@ -285,7 +280,8 @@ class PostMortem(PostMortemSlot):
         makes sure an OOM has its post-mortem. When the observer ran since
         ``observer_calls_before`` it already wrote the report and printed its summary;
         otherwise (polling mode, an OOM raised outside the caching allocator) writes it now from
-        the message, with one read of the agent's record, and prints the summary. Handles each
+        the message, with one call to the agent (its snapshot taken now), and prints the
+        summary. Handles each
         exception once (nested Monitor and run); returns the report's paths, None when none was
         written. Never raises: the caller re-raises ``exc``."""
         if not is_oom_error(exc) or getattr(exc, "_vramscope_oom_handled", False):

@@ -544,6 +544,40 @@ TEST(AgentCore, WithoutAnAnnotatorStepsCarryNoCategories) {
   EXPECT_FALSE(steps[0].category_bytes.has_value());
 }
 
+/// A driver that never moves: a pairing over it settles once its guards have passed.
+class QuietDriver final : public DriverSource {
+ public:
+  std::optional<uint64_t> process_bytes(std::size_t device) override {
+    return (600 + 10 * device) << 20U;
+  }
+  std::optional<uint64_t> allocation_bytes(std::size_t) override { return uint64_t{100} << 20U; }
+};
+
+TEST(AgentCore, DriverBreakdownIsThePairingsLastSettledOne) {
+  // What the OOM snapshot and Python's driver_breakdown() read: the pairing the core publishes.
+  FakeTorch torch(3);
+  AgentCore core({"GPU-a", "GPU-b", "GPU-c"}, torch.provider(), config(), nullptr);
+  EXPECT_EQ(core.device_uuid(1), "GPU-b");
+  EXPECT_FALSE(core.driver_breakdown(0).has_value()) << "no pairing yet";
+  QuietDriver driver;
+  // The first two devices are paired; the third is not.
+  DriverPairing pairing({&core.counters(0), &core.counters(1)}, driver);
+  core.set_pairing(&pairing);
+  EXPECT_FALSE(core.driver_breakdown(0).has_value()) << "nothing settled yet";
+  int64_t now = 0;
+  for (int i = 0; i < 100 && !(pairing.breakdown(0) && pairing.breakdown(1)); ++i) {
+    now = pairing.advance(now, now);
+  }
+  ASSERT_TRUE(pairing.breakdown(0).has_value() && pairing.breakdown(1).has_value());
+  for (std::size_t d = 0; d < 2; ++d) {
+    const std::optional<DriverBreakdown> b = core.driver_breakdown(d);
+    ASSERT_TRUE(b.has_value()) << d;
+    EXPECT_EQ(*b, *pairing.breakdown(d)) << d;
+    EXPECT_EQ(b->driver_bytes, (600 + 10 * d) << 20U) << d;
+  }
+  EXPECT_FALSE(core.driver_breakdown(2).has_value()) << "a device the pairing does not pair";
+}
+
 TEST(DeviceProducer, TheStampLineAndTheCountersFirstLineAreOne128BytePair) {
   // device_producer.hpp's layout: a free must touch one aligned 128-byte pair (the stamp, flags
   // and recorder line, then the counters' current values) besides the recorder's slot. A

@@ -24,6 +24,7 @@ AGENT_ONLY = {"attach", "is_attached", "segment_path", "torch_version", "load_to
               "profile_start", "profile_stop", "attribution_acquire", "attribution_release",
               "attribution_active", "attribution_summary", "op_table", "categories", "tag",
               "set_phase", "restart_attribution_peak", "segments", "set_oom_callback", "oom_snapshot",
+              "oom_snapshot_now",
               "module_enter", "module_exit", "module_table", "live_by_owner", "note_oom",
               "step_categories",
               # NVML's view of this process: Monitor asks for it only when the agent is there.

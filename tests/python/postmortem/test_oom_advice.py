@@ -15,6 +15,12 @@ GiB = 1 << 30
 MiB = 1 << 20
 TOTAL = int(139.8 * GiB)  # an H200 as torch sees it
 CONTEXT = 700 * MiB  # a CUDA context and its libraries
+#: The parts of CONTEXT at the agent's last settled pairing (docs/agent-api.md).
+PARTS = {"paired_ns": 1, "driver_bytes": 11 * GiB + 600 * MiB + CONTEXT,
+         "reserved_bytes": 11 * GiB + 600 * MiB, "private_pool_bytes": 0, "nccl_bytes": None,
+         "other_bytes": 182 * MiB, "context_bytes": CONTEXT - 182 * MiB,
+         "first_context_bytes": CONTEXT - 182 * MiB, "non_pytorch_bytes": CONTEXT,
+         "excess_bytes": 0, "nccl_version": 0, "unsettled_count": 0}
 
 
 def card(allocated: int, cached_free: int, largest: int, requested: int, others: int = 0,
@@ -348,25 +354,23 @@ class OomAgent:
                  "blocks": [(self.reserved - 9 * MiB, 0, "active_allocated"),
                             (9 * MiB, 0, "inactive")]}]
 
-    def driver_process_bytes(self, uuid, pid):
-        assert uuid == "GPU-test"
-        return self.reserved + CONTEXT
+    def oom_snapshot_now(self, device):
+        """The agent's snapshot taken now: its counters and segments, and what NVML charges this
+        pid (no settled pairing yet, no attribution running)."""
+        return {"device": device, "oom": self.last_oom(), "stats": self.stats(device),
+                "segments": self.segments(), "recent_events": [[]], "ops": None,
+                "categories": None, "driver_process_bytes": self.reserved + CONTEXT,
+                "driver_breakdown": None}
 
-    # What else the post-mortem asks the agent: one device, no attribution running.
+    # What else the post-mortem asks the agent: one device.
     def mode(self):
         return "events"
 
     def device_count(self):
         return 1
 
-    def attribution_summary(self, device):
-        return {}
-
     def oom_snapshot(self):
         return None
-
-    def recent_events(self, device):
-        return []
 
     def set_oom_callback(self, fn):
         self.oom_callback = fn
@@ -377,12 +381,12 @@ class OomAgentWithSnapshot(OomAgent):
     one snapshot, and by now its live counters and segments have moved on (freed)."""
 
     def oom_snapshot(self):
-        at_oom = OomAgent()
-        return {"device": 0, "oom": at_oom.last_oom(), "stats": at_oom.stats(0),
-                "segments": at_oom.segments(True), "recent_events": [[]],
-                "ops": [{"name": "aten::mm", "live_bytes": 3 * GiB, "live_at_peak_bytes": 3 * GiB,
-                         "allocated_bytes": 3 * GiB}],
-                "categories": {"activations": (2 * GiB, 2 * GiB), "other": (0, 0)}}
+        at_oom = OomAgent().oom_snapshot_now(0)
+        at_oom.update(ops=[{"name": "aten::mm", "live_bytes": 3 * GiB,
+                            "live_at_peak_bytes": 3 * GiB, "allocated_bytes": 3 * GiB}],
+                      categories={"activations": (2 * GiB, 2 * GiB), "other": (0, 0)},
+                      driver_breakdown=PARTS)
+        return at_oom
 
     def stats(self, device):
         return {"allocated_bytes": 0, "reserved_bytes": 0}
@@ -392,6 +396,9 @@ class OomAgentWithSnapshot(OomAgent):
 
     def last_oom(self):
         raise AssertionError("the post-mortem read the live agent instead of the snapshot")
+
+    def oom_snapshot_now(self, device):
+        raise AssertionError("the post-mortem took a snapshot instead of the observer's")
 
 
 @pytest.fixture
@@ -407,7 +414,7 @@ def capped_device(monkeypatch):
 def test_collected_evidence_separates_the_cap_from_the_device(monkeypatch, capped_device):
     from _vram_double import installed
 
-    # The session asks NVML through the agent by the device's UUID.
+    # The agent's snapshot carries what NVML charges this pid (read by the device's UUID).
     with installed(OomAgent(), uuids=["GPU-test"]):
         e = oom.collect_evidence(0)
     assert e.device_total_bytes == TOTAL and e.limit_bytes == 12 * GiB
@@ -430,3 +437,5 @@ def test_collected_evidence_is_the_observers_snapshot_not_the_state_after_it(cap
     assert e.cached_free_bytes == 9 * MiB
     assert e.top_ops == [("aten::mm", 3 * GiB)]
     assert e.categories == {"activations": 2 * GiB}
+    # What the driver charged and its parts travel in the snapshot, as read at the OOM.
+    assert e.non_pytorch_bytes == CONTEXT and e.driver_parts == PARTS

@@ -192,20 +192,13 @@ class ProfilingSource(StepSource):
         return ops, {i: b for i, b in modules.items() if b > 0}
 
     # The rest of what the OOM post-mortem asks the agent: nothing to add.
-    def attribution_summary(self, device):
-        return {}
-
     def oom_snapshot(self):
         return None
 
-    def last_oom(self):
-        return None
-
-    def segments(self, at_oom=False):
-        return []
-
-    def recent_events(self, device):
-        return []
+    def oom_snapshot_now(self, device):
+        return {"device": device, "oom": {}, "stats": self.stats(device),
+                "driver_process_bytes": None, "driver_breakdown": None, "segments": [],
+                "recent_events": [[]], "ops": None, "categories": None}
 
     def note_oom(self, device, requested_bytes, device_total_bytes, device_free_bytes):
         self.noted = (device, requested_bytes)

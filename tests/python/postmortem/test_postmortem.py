@@ -1,13 +1,14 @@
 # tests/python/postmortem/test_postmortem.py -- one PostMortem in the session: one read, one assessment
 """The post-mortem is one object (``SESSION.postmortem``) with no module-level state, and a
-report reads the agent's record once and assesses the evidence once, on the observer's path and
-on the fallback path (an OOM the observer did not see). The agent is a counting stand-in; the
-post-mortem's code runs unchanged."""
+report reads the agent once (its snapshot: the observer's, or one taken now) and assesses the
+evidence once, on the observer's path and on the fallback path (an OOM the observer did not
+see). The agent is a counting stand-in; the post-mortem's code runs unchanged."""
 from __future__ import annotations
 
 import ast
 import json
 import pathlib
+import textwrap
 
 import pytest
 
@@ -16,6 +17,7 @@ from vramscope._core.session import SESSION
 from vramscope.postmortem import oom, report
 
 from _vram_double import FakeAgent, installed
+from conftest import run_python
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -29,29 +31,43 @@ SEGMENTS = [{"device": 0, "address": 4096, "total_size": 4 * MiB, "allocated_siz
              "blocks": [(3 * MiB, 3 * MiB, "active_allocated"), (1 * MiB, 0, "inactive")]}]
 
 
+#: The non-PyTorch parts at the agent's last settled pairing, as its snapshot carries them.
+PARTS = {"paired_ns": 5, "driver_bytes": 139 * GiB + 700 * MiB, "reserved_bytes": 139 * GiB,
+         "private_pool_bytes": 0, "nccl_bytes": None, "other_bytes": 182 * MiB,
+         "context_bytes": 518 * MiB, "first_context_bytes": 518 * MiB, "non_pytorch_bytes": 700 * MiB,
+         "excess_bytes": 0, "nccl_version": 0, "unsettled_count": 0}
+
+
 class CountingAgent(FakeAgent):
-    """The agent's record calls, counted: each read of the record captures the segments once."""
+    """Every call the post-mortem makes to the agent, in order (``calls``), and each snapshot
+    it reads: the observer's (``oom_snapshot``) or one taken now (``oom_snapshot_now``)."""
 
     def __init__(self, snapshot: bool = False) -> None:
         super().__init__()
         self.alloc(139 * GiB)
-        self.segment_reads = 0
-        self.snapshot_reads = 0
         self.with_snapshot = snapshot
         self.notes: list[tuple[int, int]] = []
+        self.calls: list[str] = []
 
-    def segments(self, at_oom=False):
-        self.segment_reads += 1
-        return SEGMENTS
+    def __getattribute__(self, name):
+        value = object.__getattribute__(self, name)
+        if callable(value) and not name.startswith("_") and name not in ("alloc", "free"):
+            object.__getattribute__(self, "calls").append(name)
+        return value
+
+    def _snapshot(self, device):
+        return {"device": device, "oom": {"requested_bytes": 256 * MiB,
+                                          "device_total_bytes": 140 * GiB,
+                                          "device_free_bytes": 120 * MiB},
+                "stats": FakeAgent.stats(self, device), "segments": SEGMENTS,
+                "recent_events": [[]], "ops": None, "categories": None,
+                "driver_process_bytes": 139 * GiB + 700 * MiB, "driver_breakdown": dict(PARTS)}
 
     def oom_snapshot(self):
-        self.snapshot_reads += 1
-        if not self.with_snapshot:
-            return None
-        return {"device": 0, "oom": {"requested_bytes": 256 * MiB, "device_total_bytes": 140 * GiB,
-                                     "device_free_bytes": 120 * MiB},
-                "stats": self.stats(0), "segments": SEGMENTS, "recent_events": [[]], "ops": None,
-                "categories": None}
+        return self._snapshot(0) if self.with_snapshot else None
+
+    def oom_snapshot_now(self, device):
+        return self._snapshot(device)
 
     def note_oom(self, device, requested_bytes, device_total_bytes, device_free_bytes):
         self.notes.append((device, requested_bytes))
@@ -78,26 +94,78 @@ def postmortem(monkeypatch, tmp_path):
 
 def test_the_fallback_reads_the_agent_once_and_assesses_once(postmortem, tmp_path):
     with installed(CountingAgent()) as agent:
+        agent.calls.clear()  # the attach's own calls
         paths = oom.report_exception(RuntimeError(MESSAGE), oom.observer_calls())
     assert paths is not None and set(paths) == {"txt", "json", "pickle"}
-    assert agent.segment_reads == 1  # one record: the fragmentation and the memory_viz pickle
+    # One snapshot taken now (its segments make the fragmentation and the memory_viz pickle,
+    # it carries the driver's bytes and parts), then the segment's OOM marker: nothing else.
+    assert agent.calls == ["oom_snapshot_now", "note_oom"], agent.calls
     assert len(postmortem.assessments) == 1
     assert agent.notes == [(0, 256 * MiB)]
     written = json.loads(pathlib.Path(paths["json"]).read_text())
     assert written["from_exception"] is True and written["cached_free_bytes"] == 1 * MiB
+    assert written["driver_parts"] == PARTS
     assert postmortem.last_report() == paths and oom.last_report() == paths
 
 
 def test_the_observer_reads_its_snapshot_once_and_assesses_once(postmortem, capsys):
+    pytest.importorskip("torch")  # the observer runs in a process that allocates with torch
     with installed(CountingAgent(snapshot=True)) as agent:
+        agent.calls.clear()  # the attach's own calls
         postmortem.on_oom(0)
-    assert (agent.snapshot_reads, agent.segment_reads) == (1, 0)
+    # The NVML bytes and the settled parts travel in the snapshot: no second question.
+    assert agent.calls == ["oom_snapshot"], agent.calls
     assert len(postmortem.assessments) == 1
     assert postmortem.observer_calls() == 1 and set(postmortem.last_report()) == {
         "txt", "json", "pickle"}
+    written = json.loads(pathlib.Path(postmortem.last_report()["json"]).read_text())
+    assert written["process_driver_bytes"] == 139 * GiB + 700 * MiB
+    assert written["driver_parts"] == PARTS and written["non_pytorch_bytes"] == 700 * MiB
     assert "vramscope: full report:" in capsys.readouterr().err
     # Its report is the one a handler of the same OOM returns, without writing another.
     assert oom.report_exception(RuntimeError(MESSAGE), 0) == postmortem.last_report()
+
+
+def test_the_extensions_snapshot_taken_now_is_the_fallbacks_one_read(tmp_path):
+    # The real extension on torch's CPU tensors (its CPU proxy, device 0): the snapshot taken
+    # now has the observer's keys, and the fallback writes its report from it and marks the
+    # OOM in the agent. A process of its own: an attach cannot be undone.
+    pytest.importorskip("torch")
+    pytest.importorskip("vramscope._agent", reason="the agent extension is not built")
+    code = textwrap.dedent(f"""
+        import json, torch
+        from vramscope import _agent
+        from vramscope._core import torchcheck
+        from vramscope._core.session import SESSION
+        from vramscope.postmortem import oom
+        _agent.load_torch(str(torchcheck.find_library(torch)[0]))
+        _agent._bench_attach_cpu_proxy(10.0)
+        kept = torch.empty(3 << 20, dtype=torch.uint8)
+        snapshot = _agent.oom_snapshot_now(0)
+        try:
+            _agent.oom_snapshot_now(1)
+        except IndexError as e:
+            wrong = str(e)
+        SESSION.adopt(_agent, lambda: 0, is_agent=True)
+        paths = oom.report_exception(RuntimeError({MESSAGE!r}), oom.observer_calls())
+        print(json.dumps({{"keys": sorted(snapshot), "wrong": wrong, "paths": paths,
+                           "noted": _agent.last_oom()["requested_bytes"],
+                           "driver": [snapshot["driver_process_bytes"],
+                                      snapshot["driver_breakdown"]]}}))
+    """)
+    out = run_python(["-c", code], VRAMSCOPE_OOM_DIR=str(tmp_path),
+                     VRAMSCOPE_OOM_MEASURE="0")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["keys"] == sorted(["device", "oom", "stats", "driver_process_bytes",
+                                     "driver_breakdown", "segments", "recent_events", "ops",
+                                     "categories"])
+    assert result["wrong"] == "no such device"
+    # No NVML name for the CPU proxy's device and no pairing: unknown, not zero.
+    assert result["driver"] == [None, None]
+    written = json.loads(pathlib.Path(result["paths"]["json"]).read_text())
+    assert written["from_exception"] is True and written["requested_bytes"] == 256 * MiB
+    assert result["noted"] == 256 * MiB
 
 
 def test_the_package_fills_the_sessions_slot_with_the_one_post_mortem():

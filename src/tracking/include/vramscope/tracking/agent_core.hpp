@@ -123,6 +123,10 @@ class AgentCore {
   /// Publishes `pairing`'s settled breakdowns with every later sample (it must outlive the
   /// core; the agent's pairing is never freed). Call before the agent thread starts.
   void set_pairing(const DriverPairing* pairing);
+  /// The last settled breakdown of `device` by the pairing of set_pairing() (what every
+  /// sample publishes, the OOM snapshot carries and Python's driver_breakdown() returns);
+  /// empty without a pairing, before its first settled one, or for a device it does not pair.
+  std::optional<DriverBreakdown> driver_breakdown(std::size_t device) const;
 
   /// Seeds the event counters of `device` from the provider (call after the tracker is
   /// attached). Returns false when the provider fails or events never paused.
@@ -158,6 +162,8 @@ class AgentCore {
   std::string segment_path() const;
   /// Removes the segment file and stops publishing (at interpreter exit).
   void close_segment();
+  /// NVML's name of `device` (as given at construction; "" when unknown).
+  const std::string& device_uuid(std::size_t device) const { return m_devices[device].uuid; }
   /// Is `device` tracked by polling only? Fixed once attach has finished.
   bool polling_only(std::size_t device) const { return m_devices[device].polling_only; }
 
