@@ -113,8 +113,8 @@ def memory_breakdown(device: Device = None) -> dict[str, Any] | None:
     does not) + ``other_bytes`` (device allocations outside torch: other libraries, NCCL's when
     not reported) + ``context_bytes`` (the CUDA context and its modules), at ``paired_ns``.
     ``excess_bytes`` > 0 says the parts found exceeded the driver's reading. The agent pairs
-    once a second, only while no segment moves (docs/agent-api.md); None before its first
-    pairing, in polling mode, and without a GPU or NVML."""
+    every 250 ms, and keeps a pairing only when no segment moved around it (docs/agent-api.md);
+    None before its first settled pairing, in polling mode, and without a GPU or NVML."""
     if not _S.ready():
         parse_device(device, lambda: 0)
         return None

@@ -205,8 +205,9 @@ const ProcessRow* selected_with_parts(const ViewModel& model) {
   return row.driver_parts ? &row : nullptr;
 }
 
-/// One line: what the selected process's non-torch bytes are, at the agent's last settled
-/// pairing ("pid 4242 GPU 0 non-torch: context 614M  other 64M  NCCL in other  pools 34M").
+/// One line: what the selected process's non-PyTorch bytes are, at the agent's last settled
+/// pairing ("pid 4242 GPU 0 non-PyTorch: context 614M  other 64M  NCCL in other  private pools
+/// 34M").
 void render_parts(const ProcessRow& row, const Rect& area, Canvas& canvas) {
   const DriverBreakdown& b = *row.driver_parts;
   std::vector<std::pair<std::string, std::string>> parts = {
@@ -218,10 +219,10 @@ void render_parts(const ProcessRow& row, const Rect& area, Canvas& canvas) {
     parts.emplace_back("NCCL", "in other");
   }
   if (b.private_pool_bytes && *b.private_pool_bytes > 0) {
-    parts.emplace_back("graph pools", format_bytes_compact(*b.private_pool_bytes));
+    parts.emplace_back("private pools", format_bytes_compact(*b.private_pool_bytes));
   }
   render_named_amounts(
-      "pid " + std::to_string(row.pid) + " GPU " + std::to_string(row.gpu_index) + " non-torch:",
+      "pid " + std::to_string(row.pid) + " GPU " + std::to_string(row.gpu_index) + " non-PyTorch:",
       parts, area, canvas);
 }
 
@@ -328,13 +329,13 @@ void render_help(Canvas& canvas) {
       "g G           replay: first / last sample",
       "",
       "bar: alloc = tensors; cached = freed blocks torch keeps;",
-      "non-torch = CUDA context, NCCL, cuBLAS of torch processes;",
+      "non-torch = non-PyTorch: CUDA context, NCCL, cuBLAS...;",
       "other = processes without agent; driver = driver-reserved",
       "USED = driver's bytes; ALLOC RSRVD = torch allocator;",
       "PEAK = peak allocated in the last step",
       "lines above the keys: the selected process's last step",
       "peak by category (when its Monitor was given model=) and",
-      "its non-torch bytes: context, other, NCCL, graph pools",
+      "its non-PyTorch bytes: context, other, NCCL, private pools",
   };
   int width = 0;
   for (const auto& line : lines) width = std::max(width, text_width(line));

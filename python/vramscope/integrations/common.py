@@ -21,7 +21,7 @@ from .._core.step_history import STEP_HISTORY
 from ..steps.pipeline import StepPipeline
 from ..steps.records import CATEGORY_NAMES, StepRecord
 
-__all__ = ["KEYS", "StepMetrics"]
+__all__ = ["KEYS", "StepMetrics", "CallbackReadings"]
 
 #: Every key the callbacks log (bytes; the category keys only with categories=True, the
 #: non-PyTorch one only when NVML can tell).
@@ -99,6 +99,23 @@ class StepMetrics:
         self.pipeline.close()
         if self.problem is None:
             self.problem = "closed"
+
+
+class CallbackReadings:
+    """What every framework callback answers besides its hooks, from its ``StepMetrics``
+    (``self._metrics``)."""
+
+    _metrics: StepMetrics
+
+    @property
+    def history(self) -> list[StepRecord]:
+        """The StepRecords of the last steps (vramscope.StepRecord), oldest first."""
+        return list(self._metrics.history)
+
+    @property
+    def problem(self) -> str | None:
+        """Why nothing is measured (no GPU, ...), None while measuring."""
+        return self._metrics.problem
 
 
 def metrics_of(record: StepRecord) -> dict[str, float]:

@@ -40,12 +40,12 @@ from .._core.session import SESSION
 from ..attribution.model_probe import leading_dim
 from ..predict.fit import fit
 from ..predict.search import DEFAULT_MARGIN, FitResult
-from .common import KEYS, StepMetrics
+from .common import KEYS, CallbackReadings, StepMetrics
 
 __all__ = ["VramscopeCallback", "FitBatchSize", "KEYS"]
 
 
-class VramscopeCallback(_pl.Callback):
+class VramscopeCallback(_pl.Callback, CallbackReadings):
     """Per-step GPU memory of a Lightning fit, logged with the module's ``log_dict``.
     ``categories``: also the bytes per category at each step's peak (agent in events mode).
     ``driver``: ``vram/non_pytorch_bytes`` from NVML (one process-list call per step).
@@ -60,16 +60,6 @@ class VramscopeCallback(_pl.Callback):
         self._metrics = StepMetrics("lightning", categories=categories, driver=driver,
                                     reduce=reduce, device=device)
         self._observer_calls = 0
-
-    @property
-    def history(self) -> list[Any]:
-        """The StepRecords of the last steps (vramscope.StepRecord), oldest first."""
-        return list(self._metrics.history)
-
-    @property
-    def problem(self) -> str | None:
-        """Why nothing is measured (no GPU, ...), None while measuring."""
-        return self._metrics.problem
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         device = getattr(pl_module, "device", None)

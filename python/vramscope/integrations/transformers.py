@@ -35,12 +35,12 @@ from transformers.trainer_callback import CallbackHandler
 
 from ..predict.fit import fit
 from ..predict.search import DEFAULT_MARGIN, FitResult
-from .common import KEYS, StepMetrics, window_max
+from .common import KEYS, CallbackReadings, StepMetrics, window_max
 
 __all__ = ["VramscopeCallback", "fit_trainer", "KEYS"]
 
 
-class VramscopeCallback(TrainerCallback):
+class VramscopeCallback(TrainerCallback, CallbackReadings):
     """Per-step GPU memory of a Trainer run, added to its logs. ``categories``: the bytes per
     category at the peak (agent in events mode). ``driver``: ``vram/non_pytorch_bytes`` from
     NVML. ``reduce``: the peaks' maximum over ranks (two all-reduces per step; every rank
@@ -52,16 +52,6 @@ class VramscopeCallback(TrainerCallback):
         self._metrics = StepMetrics("transformers", categories=categories, driver=driver,
                                     reduce=reduce, device=device)
         self._pending: list[dict[str, float]] = []
-
-    @property
-    def history(self) -> list[Any]:
-        """The StepRecords of the last steps (vramscope.StepRecord), oldest first."""
-        return list(self._metrics.history)
-
-    @property
-    def problem(self) -> str | None:
-        """Why nothing is measured (no GPU, ...), None while measuring."""
-        return self._metrics.problem
 
     def _move_to_front(self) -> None:
         # The handler calling us is a caller's `self`; a new list (not an in-place move)

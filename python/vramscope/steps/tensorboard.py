@@ -1,7 +1,7 @@
 # python/vramscope/steps/tensorboard.py -- per-step memory scalars into TensorBoard (Monitor's sink)
 """TensorBoard output of :class:`vramscope.Monitor` steps.
 
-``Monitor(tensorboard_dir=...)`` plugs a :class:`TensorBoardSink` into the Monitor's ``_sinks``.
+``Monitor(tensorboard_dir=...)`` adds a :class:`TensorBoardSink` (``Monitor.add_sink``).
 The target may be
 
 * a directory: the run directory. Under distributed training each rank writes its own run,

@@ -276,15 +276,15 @@ TEST_F(Render, SelectedProcessNamesItsNonTorchBytesAboveItsCategories) {
   model.select_first();
   const auto lines = lines_of(frame(model, 120, 30));
   ASSERT_EQ(lines.size(), 30U);
-  EXPECT_EQ(
-      lines[27],
-      "pid 4242 GPU 0 non-torch: context 614M  other 64.0M  NCCL in other  graph pools 34.0M");
+  EXPECT_EQ(lines[27],
+            "pid 4242 GPU 0 non-PyTorch: context 614M  other 64.0M  NCCL in other  private pools "
+            "34.0M");
   EXPECT_EQ(lines[28], categories_line);
   EXPECT_NE(lines[29].find("quit"), std::string::npos) << "the footer stays last";
   // Nothing selected: no detail line.
   ViewModel unselected = model;
   unselected.select_last();
-  EXPECT_EQ(frame(unselected, 120, 30).find("non-torch:"), std::string::npos);
+  EXPECT_EQ(frame(unselected, 120, 30).find("non-PyTorch:"), std::string::npos);
 }
 
 TEST_F(Render, CategoriesLineTakesTheTablesLastRow) {
