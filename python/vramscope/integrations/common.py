@@ -63,6 +63,12 @@ class StepMetrics:
         """The records of the last steps (StepRecord), oldest first."""
         return self.pipeline.history
 
+    def device_from(self, device: Any) -> None:
+        """Follows the framework's ``device`` (a torch.device) when it is a CUDA device and no
+        device was given."""
+        if self.device is None and getattr(device, "type", None) == "cuda":
+            self.device = device.index or 0
+
     def start(self, model: Any = None, optimizer: Any = None, rank: int = 0,
               world_size: int = 1) -> None:
         """Attaches (CUDA must be initialised by now: the model is on its device) and begins

@@ -62,10 +62,7 @@ class VramscopeCallback(_pl.Callback, CallbackReadings):
         self._observer_calls = 0
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        device = getattr(pl_module, "device", None)
-        if self._metrics.device is None and device is not None and \
-                getattr(device, "type", None) == "cuda":
-            self._metrics.device = device.index or 0
+        self._metrics.device_from(getattr(pl_module, "device", None))
         optimizers = getattr(trainer, "optimizers", None) or [None]
         self._observer_calls = SESSION.postmortem.observer_calls()
         self._metrics.start(model=pl_module, optimizer=optimizers[0],

@@ -76,10 +76,7 @@ class VramscopeCallback(TrainerCallback, CallbackReadings):
         self._move_to_front()
         self._metrics.batch_size = getattr(train_dataloader, "batch_size", None) or \
             getattr(args, "per_device_train_batch_size", None)
-        device = getattr(args, "device", None)
-        if self._metrics.device is None and device is not None and \
-                getattr(device, "type", None) == "cuda":
-            self._metrics.device = device.index or 0
+        self._metrics.device_from(getattr(args, "device", None))
         self._metrics.start(model=model, optimizer=optimizer,
                             rank=int(getattr(args, "process_index", 0)),
                             world_size=int(getattr(args, "world_size", 1)))
