@@ -471,6 +471,10 @@ class Cursor {
       m_bytes.remove_prefix(1);
       return p[0];
     }
+    if (p[1] < 0x80U) {  // two bytes: flag words, most counts
+      m_bytes.remove_prefix(2);
+      return (p[0] & 0x7FU) | (static_cast<uint64_t>(p[1]) << 7U);
+    }
     uint64_t word = 0;
     std::memcpy(&word, p, sizeof word);  // little-endian (recording_layout.hpp asserts it)
     const uint64_t ends = ~word & 0x8080808080808080ULL;

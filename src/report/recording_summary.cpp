@@ -71,14 +71,15 @@ DevicePeak* RecordingSummary::device(const std::string& uuid, std::size_t positi
 }
 
 ProcessPeak* RecordingSummary::process(uint32_t pid, const std::string& uuid, uint32_t device_index,
-                                       std::size_t row) {
+                                       std::size_t row, const DevicePeak* gpu) {
   // A recording's samples mostly list the same processes in the same order: the entry the
-  // same row found in the previous sample is checked before the map is searched.
-  std::vector<ProcessPeak*>& rows = m_scratch.rows;
-  if (row < rows.size() && rows[row] != nullptr && rows[row]->pid == pid &&
-      rows[row]->device_uuid == uuid) {
-    rows[row]->device_index = device_index;
-    return rows[row];
+  // same row found in the previous sample is taken when its pid and GPU entry (so its uuid)
+  // are this row's, before the map is searched.
+  std::vector<RowEntry>& rows = m_scratch.rows;
+  if (gpu != nullptr && row < rows.size() && rows[row].gpu == gpu &&
+      rows[row].process->pid == pid) {
+    rows[row].process->device_index = device_index;
+    return rows[row].process;
   }
   // The key's string keeps its memory from one lookup to the next.
   m_scratch.key.first = pid;
@@ -96,9 +97,9 @@ ProcessPeak* RecordingSummary::process(uint32_t pid, const std::string& uuid, ui
     found->second.device_uuid = uuid;
   }
   found->second.device_index = device_index;
-  if (row != std::string::npos && row < max_summary_processes) {
-    if (rows.size() <= row) rows.resize(row + 1, nullptr);
-    rows[row] = &found->second;
+  if (gpu != nullptr && row < max_summary_processes) {
+    if (rows.size() <= row) rows.resize(row + 1);
+    rows[row] = RowEntry{&found->second, gpu};
   }
   return &found->second;
 }
@@ -127,9 +128,13 @@ void RecordingSummary::add(const SystemSample& sample) {
   const int64_t offset_ns = saturating_sub_ns(sample.timestamp_ns, m_start_ns);
   m_oom_count += sample.ooms.size();
 
+  // This sample's GPU entries by position (null: not kept), which the rows' hints compare.
+  std::vector<const DevicePeak*>& gpus = m_scratch.gpus;
+  gpus.assign(sample.devices.size(), nullptr);
   for (std::size_t position = 0; position < sample.devices.size(); ++position) {
     const DeviceSample& d = sample.devices[position];
     DevicePeak* const peak = device(d.uuid, position);
+    gpus[position] = peak;
     if (peak == nullptr) continue;
     peak->index = d.index;
     if (!d.name.empty()) set_text(peak->name, d.name);
@@ -142,7 +147,7 @@ void RecordingSummary::add(const SystemSample& sample) {
   std::size_t rows = 0;
   for (const JoinedRow& row : m_scratch.joiner.join(sample).rows) {
     const DeviceSample& d = sample.devices[row.device_position];
-    ProcessPeak* const kept = process(row.pid, d.uuid, d.index, rows++);
+    ProcessPeak* const kept = process(row.pid, d.uuid, d.index, rows++, gpus[row.device_position]);
     if (kept == nullptr) continue;
     ProcessPeak& peak = *kept;
     if (row.driver != nullptr) {
@@ -170,7 +175,7 @@ void RecordingSummary::add(const SystemSample& sample) {
     const std::size_t found = positions.find(step.device_uuid);
     if (found == DevicePositions::none) continue;
     const DeviceSample* const d = &sample.devices[found];
-    ProcessPeak* const kept = process(step.pid, d->uuid, d->index, rows++);
+    ProcessPeak* const kept = process(step.pid, d->uuid, d->index, rows++, gpus[found]);
     if (kept == nullptr) continue;
     ProcessPeak& peak = *kept;
     raise(peak.step_count, step.step);

@@ -96,7 +96,7 @@ class RecordingSummary {
   /// nowhere).
   DevicePeak* device(const std::string& uuid, std::size_t position = std::string::npos);
   ProcessPeak* process(uint32_t pid, const std::string& uuid, uint32_t device_index,
-                       std::size_t row = std::string::npos);
+                       std::size_t row = std::string::npos, const DevicePeak* gpu = nullptr);
   /// Sets a kept name or command to `value` when the string budget allows.
   void set_text(std::string& field, const std::string& value);
 
@@ -111,21 +111,30 @@ class RecordingSummary {
   std::size_t m_text_bytes = 0;
   bool m_omitted = false;
 
+  /// The entry a row of add()'s walk found, and the entry of its GPU then (which stands for
+  /// the GPU's uuid: entries are kept by uuid).
+  struct RowEntry {
+    ProcessPeak* process = nullptr;
+    const DevicePeak* gpu = nullptr;
+  };
   /// What add() keeps from one sample to the next so that a steady recording's samples
-  /// allocate nothing: the join's rows, the entry each row of the walk found last time, and
-  /// the key of a map lookup. A copy starts afresh (the entries belong to the summary copied).
+  /// allocate nothing: the join's rows, the entry each device and row of the walk found last
+  /// time, this sample's GPU entries, and the key of a map lookup. A copy starts afresh (the
+  /// entries belong to the summary copied).
   struct Scratch {
     Scratch() = default;
     Scratch(const Scratch& /*other*/) {}
     Scratch& operator=(const Scratch& /*other*/) {
       devices.clear();
       rows.clear();
+      gpus.clear();
       return *this;
     }
     ~Scratch() = default;
     Joiner joiner;
     std::vector<DevicePeak*> devices;
-    std::vector<ProcessPeak*> rows;
+    std::vector<RowEntry> rows;
+    std::vector<const DevicePeak*> gpus;
     std::pair<uint32_t, std::string> key;
   };
   Scratch m_scratch;
