@@ -151,6 +151,11 @@ class Joiner {
   std::vector<bool> m_used;
 };
 
+/// join_processes() into `out`, whose rows (and the strings of their copies) are reused: a
+/// reader that joins every sample of a recording this way allocates nothing once the samples
+/// settle. `joiner` is scratch, kept by the caller for the same reason.
+void join_processes(const SystemSample& sample, Joiner& joiner, JoinResult& out);
+
 /// One short phrase per issue bit, e.g. "pid not in driver list (container?)"; "" for none.
 std::string describe_join_issues(uint8_t issues);
 

@@ -210,26 +210,44 @@ std::size_t DevicePositions::find(std::string_view uuid) const {
   return none;
 }
 
-JoinResult join_processes(const SystemSample& sample) {
-  Joiner joiner;
+void join_processes(const SystemSample& sample, Joiner& joiner, JoinResult& out) {
   const JoinedRows& joined = joiner.join(sample);
-  JoinResult result;
-  result.any_torch = joined.any_torch;
-  result.devices.resize(sample.devices.size());
-  for (std::size_t d = 0; d < sample.devices.size(); ++d) result.devices[d].device_position = d;
+  out.any_torch = joined.any_torch;
+  out.devices.resize(sample.devices.size());
+  std::vector<std::size_t> rows(sample.devices.size(), 0);
+  for (std::size_t d = 0; d < sample.devices.size(); ++d) out.devices[d].device_position = d;
   for (const JoinedRow& row : joined.rows) {
-    JoinedProcess copy;
-    if (row.driver != nullptr) copy.driver = *row.driver;
-    if (row.torch != nullptr) copy.torch = *row.torch;
+    std::vector<JoinedProcess>& processes = out.devices[row.device_position].processes;
+    std::size_t& used = rows[row.device_position];
+    if (used == processes.size()) processes.emplace_back();
+    // Assigned over the row left from an earlier sample: its strings keep their memory.
+    JoinedProcess& copy = processes[used++];
+    if (row.driver != nullptr) {
+      copy.driver = *row.driver;
+    } else {
+      copy.driver.reset();
+    }
+    if (row.torch != nullptr) {
+      copy.torch = *row.torch;
+    } else {
+      copy.torch.reset();
+    }
     copy.pid = row.pid;
     copy.cached_free_bytes = row.cached_free_bytes;
     copy.non_pytorch_bytes = row.non_pytorch_bytes;
     copy.issues = row.issues;
-    result.devices[row.device_position].processes.push_back(std::move(copy));
   }
-  for (const AllocatorSample* agent : joined.unmatched_allocators) {
-    result.unmatched_allocators.push_back(*agent);
+  for (std::size_t d = 0; d < sample.devices.size(); ++d) out.devices[d].processes.resize(rows[d]);
+  out.unmatched_allocators.resize(joined.unmatched_allocators.size());
+  for (std::size_t a = 0; a < joined.unmatched_allocators.size(); ++a) {
+    out.unmatched_allocators[a] = *joined.unmatched_allocators[a];
   }
+}
+
+JoinResult join_processes(const SystemSample& sample) {
+  Joiner joiner;
+  JoinResult result;
+  join_processes(sample, joiner, result);
   return result;
 }
 

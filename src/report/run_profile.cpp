@@ -18,10 +18,13 @@ RunProfile load_run_profile(
     const std::unique_ptr<RecordingReader> reader = RecordingReader::open(path);
     profile.metadata = reader->metadata();
     SystemSample sample;
+    // One join per sample for everything but the summary (which makes its own), into rows kept
+    // from sample to sample.
+    Joiner joiner;
+    JoinResult joined;
     while (reader->next(sample)) {
       profile.summary.add(sample);
-      // One join per sample for everything but the summary (which makes its own).
-      const JoinResult joined = join_processes(sample);
+      join_processes(sample, joiner, joined);
       steps.add(sample, joined);
       if (also) also(sample, joined);
     }

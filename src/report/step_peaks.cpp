@@ -8,10 +8,13 @@
 namespace vramscope::report {
 
 StepPeakCollector::Pending* StepPeakCollector::pending(uint32_t pid, const std::string& uuid) {
-  auto found = m_pending.find({pid, uuid});
+  // The key keeps its string's memory from one lookup to the next.
+  m_key.first = pid;
+  m_key.second = uuid;
+  auto found = m_pending.find(m_key);
   if (found != m_pending.end()) return &found->second;
   if (m_pending.size() >= max_step_processes) return nullptr;
-  return &m_pending[{pid, uuid}];
+  return &m_pending[m_key];
 }
 
 void StepPeakCollector::merge(std::map<uint64_t, StepPoint>& steps, const StepPoint& point) {
@@ -68,11 +71,11 @@ void StepPeakCollector::add(const SystemSample& sample, const JoinResult& joined
     }
   }
   if (sample.steps.empty()) return;
-  const std::unordered_map<std::string_view, std::size_t> positions = device_positions(sample);
+  const DevicePositions positions(sample);
   for (const StepRecord& step : sample.steps) {
-    const auto found = positions.find(step.device_uuid);
-    if (found == positions.end()) continue;
-    const std::string& uuid = sample.devices[found->second].uuid;
+    const std::size_t found = positions.find(step.device_uuid);
+    if (found == DevicePositions::none) continue;
+    const std::string& uuid = sample.devices[found].uuid;
     Pending* const kept = pending(step.pid, uuid);
     if (kept == nullptr) continue;
     Pending& p = *kept;

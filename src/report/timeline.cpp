@@ -84,6 +84,7 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
   const std::size_t index = static_cast<std::size_t>(offset_ns / m_bin_ns);
   m_bin_count = std::max(m_bin_count, index + 1);
 
+  std::size_t rows = 0;
   for (const JoinedDevice& jd : joined.devices) {
     const DeviceSample& ds = sample.devices[jd.device_position];
     auto found = m_devices.find(ds.uuid);
@@ -108,10 +109,26 @@ void TimelineCollector::add(const SystemSample& sample, const JoinResult& joined
     /// The processes past the cap, summed: their share of the stack at this sample.
     ProcessBin others;
     for (const JoinedProcess& row : jd.processes) {
-      auto kept = m_processes.find({row.pid, ds.uuid});
-      if (kept == m_processes.end() && m_processes.size() < max_timeline_processes) {
-        kept = m_processes.emplace(std::make_pair(row.pid, ds.uuid), TimelineProcess{}).first;
-        add_series();
+      // The samples of a recording mostly list the same processes in the same order: the entry
+      // this row found in the previous sample is taken when its pid and GPU are the row's.
+      const std::size_t at = rows++;
+      auto kept = m_processes.end();
+      if (at < m_rows.size() && m_rows[at].device == &device &&
+          m_rows[at].process->first.first == row.pid) {
+        kept = m_rows[at].process;
+      } else {
+        // The key keeps its string's memory from one lookup to the next.
+        m_key.first = row.pid;
+        m_key.second = ds.uuid;
+        kept = m_processes.find(m_key);
+        if (kept == m_processes.end() && m_processes.size() < max_timeline_processes) {
+          kept = m_processes.emplace(std::make_pair(row.pid, ds.uuid), TimelineProcess{}).first;
+          add_series();
+        }
+        if (kept != m_processes.end() && at < max_timeline_processes) {
+          if (m_rows.size() <= at) m_rows.resize(at + 1, RowEntry{nullptr, m_processes.end()});
+          m_rows[at] = RowEntry{&device, kept};
+        }
       }
       if (kept == m_processes.end()) {
         m_omitted = true;

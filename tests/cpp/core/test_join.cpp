@@ -288,10 +288,15 @@ TEST(Join, AJoinerReusedOverSamplesOfAnyShapeJoinsEachAsJoinProcessesDoes) {
   samples.push_back(swapped);
   samples.push_back(tangled_sample());
   Joiner joiner;
+  Joiner scratch;
+  JoinResult reused;
   for (int round = 0; round < 2; ++round) {
     for (std::size_t i = 0; i < samples.size(); ++i) {
       const std::string fresh = describe(join_processes(samples[i]));
       EXPECT_EQ(describe(joiner.join(samples[i])), fresh) << "sample " << i;
+      // The copying join into rows kept from the samples before.
+      join_processes(samples[i], scratch, reused);
+      EXPECT_EQ(describe(reused), fresh) << "sample " << i;
     }
   }
 }

@@ -72,6 +72,34 @@ TEST(Timeline, DecompositionAtTheBinPeakAddsUpToDriverUse) {
   }
 }
 
+TEST(Timeline, ProcessesThatChangePlacesKeepTheirOwnSeries) {
+  // add() first tries the entry the same row found in the previous sample: the trainer and
+  // Xorg swap places (and a GPU comes first), so each must land in its own series.
+  TimelineCollector collector(100, 100'000'000);
+  SystemSample s = make_two_gpu_sample();
+  collector.add(s);
+  s.timestamp_ns += 100'000'000;
+  std::swap(s.devices[0].processes[0], s.devices[0].processes[1]);
+  s.devices[0].processes[0].used_bytes = 2000 * mib;   // Xorg
+  s.devices[0].processes[1].used_bytes = 31000 * mib;  // the trainer
+  collector.add(s);
+  s.timestamp_ns += 100'000'000;
+  std::swap(s.devices[0], s.devices[1]);
+  collector.add(s);
+  const Timeline t = collector.finish();
+  double xorg_peak = 0;
+  double trainer_peak = 0;
+  for (const TimelineProcess& p : t.processes) {
+    for (const ProcessBin& b : p.bins) {
+      if (p.pid == 5177) xorg_peak = std::max(xorg_peak, b.used_bytes);
+      if (p.pid == 4021) trainer_peak = std::max(trainer_peak, b.used_bytes);
+    }
+  }
+  EXPECT_EQ(xorg_peak, static_cast<double>(2000 * mib));
+  EXPECT_EQ(trainer_peak, static_cast<double>(31000 * mib));
+  EXPECT_EQ(t.processes.size(), 2U);
+}
+
 TEST(Timeline, BinsWithoutSamplesHoldThePreviousOne) {
   TimelineCollector collector(100, 1'000'000);
   SystemSample s = make_two_gpu_sample();

@@ -81,6 +81,8 @@ class StepPeakCollector {
   /// Was a sample seen yet (m_start_ns valid)?
   bool m_started = false;
   std::map<std::pair<uint32_t, std::string>, Pending> m_pending;
+  /// The key of the last lookup in m_pending (its string reused, not made per lookup).
+  std::pair<uint32_t, std::string> m_key;
 };
 
 /// Median, p99 and max of the allocated step peaks (empty when there are none).

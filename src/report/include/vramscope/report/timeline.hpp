@@ -112,6 +112,12 @@ class TimelineCollector {
  public:
   /// `first_bin_ns`: the starting bin width (the sampling interval; 1 ms when unknown).
   TimelineCollector(std::size_t target_bins, int64_t first_bin_ns);
+  /// Not copied: what add() remembers points into the collector's own maps.
+  TimelineCollector(const TimelineCollector&) = delete;
+  TimelineCollector& operator=(const TimelineCollector&) = delete;
+  TimelineCollector(TimelineCollector&&) = delete;
+  TimelineCollector& operator=(TimelineCollector&&) = delete;
+  ~TimelineCollector() = default;
   void add(const SystemSample& sample) { add(sample, join_processes(sample)); }
   /// The same with the sample's join already made.
   void add(const SystemSample& sample, const JoinResult& joined);
@@ -136,6 +142,16 @@ class TimelineCollector {
   std::size_t m_bin_count = 0;
   std::map<std::string, TimelineDevice> m_devices;
   std::map<std::pair<uint32_t, std::string>, TimelineProcess> m_processes;
+  /// The key of the last lookup in m_processes (its string reused, not made per lookup).
+  std::pair<uint32_t, std::string> m_key;
+  /// The entry each row of add()'s walk found last, with its GPU's entry (which stands for
+  /// the GPU's uuid: entries are kept by uuid). Map nodes stay where they are, and nothing
+  /// is erased from m_processes, so the iterators stay valid.
+  struct RowEntry {
+    const TimelineDevice* device;
+    std::map<std::pair<uint32_t, std::string>, TimelineProcess>::iterator process;
+  };
+  std::vector<RowEntry> m_rows;
   /// By device uuid: the processes past max_timeline_processes.
   std::map<std::string, TimelineProcess> m_others;
   std::vector<OomMark> m_ooms;
