@@ -3,6 +3,7 @@
 
 #include <initializer_list>
 #include <optional>
+#include <string_view>
 
 #include "vramscope/core/utf8.hpp"
 #include "vramscope/join.hpp"
@@ -16,17 +17,38 @@ std::string number_or_empty(const std::optional<T>& value) {
   return value ? std::to_string(*value) : std::string();
 }
 
-/// Joins already-quoted fields with commas and ends the record with CRLF.
-std::string record(std::initializer_list<std::string> fields) {
-  std::string line;
+/// Appends already-quoted fields joined with commas to `out`, and ends the record with CRLF.
+/// Views, not strings: the fields are appended, never copied first.
+void record(std::string& out, std::initializer_list<std::string_view> fields) {
   bool first = true;
-  for (const std::string& field : fields) {
-    if (!first) line += ',';
-    line += field;
+  for (const std::string_view field : fields) {
+    if (!first) out += ',';
+    out += field;
     first = false;
   }
-  line += "\r\n";
-  return line;
+  out += "\r\n";
+}
+
+/// Printable ASCII with no quote or comma, no space at either end and no formula sign in
+/// front: its own CSV field (GPU names, uuids, bus ids, most commands).
+bool is_plain_field(std::string_view text) {
+  if (!text.empty() && (text.front() == ' ' || text.back() == ' ' ||
+                        std::string_view("=+-@").find(text.front()) != std::string_view::npos)) {
+    return false;
+  }
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20U || byte >= 0x7FU || c == ',' || c == '"') return false;
+  }
+  return true;
+}
+
+/// csv_field(text) as a view: `text` itself when it is plain, else the field made into
+/// `scratch` (one per field of a record).
+std::string_view field_view(std::string_view text, std::string& scratch) {
+  if (is_plain_field(text)) return text;
+  scratch = csv_field(text);
+  return scratch;
 }
 
 const char* bool_text(bool value) { return value ? "true" : "false"; }
@@ -34,17 +56,9 @@ const char* bool_text(bool value) { return value ? "true" : "false"; }
 }  // namespace
 
 std::string csv_field(std::string_view text) {
-  // Printable ASCII with no quote or comma, no space at either end and no formula sign in front
-  // is its own field (GPU names, uuids, bus ids, most commands): taken as it is, without the
-  // copies and scans below, which every field of every row of an export paid.
-  bool is_plain =
-      text.empty() || (text.front() != ' ' && text.back() != ' ' &&
-                       std::string_view("=+-@").find(text.front()) == std::string_view::npos);
-  for (std::size_t i = 0; is_plain && i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    is_plain = c >= 0x20U && c < 0x7FU && c != ',' && c != '"';
-  }
-  if (is_plain) return std::string(text);
+  // A plain field is taken as it is, without the copies and scans below, which every field of
+  // every row of an export paid.
+  if (is_plain_field(text)) return std::string(text);
   // Ill-formed UTF-8 first becomes U+FFFD, then every control character: a command line is
   // another user's text, and `--csv --processes` or `watch -f csv` print it to a terminal, where
   // ESC starts an escape sequence, BEL rings and a lone CR overwrites the line.
@@ -106,22 +120,25 @@ std::string csv_rows(const SystemSample& sample, CsvRows rows) {
   const std::string timestamp = std::to_string(sample.timestamp_ns);
   const std::string host = csv_field(sample.hostname);
   std::string out;
+  // What field_view() makes of a field that is not plain, one string per field of a record.
+  std::string scratch[4];
   if (rows == CsvRows::Devices) {
     for (const DeviceSample& d : sample.devices) {
-      out += record({timestamp, host, std::to_string(d.index), csv_field(d.name), csv_field(d.uuid),
-                     csv_field(d.pci_bus_id), number_or_empty(d.total_bytes),
-                     number_or_empty(d.reserved_bytes), number_or_empty(d.used_bytes),
-                     number_or_empty(d.free_bytes), d.memory_v2 ? "2" : "1", bool_text(d.lost),
-                     csv_field(d.error)});
+      record(out, {timestamp, host, std::to_string(d.index), field_view(d.name, scratch[0]),
+                   field_view(d.uuid, scratch[1]), field_view(d.pci_bus_id, scratch[2]),
+                   number_or_empty(d.total_bytes), number_or_empty(d.reserved_bytes),
+                   number_or_empty(d.used_bytes), number_or_empty(d.free_bytes),
+                   d.memory_v2 ? "2" : "1", bool_text(d.lost), field_view(d.error, scratch[3])});
     }
     return out;
   }
   if (rows == CsvRows::Steps) {
     for (const StepRecord& r : sample.steps) {
-      std::string line =
-          record({timestamp, host, std::to_string(r.pid), std::to_string(r.rank),
-                  std::to_string(r.cuda_device), csv_field(r.device_uuid), std::to_string(r.step),
-                  std::to_string(r.end_ns), std::to_string(r.duration_ns)});
+      std::string line;
+      record(line,
+             {timestamp, host, std::to_string(r.pid), std::to_string(r.rank),
+              std::to_string(r.cuda_device), field_view(r.device_uuid, scratch[0]),
+              std::to_string(r.step), std::to_string(r.end_ns), std::to_string(r.duration_ns)});
       line.resize(line.size() - 2);  // the byte and category fields follow before the CRLF
       for (const auto& field : step_byte_fields) line += ',' + std::to_string(r.*field.member);
       for (std::size_t c = 0; c < memory_category_count; ++c) {
@@ -145,13 +162,15 @@ std::string csv_rows(const SystemSample& sample, CsvRows rows) {
         torch_allocated = row.torch->allocated_bytes;
         torch_reserved = row.torch->reserved_bytes;
       }
-      out +=
-          record({timestamp, host, std::to_string(d.index), csv_field(d.uuid),
-                  std::to_string(row.pid), p ? process_type_text(p->kinds) : std::string(),
-                  p ? number_or_empty(p->used_bytes) : std::string(), bool_text(p != nullptr),
-                  bool_text(visible), visible ? csv_field(p->user) : std::string(),
-                  visible ? csv_field(p->command) : std::string(), number_or_empty(torch_allocated),
-                  number_or_empty(torch_reserved), number_or_empty(row.non_pytorch_bytes)});
+      const std::string type = p ? process_type_text(p->kinds) : std::string();
+      record(out,
+             {timestamp, host, std::to_string(d.index), field_view(d.uuid, scratch[0]),
+              std::to_string(row.pid), type, p ? number_or_empty(p->used_bytes) : std::string(),
+              bool_text(p != nullptr), bool_text(visible),
+              visible ? field_view(p->user, scratch[1]) : std::string_view(),
+              visible ? field_view(p->command, scratch[2]) : std::string_view(),
+              number_or_empty(torch_allocated), number_or_empty(torch_reserved),
+              number_or_empty(row.non_pytorch_bytes)});
     }
   }
   return out;
