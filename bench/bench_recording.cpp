@@ -1,8 +1,9 @@
 // bench/bench_recording.cpp -- recording writer and reader throughput, and bytes per sample
 //
-// Writer: one sample per chunk (the recorder flushes every sample at 10 Hz), for 1 and 8 GPUs
-// with 8 processes each, with and without fdatasync per chunk. Reader: a file of such chunks.
-// Counters: samples/s and bytes_per_sample (file growth per sample once strings are in the table).
+// Writer: one sample per chunk (the recorder's chunks at intervals of a second or more), for 1 and
+// 8 GPUs with 8 processes each, with and without fdatasync per chunk. Reader: a file of such
+// chunks. Counters: samples/s and bytes_per_sample (file growth per sample once strings are in the
+// table).
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
