@@ -85,14 +85,29 @@ def _inputs(args: Sequence[Any], kwargs: Mapping[str, Any], source: str) -> Inpu
     return Inputs(tuple(args), dict(kwargs), int(first.shape[0]), source)
 
 
-def _frame_inputs(frame: FrameType) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The arguments a module-call or forward frame was called with."""
+def _frame_inputs(frame: FrameType, positional: int | None = None
+                  ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments a method's frame was called with, from its parameters (``self`` left
+    out): the named positional ones (the first ``positional`` of them when given), then
+    ``*args``, with ``**kwargs`` and the keyword-only ones as keywords."""
+    import inspect
+
     local = frame.f_locals
-    if "args" in local or "kwargs" in local:
-        return tuple(local.get("args") or ()), dict(local.get("kwargs") or {})
     code = frame.f_code
-    names = code.co_varnames[1:code.co_argcount]
-    return tuple(local.get(n) for n in names), {}
+    names = code.co_varnames
+    count = code.co_argcount
+    named = list(names[1:count])
+    if positional is not None:
+        named = named[:positional]
+    args: list[Any] = [local.get(n) for n in named]
+    at = count + code.co_kwonlyargcount
+    kwargs = {n: local.get(n) for n in names[count:at] if n in local}
+    if code.co_flags & inspect.CO_VARARGS:
+        args += list(local.get(names[at]) or ())
+        at += 1
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        kwargs.update(dict(local.get(names[at]) or {}))
+    return tuple(args), kwargs
 
 
 def _candidate(value: Any) -> bool:
@@ -177,11 +192,12 @@ def capture(frames: Sequence[FrameType], at_oom: bool, model: Any = None,
     inputs: list[Inputs] = []
     generate_kwargs = None
     if generate is not None:
-        owner = generate.f_locals["self"]
-        model = owner
-        args, kwargs = _frame_inputs(generate)
-        extra = generate.f_locals.get("kwargs")
-        kwargs = {**dict(extra or {}), **kwargs}
+        model = generate.f_locals["self"]
+        # generate(inputs, generation_config=..., ..., **kwargs): its input, its configuration
+        # and the keywords it was given (the other parameters are its own machinery by now).
+        args, kwargs = _frame_inputs(generate, positional=1)
+        kwargs = {k: v for k, v in kwargs.items()
+                  if k not in generate.f_code.co_varnames[:generate.f_code.co_argcount]}
         config = generate.f_locals.get("generation_config")
         if config is not None:
             kwargs["generation_config"] = config

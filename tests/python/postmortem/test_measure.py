@@ -233,3 +233,101 @@ def test_the_failed_steps_locals_are_freed_even_after_the_evidence_read_them():
         del frames
         gc.collect()
         assert refs[0]() is None
+
+
+class _Armed:
+    """A forward pre-hook that raises CUDA's OutOfMemoryError while armed (the failing step)."""
+
+    def __init__(self) -> None:
+        self.armed = True
+
+    def __call__(self, module, args):
+        if self.armed:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+
+
+def _hf_gpt2():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=3, n_embd=32, n_head=2, vocab_size=100,
+                                     n_positions=64)
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(config)
+
+
+class _HostDevice(SyntheticDevice):
+    """The synthetic allocator for models without `blocks`: checkpointing read from the
+    model's block list."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(amp_share=0.6)
+        self.path = path
+
+    def window(self, call):
+        def measure(size: int):
+            call(size)
+            container = call.scene.model.get_submodule(self.path)
+            checkpointed = any("forward" in vars(b) for b in container.children())
+            peak = self.truth(size, checkpointed, call.autocast is not None)
+            self.sizes.append((size, checkpointed, call.autocast is not None))
+            return Probe(size, peak, int(peak * 1.2), peak_pinned_bytes=int(peak * ALLOWANCE)), \
+                FIXED
+        return measure
+
+
+def test_a_transformers_lm_is_run_again_from_its_forward_with_its_own_loss():
+    from vramscope.attribution.model_probe import frames_of_traceback
+
+    model = _hf_gpt2()
+    opt = torch.optim.AdamW(model.parameters())
+    hook = _Armed()
+    model.transformer.h[1].register_forward_pre_hook(hook)
+    ids = torch.randint(0, 100, (BATCH, 16))
+    try:
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    hook.armed = False
+    assert scene.model is model and scene.inputs[0].batch_size == BATCH
+    assert set(scene.inputs[0].kwargs) >= {"input_ids", "labels"}
+    scene.grad_enabled = True
+    device = _HostDevice("transformer.h")
+    m = _measure.measure(scene, _evidence(), device=device)
+    assert not isinstance(m, str), m
+    kinds = {r.kind: r for r in m.remedies}
+    assert kinds["activation_checkpointing"].params["modules"] == "transformer.h"
+    assert kinds["activation_checkpointing"].need_bytes < m.need_bytes
+    # The model's own loss ran backward: every parameter got a gradient, then it was dropped.
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_generate_is_run_again_at_slices_of_its_batch_without_gradients():
+    from vramscope.attribution.model_probe import frames_of_traceback
+
+    model = _hf_gpt2().eval()
+    hook = _Armed()
+    model.transformer.h[2].register_forward_pre_hook(hook)
+    ids = torch.randint(1, 100, (BATCH, 4))
+    try:
+        with torch.no_grad():
+            model.generate(ids, max_new_tokens=6, min_new_tokens=6, do_sample=False,
+                           pad_token_id=0)
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    hook.armed = False
+    assert scene.generate_kwargs is not None and scene.inputs[0].batch_size == BATCH
+    calls = []
+    real = model.generate
+
+    def generate(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append((args[0].shape if args else kwargs["input_ids"].shape, out.shape,
+                      torch.is_grad_enabled()))
+        return out
+
+    model.generate = generate
+    m = _measure.measure(scene, _evidence(), device=_HostDevice("transformer.h"))
+    assert not isinstance(m, str), m
+    # Each slice generated its six new tokens, under no_grad; no checkpointing is measured.
+    assert calls and all(o[0] == i[0] and o[1] == i[1] + 6 and not g for i, o, g in calls)
+    assert "activation_checkpointing" not in {r.kind for r in m.remedies}
