@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vramscope/sample.hpp"
@@ -26,6 +27,10 @@ class AgentSegmentWriter {
   virtual void push_step(const StepRecord& step) = 0;
   /// Appends an OOM to the segment's bounded ring of recent OOMs.
   virtual void push_oom(const OomRecord& oom) = 0;
+  /// Says why the process's allocator numbers are polled (one line ending in its fix; empty:
+  /// they are not), for every reader to show beside its polled slots. Cut at a UTF-8 character
+  /// boundary to the segment's bound; rarely called (once, when the process learns it).
+  virtual void set_polling_reason(std::string_view reason) = 0;
   /// Path of the segment file (removed by the destructor).
   virtual const std::string& path() const = 0;
 };

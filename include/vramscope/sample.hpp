@@ -284,8 +284,13 @@ struct AllocatorSample {
   /// Events handled and events dropped because the ring was full.
   uint64_t event_count = 0;
   uint64_t dropped_event_count = 0;
-  /// Is the agent polling only (cudaMallocAsync / pluggable allocator, no trace events)?
+  /// Is the agent polling only (no trace events: cudaMallocAsync / pluggable allocator, or the
+  /// Python fallback without a torch-facing library)? Its peaks are then the highest values
+  /// polls saw, not exact.
   bool polling_only = false;
+  /// Why it polls, one line ending in its fix, as the process published it (untrusted text:
+  /// shown through the sanitising cells); empty when it does not poll or did not say.
+  std::string polling_reason;
   /// When the agent last published, CLOCK_REALTIME in ns.
   int64_t updated_ns = 0;
   /// The driver's bytes for this process, part by part, at the agent's last settled pairing;

@@ -54,6 +54,10 @@ struct MappedSegment {
   SegmentGeometry geometry;
   uint64_t steps_returned = 0;
   uint64_t ooms_returned = 0;
+  /// The note's `seq` when it was last copied (0: never), and what it said: copied again only
+  /// when the writer has written it since.
+  uint64_t note_seq = 0;
+  std::string polling_reason;
 
   MappedSegment() = default;
   MappedSegment(const MappedSegment&) = delete;
@@ -69,7 +73,8 @@ bool header_is_valid(const SegmentHeader& header, uint64_t file_size, uint32_t n
 /// What a header check found.
 enum class HeaderCheck {
   Valid,
-  /// Our magic, another format version: a vramscope of another release wrote it.
+  /// Our magic, a format version this build does not read: a vramscope of another release
+  /// wrote it.
   OtherVersion,
   /// Anything else: not ours, damaged, or hostile. Skipped silently.
   Invalid,
@@ -83,7 +88,9 @@ HeaderCheck check_header(const SegmentHeader& header, uint64_t file_size, uint32
   }
   // Only after the magic and the version (at the same offsets in every version) is the rest of
   // the header known to mean what this build's struct says.
-  if (header.version != segment_version) return HeaderCheck::OtherVersion;
+  if (header.version < segment_oldest_version || header.version > segment_version) {
+    return HeaderCheck::OtherVersion;
+  }
   return header_is_valid(header, file_size, name_pid, geometry) ? HeaderCheck::Valid
                                                                 : HeaderCheck::Invalid;
 }
@@ -105,8 +112,10 @@ bool header_is_valid(const SegmentHeader& header, uint64_t file_size, uint32_t n
     return false;
   }
   if (header.writer_pid != name_pid || header.writer_uid != ::geteuid()) return false;
-  geometry = segment_geometry(header.header_bytes, header.device_slots, header.step_capacity,
-                              header.oom_capacity);
+  // Version 3 has no note: its word here was reserved, and zero.
+  if (header.note_bytes != (header.version >= 4 ? sizeof(NoteBlock) : 0U)) return false;
+  geometry = segment_geometry(header.header_bytes, header.note_bytes, header.device_slots,
+                              header.step_capacity, header.oom_capacity);
   return geometry.total_bytes == header.total_bytes && geometry.total_bytes == file_size;
 }
 
@@ -210,7 +219,8 @@ class SegmentReader final : public AgentSegmentReader {
         other_version = true;
         m_warnings.push_back("agent segment " + std::string(name) + " (pid " + std::to_string(pid) +
                              ") has format v" + std::to_string(segment->header.version) +
-                             "; this vramscope reads v" + std::to_string(segment_version) +
+                             "; this vramscope reads v" + std::to_string(segment_oldest_version) +
+                             " to v" + std::to_string(segment_version) +
                              ": that process runs another vramscope version, its memory is not "
                              "shown (use the vramscope CLI of the same version)");
       }
@@ -281,16 +291,41 @@ class SegmentReader final : public AgentSegmentReader {
     const SegmentHeader& header = segment.header;
     const auto* slots =
         reinterpret_cast<const SlotBlock*>(segment.map + segment.geometry.slots_offset);
+    const std::size_t first = allocators.size();
+    bool polled = false;
     for (uint32_t slot = 0; slot < header.device_slots; ++slot) {
       SlotStats stats{};
       if (!seqlock_read(slots + slot, stats) || !is_plausible(stats)) continue;
       allocators.push_back(to_sample(header.writer_pid, stats));
+      polled = polled || allocators.back().polling_only;
+    }
+    // The process's reason goes to each of its polled slots (a reason without polling says
+    // nothing about the numbers shown).
+    if (polled && segment.geometry.has_note) {
+      read_note(segment);
+      for (std::size_t i = first; i < allocators.size(); ++i) {
+        if (allocators[i].polling_only) allocators[i].polling_reason = segment.polling_reason;
+      }
     }
     const auto* live = reinterpret_cast<const SegmentHeader*>(segment.map);
     read_records(segment, segment.geometry.steps_offset, header.step_capacity, live->steps_written,
                  segment.steps_returned, m_lost_steps, new_steps);
     read_records(segment, segment.geometry.ooms_offset, header.oom_capacity, live->ooms_written,
                  segment.ooms_returned, m_lost_ooms, new_ooms);
+  }
+
+  /// Copies the segment's note into `segment.polling_reason` when the writer wrote it since the
+  /// last copy; a copy that keeps overlapping a write keeps the previous text for this poll.
+  static void read_note(MappedSegment& segment) {
+    const auto* block =
+        reinterpret_cast<const NoteBlock*>(segment.map + segment.geometry.note_offset);
+    const uint64_t seq = load_word(&block->seq);
+    if (seq == segment.note_seq) return;
+    SegmentNote note{};
+    if (!seqlock_read(block, note)) return;
+    // Bounded by the field: the writer's NUL is not trusted to be there.
+    segment.polling_reason.assign(note.polling_reason, fixed_string_length(note.polling_reason));
+    segment.note_seq = seq;
   }
 
   /// Appends the plausible records of one ring that this reader has not returned yet.

@@ -150,6 +150,12 @@ class SegmentWriter final : public AgentSegmentWriter {
     push(ooms(), header()->oom_capacity, &header()->ooms_written, m_ooms_written, entry);
   }
 
+  void set_polling_reason(std::string_view reason) override {
+    SegmentNote note{};
+    copy_fixed_string(note.polling_reason, reason.data(), reason.size());
+    seqlock_write(reinterpret_cast<NoteBlock*>(m_map + m_geometry.note_offset), note);
+  }
+
   const std::string& path() const override { return m_path; }
 
  private:
@@ -197,8 +203,9 @@ std::unique_ptr<AgentSegmentWriter> open_agent_segment_writer(uint32_t pid, uint
   const int dir_fd = open_segment_dir(directory, /*create=*/true, error);
   if (dir_fd < 0) throw Error("agent segment: " + error);
 
-  const SegmentGeometry geometry = segment_geometry(sizeof(SegmentHeader), device_slots,
-                                                    segment_step_capacity, segment_oom_capacity);
+  const SegmentGeometry geometry =
+      segment_geometry(sizeof(SegmentHeader), sizeof(NoteBlock), device_slots,
+                       segment_step_capacity, segment_oom_capacity);
   std::string temp_name;
   const int fd = create_temp_file(dir_fd, pid, temp_name);
   void* map = MAP_FAILED;
@@ -219,8 +226,9 @@ std::unique_ptr<AgentSegmentWriter> open_agent_segment_writer(uint32_t pid, uint
   map = ::mmap(nullptr, geometry.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) fail("mmap");
 
-  // ftruncate zero-filled the file: every seqlock starts at 0 ("never written") and both ring
-  // counters at 0. Only the header needs filling, before the file gets its final name.
+  // ftruncate zero-filled the file: every seqlock starts at 0 ("never written"), the note among
+  // them, and both ring counters at 0. Only the header needs filling, before the file gets its
+  // final name.
   auto* header = static_cast<SegmentHeader*>(map);
   std::memcpy(header->magic, segment_magic, sizeof(segment_magic));
   header->version = segment_version;
@@ -233,6 +241,7 @@ std::unique_ptr<AgentSegmentWriter> open_agent_segment_writer(uint32_t pid, uint
   header->oom_capacity = segment_oom_capacity;
   header->writer_pid = pid;
   header->writer_uid = ::geteuid();
+  header->note_bytes = sizeof(NoteBlock);
   header->writer_start_ticks = process_start_ticks(pid).value_or(0);
   header->pid_namespace_inode = pid_namespace_inode();
   header->total_bytes = geometry.total_bytes;

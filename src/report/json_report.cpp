@@ -158,6 +158,8 @@ json allocator_json(const AllocatorSample& a, bool joined) {
     out[std::string(counter.name)] = a.*counter.member;
   }
   out["polling_only"] = a.polling_only;
+  // Null when the process does not poll or did not say why (an older vramscope).
+  out["polling_reason"] = a.polling_reason.empty() ? json(nullptr) : json(a.polling_reason);
   out["updated_ns"] = a.updated_ns;
   out["driver_parts"] = driver_parts_json(a.breakdown);
   return out;

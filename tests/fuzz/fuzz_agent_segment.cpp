@@ -3,8 +3,8 @@
 // Any process of the same user can write any bytes into a segment, or cut it short while it is
 // mapped. The input becomes `agent-<our pid>.seg` in a private directory, polled by a reader,
 // cut to a length the input chooses, and polled again: nothing may crash, hang, read past a
-// mapping (SIGBUS) or hand on a number no allocator can hold, nor a driver breakdown whose parts
-// cannot be.
+// mapping (SIGBUS) or hand on a number no allocator can hold, a driver breakdown whose parts
+// cannot be, nor a polling reason longer than its field.
 //
 // Input: 2 bytes choosing where the file is cut before the second poll, then the file. The
 // fields no mutation would guess (our pid and uid) are patched in, and a header whose counts are
@@ -64,13 +64,19 @@ void patch(std::string& bytes) {
   header.writer_pid = static_cast<uint32_t>(::getpid());
   header.writer_uid = ::geteuid();
   header.writer_start_ticks = 0;  // "unknown": the writer (us) is alive
-  // Bit 0 of reserved0 picks a foreign pid namespace (judged by heartbeat) or ours.
-  if ((header.reserved0 & 1U) == 0) header.pid_namespace_inode = 0;
+  // Bit 0 of created_ns (which no reader checks) picks a foreign pid namespace (judged by
+  // heartbeat) or ours.
+  if ((header.created_ns & 1) == 0) header.pid_namespace_inode = 0;
+  // A note of either size a version may have (none in version 3) keeps the geometry; any other
+  // is refused at the door, as it should be.
+  const bool note_known =
+      header.note_bytes == 0 || header.note_bytes == sizeof(vramscope::format::NoteBlock);
   if (header.header_bytes >= sizeof(SegmentHeader) && header.header_bytes <= 4096 &&
-      header.header_bytes % 8 == 0 && header.device_slots <= 256 &&
+      header.header_bytes % 8 == 0 && note_known && header.device_slots <= 256 &&
       header.step_capacity <= (1U << 16U) && header.oom_capacity <= (1U << 16U)) {
     const auto geometry = vramscope::format::segment_geometry(
-        header.header_bytes, header.device_slots, header.step_capacity, header.oom_capacity);
+        header.header_bytes, header.note_bytes, header.device_slots, header.step_capacity,
+        header.oom_capacity);
     if (geometry.total_bytes <= max_file_bytes) {
       header.total_bytes = geometry.total_bytes;
       bytes.resize(geometry.total_bytes, '\0');
@@ -92,6 +98,11 @@ void check(const std::vector<vramscope::AllocatorSample>& allocators,
     }
     // A driver breakdown handed on is one that could be: its parts within the reading.
     if (a.breakdown && !vramscope::implausible_bytes("", *a.breakdown).empty()) __builtin_trap();
+    // A polling reason is bounded by its field, and only on a polled slot.
+    if (a.polling_reason.size() > vramscope::format::segment_reason_bytes ||
+        (!a.polling_only && !a.polling_reason.empty())) {
+      __builtin_trap();
+    }
   }
   for (const auto& s : steps) {
     if (s.peak_reserved_bytes > max_plausible_bytes || s.duration_ns < 0) __builtin_trap();

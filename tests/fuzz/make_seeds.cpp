@@ -120,6 +120,33 @@ void write_payload_seed(const std::string& path) {
       .write(payload.data(), static_cast<std::streamsize>(payload.size()));
 }
 
+/// `bytes`, a segment file, with the header fields that differ from run to run fixed (the
+/// harness patches its own pid and uid in): the seeds stay the same bytes at every run.
+std::string seed_header(std::string bytes) {
+  vramscope::format::SegmentHeader header{};
+  std::memcpy(&header, bytes.data(), sizeof header);
+  header.writer_pid = 1;
+  header.writer_uid = 0;
+  header.writer_start_ticks = 0;
+  header.pid_namespace_inode = 0;
+  header.created_ns = 1'700'000'000'000'000'000;
+  header.heartbeat_ns = header.created_ns;
+  std::memcpy(bytes.data(), &header, sizeof header);
+  return bytes;
+}
+
+/// `bytes`, a format-4 segment, as format 3 laid it out: no note after the header.
+std::string as_version_3(std::string bytes) {
+  vramscope::format::SegmentHeader header{};
+  std::memcpy(&header, bytes.data(), sizeof header);
+  header.version = 3;
+  header.note_bytes = 0;
+  header.total_bytes -= sizeof(vramscope::format::NoteBlock);
+  std::memcpy(bytes.data(), &header, sizeof header);
+  bytes.erase(sizeof header, sizeof(vramscope::format::NoteBlock));
+  return bytes;
+}
+
 /// Segment seeds for fuzz_agent_segment: two bytes of cut position, then the file.
 void write_segment_seeds(const std::string& out_dir) {
   std::string pattern = std::filesystem::temp_directory_path().string() + "/vramscope-seeds-XXXXXX";
@@ -164,19 +191,40 @@ void write_segment_seeds(const std::string& out_dir) {
       std::ifstream in(writer->path(), std::ios::binary);
       bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }
-    vramscope::format::SegmentHeader header{};
-    std::memcpy(&header, bytes.data(), sizeof header);
-    header.writer_pid = 1;
-    header.writer_uid = 0;
-    header.writer_start_ticks = 0;
-    header.pid_namespace_inode = 0;
-    header.created_ns = 1'700'000'000'000'000'000;
-    header.heartbeat_ns = header.created_ns;
-    std::memcpy(bytes.data(), &header, sizeof header);
+    bytes = seed_header(bytes);
     const std::string cut(1, static_cast<char>(0x80));
     std::ofstream(out_dir + "/steps_" + std::to_string(steps) + ".seg",
                   std::ios::binary | std::ios::trunc)
         << cut << std::string(1, '\x00') << bytes;
+    if (steps == 3) {
+      // The same file as the previous release wrote it: format 3, no note.
+      std::ofstream(out_dir + "/v3_steps_3.seg", std::ios::binary | std::ios::trunc)
+          << cut << std::string(1, '\x00') << as_version_3(bytes);
+    }
+  }
+  // A process that polls (format 4's note): both slots polled, the reason near its bound.
+  {
+    auto writer = vramscope::open_agent_segment_writer(pid, 2, pattern);
+    vramscope::AllocatorSample a;
+    a.device_uuid = "GPU-1";
+    a.allocated_bytes = 1000;
+    a.reserved_bytes = 4096;
+    a.step = 7;
+    a.step_peak_allocated_bytes = 2000;
+    a.polling_only = true;
+    a.updated_ns = 1'700'000'000'000'000'000;
+    writer->publish(0, a);
+    a.cuda_device = 1;
+    writer->publish(1, a);
+    writer->set_polling_reason(
+        "compiling the agent for torch 2.11.0+cu130 failed (fatal error: crt/host_config.h: No "
+        "such file or directory): pip install nvidia-cuda-crt of the same CUDA version, or set "
+        "CUDA_HOME to a CUDA toolkit" +
+        std::string(300, '.'));
+    std::ifstream in(writer->path(), std::ios::binary);
+    std::string bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+    std::ofstream(out_dir + "/polling.seg", std::ios::binary | std::ios::trunc)
+        << std::string(1, static_cast<char>(0x80)) << std::string(1, '\x00') << seed_header(bytes);
   }
   std::filesystem::remove_all(pattern);
 }

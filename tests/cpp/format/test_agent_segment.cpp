@@ -248,8 +248,8 @@ TEST(AgentSegment, SlotWithUnknownFlagsOrAnImpossibleBreakdownIsRefused) {
   sample.breakdown = b;
   writer->publish(0, sample);
   const auto geometry =
-      format::segment_geometry(sizeof(format::SegmentHeader), 1, format::segment_step_capacity,
-                               format::segment_oom_capacity);
+      format::segment_geometry(sizeof(format::SegmentHeader), sizeof(format::NoteBlock), 1,
+                               format::segment_step_capacity, format::segment_oom_capacity);
   const auto at = [&](std::size_t field) {
     return static_cast<off_t>(geometry.slots_offset + offsetof(format::SlotBlock, payload) + field);
   };
@@ -297,8 +297,8 @@ TEST(AgentSegment, StepWithUnknownFlagBitsLosesItsCategoriesOnly) {
   // Damage the entry's flags in place (as a buggy or hostile writer would); the seqlock stays
   // even, so the reader takes the entry and must judge the flags itself.
   const auto geometry =
-      format::segment_geometry(sizeof(format::SegmentHeader), 1, format::segment_step_capacity,
-                               format::segment_oom_capacity);
+      format::segment_geometry(sizeof(format::SegmentHeader), sizeof(format::NoteBlock), 1,
+                               format::segment_step_capacity, format::segment_oom_capacity);
   const off_t flags_at =
       static_cast<off_t>(geometry.steps_offset + offsetof(format::StepEntry, payload) +
                          offsetof(format::StepPayload, flags));
@@ -341,12 +341,148 @@ TEST(AgentSegment, OtherFormatVersionIsRefusedWithOneClearWarning) {
   ASSERT_EQ(warnings.size(), 1U);
   EXPECT_NE(warnings[0].find("agent-1.seg"), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[0].find("format v1"), std::string::npos) << warnings[0];
-  EXPECT_NE(warnings[0].find("reads v" + std::to_string(format::segment_version)),
+  EXPECT_NE(warnings[0].find("reads v" + std::to_string(format::segment_oldest_version) + " to v" +
+                             std::to_string(format::segment_version)),
             std::string::npos)
       << warnings[0];
   poll(*reader);
   EXPECT_TRUE(reader->take_warnings().empty()) << "each file is reported once";
   EXPECT_TRUE(fs::exists(path)) << "a file of another version is left alone";
+}
+
+TEST(AgentSegment, NewerFormatVersionIsRefusedToo) {
+  TempDir dir;
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
+  writer->publish(0, sample_for(5));
+  const int fd = ::open(writer->path().c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const uint16_t newer = format::segment_version + 1;
+  ASSERT_EQ(::pwrite(fd, &newer, sizeof newer, offsetof(format::SegmentHeader, version)),
+            static_cast<ssize_t>(sizeof newer));
+  ::close(fd);
+  auto reader = open_agent_segment_reader(dir.path());
+  EXPECT_TRUE(poll(*reader).allocators.empty());
+  const std::vector<std::string> warnings = reader->take_warnings();
+  ASSERT_EQ(warnings.size(), 1U);
+  EXPECT_NE(warnings[0].find("format v" + std::to_string(newer)), std::string::npos) << warnings[0];
+}
+
+TEST(AgentSegment, PollingReasonGoesToThePolledSlotsOnly) {
+  TempDir dir;
+  auto writer = open_agent_segment_writer(self_pid(), 2, dir.path());
+  AllocatorSample polled = sample_for(3);  // odd: polling_only
+  polled.cuda_device = 0;
+  AllocatorSample exact = sample_for(4);
+  ASSERT_TRUE(polled.polling_only);
+  ASSERT_FALSE(exact.polling_only);
+  writer->publish(0, polled);
+  writer->publish(1, exact);
+  auto reader = open_agent_segment_reader(dir.path());
+  Polled before = poll(*reader);
+  ASSERT_EQ(before.allocators.size(), 2U);
+  EXPECT_EQ(before.allocators[0].polling_reason, "") << "no note written yet";
+
+  const std::string reason =
+      "compiling the agent for torch 2.11.0+cu130 failed (crt/host_config.h: No such file): pip "
+      "install nvidia-cuda-crt";
+  writer->set_polling_reason(reason);
+  Polled after = poll(*reader);
+  ASSERT_EQ(after.allocators.size(), 2U);
+  EXPECT_TRUE(after.allocators[0].polling_only);
+  EXPECT_EQ(after.allocators[0].polling_reason, reason);
+  EXPECT_FALSE(after.allocators[1].polling_only);
+  EXPECT_EQ(after.allocators[1].polling_reason, "") << "a slot with exact numbers has no reason";
+
+  writer->set_polling_reason("no C++ compiler: apt install g++");
+  EXPECT_EQ(poll(*reader).allocators[0].polling_reason, "no C++ compiler: apt install g++")
+      << "a new note is read again";
+}
+
+TEST(AgentSegment, LongPollingReasonIsCutBeforeACharacterItCannotHoldWhole) {
+  TempDir dir;
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
+  writer->publish(0, sample_for(1));
+  // 510 ASCII bytes, then "é" (2 bytes) that would end at byte 512: no room for its NUL.
+  const std::string reason = std::string(510, 'x') + "\xC3\xA9 and more";
+  writer->set_polling_reason(reason);
+  auto reader = open_agent_segment_reader(dir.path());
+  const Polled out = poll(*reader);
+  ASSERT_EQ(out.allocators.size(), 1U);
+  EXPECT_EQ(out.allocators[0].polling_reason, std::string(510, 'x'));
+}
+
+/// A version-3 segment (the layout before the note) made from `bytes`, a version-4 file: its
+/// note cut out, its header as a version-3 writer filled it (the note's word was reserved, 0).
+std::string as_version_3(std::string bytes) {
+  format::SegmentHeader header{};
+  std::memcpy(&header, bytes.data(), sizeof header);
+  header.version = 3;
+  header.note_bytes = 0;
+  header.total_bytes -= sizeof(format::NoteBlock);
+  std::memcpy(bytes.data(), &header, sizeof header);
+  bytes.erase(sizeof header, sizeof(format::NoteBlock));
+  return bytes;
+}
+
+TEST(AgentSegment, VersionThreeSegmentOfThePreviousReleaseIsStillRead) {
+  TempDir made;
+  std::string bytes;
+  {
+    auto writer = open_agent_segment_writer(self_pid(), 2, made.path());
+    writer->publish(1, sample_for(12345));
+    writer->set_polling_reason("not in version 3");
+    writer->push_step(step_for(1));
+    std::ifstream in(writer->path(), std::ios::binary);
+    bytes.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  TempDir dir;
+  const std::string path = dir.path() + "/" + format::segment_file_name(self_pid());
+  std::ofstream(path, std::ios::binary) << as_version_3(bytes);
+  ::chmod(path.c_str(), 0600);
+  auto reader = open_agent_segment_reader(dir.path());
+  const Polled out = poll(*reader);
+  EXPECT_TRUE(reader->take_warnings().empty());
+  ASSERT_EQ(out.allocators.size(), 1U);
+  expect_consistent(out.allocators[0]);
+  EXPECT_TRUE(out.allocators[0].polling_only);
+  EXPECT_EQ(out.allocators[0].polling_reason, "") << "version 3 has no note";
+  ASSERT_EQ(out.steps.size(), 1U);
+  EXPECT_EQ(out.steps[0].peak_requested_bytes, step_for(1).peak_requested_bytes);
+}
+
+TEST(AgentSegment, NoteSizeThatIsNotItsVersionsIsRefused) {
+  TempDir made;
+  std::string bytes;
+  {
+    auto writer = open_agent_segment_writer(self_pid(), 1, made.path());
+    writer->publish(0, sample_for(2));
+    std::ifstream in(writer->path(), std::ios::binary);
+    bytes.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  const std::string v3 = as_version_3(bytes);
+  const auto with_header = [](std::string file, auto edit) {
+    format::SegmentHeader header{};
+    std::memcpy(&header, file.data(), sizeof header);
+    edit(header);
+    std::memcpy(file.data(), &header, sizeof header);
+    return file;
+  };
+  // A version-4 header without a note, a version-3 one with one, a note of another size: the
+  // note's size is fixed by the version, as the slots' is by the build, and no writer of ours
+  // makes any of these.
+  const std::string forged[] = {
+      with_header(v3, [](format::SegmentHeader& h) { h.version = 4; }),
+      with_header(bytes, [](format::SegmentHeader& h) { h.version = 3; }),
+      with_header(bytes, [](format::SegmentHeader& h) { h.note_bytes = 8; }),
+  };
+  for (const std::string& file : forged) {
+    TempDir dir;
+    const std::string path = dir.path() + "/" + format::segment_file_name(self_pid());
+    std::ofstream(path, std::ios::binary) << file;
+    ::chmod(path.c_str(), 0600);
+    auto reader = open_agent_segment_reader(dir.path());
+    EXPECT_TRUE(poll(*reader).allocators.empty());
+  }
 }
 
 TEST(AgentSegment, LongUuidIsTruncatedNotOverflowed) {

@@ -4,17 +4,18 @@
 // the writer (read-write) and by any number of readers (read-only). Everything is little-endian
 // native, 8-byte aligned, fixed-size; docs/agent-segment.md is the prose specification.
 //
-//  offset 0                                   header_bytes
-//  ┌──────────────────────────────────────────┬───────────────────┬──────────────┬─────────────┐
-//  │ SegmentHeader (128 B)                    │ SlotBlock ×       │ StepEntry ×  │ OomEntry ×  │
-//  │ magic[8] "VRSCAGT1" version u16 …        │ device_slots      │ step_capac.  │ oom_capac.  │
-//  └──────────────────────────────────────────┴───────────────────┴──────────────┴─────────────┘
+//  offset 0                          header_bytes   + note_bytes
+//  ┌─────────────────────────────────┬──────────────┬─────────────┬─────────────┬─────────────┐
+//  │ SegmentHeader (128 B)           │ NoteBlock    │ SlotBlock × │ StepEntry × │ OomEntry ×  │
+//  │ magic[8] "VRSCAGT1" version u16 │ (520 B, v4;  │ device_     │ step_capac. │ oom_capac.  │
+//  │ …  note_bytes u32 at 44         │  none in v3) │ slots       │             │             │
+//  └─────────────────────────────────┴──────────────┴─────────────┴─────────────┴─────────────┘
 //
-//  SlotBlock / StepEntry / OomEntry:
-//  ┌──────────────┬──────────────────────────────────────────────┐
-//  │ seq u64      │ payload (SlotStats / StepPayload / OomPayload) │
-//  │ seqlock      │ copied word by word with relaxed atomics       │
-//  └──────────────┴──────────────────────────────────────────────┘
+//  NoteBlock / SlotBlock / StepEntry / OomEntry:
+//  ┌──────────────┬──────────────────────────────────────────────────────────────┐
+//  │ seq u64      │ payload (SegmentNote / SlotStats / StepPayload / OomPayload) │
+//  │ seqlock      │ copied word by word with relaxed atomics                     │
+//  └──────────────┴──────────────────────────────────────────────────────────────┘
 //
 // Concurrency: the writer never waits for readers. Each block is a seqlock: the writer makes
 // `seq` odd, stores the payload, then makes `seq` even with release ordering; a reader copies
@@ -39,13 +40,20 @@ namespace vramscope::format {
 
 /// "VRSCAGT1": identifies an agent segment (distinct from the recording file magic).
 inline constexpr char segment_magic[8] = {'V', 'R', 'S', 'C', 'A', 'G', 'T', '1'};
-/// Bumped on any layout change; readers refuse segments of another version (and say so once).
+/// Bumped on any layout change; readers refuse a version they do not read (and say so once).
 /// Version 2 added the step flags and per-category bytes to StepPayload; version 3 the driver's
-/// bytes part by part to SlotStats (DriverBreakdown). The magic and the version stay at offsets
-/// 0 and 8 in every version, so a reader can always tell which one it is facing.
-inline constexpr uint16_t segment_version = 3;
+/// bytes part by part to SlotStats (DriverBreakdown); version 4 the note after the header (why
+/// the process polls). The magic and the version stay at offsets 0 and 8 in every version, so a
+/// reader can always tell which one it is facing.
+inline constexpr uint16_t segment_version = 4;
+/// The oldest version a reader still reads: version 3 is version 4 without the note (its
+/// header's note_bytes, then reserved, is 0), so a trainer of the previous release stays shown.
+inline constexpr uint16_t segment_oldest_version = 3;
 /// Bytes reserved for a device UUID ("GPU-…" is 40 characters; MIG UUIDs are longer).
 inline constexpr std::size_t segment_uuid_bytes = 96;
+/// Bytes reserved for the polling reason (one line and its fix; a longer one is cut at a UTF-8
+/// character boundary, NUL included).
+inline constexpr std::size_t segment_reason_bytes = 512;
 /// Bounds a reader accepts; a writer never creates more.
 inline constexpr uint32_t segment_max_device_slots = 256;
 inline constexpr uint32_t segment_max_ring_capacity = 1U << 16U;
@@ -94,7 +102,9 @@ struct SegmentHeader {
   /// Pid of the writer in its own pid namespace, and its owner.
   uint32_t writer_pid;
   uint32_t writer_uid;
-  uint32_t reserved0;
+  /// sizeof(NoteBlock) (version 4); 0 in version 3, whose header had no note (a reserved word
+  /// its writers left zero).
+  uint32_t note_bytes;
   /// Field 22 of /proc/<pid>/stat (start time in clock ticks since boot): detects pid reuse.
   uint64_t writer_start_ticks;
   /// Inode of /proc/self/ns/pid: pids are only comparable inside one pid namespace.
@@ -111,7 +121,20 @@ struct SegmentHeader {
   uint64_t reserved1[3];
 };
 static_assert(sizeof(SegmentHeader) == 128);
-static_assert(offsetof(SegmentHeader, heartbeat_ns) % 8 == 0);
+static_assert(offsetof(SegmentHeader, heartbeat_ns) % 8 == 0 &&
+              offsetof(SegmentHeader, note_bytes) == 44);
+
+/// What the process says of itself (version 4), once, not per device: why its allocator numbers
+/// are polled. Written when the process learns it (the Python fallback at attach, the agent when
+/// no tracker could be attached), rarely after, so a reader copies it again only when its `seq`
+/// moved.
+struct SegmentNote {
+  /// Why the process polls, one line ending in its fix; NUL-terminated UTF-8 from another
+  /// process (a reader bounds it by the field and never trusts it to be terminated or clean).
+  /// Empty when the process does not poll. AllocatorSample::polling_reason of its polled slots.
+  char polling_reason[segment_reason_bytes];
+};
+static_assert(sizeof(SegmentNote) == segment_reason_bytes);
 
 /// Per-device statistics: the AllocatorSample fields except the pid (which is in the header).
 struct SlotStats {
@@ -188,24 +211,33 @@ struct SeqBlock {
   uint64_t seq;
   Payload payload;
 };
+using NoteBlock = SeqBlock<SegmentNote>;
 using SlotBlock = SeqBlock<SlotStats>;
 using StepEntry = SeqBlock<StepPayload>;
 using OomEntry = SeqBlock<OomPayload>;
-static_assert(sizeof(SlotBlock) == 312 && sizeof(StepEntry) == 240 && sizeof(OomEntry) == 168);
+static_assert(sizeof(NoteBlock) == 520 && sizeof(SlotBlock) == 312 && sizeof(StepEntry) == 240 &&
+              sizeof(OomEntry) == 168);
 
-/// Byte offsets of the three arrays, computed the same way by writer and reader.
+/// Byte offsets of the note and the three arrays, computed the same way by writer and reader.
 struct SegmentGeometry {
+  uint64_t note_offset = 0;
+  /// Does the segment have a note (version 4 on)?
+  bool has_note = false;
   uint64_t slots_offset = 0;
   uint64_t steps_offset = 0;
   uint64_t ooms_offset = 0;
   uint64_t total_bytes = 0;
 };
 
-/// Offsets for a segment with these counts (header_bytes must be a multiple of 8).
-inline SegmentGeometry segment_geometry(uint64_t header_bytes, uint64_t device_slots,
-                                        uint64_t step_capacity, uint64_t oom_capacity) {
+/// Offsets for a segment with these counts (header_bytes must be a multiple of 8; note_bytes
+/// sizeof(NoteBlock), or 0 for a version-3 segment without a note).
+inline SegmentGeometry segment_geometry(uint64_t header_bytes, uint64_t note_bytes,
+                                        uint64_t device_slots, uint64_t step_capacity,
+                                        uint64_t oom_capacity) {
   SegmentGeometry g;
-  g.slots_offset = header_bytes;
+  g.note_offset = header_bytes;
+  g.has_note = note_bytes != 0;
+  g.slots_offset = header_bytes + note_bytes;
   g.steps_offset = g.slots_offset + device_slots * sizeof(SlotBlock);
   g.ooms_offset = g.steps_offset + step_capacity * sizeof(StepEntry);
   g.total_bytes = g.ooms_offset + oom_capacity * sizeof(OomEntry);
@@ -271,17 +303,24 @@ bool seqlock_read(const SeqBlock<Payload>* block, Payload& out, int max_attempts
   return false;
 }
 
-/// Copies `text` into a fixed NUL-terminated field, truncating.
-inline void copy_fixed_string(char (&field)[segment_uuid_bytes], const char* text,
-                              std::size_t length) {
-  std::memset(field, 0, segment_uuid_bytes);
-  std::memcpy(field, text, length < segment_uuid_bytes ? length : segment_uuid_bytes - 1);
+/// Copies `text` into a fixed NUL-terminated field, truncating before a UTF-8 character that
+/// would not fit whole (a cut never leaves half a character for a reader to show).
+template <std::size_t bytes>
+void copy_fixed_string(char (&field)[bytes], const char* text, std::size_t length) {
+  std::memset(field, 0, bytes);
+  std::size_t kept = length < bytes ? length : bytes - 1;
+  // Back off over continuation bytes (10xxxxxx) so the cut lands before a lead byte.
+  if (kept < length) {
+    while (kept > 0 && (static_cast<unsigned char>(text[kept]) & 0xC0U) == 0x80U) --kept;
+  }
+  std::memcpy(field, text, kept);
 }
 
 /// Length of a fixed field that may lack its NUL (a reader never trusts the writer).
-inline std::size_t fixed_string_length(const char (&field)[segment_uuid_bytes]) {
-  const void* nul = std::memchr(field, 0, segment_uuid_bytes);
-  return nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - field) : segment_uuid_bytes;
+template <std::size_t bytes>
+std::size_t fixed_string_length(const char (&field)[bytes]) {
+  const void* nul = std::memchr(field, 0, bytes);
+  return nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - field) : bytes;
 }
 
 }  // namespace vramscope::format
