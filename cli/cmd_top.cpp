@@ -232,6 +232,9 @@ Command add_top_command(CLI::App& app) {
       "Replay: space play/pause, left/right or ,/. step, +/- speed, g/G first/last sample.\n"
       "A selected process that tracks categories (Monitor(model=...)) shows its last step's\n"
       "peak by category above the keys: params, grads, optim, activ, temp, other.\n"
+      "A process that polls (no allocator events: no agent library for its torch, or a\n"
+      "cudaMallocAsync allocator) shows its PEAK as ≥ (sampled, at least that) and a line\n"
+      "above the keys: why it polls and the fix, as the process said it.\n"
       "Colours follow the terminal; NO_COLOR=1 turns them off.");
   return {top, [options] { return run_top(*options); }};
 }

@@ -4,6 +4,9 @@
 #include <time.h>
 
 #include <array>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "vramscope/clock.hpp"
 #include "vramscope/join.hpp"
@@ -71,6 +74,9 @@ std::string amount_cells(const std::optional<uint64_t>& total,
 struct TableState {
   bool any_not_visible = false;
   bool any_torch = false;
+  /// The processes whose agent polls (peaks sampled), in the order first shown, each with the
+  /// reason it gave (empty when it did not say).
+  std::vector<std::pair<uint32_t, std::string>> polling;
 };
 
 class TableWriter {
@@ -182,7 +188,9 @@ class TableWriter {
     line(text);
     const std::string indent(pid_columns + 1, ' ');
     if (row.torch) {
-      line(fit_text(indent + "torch: alloc " +
+      if (row.torch->polling_only) remember_polling(*row.torch);
+      line(fit_text(indent +
+                        (row.torch->polling_only ? "torch (polled): alloc " : "torch: alloc ") +
                         format_amount(row.torch->allocated_bytes, m_options.units) + "  reserved " +
                         format_amount(row.torch->reserved_bytes, m_options.units) +
                         "  non-PyTorch " + format_amount(row.non_pytorch_bytes, m_options.units),
@@ -206,13 +214,23 @@ class TableWriter {
     }
   }
 
+  /// Notes that `a`'s process polls, once per process, for the footnotes.
+  void remember_polling(const AllocatorSample& a) {
+    for (const auto& [pid, reason] : m_state.polling) {
+      if (pid == a.pid) return;
+    }
+    m_state.polling.emplace_back(a.pid, a.polling_reason);
+  }
+
   void unmatched() {
     line(m_paint("Agents on devices the driver did not report:", Tone::Yellow));
     for (const AllocatorSample& a : m_join.unmatched_allocators) {
+      if (a.polling_only) remember_polling(a);
       line(fit_text("  pid " + std::to_string(a.pid) + " cuda:" + std::to_string(a.cuda_device) +
                         " " + a.device_uuid + "  alloc " +
                         format_amount(a.allocated_bytes, m_options.units) + "  resv " +
-                        format_amount(a.reserved_bytes, m_options.units),
+                        format_amount(a.reserved_bytes, m_options.units) +
+                        (a.polling_only ? "  (polled)" : ""),
                     m_width));
     }
   }
@@ -223,6 +241,14 @@ class TableWriter {
                    Tone::Dim));
       line(m_paint("torch reserved = alloc + cached free blocks. GPU Reserved is the driver's.",
                    Tone::Dim));
+    }
+    // Sampled numbers are said with the process's own reason and fix, wrapped rather than cut:
+    // the fix is the reason's last words.
+    for (const auto& [pid, reason] : m_state.polling) {
+      std::string text = "pid " + std::to_string(pid) +
+                         ": polling mode, peaks sampled (the highest its polls saw, not exact)";
+      if (!reason.empty()) text += ": " + reason;
+      for (const std::string& part : wrap_text(text, m_width)) line(m_paint(part, Tone::Yellow));
     }
     if (m_state.any_not_visible) {
       line(m_paint("Hint: NVML reports host pids; processes in another pid namespace (containers)",

@@ -148,6 +148,8 @@ void ViewModel::add_rows(const SystemSample& sample, const JoinResult& joined) {
         row.driver_parts = torch->breakdown;
         row.step_peak_allocated_bytes = torch->step_peak_allocated_bytes;
         row.step = torch->step;
+        row.peaks_sampled = torch->polling_only;
+        row.polling_reason = torch->polling_reason;
         if (torch->rank >= 0) row.rank = torch->rank;
         const auto step = m_category_steps.find({torch->pid, torch->device_uuid});
         if (step != m_category_steps.end()) {

@@ -23,6 +23,8 @@ constexpr Style header_style{Color::Default, Color::Default, AttrReverse};
 constexpr Style column_header_style{Color::Default, Color::Default, AttrReverse | AttrBold};
 constexpr Style selected_style{Color::Default, Color::Default, AttrReverse};
 constexpr Style key_style{Color::Default, Color::Default, AttrBold};
+/// The line that says a process's peaks are sampled: a warning, not an error.
+constexpr Style polling_style{Color::Yellow, Color::Default, AttrBold};
 
 /// One column of the process table.
 struct Column {
@@ -68,7 +70,11 @@ std::string optional_bytes(const std::optional<uint64_t>& bytes) {
   return bytes ? format_bytes_compact(*bytes) : "-";
 }
 
-std::string cell_text(const Column& column, const ProcessRow& row) {
+/// What marks a sampled peak: the highest value polls saw, so the true peak is at least it
+/// (the Python step lines mark theirs the same way).
+std::string_view sampled_mark(bool unicode) { return unicode ? "≥" : ">"; }
+
+std::string cell_text(const Column& column, const ProcessRow& row, bool unicode) {
   const std::string_view name = column.name;
   if (name == "PID") return std::to_string(row.pid);
   if (name == "USER") return row.user.empty() ? "-" : row.user;
@@ -79,7 +85,12 @@ std::string cell_text(const Column& column, const ProcessRow& row) {
   }
   if (name == "ALLOC") return optional_bytes(row.torch_allocated_bytes);
   if (name == "RSRVD") return optional_bytes(row.torch_reserved_bytes);
-  if (name == "PEAK") return optional_bytes(row.step_peak_allocated_bytes);
+  if (name == "PEAK") {
+    const std::string peak = optional_bytes(row.step_peak_allocated_bytes);
+    return row.peaks_sampled && row.step_peak_allocated_bytes
+               ? std::string(sampled_mark(unicode)) + peak
+               : peak;
+  }
   if (name == "STEP") return row.step ? std::to_string(*row.step) : "-";
   if (name == "RANK") return row.rank ? std::to_string(*row.rank) : "-";
   if (!row.command.empty()) return row.command;
@@ -150,7 +161,7 @@ void render_table(const ViewModel& model, const Rect& area, Canvas& canvas) {
         cell_style.fg = detail::allocated_style.fg;
       }
       if (name == "COMMAND" && row.command.empty()) cell_style.attrs |= AttrDim;
-      draw_cell(canvas, line, x, column, cell_text(column, row), cell_style);
+      draw_cell(canvas, line, x, column, cell_text(column, row, canvas.unicode()), cell_style);
       x += column.width + 1;
     }
   }
@@ -224,6 +235,69 @@ void render_parts(const ProcessRow& row, const Rect& area, Canvas& canvas) {
   render_named_amounts(
       "pid " + std::to_string(row.pid) + " GPU " + std::to_string(row.gpu_index) + " non-PyTorch:",
       parts, area, canvas);
+}
+
+/// The row whose polling the polling line explains: the selected one when it polls, else the
+/// first shown that does; null when no shown row polls. `others` counts the other polling
+/// processes shown.
+const ProcessRow* polling_row(const ViewModel& model, std::size_t& others) {
+  const auto& rows = model.rows();
+  const ProcessRow* chosen = nullptr;
+  if (const auto selected = model.selected_index(); selected && rows[*selected].peaks_sampled) {
+    chosen = &rows[*selected];
+  }
+  std::vector<uint32_t> pids;
+  for (const ProcessRow& row : rows) {
+    if (!row.peaks_sampled) continue;
+    if (chosen == nullptr) chosen = &row;
+    if (row.pid != chosen->pid) pids.push_back(row.pid);
+  }
+  std::sort(pids.begin(), pids.end());
+  others = static_cast<std::size_t>(std::unique(pids.begin(), pids.end()) - pids.begin());
+  return chosen;
+}
+
+/// Most lines the polling text may take: the reason ends in its fix, which a single line of an
+/// 80-column terminal would cut off.
+constexpr int polling_max_lines = 4;
+
+/// `text` broken at spaces into lines of at most `width` cells (a word wider than that is left
+/// whole, for the canvas to clip at the edge).
+std::vector<std::string> wrap_words(std::string_view text, int width) {
+  std::vector<std::string> lines(1);
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find(' ', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view word = text.substr(at, end - at);
+    at = end + 1;
+    if (word.empty()) continue;
+    std::string& line = lines.back();
+    if (!line.empty() && text_width(line) + 1 + text_width(word) > width) {
+      lines.emplace_back(word);
+    } else {
+      if (!line.empty()) line += ' ';
+      line += word;
+    }
+  }
+  return lines;
+}
+
+/// Whose peaks are sampled and why, with the fix the process gave ("pid 4242: polling mode,
+/// peaks sampled (≥): no C++ compiler ...; install one (...)"), wrapped onto the last lines of
+/// `table` (up to polling_max_lines, a row and the header kept); returns the lines it took.
+int render_polling(const ProcessRow& row, std::size_t others, const Rect& table, Canvas& canvas) {
+  std::string text = "pid " + std::to_string(row.pid);
+  if (others > 0) text += " (+" + std::to_string(others) + " more)";
+  text += ": polling mode, peaks sampled (" + std::string(sampled_mark(canvas.unicode())) + ")";
+  if (!row.polling_reason.empty()) text += ": " + row.polling_reason;
+  std::vector<std::string> lines = wrap_words(text, table.width);
+  const int count = std::min({static_cast<int>(lines.size()), polling_max_lines, table.height - 2});
+  for (int i = 0; i < count; ++i) {
+    const Rect line = table.row(table.height - count + i);
+    canvas.text(line, line.x, line.y, lines[static_cast<std::size_t>(i)], polling_style);
+  }
+  return count;
 }
 
 void render_header(const ViewModel& model, const Layout& layout, Canvas& canvas) {
@@ -332,10 +406,12 @@ void render_help(Canvas& canvas) {
       "non-torch = non-PyTorch: CUDA context, NCCL, cuBLAS...;",
       "other = processes without agent; driver = driver-reserved",
       "USED = driver's bytes; ALLOC RSRVD = torch allocator;",
-      "PEAK = peak allocated in the last step",
+      "PEAK = peak allocated in the last step; " + std::string(sampled_mark(u)) +
+          " = sampled by polls",
       "lines above the keys: the selected process's last step",
       "peak by category (when its Monitor was given model=) and",
-      "its non-PyTorch bytes: context, other, NCCL, private pools",
+      "its non-PyTorch bytes: context, other, NCCL, private pools;",
+      "a yellow line: whose peaks are sampled, why, the fix",
   };
   int width = 0;
   for (const auto& line : lines) width = std::max(width, text_width(line));
@@ -370,6 +446,12 @@ void render(const ViewModel& model, Canvas& canvas) {
     detail::render_gpu(model.gpus()[i], layout.gpus[i], canvas);
   }
   Rect table = layout.processes;
+  // Sampled peaks are said first, whatever is selected: the table's last line while a row
+  // still fits above it.
+  std::size_t other_polling = 0;
+  if (const ProcessRow* row = polling_row(model, other_polling); row && table.height >= 3) {
+    table.height -= render_polling(*row, other_polling, table, canvas);
+  }
   // The selected process's breakdown takes the table's last line while a row still fits above.
   if (const ProcessRow* row = selected_with_categories(model); row && table.height >= 3) {
     render_categories(*row, table.row(table.height - 1), canvas);

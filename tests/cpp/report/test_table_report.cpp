@@ -144,6 +144,44 @@ TEST_F(Table, ColourOnlyWhenAskedAndNeverChangesTheLayout) {
   EXPECT_EQ(strip_ansi(colour), plain);
 }
 
+/// make_two_gpu_sample() whose trainer polls (the Python fallback: no driver pairing either).
+SystemSample polling_sample(const std::string& reason) {
+  SystemSample s = make_two_gpu_sample();
+  s.allocators[0].breakdown.reset();
+  s.allocators[0].polling_only = true;
+  s.allocators[0].polling_reason = reason;
+  return s;
+}
+
+TEST_F(Table, PollingProcessIsMarkedAndItsReasonWrappedWithItsFix) {
+  const std::string table = format_sample_table(
+      polling_sample("no C++ compiler (c++, g++ or clang++; or $CXX) to build the agent for "
+                     "torch 2.11.0+cu130, which this vramscope carries none for; install one "
+                     "(Debian/Ubuntu: apt install g++; Fedora/RHEL: dnf install gcc-c++)"),
+      {});
+  testing::expect_golden("report/polling_table.txt", table);
+  expect_fits(table, 80);
+  EXPECT_NE(table.find("torch (polled): alloc 20480MiB"), std::string::npos) << table;
+  EXPECT_NE(table.find("dnf install gcc-c++)\n"), std::string::npos) << "the fix is never cut";
+}
+
+TEST_F(Table, PollingWithoutAReasonAndOnAnUnknownDeviceIsStillSaid) {
+  SystemSample s = polling_sample("");
+  s.allocators[0].device_uuid = "GPU-not-listed";
+  const std::string table = format_sample_table(s, {});
+  EXPECT_NE(table.find("resv 24576MiB  (polled)"), std::string::npos) << table;
+  EXPECT_NE(table.find("pid 4021: polling mode, peaks sampled (the highest its polls saw, not "
+                       "exact)\n"),
+            std::string::npos)
+      << table;
+}
+
+TEST_F(Table, ControlCharactersInAPollingReasonAreNeutralised) {
+  const std::string table = format_sample_table(polling_sample("evil\x1b]0;pwned\x07\nfix"), {});
+  EXPECT_EQ(table.find('\x1b'), std::string::npos);
+  EXPECT_NE(table.find("evil?]0;pwned??fix"), std::string::npos) << table;
+}
+
 TEST_F(Table, ControlCharactersFromCommandLinesAreNeutralised) {
   SystemSample s = make_two_gpu_sample();
   s.devices[0].processes[0].command = "evil\x1b]0;pwned\x07\nnext";

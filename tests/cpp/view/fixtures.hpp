@@ -90,6 +90,20 @@ inline SystemSample one_gpu(int t = 0) {
   return s;
 }
 
+/// What the Python fallback says when no torch-facing library fits and none can be compiled.
+inline constexpr const char* polling_reason =
+    "no C++ compiler (c++, g++ or clang++; or $CXX) to build the agent for torch 2.11.0+cu130, "
+    "which this vramscope carries none for; install one (Debian/Ubuntu: apt install g++; "
+    "Fedora/RHEL: dnf install gcc-c++)";
+
+/// one_gpu() whose trainer polls (no allocator events): its peaks are sampled.
+inline SystemSample one_gpu_polling(int t = 0) {
+  SystemSample s = one_gpu(t);
+  s.allocators[0].polling_only = true;
+  s.allocators[0].polling_reason = polling_reason;
+  return s;
+}
+
 /// 8 GPUs, 64 processes: 8 ranks of a torchrun job (one per GPU, with agents) and 7 more
 /// processes per GPU without agents.
 inline SystemSample eight_gpus() {

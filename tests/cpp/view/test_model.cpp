@@ -95,6 +95,19 @@ TEST(ViewModel, RowsJoinTheAgentOnPidAndGpu) {
   EXPECT_EQ(other.user, "bob");
 }
 
+TEST(ViewModel, APollingAgentsRowSaysItsPeaksAreSampledAndWhy) {
+  ViewModel model;
+  model.ingest(fixtures::one_gpu());
+  ASSERT_EQ(model.rows()[0].pid, 4242U);
+  EXPECT_FALSE(model.rows()[0].peaks_sampled);
+  EXPECT_EQ(model.rows()[0].polling_reason, "");
+  model.ingest(fixtures::one_gpu_polling());
+  ASSERT_EQ(model.rows()[0].pid, 4242U);
+  EXPECT_TRUE(model.rows()[0].peaks_sampled);
+  EXPECT_EQ(model.rows()[0].polling_reason, fixtures::polling_reason);
+  EXPECT_FALSE(model.rows()[1].peaks_sampled) << "a process without an agent samples nothing";
+}
+
 TEST(ViewModel, AgentWhosePidTheDriverDoesNotListStillGetsARow) {
   SystemSample sample = fixtures::one_gpu();
   sample.allocators[0].pid = 17;  // as seen inside a container

@@ -173,6 +173,10 @@ TEST_F(Render, EveryFrameOfASizeSweepStaysInsideTheCanvas) {
   SystemSample sample = fixtures::eight_gpus();
   // The selected rank has a step breakdown, so the categories line is drawn too.
   sample.steps.push_back(fixtures::step(10056, "GPU-00000007", 3, CategoryBytes{1, 2, 3, 4, 5, 6}));
+  // Two ranks poll, one with a reason longer than any line, the polling lines are drawn too.
+  sample.allocators[0].polling_only = true;
+  sample.allocators[0].polling_reason = std::string(300, 'w') + " " + std::string(300, 'v');
+  sample.allocators[7].polling_only = true;
   ViewModel model;
   model.ingest(sample);
   model.select_first();
@@ -310,6 +314,76 @@ TEST_F(Render, CategoriesLineTakesTheTablesLastRow) {
   const auto lines = lines_of(after);
   EXPECT_EQ(lines[22], "pid " + std::to_string(pid) +
                            " GPU 7 step 3 peak 21B: params 1B  grads 2B  optim 3B  activ 4B");
+}
+
+TEST_F(Render, PollingProcessMarksItsPeakAndSaysWhyWithTheFix) {
+  ViewModel model;
+  model.interval_ns = 250'000'000;
+  for (int t = 0; t < 40; ++t) model.ingest(fixtures::one_gpu_polling(t));
+  expect_golden("polling_100x30", frame(model, 100, 30));
+}
+
+TEST_F(Render, PollingLineNamesTheSelectedPollingProcessAndCountsTheOthers) {
+  SystemSample sample = fixtures::eight_gpus();
+  // Ranks 2 and 5 poll (a torch the wheel has no library for, on ranks launched alike).
+  for (const std::size_t rank : {std::size_t{2}, std::size_t{5}}) {
+    sample.allocators[rank].polling_only = true;
+    sample.allocators[rank].polling_reason = "reason of rank " + std::to_string(rank);
+  }
+  const uint32_t rank2 = sample.allocators[2].pid;
+  const uint32_t rank5 = sample.allocators[5].pid;
+  ViewModel model;
+  model.set_sort_key(SortKey::Pid);
+  model.ingest(sample);
+  std::vector<std::string> lines = lines_of(frame(model, 160, 60));
+  ASSERT_EQ(lines.size(), 60U);
+  EXPECT_EQ(lines[58], "pid " + std::to_string(rank2) +
+                           " (+1 more): polling mode, peaks sampled (≥): reason of rank 2");
+  // Only the polling rows' peaks are marked.
+  for (const auto& line : lines) {
+    const bool polls = line.find(" " + std::to_string(rank2) + " ") == 1 ||
+                       line.find(" " + std::to_string(rank5) + " ") == 1;
+    if (line.find("python -m torch") == std::string::npos) continue;
+    EXPECT_EQ(line.find("≥") != std::string::npos, polls) << line;
+  }
+  // The selected row, when it polls, is the one explained; one that does not changes nothing.
+  model.select_first();
+  while (model.rows()[*model.selected_index()].pid != rank5) model.move_selection(1);
+  lines = lines_of(frame(model, 160, 60));
+  EXPECT_EQ(lines[58], "pid " + std::to_string(rank5) +
+                           " (+1 more): polling mode, peaks sampled (≥): reason of rank 5");
+  model.select_first();
+  ASSERT_NE(model.rows()[*model.selected_index()].pid, rank2);
+  EXPECT_EQ(lines_of(frame(model, 160, 60))[58].rfind("pid " + std::to_string(rank2), 0), 0U);
+}
+
+TEST_F(Render, PollingMarksInAsciiAndWithoutAReason) {
+  SystemSample sample = fixtures::one_gpu_polling();
+  sample.allocators[0].polling_reason.clear();  // an older vramscope that did not say why
+  ViewModel model;
+  model.ingest(sample);
+  const std::string text = frame(model, 100, 30, /*unicode=*/false);
+  EXPECT_NE(text.find(" >10.0G "), std::string::npos) << text;
+  EXPECT_NE(text.find("\npid 4242: polling mode, peaks sampled (>)\n"), std::string::npos) << text;
+}
+
+TEST_F(Render, ControlCharactersInAPollingReasonNeverReachTheFrame) {
+  SystemSample sample = fixtures::one_gpu_polling();
+  sample.allocators[0].polling_reason =
+      "evil\x1b]0;pwned\x07\nnext\x9b"
+      "2J fix";
+  ViewModel model;
+  model.ingest(sample);
+  const std::string text = frame(model, 100, 30);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  EXPECT_EQ(text.find('\x07'), std::string::npos);
+  EXPECT_NE(text.find("peaks sampled (≥): evil"), std::string::npos) << text;
+}
+
+TEST_F(Render, NoPollingLineWithoutAPollingRow) {
+  const std::string text = frame(one_gpu_with_history(), 100, 30);
+  EXPECT_EQ(text.find("polling"), std::string::npos);
+  EXPECT_EQ(text.find("≥"), std::string::npos);
 }
 
 TEST(CompactBytes, FitsFiveCellsAndRoundsSensibly) {

@@ -83,6 +83,13 @@ struct ProcessRow {
   /// That step's number and its requested-bytes peak (the categories sum to it).
   uint64_t categories_step = 0;
   uint64_t categories_peak_bytes = 0;
+  /// Are the agent's peaks sampled by polls (no allocator events: the Python fallback, a
+  /// cudaMallocAsync allocator), so at most what happened? PEAK is then marked, and a line says
+  /// why.
+  bool peaks_sampled = false;
+  /// Why the process polls, one line ending in its fix, as it published it (untrusted text);
+  /// empty when it does not poll or did not say.
+  std::string polling_reason;
   /// Did the driver list this pid on this GPU?
   bool in_driver_list = false;
   /// Does an agent report on this process and GPU?
