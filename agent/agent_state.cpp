@@ -178,6 +178,9 @@ std::string AgentState::attach(double interval_ms, bool publish, int rank, int w
     state->mode = TrackingMode::Polling;
     state->mode_reason =
         polling_reason + (pluggable ? " (and no device stats: nothing to report)" : "");
+    // Beside the polled slots, for `vramscope top` and the table (before the agent thread
+    // starts: the writer is that thread's afterwards).
+    state->core->set_polling_reason(state->mode_reason);
   }
   if (state->mode == TrackingMode::Events) start_pairing(*state, driver_uuids, config.pid);
   if (!pluggable) {
@@ -207,6 +210,7 @@ void AgentState::start_pairing(Attachment& state, const std::vector<std::string>
 }
 
 void AgentState::shutdown() {
+  m_polling.close();
   Attachment* state = attached_or_null();
   // A fork()ed child inherits the state but not the thread, and must not remove the parent's
   // segment.

@@ -1,4 +1,4 @@
-// agent/agent_state.hpp -- the agent's one owner: attach(), the attached core and its parts, the OOM capture, the driver probe
+// agent/agent_state.hpp -- the agent's one owner: attach(), the attached core and its parts, the OOM capture, the driver probe, the polling segment
 #pragma once
 
 #include <sys/types.h>
@@ -13,6 +13,7 @@
 #include "agent_thread.hpp"
 #include "driver_probe.hpp"
 #include "oom_capture.hpp"
+#include "polling_segment.hpp"
 #include "torch_hooks.hpp"
 #include "vramscope/attribution/session.hpp"
 #include "vramscope/tracking/agent_core.hpp"
@@ -71,14 +72,18 @@ class AgentState {
   Attachment* attached_or_null() noexcept { return m_attachment.load(std::memory_order_acquire); }
   /// The attachment; throws std::runtime_error before attach().
   Attachment& attached();
-  /// Stops the agent thread and removes the segment (registered with atexit). Does nothing in a
-  /// fork()ed child, which must not remove its parent's segment.
+  /// Stops the agent thread and removes the segment, the agent's or the polling one
+  /// (registered with atexit). Removes nothing in a fork()ed child, which must not remove its
+  /// parent's segment.
   void shutdown();
 
   /// The allocator's state at the last OOM and the Python post-mortem hook.
   OomCapture& oom() { return m_oom; }
   /// NVML's bytes per process, opened on first use (usable before attach()).
   DriverProbe& driver() { return m_driver; }
+  /// The segment Python publishes its polls in when the agent cannot attach (never attached
+  /// then: the agent's own segment is its core's).
+  PollingSegment& polling() { return m_polling; }
 
  private:
   AgentState() = default;
@@ -96,6 +101,7 @@ class AgentState {
   std::atomic<Attachment*> m_attachment{nullptr};
   OomCapture m_oom;
   DriverProbe m_driver;
+  PollingSegment m_polling;
 };
 
 }  // namespace vramscope::agent

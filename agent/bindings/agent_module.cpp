@@ -42,10 +42,12 @@ NB_MODULE(_agent, m) {
   bind_oom(m);
   bind_tensorboard(m);
   bind_driver(m);
+  bind_polling(m);
   bind_bench(m);
   m.def(
       "_shutdown", [] { AgentState::instance().shutdown(); },
-      "Stop the agent thread and remove the segment (run at exit).");
+      "Stop the agent thread and remove the segment, the agent's or the polling one (run at "
+      "exit).");
 
   nb::module_::import_("atexit").attr("register")(m.attr("_shutdown"));
 }

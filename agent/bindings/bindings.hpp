@@ -35,6 +35,8 @@ void bind_attribution_tables(nanobind::module_& m);
 void bind_oom(nanobind::module_& m);
 /// driver_process_bytes(uuid, pid) and driver_probe_error().
 void bind_driver(nanobind::module_& m);
+/// polling_segment_open/publish/set_rank/close(): the segment of a process that polls.
+void bind_polling(nanobind::module_& m);
 /// The TensorBoardWriter class: the C++ writer of src/exporters/tensorboard.cpp with the subset
 /// of torch's SummaryWriter API that vramscope.tensorboard uses.
 void bind_tensorboard(nanobind::module_& m);

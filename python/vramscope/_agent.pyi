@@ -90,6 +90,23 @@ def driver_process_bytes(uuid: str, pid: int) -> int | None:
 def driver_probe_error() -> str:
     """Why NVML could not be opened by driver_process_bytes ('' when it was, or not tried)."""
 
+def polling_segment_open(reason: str, device_uuids: Sequence[str], rank: int = -1,
+                         world_size: int = -1) -> str:
+    """For a process that polls (no agent attached): create its segment, one slot per CUDA
+    device named by ``device_uuids``, with ``reason`` (ending in its fix) in its note; returns
+    its path. RuntimeError when the agent is attached or the segment cannot be created."""
+
+def polling_segment_publish(device: int, counters: dict[str, int]) -> None:
+    """Publish what a poll read on ``device``, marked polled: ``counters`` by the segment's
+    counter names (a missing one is 0; another key is a ValueError). Nothing when no polling
+    segment is open."""
+
+def polling_segment_set_rank(rank: int, world_size: int) -> None:
+    """The rank and world size the polling segment publishes from now on."""
+
+def polling_segment_close() -> None:
+    """Remove the polling segment (also done at exit)."""
+
 def recent_events(device: int) -> list[dict[str, int | str]]:
     """The last events of a device, oldest first (OOM post-mortem)."""
 

@@ -117,6 +117,11 @@ void AgentCore::set_polling_only(std::size_t device) {
   observe(m_devices[device]);
 }
 
+void AgentCore::set_polling_reason(std::string_view reason) {
+  std::lock_guard lock(m_mutex);
+  if (m_writer) m_writer->set_polling_reason(reason);
+}
+
 void AgentCore::drain(Device& device) {
   m_scratch.clear();
   device.ring->drain(m_scratch);

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, Callable
@@ -62,7 +63,9 @@ def load_agent(torch: ModuleType) -> tuple[ModuleType | None, str | None]:
     The library is chosen by torch's version before anything is loaded (``torchcheck``: the one
     the package carries, or one compiled on first use), so that a library compiled against
     another torch's allocator structs is never loaded; the library's own answer is checked
-    again after loading it."""
+    again after loading it. Without a library the extension is not imported here: the session
+    imports it afterwards only to publish what polling reads (``Session._polling_segment``);
+    it holds no torch code, so that import is safe under any torch."""
     path, problem = torchcheck.find_library(torch)
     if path is None:
         return None, problem
@@ -78,6 +81,21 @@ def load_agent(torch: ModuleType) -> tuple[ModuleType | None, str | None]:
     if problem is not None:
         return None, problem
     return _agent, None
+
+
+class _PollingSegment:
+    """The extension's polling segment (docs/agent-segment.md), as a PollingReader publishes to
+    it: what each read and step polled, marked polled, beside the reason the segment's note
+    holds."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self._module = module
+
+    def publish(self, device: int, counters: dict[str, int]) -> None:
+        self._module.polling_segment_publish(device, counters)
+
+    def set_rank(self, rank: int, world_size: int) -> None:
+        self._module.polling_segment_set_rank(rank, world_size)
 
 
 class Session:
@@ -210,8 +228,36 @@ class Session:
                 self.adopt(agent, torch._C._cuda_getDevice, is_agent=True, uuids=uuids)
             else:
                 torchcheck.warn_polling_once(str(problem))
-                self.adopt(PollingReader(torch, str(problem)), torch._C._cuda_getDevice,
-                           is_agent=False)
+                reader = PollingReader(torch, str(problem),
+                                       self._polling_segment(torch, str(problem)))
+                self.adopt(reader, torch._C._cuda_getDevice, is_agent=False)
+
+    def _polling_segment(self, torch: ModuleType, reason: str) -> _PollingSegment | None:
+        """The segment a polling process publishes its polls in, so that ``vramscope top``, the
+        table and ``record`` show its numbers marked sampled with ``reason`` (and its fix)
+        instead of a plain driver-only row; None when not publishing. The extension is what
+        publishes: it has no torch inside, so it serves a torch it carries no library for."""
+        if not self._options["publish"]:
+            return None
+        module = extension()
+        if module is None:
+            # The extension does not load in this interpreter: built for another CPython (a
+            # wheel copied between environments), or a source checkout without a build. Its
+            # own import error is the reason, and nothing of it can publish: the CLI then
+            # shows this process as the driver sees it, without torch's numbers.
+            return None
+        (rank, world), _ = resolve_rank(self._options["rank"])
+        if self._options["world_size"] is not None:
+            world = int(self._options["world_size"])
+        try:
+            module.polling_segment_open(reason, _device_uuids(torch, torch.cuda.device_count()),
+                                        rank, world)
+        except (RuntimeError, ValueError) as e:
+            warnings.warn(f"vramscope: the polled numbers are not published ({e}); vramscope "
+                          "top shows this process as the driver sees it",
+                          torchcheck.VramscopeWarning, stacklevel=4)
+            return None
+        return _PollingSegment(module)
 
     def adopt(self, reader: Any, current: Callable[[], int], is_agent: bool,
               uuids: Sequence[str] = ()) -> None:

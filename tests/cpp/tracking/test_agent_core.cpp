@@ -336,6 +336,30 @@ TEST(AgentCore, PollingOnlyDevicesFollowTheProvider) {
   EXPECT_EQ(view.event_count, 0U);
 }
 
+TEST(AgentCore, APollingCoreSaysWhyBesideItsPolledSlots) {
+  TempDir dir;
+  FakeTorch torch(2);
+  torch.set_allocated(0, 1200);
+  AgentCore core({"GPU-p", "GPU-q"}, torch.provider(), config(),
+                 open_agent_segment_writer(config().pid, 2, dir.path()));
+  core.set_polling_only(0);
+  core.set_polling_reason("cudaMallocAsync allocator has no trace events");
+  core.tick();
+  auto reader = open_agent_segment_reader(dir.path());
+  std::vector<AllocatorSample> allocators;
+  std::vector<StepRecord> steps;
+  std::vector<OomRecord> ooms;
+  reader->poll(allocators, steps, ooms);
+  ASSERT_EQ(allocators.size(), 2U);
+  EXPECT_TRUE(allocators[0].polling_only);
+  EXPECT_EQ(allocators[0].polling_reason, "cudaMallocAsync allocator has no trace events");
+  EXPECT_FALSE(allocators[1].polling_only);
+  EXPECT_EQ(allocators[1].polling_reason, "");
+  // Without a writer there is nowhere to say it, and nothing fails.
+  AgentCore quiet({"GPU-p"}, torch.provider(), config(), nullptr);
+  quiet.set_polling_reason("unpublished");
+}
+
 TEST(AgentCore, TheTrackersProducerPointerFeedsTheCoresDevice) {
   // The agent's tracker keeps core.producers() and calls DeviceProducer::on_event() itself:
   // what it feeds must be the device the core reports, and only that device.

@@ -32,7 +32,10 @@ AGENT_ONLY = {"attach", "is_attached", "segment_path", "torch_version", "load_to
               # The settled pairing needs the segment events (events mode only).
               "driver_breakdown", "set_nccl",
               # The TensorBoard tag scheme of the exporter, not a reader call.
-              "tensorboard_step_scalars"}
+              "tensorboard_step_scalars",
+              # What the polling fallback publishes through (the session calls them).
+              "polling_segment_open", "polling_segment_publish", "polling_segment_set_rank",
+              "polling_segment_close"}
 
 
 def stub_functions():

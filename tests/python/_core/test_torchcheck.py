@@ -60,7 +60,10 @@ def test_a_carried_library_serves_its_minor_version_of_a_release_only(monkeypatc
 
 
 def test_without_a_library_or_a_compiler_the_extension_is_never_loaded(monkeypatch, tmp_path):
-    # A torch the package carries no library for, on a machine without a C++ compiler.
+    # A torch the package carries no library for, on a machine without a C++ compiler: finding
+    # the library comes first, so load_agent gives the reason without importing the extension.
+    # (Since the extension holds no torch code, the session then imports it to publish what
+    # polling reads: test_polling_segment.py.)
     import sys
     import types
 

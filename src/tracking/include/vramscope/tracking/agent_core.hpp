@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vramscope/agent_segment.hpp"
@@ -133,6 +134,10 @@ class AgentCore {
   bool seed(std::size_t device);
   /// Marks `device` as tracked by polling only (no tracker could be attached).
   void set_polling_only(std::size_t device);
+  /// Says in the segment why the devices are polled, one line ending in its fix (published
+  /// once, beside the polled slots: AgentSegmentWriter::set_polling_reason); nothing without a
+  /// writer.
+  void set_polling_reason(std::string_view reason);
 
   /// One agent-thread iteration: stamp the clock events carry, drain rings into the consumer,
   /// poll the provider, roll the window, publish every device to the segment.
