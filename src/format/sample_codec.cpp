@@ -63,9 +63,13 @@ enum AllocatorFlag : uint32_t {
   AllocatorPollingOnly = 1U << 0U,
   /// Version 4 on: a DriverBreakdown follows the allocator's fields.
   AllocatorHasBreakdown = 1U << 1U,
-  AllocatorKnownFlags = (1U << 2U) - 1,
-  /// What versions 1 to 3 knew: a file of those versions with any other bit is damaged.
+  /// Version 5 on: the polling reason follows (after the breakdown, when there is one).
+  AllocatorHasPollingReason = 1U << 2U,
+  AllocatorKnownFlags = (1U << 3U) - 1,
+  /// What versions 1 to 3 and version 4 knew: a file of those versions with any other bit is
+  /// damaged.
   AllocatorKnownFlagsBefore4 = AllocatorPollingOnly,
+  AllocatorKnownFlagsBefore5 = AllocatorPollingOnly | AllocatorHasBreakdown,
 };
 
 // DriverBreakdown flags (version 4 on): bit i is the presence of the i-th optional part of
@@ -84,7 +88,9 @@ enum StepFlag : uint32_t {
 constexpr uint16_t first_version_with_step_categories = 2;
 /// The first version whose allocator records may carry the agent's settled driver breakdown.
 constexpr uint16_t first_version_with_driver_breakdown = 4;
-static_assert(recording_version >= first_version_with_driver_breakdown);
+/// The first version whose allocator records may carry why the process polls.
+constexpr uint16_t first_version_with_polling_reason = 5;
+static_assert(recording_version >= first_version_with_polling_reason);
 
 // Allocator counters are stored in allocator_counters order, all of them in every version so
 // far. A new row there is a format change: bump recording_version and read the new counter
@@ -141,6 +147,10 @@ struct FlagWriter {
   void boolean(bool value, uint32_t bit) {
     if (value) bits |= bit;
   }
+  /// A string stored only when not empty: its bit says it follows (the walk reads it).
+  void nonempty(const std::string& text, uint32_t bit) {
+    if (!text.empty()) bits |= bit;
+  }
   /// An optional<bool>: one bit for presence, one for the value.
   void optional_bool(const std::optional<bool>& value, uint32_t has_bit, uint32_t value_bit) {
     if (value) bits |= has_bit;
@@ -161,6 +171,8 @@ struct FlagReader {
     }
   }
   void boolean(bool& value, uint32_t bit) const { value = (bits & bit) != 0; }
+  /// The walk reads the string when the flag word returned by flags() has the bit.
+  void nonempty(std::string& /*text*/, uint32_t /*bit*/) const {}
   void optional_bool(std::optional<bool>& value, uint32_t has_bit, uint32_t value_bit) const {
     if ((bits & value_bit) != 0 && (bits & has_bit) == 0) {
       throw FormatError("MIG value without presence bit");
@@ -284,14 +296,23 @@ void walk_allocator(Io& io, Allocator& a, int64_t timestamp_ns) {
   io.s32(a.cuda_device, "CUDA device");
   io.str(a.device_uuid);
   for (const AllocatorCounter& counter : allocator_counters) io.u64(a.*counter.member);
-  const bool breakdowns = io.since(first_version_with_driver_breakdown);
-  io.flags(breakdowns ? AllocatorKnownFlags : AllocatorKnownFlagsBefore4, "allocator",
-           [&](auto& f) {
-             f.boolean(a.polling_only, AllocatorPollingOnly);
-             f.present(a.breakdown, AllocatorHasBreakdown);
-           });
+  const uint32_t known = io.since(first_version_with_polling_reason) ? AllocatorKnownFlags
+                         : io.since(first_version_with_driver_breakdown)
+                             ? AllocatorKnownFlagsBefore5
+                             : AllocatorKnownFlagsBefore4;
+  const uint32_t bits = io.flags(known, "allocator", [&](auto& f) {
+    f.boolean(a.polling_only, AllocatorPollingOnly);
+    f.present(a.breakdown, AllocatorHasBreakdown);
+    f.nonempty(a.polling_reason, AllocatorHasPollingReason);
+  });
   io.time(a.updated_ns, timestamp_ns);
   if (a.breakdown) walk_breakdown(io, *a.breakdown);
+  // A string code (the reason repeats, so each sample after the first stores a table index).
+  if ((bits & AllocatorHasPollingReason) != 0) {
+    io.text(a.polling_reason, "polling reason");
+  } else {
+    io.absent(a.polling_reason);
+  }
 }
 
 template <typename Io, typename Step>
@@ -364,11 +385,14 @@ class Emitter {
     if (value) u(*value);
   }
   template <typename Fn>
-  void flags(uint32_t /*known*/, const char* /*what*/, Fn&& name_bits) {
+  uint32_t flags(uint32_t /*known*/, const char* /*what*/, Fn&& name_bits) {
     FlagWriter writer;
     name_bits(writer);
     u(writer.bits);
+    return writer.bits;
   }
+  /// A string its flag says is there (never empty).
+  void text(const std::string& value, const char* /*what*/) { str(value); }
   template <typename T, typename Fn>
   void list(const std::vector<T>& items, uint32_t /*maximum*/, const char* /*what*/, Fn&& each) {
     u(items.size());
@@ -378,6 +402,7 @@ class Emitter {
   bool since(uint16_t /*version*/) const { return true; }
   template <typename T>
   void absent(const std::optional<T>& /*value*/) {}
+  void absent(const std::string& /*value*/) {}
 
   void sample(const SystemSample& sample, int64_t base_timestamp_ns) {
     walk_sample(*this, sample, base_timestamp_ns);
@@ -643,9 +668,20 @@ class Cursor {
     }
   }
   template <typename Fn>
-  void flags(uint32_t known, const char* what, Fn&& name_bits) {
+  uint32_t flags(uint32_t known, const char* what, Fn&& name_bits) {
     FlagReader reader{read_flags(known, what)};
     name_bits(reader);
+    return reader.bits;
+  }
+  /// A string its flag says is there: an empty one is a damaged record.
+  void text(std::string& out, const char* what) {
+    str(out);
+    if (out.empty()) empty_text(what);
+  }
+
+  /// Throws "empty <what>".
+  [[noreturn, gnu::noinline, gnu::cold]] static void empty_text(const char* what) {
+    throw FormatError(std::string("empty ") + what);
   }
   template <typename T, typename Fn>
   void list(std::vector<T>& items, uint32_t maximum, const char* what, Fn&& each) {
@@ -659,6 +695,7 @@ class Cursor {
   void absent(std::optional<T>& out) {
     out.reset();
   }
+  void absent(std::string& out) { out.clear(); }
 
   void sample(SystemSample& out, int64_t base_timestamp_ns) {
     walk_sample(*this, out, base_timestamp_ns);

@@ -75,6 +75,11 @@ vramscope::SystemSample seed_sample(int index) {
     parts.unsettled_count = static_cast<uint32_t>(index);
     a.breakdown = parts;
   }
+  // Format 5: a polling agent says why on every third sample (after a breakdown on some).
+  if (index % 3 == 1) {
+    a.polling_only = true;
+    a.polling_reason = "no C++ compiler to build the agent for torch 2.16.0; install one";
+  }
   s.allocators.push_back(a);
   if (index % 3 == 0) {
     vramscope::StepRecord step;

@@ -398,7 +398,7 @@ TEST(CliRecord, ARecordedFrameShowsTheAgentsSettledNonPyTorchNotTheGapOfOneInsta
   EXPECT_EQ(paired.legend, "non-torch 528M");
   const CliResult show = run_cli(dir, {"show", "--json", dir.file("paired.vsrec")});
   const json summary = json::parse(show.out);
-  EXPECT_EQ(summary["format_version"], 4) << show.out;
+  EXPECT_EQ(summary["format_version"], format::recording_version) << show.out;
   EXPECT_EQ(summary["processes"][0]["driver_parts_at_peak"]["non_pytorch_bytes"], 528 * mib)
       << show.out;
   // The text names the settled parts at the process's peak; a recording without a pairing has

@@ -61,7 +61,7 @@ inline std::string dump(const SystemSample& s) {
         << " spa=" << a.step_peak_allocated_bytes << " spr=" << a.step_peak_reserved_bytes
         << " ooms=" << a.oom_count << " events=" << a.event_count
         << " dropped=" << a.dropped_event_count << " polling=" << a.polling_only
-        << " updated=" << a.updated_ns << "\n";
+        << " reason=" << a.polling_reason << " updated=" << a.updated_ns << "\n";
     if (const auto& b = a.breakdown) {
       out << "  parts";
       for (const BreakdownField& field : breakdown_fields) {
@@ -197,6 +197,10 @@ inline SystemSample make_sample(uint64_t seed, int gpus = 1, int processes = 8) 
     alloc.event_count = seed * 1000 + 17;
     alloc.dropped_event_count = seed % 9;
     alloc.polling_only = a % 2 == 1;
+    // Most polling agents say why (format 5); one seed in four is an older agent that does not.
+    if (alloc.polling_only && seed % 4 != 3) {
+      alloc.polling_reason = "polls: reason " + std::to_string(seed % 3) + " \xE2\x80\x94 fix";
+    }
     alloc.updated_ns = s.timestamp_ns - 3'000'000;
     // Two seeds in three: the agent's settled driver breakdown, its optional parts varying.
     if ((seed + a) % 3 != 1) {

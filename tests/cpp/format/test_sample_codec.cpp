@@ -427,6 +427,54 @@ TEST(SampleCodec, BreakdownFlagsAreRefusedWhereTheirVersionHasNone) {
   EXPECT_THROW(decode_one(announced), FormatError);
 }
 
+/// one_allocator_sample() whose agent polls and says why (`reason`; "" for an older agent).
+SystemSample polling_sample(bool with_breakdown, const std::string& reason) {
+  SystemSample sample = one_allocator_sample(with_breakdown);
+  sample.allocators[0].polling_only = true;
+  sample.allocators[0].polling_reason = reason;
+  return sample;
+}
+
+TEST(SampleCodec, PollingReasonsRoundTripAndNeverLingerInAReusedSample) {
+  const SystemSample paired = polling_sample(true, "cudaMallocAsync allocator has no trace events");
+  const SystemSample python = polling_sample(false, "no C++ compiler: apt install g++ \xC3\xA9");
+  const SystemSample unsaid = polling_sample(false, "");
+  const SystemSample exact = one_allocator_sample(false);
+  const auto decoded = round_trip({paired, python, unsaid, python, exact});
+  ASSERT_EQ(decoded.size(), 5U);
+  EXPECT_EQ(decoded[0], paired);
+  EXPECT_EQ(decoded[1], python);
+  EXPECT_EQ(decoded[2], unsaid);
+  EXPECT_EQ(decoded[3], python);
+  EXPECT_EQ(decoded[4], exact);
+  // The decoder fills a sample reused from the previous one, as the readers do.
+  SampleDecoder decoder;
+  SystemSample reused;
+  for (const SystemSample* want :
+       std::initializer_list<const SystemSample*>{&python, &exact, &paired, &unsaid}) {
+    const std::string bytes = encode_one(*want);
+    std::string_view cursor = bytes;
+    decoder.decode(cursor, 5'000'000'000, reused);
+    EXPECT_EQ(reused, *want);
+  }
+}
+
+TEST(SampleCodec, PollingReasonFlagIsRefusedWhereItsVersionHasNone) {
+  const std::string with = encode_one(polling_sample(false, "x"));
+  EXPECT_EQ(decode_one(with).allocators.at(0).polling_reason, "x");
+  EXPECT_THROW(decode_one(with, 4), FormatError) << "version 4 knows no reason";
+  const SystemSample older = decode_one(encode_one(polling_sample(true, "")), 4);
+  EXPECT_TRUE(older.allocators.at(0).polling_only);
+  EXPECT_EQ(older.allocators.at(0).polling_reason, "");
+  // A reason announced but empty is no record a writer makes. The sample ends with the reason
+  // (a literal added to the table: code 1, length 1, "x"), then no steps and no OOMs.
+  ASSERT_EQ(with.substr(with.size() - 5), "\x01\x01x\x00\x00"s);
+  std::string empty = with.substr(0, with.size() - 5) + "\x00\x00\x00"s;
+  ASSERT_LT(static_cast<unsigned char>(empty[0]), 0x80U) << "a one-byte sample length";
+  empty[0] = static_cast<char>(empty[0] - 2);
+  EXPECT_THROW(decode_one(empty), FormatError);
+}
+
 TEST(SampleCodec, ExactSampleDecodesCleanly) {
   // The same shape as the hostile cases above, well formed: guards against the hostile cases
   // throwing for the wrong reason.

@@ -1,9 +1,9 @@
 # tests/cpp/format/tests.cmake -- the generator of the checked-in compatibility recording.
-# `make_v4_small OUT` writes tests/data/recordings/v4_small.vsrec (docs/recording-format.md).
-add_executable(make_v4_small ${CMAKE_CURRENT_SOURCE_DIR}/format/make_v4_small.cpp)
-target_link_libraries(make_v4_small PRIVATE vramscope::layers)
-target_include_directories(make_v4_small PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-vramscope_warnings(make_v4_small)
+# `make_v5_small OUT` writes tests/data/recordings/v5_small.vsrec (docs/recording-format.md).
+add_executable(make_v5_small ${CMAKE_CURRENT_SOURCE_DIR}/format/make_v5_small.cpp)
+target_link_libraries(make_v5_small PRIVATE vramscope::layers)
+target_include_directories(make_v5_small PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+vramscope_warnings(make_v5_small)
 
 # The data folder is compiled in as well: gtest_discover_tests' ENVIRONMENT property does not reach
 # the tests while LABELS holds a list (the POST_BUILD discovery flattens it).

@@ -3,8 +3,9 @@
 # A child Python whose torch has no library in this vramscope and no compiler to build one (the
 # session's real fallback, as on the GPU machine of issue 43) polls scripted counters; the built
 # CLI, sampling the NVML test double, must show that process's numbers marked sampled, with the
-# reason and its fix, where they are shown. Needs the built binary and NVML double
-# ($VRAMSCOPE_CLI / $VRAMSCOPE_BUILD_DIR, tests/python/_exporter_paths.py) and the extension.
+# reason and its fix, where they are shown: top, the table, JSON, and a recording's replay.
+# Needs the built binary and NVML double ($VRAMSCOPE_CLI / $VRAMSCOPE_BUILD_DIR,
+# tests/python/_exporter_paths.py) and the extension.
 from __future__ import annotations
 
 import json
@@ -121,6 +122,14 @@ def test_a_polling_process_is_shown_marked_with_its_reason_and_fix(tmp_path):
         assert "torch (polled): alloc 1024MiB  reserved 4096MiB" in table, table
         assert (f"pid {pid}: polling mode, peaks sampled (the highest its polls saw, not "
                 f"exact): {reason}") in one_text(table), table
+
+        # record keeps what top showed: its replay marks the same peak and gives the reason.
+        recording = tmp_path / "run.vsrec"
+        cli("record", "-o", str(recording), "--interval", "20ms", "--duration", "100ms")
+        replay = cli("top", "--replay", str(recording), "--once", columns="120")
+        rows = [line for line in replay.splitlines() if line.split()[:1] == [str(pid)]]
+        assert len(rows) == 1 and "≥3.0G" in rows[0].split(), replay
+        assert f"pid {pid}: polling mode, peaks sampled (≥): {reason}" in one_text(replay), replay
     finally:
         child.stdin.close()
         child.wait(timeout=60)

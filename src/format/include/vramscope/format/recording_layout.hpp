@@ -74,7 +74,8 @@ namespace vramscope::format {
 /// Version 2 added flags and per-category bytes to step records (sample_codec.hpp).
 /// Version 3 replaced raw chunks by packed (zstd) chunks; the sample encoding is version 2's.
 /// Version 4 added the agent's settled driver breakdown to allocator records (sample_codec.hpp).
-inline constexpr uint16_t recording_version = 4;
+/// Version 5 added why a polling process polls to its allocator records (sample_codec.hpp).
+inline constexpr uint16_t recording_version = 5;
 /// The first version whose chunks are packed.
 inline constexpr uint16_t first_packed_version = 3;
 

@@ -14,7 +14,8 @@
 //     flags have bit 1 when the agent's settled driver breakdown follows its fields: paired_ns
 //     (s, whole: it changes at the agent's pairings, not per sample), driver, reserved,
 //     context, excess bytes, flags (presence of private pools, NCCL, other, first context),
-//     the present ones, NCCL version, unsettled count.
+//     the present ones, NCCL version, unsettled count. From version 5 bit 2 says that the
+//     polling reason follows (after the breakdown, when there is one), a non-empty str.
 //
 // String code: 0 = "", 1 = literal (varint length, bytes) added to the string table, 2 = literal
 // not added (the table is full), n >= 3 = table[n - 3]. The table lives for the whole file, so a
