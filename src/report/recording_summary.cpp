@@ -167,6 +167,10 @@ void RecordingSummary::add(const SystemSample& sample) {
         raise(peak.step_count, t.step);
         raise(peak.max_step_peak_allocated_bytes, t.step_peak_allocated_bytes);
       }
+      if (t.polling_only) {
+        peak.peaks_sampled = true;
+        if (!t.polling_reason.empty()) set_text(peak.polling_reason, t.polling_reason);
+      }
     }
   }
   if (sample.steps.empty()) return;
@@ -244,16 +248,24 @@ std::string format_summary_text(const std::string& path, const RecordingMetadata
     out += "  pid " + std::to_string(p.pid) + " on GPU " + std::to_string(p.device_index) +
            ": used " + mib(p.peak_used_bytes);
     if (p.peak_used_bytes) out += " at " + offset_text(p.peak_offset_ns);
+    // A polling agent's peaks are the highest its polls saw: at least that.
+    const std::string at_least = p.peaks_sampled ? "≥" : "";
     if (p.torch_peak_allocated_bytes) {
-      out += ", torch alloc " + mib(p.torch_peak_allocated_bytes) + " resv " +
+      out += ", torch alloc " + at_least + mib(p.torch_peak_allocated_bytes) + " resv " + at_least +
              mib(p.torch_peak_reserved_bytes);
     }
     if (p.step_count) {
-      out += ", " + std::to_string(*p.step_count) + " steps, max step peak " +
+      out += ", " + std::to_string(*p.step_count) + " steps, max step peak " + at_least +
              mib(p.max_step_peak_allocated_bytes);
     }
     out += "\n";
     if (!p.command.empty()) out += "      " + fit_text(p.command, 74) + "\n";
+    if (p.peaks_sampled) {
+      // Wrapped, not cut: the reason ends in its fix.
+      std::string why = "≥: polling mode, peaks sampled, not exact";
+      if (!p.polling_reason.empty()) why += ": " + p.polling_reason;
+      for (const std::string& line : wrap_text(why, 74)) out += "      " + line + "\n";
+    }
     if (p.parts_at_peak) {
       // What the driver charged beyond torch at that peak, from the agent's settled pairing.
       const DriverBreakdown& b = *p.parts_at_peak;
@@ -313,7 +325,9 @@ std::string format_summary_json(const std::string& path, const RecordingMetadata
              {"step_count", or_null(p.step_count)},
              {"max_step_peak_allocated_bytes", or_null(p.max_step_peak_allocated_bytes)},
              {"category_step", or_null(p.category_step)},
-             {"category_step_bytes", category_json(p.category_step_bytes)}});
+             {"category_step_bytes", category_json(p.category_step_bytes)},
+             {"peaks_sampled", p.peaks_sampled},
+             {"polling_reason", text_or_null(p.polling_reason)}});
   }
   const bool empty = summary.sample_count() == 0;
   json doc;

@@ -194,6 +194,8 @@ void RecordingSummary::merge(const RecordingSummary& later) {
       a.category_step = b.category_step;
       a.category_step_bytes = b.category_step_bytes;
     }
+    a.peaks_sampled = a.peaks_sampled || b.peaks_sampled;
+    if (!b.polling_reason.empty()) set_text(a.polling_reason, b.polling_reason);
   }
 }
 
@@ -207,11 +209,18 @@ std::string RecordingSummary::serialize() const {
   for (const auto& [key, p] : m_processes) {
     Json categories = nullptr;
     if (p.category_step_bytes) categories = *p.category_step_bytes;
-    processes.push_back(Json::array(
+    Json entry = Json::array(
         {p.pid, p.device_uuid, p.device_index, p.command, opt(p.peak_used_bytes), p.peak_offset_ns,
          opt(p.torch_peak_allocated_bytes), opt(p.torch_peak_reserved_bytes), opt(p.step_count),
          opt(p.max_step_peak_allocated_bytes), opt(p.category_step),
-         opt(p.category_step_peak_requested_bytes), categories, parts_array(p.parts_at_peak)}));
+         opt(p.category_step_peak_requested_bytes), categories, parts_array(p.parts_at_peak)});
+    // Only for a polling process, so that other entries stay as they were: its peaks are
+    // sampled, and why.
+    if (p.peaks_sampled) {
+      entry.push_back(true);
+      entry.push_back(p.polling_reason);
+    }
+    processes.push_back(std::move(entry));
   }
   Json doc = {{"v", 1},          {"n", m_sample_count}, {"start", m_start_ns},
               {"end", m_end_ns}, {"ooms", m_oom_count}, {"d", devices},
@@ -270,10 +279,17 @@ std::optional<RecordingSummary> RecordingSummary::parse(std::string_view bytes) 
       // Added after the first digests, at the end so that earlier readers ignore it: a digest
       // without it has no breakdown at the peak.
       if (p.size() > 13 && !p.at(13).is_null()) peak.parts_at_peak = parts_from(p.at(13));
+      // Added after that, likewise: a polling process's sampled peaks and its reason.
+      std::string reason;
+      if (p.size() > 14) {
+        peak.peaks_sampled = p.at(14).get<bool>();
+        reason = p.at(15).get<std::string>();
+      }
       ProcessPeak* const kept = s.process(peak.pid, peak.device_uuid, peak.device_index);
       if (kept == nullptr) continue;
       *kept = peak;
       s.set_text(kept->command, command);
+      s.set_text(kept->polling_reason, reason);
     }
     // Impossible peaks are no summary: the segment is read instead (summary_plausible.hpp).
     if (!implausible_bytes(s).empty()) return std::nullopt;

@@ -281,6 +281,43 @@ TEST(RecordingSummary, NamesTheNonPyTorchBytesAtEachProcesssUsedPeak) {
             std::string::npos);
 }
 
+TEST(RecordingSummary, APollingProcesssPeaksAreMarkedSampledWithItsReason) {
+  RecordingSummary summary;
+  SystemSample s = make_two_gpu_sample();
+  s.allocators[0].step = 3;
+  s.allocators[0].step_peak_allocated_bytes = 21000 * mib;
+  summary.add(s);
+  RecordingMetadata metadata;
+  const std::string exact = format_summary_text("p.vsrec", metadata, summary, {});
+  EXPECT_EQ(exact.find("≥"), std::string::npos) << exact;
+  s.timestamp_ns += 1'000'000'000;
+  s.allocators[0].polling_only = true;
+  s.allocators[0].polling_reason =
+      "no C++ compiler (c++, g++ or clang++; or $CXX) to build the agent for torch "
+      "2.16.0+cu130, which this vramscope carries none for; install one (Debian/Ubuntu: apt "
+      "install g++; Fedora/RHEL: dnf install gcc-c++)";
+  summary.add(s);
+  const std::string text = format_summary_text("p.vsrec", metadata, summary, {});
+  EXPECT_NE(text.find("torch alloc ≥20480MiB resv ≥24576MiB, 3 steps, max step peak ≥21000MiB"),
+            std::string::npos)
+      << text;
+  // The reason wrapped whole under the process: its fix is its end.
+  EXPECT_NE(text.find("      ≥: polling mode, peaks sampled, not exact: no C++ compiler"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("dnf install gcc-c++)\n"), std::string::npos) << text;
+  const nlohmann::json doc =
+      nlohmann::json::parse(format_summary_json("p.vsrec", metadata, summary, {}));
+  for (const auto& p : doc["processes"]) {
+    EXPECT_EQ(p["peaks_sampled"], p["pid"] == 4021) << p;
+    if (p["pid"] == 4021) {
+      EXPECT_EQ(p["polling_reason"], s.allocators[0].polling_reason);
+    } else {
+      EXPECT_EQ(p["polling_reason"], nullptr);
+    }
+  }
+}
+
 // A GPU of 2^50 bytes (the most a reader takes) showed as "107374...": a right-aligned cell
 // too wide for its column keeps its last digits after a leading "…" (docs/security.md).
 TEST(RecordingSummary, TooWideNumbersKeepTheirLastDigits) {

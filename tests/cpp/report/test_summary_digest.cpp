@@ -151,6 +151,41 @@ TEST(SummaryDigest, MergedDigestsEqualReadingEverySample) {
   EXPECT_NE(scanned.find("\"driver_parts_at_peak\": {"), std::string::npos) << scanned;
 }
 
+TEST(SummaryDigest, APollingProcessIsSampledInTheMergedDigestsAsInEverySample) {
+  ScratchFile file;
+  RecordingWriterOptions options;
+  options.overwrite = true;
+  options.sync_each_chunk = false;
+  options.segment_bytes = 16U << 10U;  // many segments
+  options.digest = std::make_shared<SummaryDigest>();
+  auto writer = RecordingWriter::create(file.path(), RecordingMetadata{}, options);
+  std::vector<SystemSample> run = varied_run(1500);
+  // The trainer polls from the middle on, says why only later, then changes its reason.
+  for (std::size_t i = 750; i < run.size(); ++i) {
+    run[i].allocators[0].polling_only = true;
+    if (i >= 1000) run[i].allocators[0].polling_reason = i < 1200 ? "first reason" : "last: fix";
+  }
+  for (const SystemSample& s : run) {
+    writer->append(s);
+    writer->flush();
+  }
+  writer->close();
+  std::size_t segments = 0;
+  const std::optional<RecordingSummary> merged = merged_digests(file.path(), &segments);
+  ASSERT_TRUE(merged.has_value());
+  EXPECT_GT(segments, 5U);
+  const std::string scanned = summary_json(file.path());
+  EXPECT_EQ(
+      format_summary_json("x.vsrec", RecordingReader::open(file.path())->metadata(), *merged, {}),
+      scanned);
+  const nlohmann::json doc = nlohmann::json::parse(scanned);
+  for (const auto& p : doc["processes"]) {
+    const bool trainer = p["pid"] == 4021;
+    EXPECT_EQ(p["peaks_sampled"], trainer) << p;
+    EXPECT_EQ(p["polling_reason"], trainer ? nlohmann::json("last: fix") : nlohmann::json()) << p;
+  }
+}
+
 TEST(SummaryDigest, SerializesAndParsesBack) {
   RecordingSummary summary;
   for (const SystemSample& s : varied_run(50)) summary.add(s);

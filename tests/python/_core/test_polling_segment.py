@@ -3,7 +3,7 @@
 # A child Python whose torch has no library in this vramscope and no compiler to build one (the
 # session's real fallback, as on the GPU machine of issue 43) polls scripted counters; the built
 # CLI, sampling the NVML test double, must show that process's numbers marked sampled, with the
-# reason and its fix, where they are shown: top, the table, JSON, and a recording's replay.
+# reason and its fix, where they are shown: top, the table, JSON, a recording's replay and show.
 # Needs the built binary and NVML double ($VRAMSCOPE_CLI / $VRAMSCOPE_BUILD_DIR,
 # tests/python/_exporter_paths.py) and the extension.
 from __future__ import annotations
@@ -130,6 +130,10 @@ def test_a_polling_process_is_shown_marked_with_its_reason_and_fix(tmp_path):
         rows = [line for line in replay.splitlines() if line.split()[:1] == [str(pid)]]
         assert len(rows) == 1 and "≥3.0G" in rows[0].split(), replay
         assert f"pid {pid}: polling mode, peaks sampled (≥): {reason}" in one_text(replay), replay
+        # show's summary of it marks the peaks and gives the reason too.
+        shown = cli("show", str(recording))
+        assert "torch alloc ≥3072MiB resv ≥4096MiB, 1 steps, max step peak ≥3072MiB" in shown, shown
+        assert f"≥: polling mode, peaks sampled, not exact: {reason}" in one_text(shown), shown
     finally:
         child.stdin.close()
         child.wait(timeout=60)

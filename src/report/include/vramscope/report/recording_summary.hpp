@@ -53,6 +53,11 @@ struct ProcessPeak {
   std::optional<uint64_t> category_step;
   std::optional<uint64_t> category_step_peak_requested_bytes;
   std::optional<CategoryBytes> category_step_bytes;
+  /// Did its agent poll in any sample (no allocator events), so that its torch and step peaks
+  /// are the highest its polls saw, at least what is shown? And the last reason it gave (empty
+  /// when it did not say, or a recording older than format 5).
+  bool peaks_sampled = false;
+  std::string polling_reason;
 };
 
 /// What one summary keeps at most, whatever the recording holds: a forged file may name new
