@@ -138,6 +138,12 @@ fi
 # The distributable wheel is what the Python tests use: built once (the agent against the
 # installed torch), installed here, and installed again by tests/wheel into a fresh venv.
 echo "building the wheel: the CLI and the agent (minutes the first time, seconds after)"
+# Its torch-facing libraries for the torch releases the tests load (tests/wheel's TORCHES, the
+# venv's own among them), not all of tools/torch-versions.txt: each other release is one more
+# download and compile that no test here reads (tools/build-wheel.sh makes the whole wheel).
+VRAMSCOPE_TORCH_VERSIONS="$("$py" -c 'import sys; sys.path.insert(0, "tests/wheel")
+import torch_venvs; print(" ".join(torch_venvs.TORCHES))')"
+export VRAMSCOPE_TORCH_VERSIONS
 if with_progress build/wheel.log tools/build-wheel.sh && wheel="$(tail -n 1 build/wheel.log)" \
     && [[ -f "$wheel" ]] \
     && "$py" -m pip install -q --force-reinstall --no-deps "$wheel" >build/pip.log 2>&1; then

@@ -69,3 +69,14 @@ inline void limit_cpu_seconds(rlim_t dev_seconds) {
                       "check it, TSan slows it 14-fold or more and has no race to find here"; \
     }                                                                                         \
   } while (false)
+
+/// Skips the calling test under ThreadSanitizer: an exhaustive sweep of single-threaded code (a
+/// file cut at every byte, read back each time), which TSan slows 14-fold or more (160 s of the
+/// TSan suite for one test) and has no race to find in; the dev and ASan builds run it.
+#define VRAMSCOPE_SKIP_SINGLE_THREADED_SWEEP_UNDER_TSAN()                                     \
+  do {                                                                                        \
+    if (::vramscope::testing::thread_sanitized_build) {                                       \
+      GTEST_SKIP() << "an exhaustive sweep of single-threaded code: the dev and ASan builds " \
+                      "run it, TSan slows it 14-fold or more and has no race to find here";   \
+    }                                                                                         \
+  } while (false)

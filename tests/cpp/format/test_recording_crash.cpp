@@ -10,6 +10,7 @@
 
 #include <optional>
 
+#include "build_limits.hpp"
 #include "format/fixtures.hpp"
 #include "format/temp_dir.hpp"
 #include "vramscope/format/recording.hpp"
@@ -88,6 +89,7 @@ TEST(RecordingCrash, SigkillKeepsEveryFlushedChunk) {
 TEST(RecordingCrash, SigkillWithSyncEachChunk) { kill_after_chunks(4, /*sync=*/true); }
 
 TEST(RecordingCrash, ACutAnywhereInPackedChunksLosesAtMostTheChunkBeingWritten) {
+  VRAMSCOPE_SKIP_SINGLE_THREADED_SWEEP_UNDER_TSAN();
   // Samples 100 ms apart, packed as `vramscope record` packs them: a chunk is closed before a
   // sample that would come a second (record_chunk_window_ns) or more after its first, so ten
   // samples make a chunk. Small segments put index and key chunks in the file too. A crash
