@@ -28,7 +28,7 @@ from .._core.units import format_bytes
 from ..attribution.model_probe import STATE_PER_PARAMETER, block_lists, parameter_summary
 from ..predict.fit import CudaDevice
 from ..predict.model import MemoryModel, Probe, fit_model
-from ..predict.search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
+from ..predict.search import FitResult, ProbeOutOfMemory, search
 from ..predict.window import allocator_retries
 from .advice import Measured, MeasuredRemedy, OomEvidence
 from .scene import Inputs, OomScene, slice_inputs
@@ -179,10 +179,6 @@ def _measure_fn(runner: _Runner, device: Any, opt: OptimizerStep,
 
 def _need(model: MemoryModel | None, size: int) -> int | None:
     return model.predict(size).need_bytes if model is not None else None
-
-
-def _usable(budget: int) -> int:
-    return int(budget * (1.0 - DEFAULT_MARGIN))
 
 
 def _two_sizes(result: FitResult) -> list[int]:
@@ -387,7 +383,3 @@ def _optimizer_only(scene: OomScene, e: OomEvidence, device: Any, began: float) 
                            "stack): no smaller batch is measured"],
                     seconds=time.monotonic() - began)
 
-
-def fits(need_bytes: int, budget_bytes: int) -> bool:
-    """Does a measured need fit the budget with the search's kept share?"""
-    return need_bytes <= _usable(budget_bytes)
