@@ -17,6 +17,7 @@ import pytest
 from vramscope.predict.cli import main, parse_budget
 
 from conftest import child_env
+from test_probe_process import gone
 
 GiB = 1 << 30
 
@@ -212,21 +213,9 @@ def test_sigterm_kills_the_probes_group_on_the_way_out(tmp_path):
     assert fit_process.returncode == 128 + signal.SIGTERM
     assert "stopped by SIGTERM; the probe's process group was killed" in err
     for pid in pids:
-        assert ends(pid), f"pid {pid} of the probe is still running"
+        assert gone(pid), f"pid {pid} of the probe is still running"
 
 
-def ends(pid: int, within_s: float = 30.0) -> bool:
-    """Does ``pid`` end within ``within_s`` (a pidfd says when)?"""
-    import select
-
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], within_s)[0])
-    finally:
-        os.close(fd)
 
 
 # ---- the probe's side: the report it writes when the program ends
