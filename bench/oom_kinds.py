@@ -40,6 +40,18 @@ def _batch(default: int, advice: dict) -> int:
     return int(advice["batch_size"]) if advice.get("kind") == "batch_size" else default
 
 
+def _length(length: int, advice: dict) -> int:
+    """A sequence length the program wants, cut to the advised cap."""
+    return min(length, int(advice["max_length"])) if advice.get("kind") == "sequence_length" \
+        else length
+
+
+def _side(side: int, advice: dict) -> int:
+    """An image side the program wants (square images), cut to the advised cap."""
+    return min(side, int(min(advice["max_size"]))) if advice.get("kind") == "image_size" \
+        else side
+
+
 def _chunks(batch: int, advice: dict) -> list[int]:
     """A batch the program wants, in pieces no larger than the advised batch."""
     most = int(advice["batch_size"]) if advice.get("kind") == "batch_size" else batch
@@ -104,7 +116,7 @@ def t5_seq(advice: dict) -> None:
     b = _batch(32, advice)
     lengths = (256, 512, 1024, 2048)
     _train(torch, model, lambda x: model(input_ids=x[0], labels=x[1]).loss,
-           lambda i: (torch.randint(0, 32000, (b, lengths[i]), device="cuda"),
+           lambda i: (torch.randint(0, 32000, (b, _length(lengths[i], advice)), device="cuda"),
                       torch.randint(0, 32000, (b, 128), device="cuda")), 4, False, advice)
 
 
@@ -115,10 +127,31 @@ def gpt2_generate(advice: dict) -> None:
 
     model = GPT2LMHeadModel(GPT2Config()).cuda().eval()
     b = _batch(192, advice)
+    new = int(advice["max_new_tokens"]) if advice.get("kind") == "max_new_tokens" else 1024
     with torch.no_grad(), _autocast(torch, False, advice):
-        model.generate(torch.randint(0, 50257, (b, 16), device="cuda"), max_new_tokens=1024,
-                       min_new_tokens=1024, do_sample=False, pad_token_id=0)
+        model.generate(torch.randint(0, 50257, (b, 16), device="cuda"), max_new_tokens=new,
+                       min_new_tokens=new, do_sample=False, pad_token_id=0)
     torch.cuda.synchronize()
+
+
+def gpt2_seq_growth(advice: dict) -> None:
+    """A causal LM fine-tuned on longer and longer sequences (a length curriculum: 128, 256,
+    512, 768, 1024 at batch 48), fp32, AdamW, 10 GiB: it runs out part-way, and the steps after
+    the failing one are longer still."""
+    torch = _setup(10, advice)
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel(GPT2Config()).cuda()
+    b = _batch(48, advice)
+    lengths = (128, 256, 512, 768, 1024)
+
+    def ids(i):
+        x = torch.randint(0, 50257, (b, _length(lengths[i], advice)), device="cuda")
+        return x, torch.ones_like(x)
+
+    _train(torch, model,
+           lambda x: model(input_ids=x[0], attention_mask=x[1], labels=x[0]).loss,
+           ids, len(lengths), False, advice)
 
 
 def bert_large_amp(advice: dict) -> None:
@@ -182,7 +215,8 @@ def vit_growth(advice: dict) -> None:
     sides = (224, 320, 448, 640)
     _train(torch, model,
            lambda x: torch.nn.functional.cross_entropy(model(x[0]), x[1]),
-           lambda i: (torch.randn(b, 3, sides[i], sides[i], device="cuda"),
+           lambda i: (torch.randn(b, 3, _side(sides[i], advice), _side(sides[i], advice),
+                                  device="cuda"),
                       torch.randint(0, 1000, (b,), device="cuda")), 4, False, advice)
 
 
@@ -239,6 +273,7 @@ PROGRAMS = {
     "vit_amp": lambda a: vision("vit_b_16", 384, 14, True, a),
     "cnn_fp32": lambda a: vision("resnet152", 384, 10, False, a),
     "t5_seq": t5_seq,
+    "gpt2_seq_growth": gpt2_seq_growth,
     "gpt2_generate": gpt2_generate,
     "bert_large_amp": bert_large_amp,
     "backward_oom": backward_oom,

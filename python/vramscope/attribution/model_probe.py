@@ -24,7 +24,7 @@ import sys
 import threading
 import types
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import FrameType
 from typing import Any
 
@@ -50,20 +50,27 @@ def _tensor_type() -> Any:
     return getattr(torch, "Tensor", None) if torch is not None else None
 
 
-def input_shape(args: Any, kwargs: Any = None) -> tuple[int, ...] | None:
-    """The shape of the first tensor among ``args`` then ``kwargs`` values (one level into
-    lists, tuples and dicts: a batch dict of input_ids and labels); None if none."""
+def first_tensor(args: Any, kwargs: Any = None) -> Any:
+    """The first tensor of at least one dimension among ``args`` then ``kwargs`` values (one
+    level into lists, tuples and mappings: a batch dict of input_ids and labels); None if
+    none. The model's input whose shape is kept, and which the OOM post-mortem cuts."""
     tensor = _tensor_type()
     if tensor is None:
         return None
     values: list[Any] = list(args or ()) + list((kwargs or {}).values())
     for value in values:
-        inner = value.values() if isinstance(value, dict) else (
+        inner = value.values() if isinstance(value, Mapping) else (
             value if isinstance(value, (list, tuple)) else (value,))
         for item in inner:
             if isinstance(item, tensor) and item.dim() >= 1:
-                return tuple(int(d) for d in item.shape)
+                return item
     return None
+
+
+def input_shape(args: Any, kwargs: Any = None) -> tuple[int, ...] | None:
+    """The shape of that first tensor; None if none."""
+    item = first_tensor(args, kwargs)
+    return tuple(int(d) for d in item.shape) if item is not None else None
 
 
 def leading_dim(args: Any, kwargs: Any = None) -> int | None:

@@ -11,14 +11,23 @@ that fits: advice and fit read one model.
 Each remedy is measured the same way before it is ranked: activation checkpointing on the block
 list found, autocast, a lighter optimizer (the same slices, another optimizer step). A remedy is
 promised to fit only when its need, by the model through its own probes, fits the budget.
+
+Where the input grew from step to step in another dimension than the batch (a longer sequence, a
+larger image: the model probe keeps the input's shape per batch size), a later step may be
+larger still, so the remedy that holds for the rest of the run is a cap on what grew: the
+largest size of that dimension that runs at the failing batch, found by running the step at
+sizes between the past step's and the failing one (each answer one that ran, never one
+extrapolated). Inside ``generate()`` the same search runs over its new tokens.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 import gc
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -28,15 +37,23 @@ from .._core.units import format_bytes
 from ..attribution.model_probe import STATE_PER_PARAMETER, block_lists, parameter_summary
 from ..predict.fit import CudaDevice
 from ..predict.model import MemoryModel, Probe, fit_model
-from ..predict.search import FitResult, ProbeOutOfMemory, search
+from ..predict.search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
 from ..predict.window import allocator_retries
 from .advice import Measured, MeasuredRemedy, OomEvidence
-from .scene import Inputs, OomScene, slice_inputs
+from .remedies import grown_dims
+from .scene import Inputs, OomScene, resize_inputs, slice_inputs
 
 __all__ = ["measure", "OptimizerStep", "CudaDevice"]
 
 #: Probes of one search (each one forward and backward at a slice of the batch).
 MAX_PROBES = 6
+#: Probes of a cap's search (a dimension that grew, generate()'s new tokens), each one at the
+#: failing batch.
+MAX_CAP_PROBES = 5
+#: A cap is a multiple of the past and failing sizes' common divisor, halved down to this (a
+#: ViT's patch, a CNN's stride divide both; 8 for sequences of 512 and 1024 would be finer
+#: than any user asks).
+CAP_STEP_MAX = 64
 #: Factored second moments keep about this share of the parameters' bytes (Adafactor).
 FACTORED_STATE_SHARE = 0.02
 
@@ -142,10 +159,14 @@ class _Runner:
         self.grad = grad
         self.autocast: Any = scene.autocast_dtype
         self.params = [p for p in scene.model.parameters()]
+        #: The arguments at a size (None: the batch cut to it): a cap's search sets another
+        #: dimension's size, or generate()'s new tokens, at the whole batch.
+        self.along: Callable[[int], tuple[tuple[Any, ...], dict[str, Any]]] | None = None
 
     def __call__(self, size: int) -> None:
         torch = sys.modules["torch"]
-        args, kwargs = slice_inputs(self.inputs, size)
+        args, kwargs = (slice_inputs(self.inputs, size) if self.along is None
+                        else self.along(size))
         cast = (torch.autocast("cuda", dtype=self.autocast) if self.autocast is not None
                 else contextlib.nullcontext())
         try:
@@ -216,6 +237,147 @@ def _checkpointing(model: Any, path: str) -> Callable[[], Callable[[], None]]:
                 child.__dict__.pop("forward", None)
         return undo
     return setup
+
+
+def grown(e: OomEvidence, inputs: Inputs) -> dict[int, tuple[int, int]]:
+    """dimension -> (its size at a past step of the same batch, now) for each non-leading
+    dimension of the failing input that grew; empty when none did, or when it is not known
+    (no past step at this batch, another input than the model probe saw)."""
+    now, past = e.input_shape, e.past_input_shape
+    first = inputs.first
+    if not now or not past or len(now) != len(past) or first is None or \
+            tuple(int(d) for d in first.shape) != tuple(now):
+        return {}
+    return {d: (past[d], now[d]) for d in range(1, len(now)) if now[d] > past[d]}
+
+
+def cap_step(sizes: list[tuple[int, int]]) -> int:
+    """The step of a cap's sizes: the common divisor of every past and failing size, halved
+    while it is even and above CAP_STEP_MAX (224 -> 448: 56, four 14-pixel patches)."""
+    step = 0
+    for past, now in sizes:
+        step = math.gcd(step, math.gcd(past, now))
+    while step > CAP_STEP_MAX and step % 2 == 0:
+        step //= 2
+    return max(1, step)
+
+
+def cap_search(measure: Callable[[int], Probe], low: int, high: int, high_need: int,
+               usable: float, step: int, late: Callable[[], bool]
+               ) -> tuple[int, Probe | None, str]:
+    """The largest multiple of ``step`` in [``low``, ``high``) whose step was measured to fit
+    ``usable`` (0 when ``low`` does not), that probe, and the sizes run in words. ``high``
+    needs ``high_need`` (more than usable). Regula falsi from below: a step's need is convex
+    in the size of a dimension (linear, or quadratic under attention), so the chord between a
+    size that fits and one that does not crosses the budget at a size that fits; each guess is
+    run, and the answer is the largest one that fit."""
+    ran: list[str] = []
+
+    def run(size: int) -> Probe | None:
+        try:
+            probe = measure(size)
+        except ProbeOutOfMemory:
+            ran.append(f"{size} (out of memory)")
+            return None
+        ran.append(f"{size} ({format_bytes(probe.must_fit_bytes)})")
+        return probe
+
+    best = run(low)
+    if best is None or best.must_fit_bytes > usable:
+        return 0, best, ", ".join(ran)
+    lo, lo_need, hi, hi_need = low, best.must_fit_bytes, high, max(high_need, int(usable) + 1)
+    for _ in range(MAX_CAP_PROBES - 1):
+        if hi - lo <= step or late():
+            break
+        guess = lo + (usable - lo_need) * (hi - lo) / (hi_need - lo_need)
+        size = min(max(int(guess) // step * step, lo + step), hi - step)
+        probe = run(size)
+        if probe is not None and probe.must_fit_bytes <= usable:
+            lo, lo_need, best = size, probe.must_fit_bytes, probe
+        else:
+            hi = size
+            hi_need = probe.must_fit_bytes if probe is not None else max(hi_need, lo_need + 1)
+            hi_need = max(hi_need, int(usable) + 1)
+    return lo, best, ", ".join(ran)
+
+
+def _input_cap(runner: _Runner, device: Any, opt: OptimizerStep,
+               sizes: dict[int, tuple[int, int]], need: int, usable: float,
+               late: Callable[[], bool]) -> MeasuredRemedy | str:
+    """The cap on the dimensions that grew: their largest size, at the failing batch, that
+    was run and fit (the first grown dimension's size; the others in proportion)."""
+    (lead, (past, now)), *_ = sorted(sizes.items())
+    step = cap_step(list(sizes.values()))
+
+    def at(size: int) -> dict[int, tuple[int, int]]:
+        return {d: (n, max(step, n * size // now // step * step)) for d, (_, n) in sizes.items()}
+
+    runner.along = lambda size: resize_inputs(runner.inputs, at(size))
+    window = device.window(runner)
+    try:
+        answer, probe, how = cap_search(lambda size: opt.adjust(*window(size)), past, now,
+                                        need, usable, step, late)
+    except Exception as exc:  # noqa: BLE001 -- the model refused the cut input
+        return f"the input cut to a smaller size did not run ({type(exc).__name__}: {exc})"
+    finally:
+        runner.along = None
+    if answer == 0 or probe is None:
+        return f"even the past step's size {past} does not fit at this batch ({how})"
+    batch = runner.inputs.batch_size
+    if len(sizes) == 1:
+        return MeasuredRemedy("sequence_length", {
+            "max_length": answer, "from_length": now, "dim": lead, "batch_size": batch},
+            probe.must_fit_bytes, f"run at sizes {how}")
+    cut = at(answer)
+    dims = sorted(sizes)
+    return MeasuredRemedy("image_size", {
+        "max_size": [cut[d][1] for d in dims], "from_size": [sizes[d][1] for d in dims],
+        "dims": dims, "batch_size": batch}, probe.must_fit_bytes, f"run at sizes {how}")
+
+
+def _new_tokens(kwargs: dict[str, Any]) -> int | None:
+    """The new tokens a generate() call asked for (max_new_tokens), None when not given."""
+    tokens = kwargs.get("max_new_tokens")
+    if tokens is None:
+        tokens = getattr(kwargs.get("generation_config"), "max_new_tokens", None)
+    return int(tokens) if isinstance(tokens, int) and tokens > 1 else None
+
+
+def _with_tokens(kwargs: dict[str, Any], tokens: int) -> dict[str, Any]:
+    """generate()'s keyword arguments with at most ``tokens`` new tokens (and the minimum no
+    higher), its generation config copied, not changed."""
+    out = dict(kwargs)
+    config = out.get("generation_config")
+    if config is not None:
+        out["generation_config"] = config = copy.deepcopy(config)
+        config.max_new_tokens = tokens
+        if (getattr(config, "min_new_tokens", None) or 0) > tokens:
+            config.min_new_tokens = tokens
+    if "max_new_tokens" in out:
+        out["max_new_tokens"] = tokens
+    if (out.get("min_new_tokens") or 0) > tokens:
+        out["min_new_tokens"] = tokens
+    return out
+
+
+def _token_cap(runner: _Runner, device: Any, tokens: int, need: int, usable: float,
+               late: Callable[[], bool]) -> MeasuredRemedy | str:
+    """Fewer new tokens for a generate() call, at its whole batch: the most that ran and fit."""
+    args, kwargs = runner.inputs.args, runner.inputs.kwargs
+    runner.along = lambda size: (args, _with_tokens(kwargs, size))
+    window = device.window(runner)
+    step = 8 if tokens >= 64 else 1
+    try:
+        answer, probe, how = cap_search(lambda size: window(size)[0], max(1, tokens // 16),
+                                        tokens, need, usable, step, late)
+    finally:
+        runner.along = None
+    if answer == 0 or probe is None:
+        return f"fewer new tokens: even {max(1, tokens // 16)} do not fit ({how})"
+    return MeasuredRemedy("max_new_tokens", {
+        "max_new_tokens": answer, "from_max_new_tokens": tokens,
+        "batch_size": runner.inputs.batch_size}, probe.must_fit_bytes,
+        f"generate() run with {how} new tokens")
 
 
 def _pick_inputs(scene: OomScene, grad: bool) -> tuple[Inputs | None, str]:
@@ -296,10 +458,21 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
 
         def late() -> bool:
             if time.monotonic() - began > deadline_s:
-                notes.append(f"measuring stopped after {deadline_s:.0f} s "
-                             "(VRAMSCOPE_OOM_MEASURE_SECONDS)")
+                if not any("VRAMSCOPE_OOM_MEASURE_SECONDS" in n for n in notes):
+                    notes.append(f"measuring stopped after {deadline_s:.0f} s "
+                                 "(VRAMSCOPE_OOM_MEASURE_SECONDS)")
                 return True
             return False
+
+        usable = budget * (1.0 - DEFAULT_MARGIN)
+        dims = grown(e, inputs) if scene.generate_kwargs is None else {}
+        if dims and need > usable and not late():
+            # First: a later step may grow further, and only a cap holds for it.
+            capped = _input_cap(runner, device, opt, dims, int(need), usable, late)
+            if isinstance(capped, str):
+                notes.append(f"a cap on what grew ({grown_dims(e)}): {capped}")
+            else:
+                remedies.append(capped)
 
         blocks = block_lists(scene.model)
         if grad and blocks and not late():
@@ -324,6 +497,13 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
             if variant is not None:
                 remedies.append(MeasuredRemedy("mixed_precision", {"dtype": "bfloat16"},
                                                variant.predict(size).need_bytes, how))
+        tokens = _new_tokens(scene.generate_kwargs) if scene.generate_kwargs else None
+        if tokens and need > usable and not late():
+            capped = _token_cap(runner, device, tokens, int(need), usable, late)
+            if isinstance(capped, str):
+                notes.append(capped)
+            else:
+                remedies.append(capped)
         if opt.state_full_bytes > 0 and raw:
             lighter = "SGD" if STATE_PER_PARAMETER.get(opt.name, 2) < 2 else "Adafactor"
             light = OptimizerStep(

@@ -41,8 +41,8 @@ AUTOCAST_KEPT_SHARE = 0.6
 MEASURED_MARGIN = DEFAULT_MARGIN
 #: Remedy kinds in the order they are preferred when several fit (see the module docstring).
 PRIORITY = ("leak", "other_processes", "expandable_segments", "empty_cache", "batch_grew",
-            "activation_checkpointing", "mixed_precision", "optimizer_state", "memory_fraction",
-            "batch_size", "generic")
+            "sequence_length", "image_size", "activation_checkpointing", "mixed_precision",
+            "optimizer_state", "memory_fraction", "batch_size", "max_new_tokens", "generic")
 
 
 @dataclasses.dataclass
@@ -499,7 +499,18 @@ _MEASURED_TITLES = {
                        "dtype=torch.bfloat16)",
     "optimizer_state": "use {optimizer} instead of {from_optimizer} (its state is what the "
                        "step lacks room for)",
+    "sequence_length": "cap the input's length (dimension {dim}) at {max_length} (the longest "
+                       "measured to fit at batch {batch_size}; the failing step had "
+                       "{from_length}, and it grew from step to step)",
+    "image_size": "cap the input's size (dimensions {dims_text}) at {max_size_text} (the "
+                  "largest measured to fit at batch {batch_size}; the failing step had "
+                  "{from_size_text}, and it grew from step to step)",
+    "max_new_tokens": "generate at most {max_new_tokens} new tokens (the most measured to fit "
+                      "at batch {batch_size}; the call asked for {from_max_new_tokens})",
 }
+#: Measured remedies that cap what grew from step to step, and so hold for the larger steps
+#: still to come; the others were measured at the failing step only.
+_CAPS = ("sequence_length", "image_size")
 
 
 def _usable(budget: int) -> int:
@@ -512,16 +523,25 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
     own need fits the budget, with the search's kept share."""
     out = []
     usable = _usable(e.budget_bytes)
+    ran = _peaks_by_batch(e.steps)
+    # What grew from step to step: the batch (past steps ran smaller ones), or another
+    # dimension of the input at the same batch. Then only a cap on it holds for later steps.
+    batch_grew = m.what == "batch_size" and bool(ran) and m.size > max(ran)
+    dims = "" if e.generating else grown_dims(e)
+    grew = (f"the batch grew from step to step ({max(ran)} -> {m.size})" if batch_grew else
+            f"the input grew from step to step ({dims})" if dims else "")
     for r in m.remedies:
         params = dict(r.params)
         fits = r.need_bytes <= usable
         recovers = max(0, m.need_bytes - r.need_bytes)
         if r.kind == "batch_size":
-            ran = _peaks_by_batch(e.steps)
             params["batch_grew"] = bool(ran) and int(params["from_batch_size"]) > max(ran)
+        caps = r.kind in _CAPS or (r.kind == "batch_size" and params["batch_grew"])
         where = params.get("modules")
         title = _MEASURED_TITLES[r.kind].format(
-            **params, where=(where or "the model") if where is not None else "the model")
+            **params, where=(where or "the model") if where is not None else "the model",
+            **{f"{k}_text": "×".join(map(str, params[k])) for k in ("dims", "max_size",
+                                                                   "from_size") if k in params})
         detail = (f"measured: the step needs ≈{format_bytes(r.need_bytes)} with it "
                   f"({r.basis}), ≈{format_bytes(m.need_bytes)} without, of a "
                   f"{format_bytes(e.budget_bytes)} budget")
@@ -530,6 +550,8 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
             rejected.append((r.kind, f"measured: needs ≈{format_bytes(r.need_bytes)} with it, "
                              f"more than the {format_bytes(usable)} usable of the budget"))
             continue
+        if grew and not caps:
+            params["input_grew"] = grew
         out.append(Advice(score=recovers / max(need, 1), title=title, detail=detail + ".",
                           kind=r.kind, params=params, recovers_bytes=recovers, fits=True))
     limit = e.limit_bytes
@@ -539,7 +561,8 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
         fraction = min(1.0, math.ceil(wanted / e.device_total_bytes * 100) / 100)
         if wanted <= room and fraction * e.device_total_bytes <= room + e.device_total_bytes // 100:
             out.append(Advice(
-                score=1.0, kind="memory_fraction", params={"fraction": fraction},
+                score=1.0, kind="memory_fraction",
+                params={"fraction": fraction} | ({"input_grew": grew} if grew else {}),
                 recovers_bytes=int(fraction * e.device_total_bytes) - e.budget_bytes, fits=True,
                 title=f"raise the cap: torch.cuda.set_per_process_memory_fraction({fraction})",
                 detail=(f"measured: the step needs ≈{format_bytes(m.need_bytes)}; the cap allows "
@@ -601,6 +624,13 @@ def assess(e: OomEvidence) -> Assessment:
             # It covers the need by an estimate, not a measurement: ranked, never promised.
             a.params["covers_known_need"] = True
             a.fits = False
+        if a.params.get("input_grew") and a.fits:
+            # It fits the failing step, measured; a later, larger one may need more.
+            a.params["covers_known_need"] = True
+            a.fits = False
+            a.detail += (f" It was measured at the failing step's input, and "
+                         f"{a.params['input_grew']}: a larger step later needs more, so this is "
+                         "not promised to fit the rest of the run.")
 
     def rank(a: Advice) -> int:
         kind = "batch_grew" if a.kind == "batch_size" and a.params.get("batch_grew") else a.kind

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Any
 
-from ..attribution.model_probe import find_model
+from ..attribution.model_probe import find_model, first_tensor
 
-__all__ = ["OomScene", "Inputs", "capture", "slice_inputs"]
+__all__ = ["OomScene", "Inputs", "capture", "slice_inputs", "resize_inputs"]
 
 _MODULE_CALLS = ("_call_impl", "_wrapped_call_impl", "forward", "__call__")
 #: Where a model input lives (tests add "cpu": their steps run on the host).
@@ -41,7 +41,12 @@ class Inputs:
     @property
     def device(self) -> Any:
         """The device of the first tensor (the batch's)."""
-        return _first_tensor([*self.args, *self.kwargs.values()]).device
+        return self.first.device
+
+    @property
+    def first(self) -> Any:
+        """The first tensor among the arguments: the one whose shape the model probe reads."""
+        return first_tensor(self.args, self.kwargs)
 
 
 @dataclasses.dataclass
@@ -67,19 +72,8 @@ def _torch() -> Any:
     return sys.modules.get("torch")
 
 
-def _first_tensor(values: Sequence[Any]) -> Any:
-    torch = _torch()
-    for value in values:
-        inner = value.values() if isinstance(value, Mapping) else (
-            value if isinstance(value, (list, tuple)) else (value,))
-        for item in inner:
-            if isinstance(item, torch.Tensor) and item.dim() >= 1:
-                return item
-    return None
-
-
 def _inputs(args: Sequence[Any], kwargs: Mapping[str, Any], source: str) -> Inputs | None:
-    first = _first_tensor([*args, *kwargs.values()])
+    first = first_tensor(args, kwargs)
     if first is None or first.device.type not in INPUT_DEVICE_TYPES:
         return None
     return Inputs(tuple(args), dict(kwargs), int(first.shape[0]), source)
@@ -232,15 +226,14 @@ def capture(frames: Sequence[FrameType], at_oom: bool, model: Any = None,
     return OomScene(model, inputs, optimizer, grad, autocast, generate_kwargs, resident)
 
 
-def slice_inputs(inputs: Inputs, size: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The arguments with every tensor whose leading dimension is the batch cut to ``size``
-    (views: nothing is copied), one level into lists, tuples and mappings."""
+def _map_tensors(inputs: Inputs, change: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments with ``change(tensor)`` in place of each tensor, inside lists, tuples
+    (named ones too) and mappings."""
     torch = _torch()
-    batch = inputs.batch_size
 
     def cut(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
-            return value[:size] if value.dim() >= 1 and value.shape[0] == batch else value
+            return change(value)
         if isinstance(value, Mapping):
             return {k: cut(v) for k, v in value.items()}
         if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
@@ -250,3 +243,37 @@ def slice_inputs(inputs: Inputs, size: int) -> tuple[tuple[Any, ...], dict[str, 
         return value
 
     return tuple(cut(a) for a in inputs.args), {k: cut(v) for k, v in inputs.kwargs.items()}
+
+
+def slice_inputs(inputs: Inputs, size: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments with every tensor whose leading dimension is the batch cut to ``size``
+    (views: nothing is copied)."""
+    batch = inputs.batch_size
+    return _map_tensors(inputs, lambda t: t[:size] if t.dim() >= 1 and t.shape[0] == batch
+                        else t)
+
+
+def resize_inputs(inputs: Inputs, sizes: Mapping[int, tuple[int, int]]
+                  ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments cut along the dimensions that grew (views: nothing is copied).
+    ``sizes``: dimension of the first tensor -> (its size now, the size to cut to). The first
+    tensor is cut at those dimensions; another tensor at each of its non-leading dimensions of
+    the same index and size (an attention mask, labels of the same length), or, when one
+    dimension grew and its number of dimensions differs, at any non-leading dimension of that
+    size (a mask of shape (batch, 1, length, length))."""
+    first = inputs.first
+    single = next(iter(sizes.values())) if len(sizes) == 1 else None
+
+    def dims_of(t: Any) -> list[tuple[int, int]]:
+        if t is first:
+            return [(d, new) for d, (_, new) in sizes.items()]
+        if single is not None and t.dim() != first.dim():
+            return [(d, single[1]) for d in range(1, t.dim()) if t.shape[d] == single[0]]
+        return [(d, new) for d, (now, new) in sizes.items() if d < t.dim() and t.shape[d] == now]
+
+    def cut(t: Any) -> Any:
+        for d, new in (dims_of(t) if t.dim() >= 2 else ()):
+            t = t.narrow(d, 0, new)
+        return t
+
+    return _map_tensors(inputs, cut)

@@ -328,6 +328,273 @@ def test_generate_is_run_again_at_slices_of_its_batch_without_gradients():
     model.generate = generate
     m = _measure.measure(scene, _evidence(), device=_HostDevice("transformer.h"))
     assert not isinstance(m, str), m
-    # Each slice generated its six new tokens, under no_grad; no checkpointing is measured.
-    assert calls and all(o[0] == i[0] and o[1] == i[1] + 6 and not g for i, o, g in calls)
+    # Each slice generated its six new tokens, under no_grad (the search for fewer tokens
+    # runs the whole batch); no checkpointing is measured.
+    assert calls and all(not g for _, _, g in calls)
+    assert all(o[1] == i[1] + 6 for i, o, _ in calls if i[0] < BATCH)
+    assert all(i[1] < o[1] <= i[1] + 6 for i, o, _ in calls)
     assert "activation_checkpointing" not in {r.kind for r in m.remedies}
+
+
+# -- a cap on what grew from step to step -------------------------------------------------
+
+#: The synthetic step along a sequence: per sample, bytes per token and per token squared
+#: (attention's scores), at the failing batch GROWN_BATCH; its input grew from PAST_LENGTH.
+PER_TOKEN = 128 << 10
+PER_TOKEN_SQUARED = 32
+GROWN_BATCH = 32
+PAST_LENGTH, FAILED_LENGTH = 1024, 2048
+
+
+class Tokens(torch.nn.Module):
+    """Token ids and their mask in, logits out; remembers the shape it was last called with
+    (what the synthetic allocator charges)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(100, 16)
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(16, 16) for _ in range(4))
+        self.head = torch.nn.Linear(16, 100)
+        self.fail_above: int | None = None
+        self.seen: tuple[int, ...] = ()
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        assert mask.shape == ids.shape, (mask.shape, ids.shape)
+        self.seen = tuple(ids.shape)
+        if self.fail_above is not None and ids.shape[1] > self.fail_above:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        x = self.embed(ids) * mask.unsqueeze(-1)
+        for block in self.blocks:
+            x = torch.relu(block(x))
+        return self.head(x)
+
+
+class ShapeDevice(SyntheticDevice):
+    """The synthetic allocator charging what ``need(shape, checkpointed)`` says for the shape
+    the model last ran at, and running out of memory above the cap, as a real window does."""
+
+    def __init__(self, model, need) -> None:
+        super().__init__(amp_share=0.6)
+        self.model, self.need = model, need
+        self.shapes: list[tuple[int, ...]] = []
+
+    def window(self, call):
+        def measure(size: int):
+            call(size)
+            checkpointed = any("forward" in vars(b) for b in self.model.blocks)
+            peak = self.need(self.model.seen, checkpointed)
+            self.shapes.append(self.model.seen)
+            if peak * ALLOWANCE > CAP:
+                raise _measure.ProbeOutOfMemory(size)
+            return Probe(size, peak, int(peak * 1.2), peak_pinned_bytes=int(peak * ALLOWANCE)), \
+                FIXED
+        return measure
+
+
+def _sequence_need(shape, checkpointed: bool) -> int:
+    b, length = shape
+    share = CHECKPOINT_SHARE if checkpointed else 1.0
+    return int(FIXED + b * (PER_TOKEN * length + PER_TOKEN_SQUARED * length ** 2) * share)
+
+
+def _grown_scene(model: torch.nn.Module, x: tuple, fail_above: int) -> _scene.OomScene:
+    """The scene of an OOM in the forward of a training loop whose input grew."""
+    from vramscope.attribution.model_probe import frames_of_traceback
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train(*inputs: torch.Tensor) -> None:
+        model(*inputs).float().logsumexp(-1).mean().backward()
+        opt.step()
+
+    model.fail_above = fail_above
+    try:
+        train(*x)
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    model.fail_above = None
+    scene.grad_enabled = True
+    return scene
+
+
+def _grown_evidence(now: tuple[int, ...], past: tuple[int, ...]) -> OomEvidence:
+    e = _evidence()
+    e.batch_size, e.input_shape, e.past_input_shape = now[0], now, past
+    return e
+
+
+def _largest(need, sizes) -> int:
+    """The truth: the largest of ``sizes`` whose need, with the allowance, fits the usable
+    budget (the search's kept share), by trying every one."""
+    return max((s for s in sizes if need(s) * ALLOWANCE <= _usable()), default=0)
+
+
+def test_a_sequence_that_grew_is_capped_at_the_longest_length_that_ran_and_fit():
+    model = Tokens()
+    ids = torch.randint(0, 100, (GROWN_BATCH, FAILED_LENGTH))
+    scene = _grown_scene(model, (ids, torch.ones_like(ids)), PAST_LENGTH)
+    e = _grown_evidence((GROWN_BATCH, FAILED_LENGTH), (GROWN_BATCH, PAST_LENGTH))
+    device = ShapeDevice(model, _sequence_need)
+    m = _measure.measure(scene, e, device=device)
+    assert not isinstance(m, str), m
+    cap = next(r for r in m.remedies if r.kind == "sequence_length")
+    # The step: the common divisor of 1024 and 2048, halved down to 64.
+    truth = _largest(lambda n: _sequence_need((GROWN_BATCH, n), False),
+                     range(PAST_LENGTH, FAILED_LENGTH, 64))
+    assert PAST_LENGTH < truth < FAILED_LENGTH
+    assert cap.params == {"max_length": truth, "from_length": FAILED_LENGTH, "dim": 1,
+                          "batch_size": GROWN_BATCH}
+    # The answer ran: a probe at the whole batch and that length, mask cut with the ids.
+    assert (GROWN_BATCH, truth) in device.shapes
+    assert cap.need_bytes == int(_sequence_need((GROWN_BATCH, truth), False) * ALLOWANCE)
+    # Ranked first and promised; what was measured at the failing length only is not.
+    e.measured = m
+    a = assess(e)
+    assert a.advice[0].kind == "sequence_length" and a.advice[0].fits
+    assert "2048" in a.advice[0].title and str(truth) in a.advice[0].title
+    others = [x for x in a.advice[1:] if x.kind in ("activation_checkpointing", "batch_size")]
+    assert others and all(not x.fits and x.params["covers_known_need"] for x in others)
+    assert all("grew from step to step (dimension 1: 1024 -> 2048)" in x.params["input_grew"]
+               for x in others)
+
+
+def test_an_image_that_grew_is_capped_in_both_dimensions():
+    class Convs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(torch.nn.Conv2d(3, 3, 3, padding=1)
+                                              for _ in range(3))
+            self.fail_above: int | None = None
+            self.seen: tuple[int, ...] = ()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.seen = tuple(x.shape)
+            if self.fail_above is not None and x.shape[-1] > self.fail_above:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            for block in self.blocks:
+                x = block(x)
+            return x.flatten(1)
+
+    per_pixel = 6144
+
+    def need(shape, checkpointed):
+        b, _, h, w = shape
+        return int(FIXED + b * h * w * per_pixel * (CHECKPOINT_SHARE if checkpointed else 1))
+
+    model = Convs()
+    scene = _grown_scene(model, (torch.randn(8, 3, 448, 448),), 320)
+    e = _grown_evidence((8, 3, 448, 448), (8, 3, 320, 320))
+    device = ShapeDevice(model, need)
+    m = _measure.measure(scene, e, device=device)
+    assert not isinstance(m, str), m
+    cap = next(r for r in m.remedies if r.kind == "image_size")
+    truth = _largest(lambda s: need((8, 3, s, s), False), range(320, 448, 64))
+    assert truth == 384, "the synthetic step is meant to fit 384 and not 448"
+    assert cap.params == {"max_size": [truth, truth], "from_size": [448, 448], "dims": [2, 3],
+                          "batch_size": 8}
+    assert (8, 3, truth, truth) in device.shapes
+    e.measured = m
+    first = assess(e).advice[0]
+    assert first.kind == "image_size" and first.fits and "384×384" in first.title
+
+
+def test_no_cap_when_the_input_did_not_grow():
+    model = Tokens()
+    ids = torch.randint(0, 100, (GROWN_BATCH, FAILED_LENGTH))
+    scene = _grown_scene(model, (ids, torch.ones_like(ids)), PAST_LENGTH)
+    # The past step at this batch had the same length: the batch is what to cut.
+    e = _grown_evidence((GROWN_BATCH, FAILED_LENGTH), (GROWN_BATCH, FAILED_LENGTH))
+    m = _measure.measure(scene, e, device=ShapeDevice(model, _sequence_need))
+    assert not isinstance(m, str)
+    assert "sequence_length" not in {r.kind for r in m.remedies}
+    e.measured = m
+    assert all("input_grew" not in x.params for x in assess(e).advice)
+
+
+@pytest.mark.parametrize("how", ["keywords", "generation_config"])
+def test_generate_gets_the_most_new_tokens_that_ran_and_fit_at_its_batch(how):
+    from vramscope.attribution.model_probe import frames_of_traceback
+
+    model = _hf_gpt2().eval()
+    hook = _Armed()
+    model.transformer.h[2].register_forward_pre_hook(hook)
+    prompt, new = 4, 48
+    ids = torch.randint(1, 100, (BATCH, prompt))
+    try:
+        with torch.no_grad():
+            if how == "keywords":
+                model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                               pad_token_id=0)
+            else:
+                from transformers import GenerationConfig
+
+                model.generate(ids, generation_config=GenerationConfig(
+                    max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0))
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    hook.armed = False
+    real = model.generate
+    per_token = 2 << 20
+
+    def need(batch: int, length: int) -> int:
+        # The KV cache and the logits of each sequence, token by token.
+        return FIXED + batch * length * per_token
+
+    class TokenDevice(SyntheticDevice):
+        def window(self, call):
+            def measure(size: int):
+                call(size)
+                peak = need(*self.seen)
+                self.sizes.append(self.seen)
+                if peak * ALLOWANCE > CAP:
+                    raise _measure.ProbeOutOfMemory(size)
+                return Probe(size, peak, peak, peak_pinned_bytes=int(peak * ALLOWANCE)), FIXED
+            return measure
+
+    device = TokenDevice(amp_share=1.0)
+
+    def generate(*args, **kwargs):
+        out = real(*args, **kwargs)
+        device.seen = tuple(out.shape)
+        return out
+
+    model.generate = generate
+    m = _measure.measure(scene, _evidence(), device=device)
+    assert not isinstance(m, str), m
+    cap = next(r for r in m.remedies if r.kind == "max_new_tokens")
+    # Steps of one token below 64; the answer is the most that fit, by trying each.
+    truth = _largest(lambda n: need(BATCH, prompt + n), range(1, new))
+    assert 0 < truth < new
+    assert cap.params == {"max_new_tokens": truth, "from_max_new_tokens": new,
+                          "batch_size": BATCH}
+    assert (BATCH, prompt + truth) in device.sizes
+    e = _evidence()
+    e.generating, e.measured = True, m
+    a = assess(e)
+    # A smaller batch changes the output least: it comes first, fewer tokens after it.
+    kinds = [x.kind for x in a.advice]
+    assert kinds.index("batch_size") < kinds.index("max_new_tokens")
+    assert all(x.fits for x in a.advice if x.kind in ("batch_size", "max_new_tokens"))
+
+
+def test_after_the_batch_grew_only_the_batch_that_fits_is_promised():
+    from vramscope._core.step_history import StepPoint
+
+    model = Blocks()
+    scene = _oom_scene(model)
+    e = _evidence()
+    e.batch_size = BATCH
+    # Past steps ran 32 and 64; the failing one had 128: a later batch may be larger still.
+    e.steps = [StepPoint(1, FIXED + 32 * PER_SAMPLE, FIXED, 32),
+               StepPoint(2, FIXED + 64 * PER_SAMPLE, FIXED, 64)]
+    device = SyntheticDevice(amp_share=0.6)
+    m = _measure.measure(scene, e, device=device)
+    assert not isinstance(m, str)
+    e.measured = m
+    a = assess(e)
+    assert a.advice[0].kind == "batch_size" and a.advice[0].fits
+    assert a.advice[0].params["batch_grew"]
+    rest = [x for x in a.advice[1:]]
+    assert {x.kind for x in rest} >= {"activation_checkpointing", "mixed_precision"}
+    assert all(not x.fits and x.params["covers_known_need"] for x in rest)
+    assert all("the batch grew from step to step (64 -> 128)" in x.detail for x in rest)
