@@ -257,7 +257,7 @@ def lightning_cnn(advice: dict) -> None:
                 torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
 
     module = Classifier()
-    _checkpoint(module.net, advice)
+    _checkpoint(module, advice)
     b = _batch(192, advice)
     data = torch.utils.data.TensorDataset(torch.randn(2 * b, 3, 224, 224),
                                           torch.randint(0, 1000, (2 * b,)))

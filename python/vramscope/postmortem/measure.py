@@ -380,6 +380,18 @@ def _token_cap(runner: _Runner, device: Any, tokens: int, need: int, usable: flo
         f"generate() run with {how} new tokens")
 
 
+def top_path(e: OomEvidence, path: str, cls: str, count: int) -> str:
+    """``path`` (a block list in the module whose forward ran at the OOM) as the program's
+    top-level model names it: a LightningModule's ``net.layer3`` where the ResNet it calls
+    says ``layer3``. The model probe's block lists are the top-level model's; the one of the
+    same class and count that ends in ``path`` is it. ``path`` itself when none is."""
+    for top, top_cls, top_count in e.block_lists:
+        if top_cls == cls and top_count == count and (
+                top == path or not path or top.endswith("." + path)):
+            return top
+    return path
+
+
 def _pick_inputs(scene: OomScene, grad: bool) -> tuple[Inputs | None, str]:
     """The first candidate input with which the step runs at a slice of 1."""
     errors = []
@@ -481,7 +493,8 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                                     _checkpointing(scene.model, path))
             if variant is not None:
                 remedies.append(MeasuredRemedy(
-                    "activation_checkpointing", {"modules": path, "class": cls, "count": count},
+                    "activation_checkpointing",
+                    {"modules": top_path(e, path, cls, count), "class": cls, "count": count},
                     variant.predict(size).need_bytes, how))
             else:
                 notes.append(f"activation checkpointing on {path or 'the model'}: {how}")

@@ -598,3 +598,36 @@ def test_after_the_batch_grew_only_the_batch_that_fits_is_promised():
     assert {x.kind for x in rest} >= {"activation_checkpointing", "mixed_precision"}
     assert all(not x.fits and x.params["covers_known_need"] for x in rest)
     assert all("the batch grew from step to step (64 -> 128)" in x.detail for x in rest)
+
+
+def test_checkpointing_is_named_from_the_model_the_program_holds():
+    """A LightningModule-like wrapper whose step calls its network (never its own forward):
+    the forward running at the OOM is the network's, but the advice names the blocks from the
+    wrapper, as the model probe's block lists do and as the user applies it."""
+    from vramscope.attribution.model_probe import block_lists, frames_of_traceback
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = Blocks()
+
+        def training_step(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(x).logsumexp(-1).mean()
+
+    wrapper = Wrapper()
+    wrapper.net.fail_above = 64
+    try:
+        wrapper.training_step(torch.randn(BATCH, 16)).backward()
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    wrapper.net.fail_above = None
+    assert scene.model is wrapper.net
+    scene.grad_enabled = True
+    e = _evidence()
+    e.block_lists = block_lists(wrapper)
+    m = _measure.measure(scene, e, device=SyntheticDevice(amp_share=0.6))
+    assert not isinstance(m, str), m
+    remedy = next(r for r in m.remedies if r.kind == "activation_checkpointing")
+    assert remedy.params["modules"] == "net.blocks"
+    # As the advice says: wrapper.get_submodule(modules) is the list that was measured.
+    assert wrapper.get_submodule(remedy.params["modules"]) is wrapper.net.blocks
