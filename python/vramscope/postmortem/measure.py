@@ -150,6 +150,22 @@ def _scalar(output: Any) -> Any:
     return first.float().mean()
 
 
+@contextlib.contextmanager
+def _no_logging(model: Any, inputs: Inputs) -> Any:
+    """Around a LightningModule's ``training_step`` run outside its loop: ``self.log`` and
+    ``self.log_dict`` do nothing (the loop that collects them has ended)."""
+    if not inputs.training_step:
+        yield
+        return
+    for name in ("log", "log_dict"):
+        setattr(model, name, lambda *args, **kwargs: None)
+    try:
+        yield
+    finally:
+        for name in ("log", "log_dict"):
+            model.__dict__.pop(name, None)
+
+
 class _Runner:
     """Runs the failing step at a slice of its batch: forward (and backward), nothing kept."""
 
@@ -170,11 +186,14 @@ class _Runner:
         cast = (torch.autocast("cuda", dtype=self.autocast) if self.autocast is not None
                 else contextlib.nullcontext())
         try:
-            with cast, torch.set_grad_enabled(self.grad):
+            with cast, torch.set_grad_enabled(self.grad), _no_logging(self.scene.model,
+                                                                      self.inputs):
                 if self.scene.generate_kwargs is not None:
                     self.scene.model.generate(*args, **kwargs)
                 else:
-                    output = self.scene.model(*args, **kwargs)
+                    call = (self.scene.model.training_step if self.inputs.training_step
+                            else self.scene.model)
+                    output = call(*args, **kwargs)
                     loss = _scalar(output) if self.grad else None
                     if loss is not None:
                         loss.backward()
@@ -392,19 +411,22 @@ def top_path(e: OomEvidence, path: str, cls: str, count: int) -> str:
     return path
 
 
-def _pick_inputs(scene: OomScene, grad: bool) -> tuple[Inputs | None, str]:
-    """The first candidate input with which the step runs at a slice of 1."""
+def _pick_inputs(scene: OomScene, grad: bool) -> tuple[Inputs | None, int, str]:
+    """The first candidate input with which the step runs at a small slice, and that slice:
+    1, or 2 where one sample cannot run (batch norm in training needs two)."""
     errors = []
     for candidate in scene.inputs:
         runner = _Runner(scene, candidate, grad)
-        try:
-            runner(1)
-            return candidate, ""
-        except Exception as exc:  # noqa: BLE001 -- a wrong guess at the input: try the next
-            errors.append(f"{candidate.source}: {type(exc).__name__}")
-        finally:
-            gc.collect()
-    return None, "; ".join(errors)
+        for size in (1, 2)[:min(2, candidate.batch_size)]:
+            try:
+                runner(size)
+                return candidate, size, ""
+            except Exception as exc:  # noqa: BLE001 -- a wrong guess at the input: try the next
+                if size == min(2, candidate.batch_size):
+                    errors.append(f"{candidate.source}: {type(exc).__name__}")
+            finally:
+                gc.collect()
+    return None, 0, "; ".join(errors)
 
 
 def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
@@ -437,7 +459,7 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         scene.model.to(scene.inputs[0].device)
     with device.selected():
         device.free()
-        inputs, why = _pick_inputs(scene, grad)
+        inputs, start, why = _pick_inputs(scene, grad)
         if inputs is None:
             return f"the step did not run again with any input found on the stack ({why})"
         size = inputs.batch_size
@@ -447,7 +469,7 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         budget = e.budget_bytes
         raw: dict[int, tuple[Probe, int]] = {}
         retries = allocator_retries()
-        result = search(_measure_fn(runner, device, opt, raw), budget, start=1,
+        result = search(_measure_fn(runner, device, opt, raw), budget, start=start,
                         limit=size, max_probes=MAX_PROBES, retries=retries)
         model = result.model
         need = _need(model, size)

@@ -37,6 +37,9 @@ class Inputs:
     batch_size: int
     #: Where they were found, in words ("the forward running at the OOM", "local x of train").
     source: str
+    #: Are they the arguments of the model's ``training_step`` (a LightningModule's batch,
+    #: found beside it after its forward had returned), not of its forward?
+    training_step: bool = False
 
     @property
     def device(self) -> Any:
@@ -120,12 +123,33 @@ def _candidate(value: Any) -> bool:
     return leaf(value)
 
 
+def _training_step_args(model: Any) -> int:
+    """How many positional arguments the model's Lightning ``training_step`` takes (batch, and
+    batch_idx when it has one); 0 when it has none to call, or steps its optimizers itself
+    (manual optimization: calling it would change the weights)."""
+    import inspect
+
+    step = getattr(model, "training_step", None)
+    if not callable(step) or not getattr(model, "automatic_optimization", True) or \
+            not hasattr(model, "trainer"):
+        return 0
+    try:
+        params = [p for p in inspect.signature(step).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    except (TypeError, ValueError):
+        return 0
+    return 1 if len(params) == 1 and params[0].kind != params[0].VAR_POSITIONAL else 2
+
+
 def _local_inputs(frames: Sequence[FrameType], model: Any) -> list[Inputs]:
     """Inputs guessed from the locals of the frames that hold the model (innermost first):
     each candidate local as the one argument, a mapping as keyword arguments, a short
-    sequence (x, y) as its first element."""
+    sequence (x, y) as its first element. For a LightningModule, whose forward may not be what
+    its step calls, the batch as ``training_step``'s argument comes first."""
     found: list[Inputs] = []
+    steps: list[Inputs] = []
     seen: set[int] = set()
+    step_args = _training_step_args(model)
     for frame in frames:
         local = frame.f_locals
         if not any(v is model or getattr(v, "model", None) is model for v in local.values()):
@@ -135,6 +159,11 @@ def _local_inputs(frames: Sequence[FrameType], model: Any) -> list[Inputs]:
             if id(value) in seen or not _candidate(value):
                 continue
             seen.add(id(value))
+            if step_args:
+                got = _inputs((value, 0)[:step_args], {},
+                              f"the local {name} of {where}, as training_step's batch")
+                if got is not None:
+                    steps.append(dataclasses.replace(got, training_step=True))
             if isinstance(value, Mapping):
                 got = _inputs((), {str(k): v for k, v in value.items()},
                               f"the local {name} of {where}, as keyword arguments")
@@ -144,7 +173,7 @@ def _local_inputs(frames: Sequence[FrameType], model: Any) -> list[Inputs]:
                 got = _inputs((value,), {}, f"the local {name} of {where}")
             if got is not None:
                 found.append(got)
-    return found
+    return steps + found
 
 
 def _optimizer(frames: Sequence[FrameType], model: Any) -> Any:

@@ -631,3 +631,90 @@ def test_checkpointing_is_named_from_the_model_the_program_holds():
     assert remedy.params["modules"] == "net.blocks"
     # As the advice says: wrapper.get_submodule(modules) is the list that was measured.
     assert wrapper.get_submodule(remedy.params["modules"]) is wrapper.net.blocks
+
+
+class _Boom(torch.autograd.Function):
+    """Identity forward; its backward runs out of memory (an OOM in backward)."""
+
+    armed = True
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        if _Boom.armed:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+        return grad
+
+
+def test_a_lightning_backward_oom_runs_training_step_again_with_its_batch():
+    """After a LightningModule's forward returned, no forward is on the stack: its batch is
+    found in the loop's frames and run through training_step (the module has no forward of
+    its own, and logs), as its step did."""
+    L = pytest.importorskip("lightning")
+    from vramscope.attribution.model_probe import block_lists, frames_of_traceback
+
+    class Classifier(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(6)])
+            self.steps = []
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            self.steps.append(x.shape[0])
+            loss = torch.nn.functional.mse_loss(_Boom.apply(self.net(x)), y)
+            self.log("loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters())
+
+    module = Classifier()
+    data = torch.utils.data.TensorDataset(torch.randn(2 * BATCH, 16), torch.randn(2 * BATCH, 16))
+    trainer = L.Trainer(accelerator="cpu", max_steps=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    _Boom.armed = True
+    try:
+        trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=BATCH))
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    finally:
+        _Boom.armed = False
+    assert scene.model is module and isinstance(scene.optimizer, torch.optim.AdamW)
+    assert scene.inputs[0].training_step and scene.inputs[0].batch_size == BATCH
+    scene.grad_enabled = True
+    e = _evidence()
+    e.block_lists = block_lists(module)
+    module.steps.clear()
+    m = _measure.measure(scene, e, device=_HostDevice("net"))
+    assert not isinstance(m, str), m
+    # training_step ran at the slices (its log a no-op there), then log is the module's again.
+    assert module.steps and max(module.steps) <= BATCH and "log" not in vars(module)
+    remedy = next(r for r in m.remedies if r.kind == "activation_checkpointing")
+    assert remedy.params["modules"] == "net"
+
+
+def test_a_model_that_cannot_run_one_sample_is_measured_from_two():
+    class Normed(Blocks):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = torch.nn.BatchNorm1d(32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.fail_above is not None and x.shape[0] > self.fail_above:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return self.head(self.norm(self.stem(x)))
+
+    model = Normed()
+    scene = _oom_scene(model)
+    scene.grad_enabled = True
+    device = SyntheticDevice(amp_share=0.6)
+    m = _measure.measure(scene, _evidence(), device=device)
+    assert not isinstance(m, str), m
+    assert min(s for s, _, _ in device.sizes) == 2
+    truth_batch = math.floor((_usable() / ALLOWANCE - FIXED) / PER_SAMPLE)
+    batch = next(r for r in m.remedies if r.kind == "batch_size")
+    assert 0.95 * truth_batch <= batch.params["batch_size"] <= truth_batch
