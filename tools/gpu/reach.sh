@@ -17,15 +17,8 @@ out="$(mkdir -p "${2:?usage: reach.sh WHEEL OUTDIR}" && realpath "$2")"
 shift 2
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-venv="$out/venv"
-python3 -m venv --system-site-packages "$venv" 2>/dev/null \
-  || python3 -m venv --clear --without-pip --system-site-packages "$venv"
-purelib="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-"$venv/bin/python" -c 'import sysconfig, sys; open(sysconfig.get_paths()["purelib"] + "/_system_packages.pth", "w").write(sys.argv[1] + "\n")' "$purelib"
-python3 -m pip --python "$venv/bin/python" install -q --no-index --no-deps --ignore-installed "$wheel" \
-  || exit 1
-py="$venv/bin/python"
-export PATH="$venv/bin:$PATH" VRAMSCOPE_CACHE_DIR="$out/cache"
+# shellcheck source=tools/gpu/wheel-venv.sh
+source tools/gpu/wheel-venv.sh "$wheel" "$out" || exit 1
 package="$("$py" -c 'import vramscope, os; print(os.path.dirname(vramscope.__file__))')"
 version="$("$py" -c 'import torch; print(torch.__version__)')"
 library="$package/_torch/libvramscope_torch_$("$py" -c 'import torch; a, b = torch.__version__.split(".")[:2]; print(f"{a}_{b}")').so"

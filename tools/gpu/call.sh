@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# tools/gpu/call.sh -- one device call of the GPU plan: the carried wheel installed, one group run, its logs packed
+#
+#   tools/gpu/call.sh NAME [WHEEL]     (WHEEL: the one cp312 wheel under dist/ by default)
+#
+# Each NAME fits one 10-minute call on one H200 and starts from a bare machine (a venv seeing the
+# system's torch, the wheel installed with plain pip). Logs go to $OUT/NAME.tar.gz (the device's
+# folder that comes back; /tmp/vramscope-call without one) and a summary is printed last.
+#   main       tools/gpu/reach.sh: the agent compiled on first use (timed), then `pytest tests/gpu`
+#   slow-fit   pytest -m slow tests/gpu/test_fit.py (fit's probes and bisections)
+#   slow-oom   pytest -m slow tests/gpu/test_oom.py tests/gpu/test_oom_advice.py
+#   oom-kinds  bench/oom_kinds.py --jobs 8 (13 OOM programs; first advice and every fits: true
+#              one applied in fresh processes); ONLY=a,b limits the programs
+#   fit-bench  bench/bench_fit.py (fit against bisection truth and accelerate)
+# The results go into docs/oom-advice.md, docs/benchmarks.md and docs/testing.md.
+set -uo pipefail
+name="${1:?usage: call.sh main|slow-fit|slow-oom|oom-kinds|fit-bench [WHEEL]}"
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+wheel="${2:-$(find dist -maxdepth 1 -name 'vramscope-*-cp312-*.whl' 2>/dev/null | head -n 1)}"
+[[ -f "$wheel" ]] || { echo "call.sh: no wheel (build one: tools/build-wheel.sh --python 3.12)"; exit 2; }
+wheel="$(realpath "$wheel")"
+out="${OUT:-/tmp/vramscope-call}"
+work="/tmp/vramscope-$name"
+rm -rf "$work" && mkdir -p "$work" "$out"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+nvidia-smi --query-gpu=index,name,driver_version,memory.used,memory.total --format=csv \
+  | tee "$work/gpus.csv"
+began=$(date +%s)
+pytest_group() {  # LIMIT_S ARGS...: pytest stopped by SIGINT at the limit (it still reports)
+  local limit="$1"; shift
+  timeout -s INT -k 30 "$limit" "$py" -m pytest "$@" -rs --tb=short --durations=0 \
+      -o faulthandler_timeout=300 -p no:cacheprovider 2>&1 | tee "$work/pytest.log" | tail -n 60
+}
+case "$name" in
+  main)
+    VRAMSCOPE_GPU_TEST_LIMIT_S="${VRAMSCOPE_GPU_TEST_LIMIT_S:-480}" tools/gpu/reach.sh "$wheel" "$work"
+    summary="$(grep -E '^mode |passed|failed|pytest took' "$work/first-use.log" "$work/pytest.log" | tail -n 6)" ;;
+  slow-fit|slow-oom)
+    # shellcheck source=tools/gpu/wheel-venv.sh
+    source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
+    files=(tests/gpu/test_fit.py)
+    [[ "$name" == slow-oom ]] && files=(tests/gpu/test_oom.py tests/gpu/test_oom_advice.py)
+    pytest_group 540 -m slow -v "${files[@]}"
+    summary="$(tail -n 1 "$work/pytest.log")" ;;
+  oom-kinds)
+    source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
+    timeout -s INT -k 20 560 "$py" bench/oom_kinds.py "$work/oom_kinds.json" --jobs 8 \
+        ${ONLY:+--only "$ONLY"} 2>&1 | tee "$work/oom_kinds.log" | cut -c1-400
+    summary="$("$py" - "$work/oom_kinds.json" <<'PY'
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as exc:
+    sys.exit(f"no results: {exc}")
+ran = 0
+for name, r in sorted(rows.items()):
+    applied = r.get("applied") or []
+    first = applied[0] if applied else {}
+    ran += bool(first.get("completed"))
+    promised = [a for a in applied if a.get("fits")]
+    print(f"{name:22} oom={r.get('oom')} first={first.get('kind')} ran={first.get('completed')} "
+          f"fits_true_ran={sum(a['completed'] for a in promised)}/{len(promised)}")
+print(f"first advice ran: {ran} of {len(rows)}")
+PY
+)" ;;
+  fit-bench)
+    source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
+    timeout -s INT -k 20 560 "$py" bench/bench_fit.py "$work/bench_fit.json" 2>&1 \
+      | tee "$work/bench_fit.log" | tail -n 40
+    summary="$(tail -n 12 "$work/bench_fit.log")" ;;
+  *) echo "call.sh: unknown call $name"; exit 2 ;;
+esac
+nvidia-smi --query-gpu=index,memory.used --format=csv | tee -a "$work/gpus.csv"
+tar -C "$work" --exclude=venv --exclude=cache -czf "$out/$name.tar.gz" .
+printf '\n== %s: %d s\n%s\n' "$name" $(( $(date +%s) - began )) "$summary"
