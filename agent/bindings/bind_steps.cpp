@@ -16,11 +16,20 @@ void bind_steps(nb::module_& m) {
   m.def(
       "step",
       [] {
+        Attachment& state = attached();
+        // Peaks are exact from events; a polling agent (cudaMallocAsync, a pluggable
+        // allocator) has only what it sampled, and its records say so.
+        const bool exact = state.mode == TrackingMode::Events;
         nb::list out;
-        for (const StepRecord& record : attached().core->step()) out.append(step_dict(record));
+        for (const StepRecord& record : state.core->step()) {
+          nb::dict d = step_dict(record);
+          d["peaks_exact"] = exact;
+          out.append(d);
+        }
         return out;
       },
-      "Close the current step on every device; returns one record per device.");
+      "Close the current step on every device; returns one record per device (peaks_exact: "
+      "False when the agent polls).");
   m.def(
       "set_rank", [](int rank, int world_size) { attached().core->set_rank(rank, world_size); },
       "rank"_a, "world_size"_a, "Set the distributed rank and world size put in records.");

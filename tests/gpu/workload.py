@@ -117,6 +117,13 @@ def scenario_mode(device):
         assert vramscope.memory_stats(device)["event_count"] > events
     assert vramscope.memory_allocated(device) == torch.cuda.memory_allocated(device)
     del y
+    # A step's peaks are labelled: exact from events, sampled (≥) when the agent polls.
+    with vramscope.Monitor(every=0, exit_table_rows=0) as mon:
+        z = torch.ones(1 << 20, device=device)
+        records = mon.step()
+        del z
+    assert records and {r.peaks_exact for r in records} == {vramscope.mode() == "events"}, \
+        (vramscope.mode(), records)
     print("ok", vramscope.mode())
 
 
