@@ -529,14 +529,19 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
     batch_grew = m.what == "batch_size" and bool(ran) and m.size > max(ran)
     dims = "" if e.generating else grown_dims(e)
     grew = (f"the batch grew from step to step ({max(ran)} -> {m.size})" if batch_grew else
-            f"the input grew from step to step ({dims})" if dims else "")
+            f"the input grew from step to step ({dims})" if dims else
+            # An inference loop has no steps to compare with: its later batches may be larger
+            # (an evaluation whose batch grows), and only the batch that fits caps them.
+            "no earlier step was seen to compare it with (an inference loop's later batches "
+            "may be larger)" if _autograd_off(e) and not e.generating and not ran else "")
     for r in m.remedies:
         params = dict(r.params)
         fits = r.need_bytes <= usable
         recovers = max(0, m.need_bytes - r.need_bytes)
         if r.kind == "batch_size":
             params["batch_grew"] = bool(ran) and int(params["from_batch_size"]) > max(ran)
-        caps = r.kind in _CAPS or (r.kind == "batch_size" and params["batch_grew"])
+        caps = r.kind in _CAPS or (r.kind == "batch_size" and (
+            params["batch_grew"] or not dims))
         where = params.get("modules")
         title = _MEASURED_TITLES[r.kind].format(
             **params, where=(where or "the model") if where is not None else "the model",
@@ -632,8 +637,14 @@ def assess(e: OomEvidence) -> Assessment:
                          f"{a.params['input_grew']}: a larger step later needs more, so this is "
                          "not promised to fit the rest of the run.")
 
+    # Without autograd (inference, generate()) a smaller batch changes no result: it comes
+    # first, as it does when the batch just grew.
+    inference = _autograd_off(e) or e.generating
+
     def rank(a: Advice) -> int:
-        kind = "batch_grew" if a.kind == "batch_size" and a.params.get("batch_grew") else a.kind
+        kind = "batch_grew" if a.kind == "batch_size" and (
+            a.params.get("batch_grew") or inference and "input_grew" not in a.params) \
+            else a.kind
         return PRIORITY.index(kind)
 
     advice = sorted((a for a in candidates if covers[id(a)]), key=rank)

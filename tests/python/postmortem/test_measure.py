@@ -573,7 +573,7 @@ def test_generate_gets_the_most_new_tokens_that_ran_and_fit_at_its_batch(how):
     a = assess(e)
     # A smaller batch changes the output least: it comes first, fewer tokens after it.
     kinds = [x.kind for x in a.advice]
-    assert kinds.index("batch_size") < kinds.index("max_new_tokens")
+    assert kinds[0] == "batch_size" and kinds.index("batch_size") < kinds.index("max_new_tokens")
     assert all(x.fits for x in a.advice if x.kind in ("batch_size", "max_new_tokens"))
 
 
@@ -718,3 +718,39 @@ def test_a_model_that_cannot_run_one_sample_is_measured_from_two():
     truth_batch = math.floor((_usable() / ALLOWANCE - FIXED) / PER_SAMPLE)
     batch = next(r for r in m.remedies if r.kind == "batch_size")
     assert 0.95 * truth_batch <= batch.params["batch_size"] <= truth_batch
+
+
+def test_an_inference_oom_gets_the_batch_that_fits_first_and_promises_only_it():
+    """Under no_grad with no earlier step to compare with (an evaluation loop whose batch
+    may grow), the batch that fits caps every later call and changes no result: first, and
+    the only promise; autocast fits this call but not, say, a twice larger next one."""
+    from vramscope._core.step_history import StepPoint
+
+    def inference_evidence(steps):
+        model = Blocks().eval()
+        model.fail_above = 64
+        from vramscope.attribution.model_probe import frames_of_traceback
+
+        try:
+            with torch.no_grad():
+                model(torch.randn(BATCH, 16))
+        except torch.OutOfMemoryError as exc:
+            scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+        model.fail_above = None
+        scene.grad_enabled = False
+        e = _evidence()
+        e.grad_enabled, e.batch_size, e.steps = False, BATCH, steps
+        m = _measure.measure(scene, e, device=SyntheticDevice(amp_share=0.6))
+        assert not isinstance(m, str), m
+        e.measured = m
+        return assess(e).advice
+
+    advice = inference_evidence([])
+    assert advice[0].kind == "batch_size" and advice[0].fits
+    amp = next(x for x in advice if x.kind == "mixed_precision")
+    assert not amp.fits and amp.params["covers_known_need"]
+    assert "inference loop's later batches may be larger" in amp.params["input_grew"]
+    # A past step at this very batch: nothing grew, autocast is promised as measured.
+    advice = inference_evidence([StepPoint(1, FIXED, FIXED, BATCH)])
+    assert advice[0].kind == "batch_size"
+    assert next(x for x in advice if x.kind == "mixed_precision").fits
