@@ -76,6 +76,10 @@ def _optimizer(torch, params, advice: dict):
 def _checkpoint(model, advice: dict) -> None:
     if advice.get("kind") != "activation_checkpointing" or advice.get("modules") is None:
         return
+    if advice.get("method") == "gradient_checkpointing_enable":  # transformers' own switch
+        model.get_submodule(advice["modules"]).gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False})
+        return
     from torch.utils.checkpoint import checkpoint
 
     for child in model.get_submodule(advice["modules"]).children():
@@ -86,8 +90,9 @@ def _train(torch, model, loss_of, inputs, steps: int, amp: bool, advice: dict) -
     _checkpoint(model, advice)
     opt = _optimizer(torch, model.parameters(), advice)
     for i in range(steps):
+        batch = inputs(i)  # held through the step, as a training loop's batch is
         with _autocast(torch, amp, advice):
-            loss = loss_of(inputs(i))
+            loss = loss_of(batch)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -115,9 +120,11 @@ def t5_seq(advice: dict) -> None:
                                                 decoder_start_token_id=0, pad_token_id=0)).cuda()
     b = _batch(32, advice)
     lengths = (256, 512, 1024, 2048)
-    _train(torch, model, lambda x: model(input_ids=x[0], labels=x[1]).loss,
-           lambda i: (torch.randint(0, 32000, (b, _length(lengths[i], advice)), device="cuda"),
-                      torch.randint(0, 32000, (b, 128), device="cuda")), 4, False, advice)
+    _train(torch, model, lambda x: model(**x).loss,
+           lambda i: {"input_ids": torch.randint(0, 32000, (b, _length(lengths[i], advice)),
+                                                 device="cuda"),
+                      "labels": torch.randint(0, 32000, (b, 128), device="cuda")},
+           4, False, advice)
 
 
 def gpt2_generate(advice: dict) -> None:
@@ -147,11 +154,9 @@ def gpt2_seq_growth(advice: dict) -> None:
 
     def ids(i):
         x = torch.randint(0, 50257, (b, _length(lengths[i], advice)), device="cuda")
-        return x, torch.ones_like(x)
+        return {"input_ids": x, "attention_mask": torch.ones_like(x), "labels": x}
 
-    _train(torch, model,
-           lambda x: model(input_ids=x[0], attention_mask=x[1], labels=x[0]).loss,
-           ids, len(lengths), False, advice)
+    _train(torch, model, lambda x: model(**x).loss, ids, len(lengths), False, advice)
 
 
 def bert_large_amp(advice: dict) -> None:
@@ -164,9 +169,10 @@ def bert_large_amp(advice: dict) -> None:
     b = _batch(96, advice)
 
     def ids(i):
-        return torch.randint(0, 30522, (b, 512), device="cuda")
+        x = torch.randint(0, 30522, (b, 512), device="cuda")
+        return {"input_ids": x, "labels": x}
 
-    _train(torch, model, lambda x: model(input_ids=x, labels=x).loss, ids, 3, True, advice)
+    _train(torch, model, lambda x: model(**x).loss, ids, 3, True, advice)
 
 
 def backward_oom(advice: dict) -> None:

@@ -229,17 +229,54 @@ def _two_sizes(result: FitResult) -> list[int]:
 def _variant(runner: _Runner, device: Any, opt: OptimizerStep, sizes: list[int],
              setup: Callable[[], Callable[[], None]]) -> tuple[MemoryModel | None, str]:
     """Measures ``sizes`` with a remedy applied (``setup()`` applies it and returns its undo)."""
-    undo = setup()
     raw: dict[int, tuple[Probe, int]] = {}
+    try:
+        undo = setup()
+    except Exception as exc:  # noqa: BLE001 -- the remedy cannot be applied to this model
+        return None, f"could not be applied ({_error_text(exc)})"
     try:
         measure = _measure_fn(runner, device, opt, raw)
         probes = [measure(size) for size in sizes]
     except ProbeOutOfMemory as oom:
         return None, f"ran out of memory at {oom.size}"
+    except Exception as exc:  # noqa: BLE001 -- the step does not run with it: not advised
+        return None, f"the step did not run with it ({_error_text(exc)})"
     finally:
         undo()
     return fit_model(probes, retries=allocator_retries()), \
         f"probes at {', '.join(map(str, sizes))}"
+
+
+def _error_text(exc: BaseException) -> str:
+    """An exception in one line: its type and its message's first line, bounded."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first[:160]}" if first else type(exc).__name__
+
+
+def _hf_model(model: Any) -> tuple[str, Any] | None:
+    """The outermost transformers model inside ``model`` (itself included) that has its own
+    gradient checkpointing, and its path; None without one. Its blocks keep caches and
+    position biases that a plain wrapping recomputes differently (T5's decoder: "a different
+    number of tensors was saved"); its own switch handles them."""
+    for name, module in model.named_modules():
+        if getattr(module, "supports_gradient_checkpointing", False) and \
+                callable(getattr(module, "gradient_checkpointing_enable", None)):
+            return name, module
+    return None
+
+
+def _hf_checkpointing(module: Any) -> Callable[[], Callable[[], None]]:
+    """transformers' own gradient checkpointing on ``module`` (non-reentrant, as the advice
+    says to)."""
+    def setup() -> Callable[[], None]:
+        was = bool(getattr(module, "is_gradient_checkpointing", False))
+        module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+        def undo() -> None:
+            if not was:
+                module.gradient_checkpointing_disable()
+        return undo
+    return setup
 
 
 def _checkpointing(model: Any, path: str) -> Callable[[], Callable[[], None]]:
@@ -337,7 +374,7 @@ def _input_cap(runner: _Runner, device: Any, opt: OptimizerStep,
         answer, probe, how = cap_search(lambda size: opt.adjust(*window(size)), past, now,
                                         need, usable, step, late)
     except Exception as exc:  # noqa: BLE001 -- the model refused the cut input
-        return f"the input cut to a smaller size did not run ({type(exc).__name__}: {exc})"
+        return f"the input cut to a smaller size did not run ({_error_text(exc)})"
     finally:
         runner.along = None
     if answer == 0 or probe is None:
@@ -389,6 +426,8 @@ def _token_cap(runner: _Runner, device: Any, tokens: int, need: int, usable: flo
     try:
         answer, probe, how = cap_search(lambda size: window(size)[0], max(1, tokens // 16),
                                         tokens, need, usable, step, late)
+    except Exception as exc:  # noqa: BLE001 -- generate() refused fewer tokens
+        return f"fewer new tokens: generate() did not run with them ({_error_text(exc)})"
     finally:
         runner.along = None
     if answer == 0 or probe is None:
@@ -511,15 +550,25 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         blocks = block_lists(scene.model)
         if grad and blocks and not late():
             path, cls, count = blocks[0]
-            variant, how = _variant(runner, device, opt, sizes,
-                                    _checkpointing(scene.model, path))
-            if variant is not None:
-                remedies.append(MeasuredRemedy(
-                    "activation_checkpointing",
-                    {"modules": top_path(e, path, cls, count), "class": cls, "count": count},
-                    variant.predict(size).need_bytes, how))
+            where = top_path(e, path, cls, count)
+            ckpt: dict[str, Any] = {"modules": where, "class": cls, "count": count}
+            hf = _hf_model(scene.model)
+            if hf is not None:
+                # transformers' own switch, on the model that holds it, named from the top.
+                name, module = hf
+                inner = path[len(name) + 1:] if name and path.startswith(name + ".") else path
+                ckpt["modules"] = where[:len(where) - len(inner)].rstrip(".") \
+                    if inner and where.endswith(inner) else name
+                ckpt["method"] = "gradient_checkpointing_enable"
+                setup = _hf_checkpointing(module)
             else:
-                notes.append(f"activation checkpointing on {path or 'the model'}: {how}")
+                setup = _checkpointing(scene.model, path)
+            variant, how = _variant(runner, device, opt, sizes, setup)
+            if variant is not None:
+                remedies.append(MeasuredRemedy("activation_checkpointing", ckpt,
+                                               variant.predict(size).need_bytes, how))
+            else:
+                notes.append(f"activation checkpointing on {where or 'the model'}: {how}")
         _, dtype = parameter_summary(scene.model.parameters())
         if scene.autocast_dtype is None and dtype == "float32" and not late():
             def autocast_on() -> Callable[[], None]:

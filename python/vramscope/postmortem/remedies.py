@@ -495,6 +495,10 @@ _MEASURED_TITLES = {
                   "step had {from_batch_size})",
     "activation_checkpointing": "activation checkpointing on the {count} {class} modules of "
                                 "{where}",
+    "activation_checkpointing_hf": "activation checkpointing: {where}.gradient_checkpointing_"
+                                   "enable(gradient_checkpointing_kwargs={{'use_reentrant': "
+                                   "False}}) (transformers' own, over its {count} {class} "
+                                   "blocks)",
     "mixed_precision": "mixed precision: run the forward under torch.autocast('cuda', "
                        "dtype=torch.bfloat16)",
     "optimizer_state": "use {optimizer} instead of {from_optimizer} (its state is what the "
@@ -543,8 +547,9 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
         caps = r.kind in _CAPS or (r.kind == "batch_size" and (
             params["batch_grew"] or not dims))
         where = params.get("modules")
-        title = _MEASURED_TITLES[r.kind].format(
-            **params, where=(where or "the model") if where is not None else "the model",
+        title = _MEASURED_TITLES[r.kind + ("_hf" if "method" in params else "")].format(
+            **params, where=("model" + (f".{where}" if where else "")) if "method" in params
+            else (where or "the model") if where is not None else "the model",
             **{f"{k}_text": "×".join(map(str, params[k])) for k in ("dims", "max_size",
                                                                    "from_size") if k in params})
         detail = (f"measured: the step needs ≈{format_bytes(r.need_bytes)} with it "

@@ -266,7 +266,8 @@ class _HostDevice(SyntheticDevice):
         def measure(size: int):
             call(size)
             container = call.scene.model.get_submodule(self.path)
-            checkpointed = any("forward" in vars(b) for b in container.children())
+            checkpointed = any("forward" in vars(b) for b in container.children()) or \
+                bool(getattr(call.scene.model, "is_gradient_checkpointing", False))
             peak = self.truth(size, checkpointed, call.autocast is not None)
             self.sizes.append((size, checkpointed, call.autocast is not None))
             return Probe(size, peak, int(peak * 1.2), peak_pinned_bytes=int(peak * ALLOWANCE)), \
@@ -295,8 +296,12 @@ def test_a_transformers_lm_is_run_again_from_its_forward_with_its_own_loss():
     m = _measure.measure(scene, _evidence(), device=device)
     assert not isinstance(m, str), m
     kinds = {r.kind: r for r in m.remedies}
-    assert kinds["activation_checkpointing"].params["modules"] == "transformer.h"
+    # transformers' own switch (its blocks keep caches a plain wrapping recomputes wrongly),
+    # on the model itself; measured with it on, and off again after.
+    assert kinds["activation_checkpointing"].params == {
+        "modules": "", "class": "GPT2Block", "count": 3, "method": "gradient_checkpointing_enable"}
     assert kinds["activation_checkpointing"].need_bytes < m.need_bytes
+    assert not model.is_gradient_checkpointing
     # The model's own loss ran backward: every parameter got a gradient, then it was dropped.
     assert all(p.grad is None for p in model.parameters())
 
@@ -754,3 +759,93 @@ def test_an_inference_oom_gets_the_batch_that_fits_first_and_promises_only_it():
     advice = inference_evidence([StepPoint(1, FIXED, FIXED, BATCH)])
     assert advice[0].kind == "batch_size"
     assert next(x for x in advice if x.kind == "mixed_precision").fits
+
+
+def test_a_t5_whose_source_grew_runs_out_in_backward_and_gets_its_length_capped():
+    """An encoder-decoder trained on a dict batch (input_ids and their mask grow, labels stay),
+    out of memory in its backward: the batch is found beside the model, and the cap's search
+    cuts the ids and the mask, never the labels."""
+    transformers = pytest.importorskip("transformers")
+    from vramscope.attribution.model_probe import frames_of_traceback
+
+    config = transformers.T5Config(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=2,
+                                   num_heads=2, decoder_start_token_id=0, pad_token_id=0)
+    torch.manual_seed(0)
+    model = transformers.T5ForConditionalGeneration(config)
+    opt = torch.optim.AdamW(model.parameters())
+    seen: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = []
+    model.register_forward_pre_hook(
+        lambda m, args, kwargs: seen.append((tuple(kwargs["input_ids"].shape),
+                                             tuple(kwargs["attention_mask"].shape),
+                                             tuple(kwargs["labels"].shape))), with_kwargs=True)
+    boom = model.lm_head.register_forward_hook(lambda m, i, out: _Boom.apply(out))
+    past, now, batch = 80, 128, 8
+
+    def train(step_batch: dict) -> None:
+        loss = model(**step_batch).loss
+        loss.backward()
+        opt.step()
+
+    ids = torch.randint(1, 64, (batch, now))
+    step_batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                  "labels": torch.randint(1, 64, (batch, 16))}
+    _Boom.armed = True
+    try:
+        train(step_batch)
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    finally:
+        _Boom.armed = False
+        boom.remove()
+    assert scene.model is model and scene.inputs[0].kwargs.keys() == step_batch.keys()
+    scene.grad_enabled = True
+    per_token = 10 << 20
+
+    def need(length: int) -> int:
+        return FIXED + batch * length * per_token
+
+    class LengthDevice(SyntheticDevice):
+        def window(self, call):
+            def measure(size: int):
+                seen.clear()
+                call(size)
+                (b, length), mask, labels = seen[-1][0], seen[-1][1], seen[-1][2]
+                assert mask == (b, length) and labels == (b, 16)
+                peak = FIXED + b * length * per_token
+                if peak * ALLOWANCE > CAP:
+                    raise _measure.ProbeOutOfMemory(size)
+                return Probe(size, peak, peak, peak_pinned_bytes=int(peak * ALLOWANCE)), FIXED
+            return measure
+
+    e = _grown_evidence((batch, now), (batch, past))
+    m = _measure.measure(scene, e, device=LengthDevice(amp_share=1.0))
+    assert not isinstance(m, str), m
+    assert [r.kind for r in m.remedies if r.kind == "sequence_length"], m.notes
+    cap = next(r for r in m.remedies if r.kind == "sequence_length")
+    # Multiples of 16 (the common divisor of 80 and 128); the truth by trying each.
+    assert cap.params["max_length"] == _largest(need, range(past, now, 16)) == 96
+    assert cap.params["from_length"] == now and cap.params["dim"] == 1
+
+
+def test_a_remedy_the_model_cannot_run_is_a_note_and_the_rest_is_measured():
+    """Blocks that refuse to run under torch.utils.checkpoint (the T5 decoder's cache did,
+    before transformers' own switch was used): checkpointing is not advised, one note says
+    why, and the batch and the other remedies are still measured."""
+
+    class Stubborn(torch.nn.Linear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if "forward" in vars(self):
+                raise RuntimeError("this block cannot be recomputed\nsecond line")
+            return super().forward(x)
+
+    model = Blocks()
+    model.blocks = torch.nn.ModuleList(Stubborn(32, 32) for _ in range(6))
+    scene = _oom_scene(model)
+    scene.grad_enabled = True
+    m = _measure.measure(scene, _evidence(), device=SyntheticDevice(amp_share=0.6))
+    assert not isinstance(m, str), m
+    kinds = {r.kind for r in m.remedies}
+    assert "activation_checkpointing" not in kinds and {"batch_size", "mixed_precision"} <= kinds
+    assert ("activation checkpointing on blocks: the step did not run with it (RuntimeError: "
+            "this block cannot be recomputed)") in m.notes
+    assert all("forward" not in vars(b) for b in model.blocks)
