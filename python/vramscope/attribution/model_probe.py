@@ -114,10 +114,28 @@ def parameter_summary(params: Iterable[Any]) -> tuple[int, str]:
     return sum(by_dtype.values()), max(by_dtype, key=lambda k: by_dtype[k])
 
 
+#: Factored second moments keep about this share of the parameters' bytes (Adafactor).
+FACTORED_STATE_SHARE = 0.02
+
+
+def unwrap_optimizer(optimizer: Any) -> Any:
+    """The torch optimizer inside a framework's wrapper (accelerate's AcceleratedOptimizer,
+    Lightning's LightningOptimizer keep it as ``.optimizer``): its class says what its state
+    is."""
+    for _ in range(4):
+        inner = getattr(optimizer, "optimizer", None)
+        if inner is None or inner is optimizer or not hasattr(inner, "param_groups"):
+            break
+        optimizer = inner
+    return optimizer
+
+
 def optimizer_summary(optimizer: Any) -> dict[str, Any]:
     """{optimizer, optimizer_state_bytes, optimizer_state_full_bytes, parameter_bytes,
-    parameter_dtype} of a torch optimizer: the state as allocated now, and as it will be once
-    every parameter has its state (states per parameter times the parameter bytes)."""
+    parameter_dtype} of a torch optimizer (a framework's wrapper: the one inside): the state
+    as allocated now, and as it will be once every parameter has its state (states per
+    parameter times the parameter bytes; Adafactor's factored moments a small share)."""
+    optimizer = unwrap_optimizer(optimizer)
     tensor = _tensor_type()
     name = type(optimizer).__name__
     params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -130,8 +148,10 @@ def optimizer_summary(optimizer: Any) -> dict[str, Any]:
     per_param = STATE_PER_PARAMETER.get(name, 2)
     if name == "SGD" and not any(g.get("momentum", 0) for g in optimizer.param_groups):
         per_param = 0
+    full = int(parameter_bytes * FACTORED_STATE_SHARE) if name == "Adafactor" \
+        else per_param * parameter_bytes
     return {"optimizer": name, "optimizer_state_bytes": state,
-            "optimizer_state_full_bytes": max(state, per_param * parameter_bytes),
+            "optimizer_state_full_bytes": max(state, full),
             "parameter_bytes": parameter_bytes, "parameter_dtype": dtype}
 
 

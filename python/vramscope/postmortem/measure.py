@@ -34,7 +34,14 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core.units import format_bytes
-from ..attribution.model_probe import STATE_PER_PARAMETER, block_lists, parameter_summary
+from ..attribution.model_probe import (
+    FACTORED_STATE_SHARE,
+    STATE_PER_PARAMETER,
+    block_lists,
+    optimizer_summary,
+    parameter_summary,
+    unwrap_optimizer,
+)
 from ..predict.fit import CudaDevice
 from ..predict.model import MemoryModel, Probe, fit_model
 from ..predict.search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
@@ -54,8 +61,6 @@ MAX_CAP_PROBES = 5
 #: ViT's patch, a CNN's stride divide both; 8 for sequences of 512 and 1024 would be finer
 #: than any user asks).
 CAP_STEP_MAX = 64
-#: Factored second moments keep about this share of the parameters' bytes (Adafactor).
-FACTORED_STATE_SHARE = 0.02
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +81,20 @@ class OptimizerStep:
     gradients_resident: bool = False
     name: str = ""
 
+    def lighter(self, gradients_resident: bool) -> tuple[OptimizerStep, dict[str, Any]]:
+        """The lighter optimizer advised instead of this one, as a step, and its advice's
+        parameters: Adam's family (two states per parameter) -> Adafactor without foreach
+        (factored moments, no parameter-sized temporaries); one state or none -> SGD without
+        momentum (none)."""
+        lighter = "SGD" if STATE_PER_PARAMETER.get(self.name, 2) < 2 else "Adafactor"
+        state = int(self.parameter_bytes * FACTORED_STATE_SHARE) if lighter == "Adafactor" else 0
+        params: dict[str, Any] = {"optimizer": lighter, "from_optimizer": self.name,
+                                  "state_bytes": self.state_full_bytes}
+        if lighter == "Adafactor":
+            params["foreach"] = False
+        return OptimizerStep(self.parameter_bytes, 0, state, 0, gradients_resident,
+                             lighter), params
+
     def adjust(self, probe: Probe, final_allocated_bytes: int) -> Probe:
         """``probe`` (a forward and backward, gradients dropped) as a whole step: the state
         still missing added to every peak; the peak at least the optimizer's step, where what
@@ -94,29 +113,21 @@ class OptimizerStep:
 
 def optimizer_step(optimizer: Any, model: Any, gradients_resident: bool) -> OptimizerStep:
     """The optimizer's part of a step (none without an optimizer: inference, or not found)."""
-    torch = sys.modules["torch"]
     if optimizer is None:
         return OptimizerStep(0, 0, 0, 0, gradients_resident)
-    name = type(optimizer).__name__
-    params = [p for g in optimizer.param_groups for p in g["params"]]
-    parameter_bytes, _ = parameter_summary(params)
-    state = sum(v.numel() * v.element_size() for s in optimizer.state.values()
-                for v in s.values() if isinstance(v, torch.Tensor) and v.dim() > 0)
-    per_param = STATE_PER_PARAMETER.get(name, 2)
+    optimizer = unwrap_optimizer(optimizer)
+    summary = optimizer_summary(optimizer)
+    name, parameter_bytes = summary["optimizer"], summary["parameter_bytes"]
     groups = optimizer.param_groups
-    if name == "SGD" and not any(g.get("momentum", 0) for g in groups):
-        per_param = 0
-    if name == "Adafactor":
-        full = int(parameter_bytes * FACTORED_STATE_SHARE)
-    else:
-        full = per_param * parameter_bytes
+    per_param = STATE_PER_PARAMETER.get(name, 2)
     foreach = not any(g.get("fused") for g in groups) and \
         any(g.get("foreach") in (None, True) for g in groups)
     decay_copy = name in ("SGD", "Adam", "NAdam", "RAdam", "Adamax", "Adagrad", "RMSprop") and \
         any(g.get("weight_decay", 0) for g in groups)
     temporaries = parameter_bytes if foreach and (per_param >= 2 or decay_copy) else 0
-    return OptimizerStep(parameter_bytes, state, max(state, full), temporaries,
-                         gradients_resident, name)
+    return OptimizerStep(parameter_bytes, summary["optimizer_state_bytes"],
+                         summary["optimizer_state_full_bytes"], temporaries, gradients_resident,
+                         name)
 
 
 def _scalar(output: Any) -> Any:
@@ -589,17 +600,9 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
             else:
                 remedies.append(capped)
         if opt.state_full_bytes > 0 and raw:
-            lighter = "SGD" if STATE_PER_PARAMETER.get(opt.name, 2) < 2 else "Adafactor"
-            light = OptimizerStep(
-                opt.parameter_bytes, 0,
-                int(opt.parameter_bytes * FACTORED_STATE_SHARE) if lighter == "Adafactor" else 0,
-                0, opt.gradients_resident, lighter)
+            light, params = opt.lighter(opt.gradients_resident)
             variant = fit_model([light.adjust(p, final) for p, final in raw.values()],
                                 retries=retries)
-            params: dict[str, Any] = {"optimizer": lighter, "from_optimizer": opt.name,
-                                      "state_bytes": opt.state_full_bytes}
-            if lighter == "Adafactor":
-                params["foreach"] = False
             if variant is not None:
                 remedies.append(MeasuredRemedy(
                     "optimizer_state", params, variant.predict(size).need_bytes,
@@ -631,14 +634,7 @@ def _optimizer_only(scene: OomScene, e: OomEvidence, device: Any, began: float) 
              f"now, {format_bytes(missing)} of state still to come, "
              f"{format_bytes(opt.temporary_bytes)} of temporaries")
     remedies = []
-    lighter = "SGD" if STATE_PER_PARAMETER.get(opt.name, 2) < 2 else "Adafactor"
-    light = OptimizerStep(opt.parameter_bytes, 0,
-                          int(opt.parameter_bytes * FACTORED_STATE_SHARE)
-                          if lighter == "Adafactor" else 0, 0, False, lighter)
-    params: dict[str, Any] = {"optimizer": lighter, "from_optimizer": opt.name,
-                              "state_bytes": opt.state_full_bytes}
-    if lighter == "Adafactor":
-        params["foreach"] = False
+    light, params = opt.lighter(False)
     remedies.append(MeasuredRemedy("optimizer_state", params, need(light, 0),
                                    "the failed step's peak and the lighter state"))
     return Measured(size=0, what="step", need_bytes=int(total), basis=basis,

@@ -849,3 +849,20 @@ def test_a_remedy_the_model_cannot_run_is_a_note_and_the_rest_is_measured():
     assert ("activation checkpointing on blocks: the step did not run with it (RuntimeError: "
             "this block cannot be recomputed)") in m.notes
     assert all("forward" not in vars(b) for b in model.blocks)
+
+
+def test_a_frameworks_optimizer_wrapper_is_judged_by_the_optimizer_inside():
+    """accelerate and Lightning hand the step a wrapper that keeps the optimizer as
+    ``.optimizer``: its class, not the wrapper's, says what its state and its step are."""
+    pytest.importorskip("lightning")
+    from lightning.pytorch.core.optimizer import LightningOptimizer
+
+    model = Blocks()
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    wrapped = LightningOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    step = _measure.optimizer_step(wrapped, model, False)
+    # SGD with momentum: one state per parameter, no foreach temporaries without decay.
+    assert (step.name, step.state_full_bytes, step.temporary_bytes) == ("SGD", params, 0)
+    light, advice = step.lighter(False)
+    assert advice == {"optimizer": "SGD", "from_optimizer": "SGD", "state_bytes": params}
+    assert light.state_full_bytes == 0
