@@ -489,29 +489,54 @@ def _memory_fraction(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
                 f"{format_bytes(gain)} more ({format_bytes(need)} was needed)."))
 
 
-#: Titles of the measured remedies ({...}: their parameters).
-_MEASURED_TITLES = {
-    "batch_size": "use batch size {batch_size} (the largest that fits, measured; the failing "
-                  "step had {from_batch_size})",
-    "activation_checkpointing": "activation checkpointing on the {count} {class} modules of "
-                                "{where}",
-    "activation_checkpointing_hf": "activation checkpointing: {where}.gradient_checkpointing_"
-                                   "enable(gradient_checkpointing_kwargs={{'use_reentrant': "
-                                   "False}}) (transformers' own, over its {count} {class} "
-                                   "blocks)",
-    "mixed_precision": "mixed precision: run the forward under torch.autocast('cuda', "
-                       "dtype=torch.bfloat16)",
-    "optimizer_state": "use {optimizer} instead of {from_optimizer} (its state is what the "
-                       "step lacks room for)",
-    "sequence_length": "cap the input's length (dimension {dim}) at {max_length} (the longest "
-                       "measured to fit at batch {batch_size}; the failing step had "
-                       "{from_length}, and it grew from step to step)",
-    "image_size": "cap the input's size (dimensions {dims_text}) at {max_size_text} (the "
-                  "largest measured to fit at batch {batch_size}; the failing step had "
-                  "{from_size_text}, and it grew from step to step)",
-    "max_new_tokens": "generate at most {max_new_tokens} new tokens (the most measured to fit "
-                      "at batch {batch_size}; the call asked for {from_max_new_tokens})",
-}
+def _measured_text(kind: str, p: dict[str, Any]) -> tuple[str, str]:
+    """The title of a measured remedy of ``kind`` with its parameters ``p``, and how to apply
+    it, in one line of code or words (the way it was measured)."""
+    if kind == "batch_size":
+        return (f"use batch size {p['batch_size']} (the largest that fits, measured; the "
+                f"failing step had {p['from_batch_size']})",
+                f"a batch size of {p['batch_size']} (the DataLoader's batch_size, or each "
+                f"batch split into pieces of at most {p['batch_size']})")
+    if kind == "activation_checkpointing" and "method" in p:
+        model = "model" + (f".get_submodule({p['modules']!r})" if p["modules"] else "")
+        return (f"activation checkpointing with transformers' own switch over the "
+                f"{p['count']} {p['class']} blocks",
+                f"{model}.gradient_checkpointing_enable(gradient_checkpointing_kwargs="
+                "{'use_reentrant': False})")
+    if kind == "activation_checkpointing":
+        return (f"activation checkpointing on the {p['count']} {p['class']} modules of "
+                f"{p['modules'] or 'the model'}",
+                f"for block in model.get_submodule({p['modules']!r}).children(): block.forward "
+                "= functools.partial(torch.utils.checkpoint.checkpoint, block.forward, "
+                "use_reentrant=False)")
+    if kind == "mixed_precision":
+        return ("mixed precision: run the forward under torch.autocast('cuda', "
+                "dtype=torch.bfloat16)", "with torch.autocast('cuda', dtype=torch.bfloat16): "
+                "around the forward and the loss (the backward and the step outside it)")
+    if kind == "optimizer_state":
+        extra = ", foreach=False" if p.get("foreach") is False else ""
+        return (f"use {p['optimizer']} instead of {p['from_optimizer']} (its state is what the "
+                "step lacks room for)",
+                f"torch.optim.{p['optimizer']}(model.parameters(){extra})")
+    if kind == "sequence_length":
+        return (f"cap the input's length (dimension {p['dim']}) at {p['max_length']} (the "
+                f"longest measured to fit at batch {p['batch_size']}; the failing step had "
+                f"{p['from_length']}, and it grew from step to step)",
+                f"truncate every input to {p['max_length']} along dimension {p['dim']} (a "
+                f"tokenizer's max_length={p['max_length']}, truncation=True)")
+    if kind == "image_size":
+        size, was = "×".join(map(str, p["max_size"])), "×".join(map(str, p["from_size"]))
+        return (f"cap the input's size (dimensions {', '.join(map(str, p['dims']))}) at "
+                f"{size} (the largest measured to fit at batch {p['batch_size']}; the failing "
+                f"step had {was}, and it grew from step to step)",
+                f"resize or crop every input to at most {size}")
+    if kind == "max_new_tokens":
+        return (f"generate at most {p['max_new_tokens']} new tokens (the most measured to fit "
+                f"at batch {p['batch_size']}; the call asked for {p['from_max_new_tokens']})",
+                f"generate(..., max_new_tokens={p['max_new_tokens']})")
+    raise ValueError(f"vramscope: no text for the measured remedy {kind!r}")
+
+
 #: Measured remedies that cap what grew from step to step, and so hold for the larger steps
 #: still to come; the others were measured at the failing step only.
 _CAPS = ("sequence_length", "image_size")
@@ -546,12 +571,7 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
             params["batch_grew"] = bool(ran) and int(params["from_batch_size"]) > max(ran)
         caps = r.kind in _CAPS or (r.kind == "batch_size" and (
             params["batch_grew"] or not dims))
-        where = params.get("modules")
-        title = _MEASURED_TITLES[r.kind + ("_hf" if "method" in params else "")].format(
-            **params, where=("model" + (f".{where}" if where else "")) if "method" in params
-            else (where or "the model") if where is not None else "the model",
-            **{f"{k}_text": "×".join(map(str, params[k])) for k in ("dims", "max_size",
-                                                                   "from_size") if k in params})
+        title, how = _measured_text(r.kind, params)
         detail = (f"measured: the step needs ≈{format_bytes(r.need_bytes)} with it "
                   f"({r.basis}), ≈{format_bytes(m.need_bytes)} without, of a "
                   f"{format_bytes(e.budget_bytes)} budget")
@@ -562,8 +582,9 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
             continue
         if grew and not caps:
             params["input_grew"] = grew
-        out.append(Advice(score=recovers / max(need, 1), title=title, detail=detail + ".",
-                          kind=r.kind, params=params, recovers_bytes=recovers, fits=True))
+        out.append(Advice(score=recovers / max(need, 1), title=title,
+                          detail=f"{detail}. How: {how}.", kind=r.kind, params=params,
+                          recovers_bytes=recovers, fits=True))
     limit = e.limit_bytes
     if limit is not None and 0 < limit < e.device_total_bytes and e.device_total_bytes > 0:
         room = min(e.device_total_bytes, e.reserved_bytes + e.device_free_bytes)

@@ -7,6 +7,7 @@ model and the search they test."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -99,12 +100,13 @@ def host_inputs(monkeypatch):
     monkeypatch.setattr(_scene, "INPUT_DEVICE_TYPES", ("cuda", "cpu"))
 
 
-def _oom_scene(model: Blocks) -> _scene.OomScene:
+def _oom_scene(model: Blocks, optimizer=None) -> _scene.OomScene:
     """The scene as the post-mortem captures it: the OOM raised inside the model's forward of
-    a training loop, the frames taken from the exception's traceback."""
+    a training loop (SGD without momentum unless ``optimizer(params)`` is given), the frames
+    taken from the exception's traceback."""
     from vramscope.attribution.model_probe import frames_of_traceback
 
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt = (optimizer or functools.partial(torch.optim.SGD, lr=0.1))(model.parameters())
 
     def train(x: torch.Tensor) -> None:
         loss = model(x).logsumexp(-1).mean()
@@ -866,3 +868,50 @@ def test_a_frameworks_optimizer_wrapper_is_judged_by_the_optimizer_inside():
     light, advice = step.lighter(False)
     assert advice == {"optimizer": "SGD", "from_optimizer": "SGD", "state_bytes": params}
     assert light.state_full_bytes == 0
+
+
+def _how(advice) -> str:
+    """The code an advice's detail says to run ("How: <code>.")."""
+    assert ". How: " in advice.detail, advice.detail
+    return advice.detail.split(". How: ", 1)[1].removesuffix(".")
+
+
+def test_the_advices_code_applies_the_remedy_that_was_measured():
+    """Run as written against the model, each advice's code does what was measured: the
+    blocks wrapped in checkpoint, transformers' switch on, the lighter optimizer built."""
+    model = Blocks()
+    scene = _oom_scene(model, torch.optim.AdamW)
+    scene.grad_enabled = True
+    e = _evidence()
+    e.measured = _measure.measure(scene, e, device=SyntheticDevice(amp_share=0.6))
+    by_kind = {a.kind: a for a in assess(e).advice}
+    exec(_how(by_kind["activation_checkpointing"]),  # noqa: S102 -- the advice's own code
+         {"model": model, "functools": functools, "torch": torch})
+    assert all("forward" in vars(b) for b in model.blocks)
+    model(torch.randn(4, 16)).sum().backward()  # and the model still runs with it
+    # (The model's state is too small to matter here: the lighter optimizer is measured, and
+    # its code is what the advice would say.)
+    from vramscope.postmortem.remedies import _measured_text
+
+    lighter = next(r for r in e.measured.remedies if r.kind == "optimizer_state")
+    _, how = _measured_text("optimizer_state", lighter.params)
+    optimizer = eval(how, {"model": model, "torch": torch})  # noqa: S307 -- the advice's code
+    assert type(optimizer).__name__ == lighter.params["optimizer"] == "Adafactor"
+
+    gpt2 = _hf_gpt2()
+    hook = _Armed()
+    gpt2.transformer.h[1].register_forward_pre_hook(hook)
+    ids = torch.randint(0, 100, (BATCH, 16))
+    try:
+        gpt2(input_ids=ids, labels=ids).loss.backward()
+    except torch.OutOfMemoryError as exc:
+        from vramscope.attribution.model_probe import frames_of_traceback
+
+        hf_scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    hook.armed = False
+    hf_scene.grad_enabled = True
+    e = _evidence()
+    e.measured = _measure.measure(hf_scene, e, device=_HostDevice("transformer.h"))
+    advice = next(a for a in assess(e).advice if a.kind == "activation_checkpointing")
+    exec(_how(advice), {"model": gpt2})  # noqa: S102 -- the advice's own code
+    assert gpt2.is_gradient_checkpointing
