@@ -42,6 +42,8 @@ CACHE_KEY = "vramscope/peaks"
 _MARKERS = {"limit_vram": _limits.limit_spec, "limit_vram_leak": _limits.leak_spec}
 _MEASURE = pytest.StashKey[TestMeasure]()
 _WINDOW = pytest.StashKey["_Window"]()
+#: The post-mortem's last report's paths when the test's call began.
+_REPORT_BEFORE = pytest.StashKey[dict[str, str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -227,6 +229,9 @@ class VramscopePlugin:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, Any, None]:
+        # The post-mortem's last report before the test: an OOM that fails the test and has a
+        # report of its own is measured again once its failure is reported.
+        pyfuncitem.stash[_REPORT_BEFORE] = SESSION.postmortem.last_report()
         if not (self.enabled or self._wants(pyfuncitem)) or SESSION.no_gpu() is not None:
             yield
             return
@@ -251,6 +256,8 @@ class VramscopePlugin:
         measure = item.stash.get(_MEASURE, None)
         if measure is not None:
             report.user_properties.append((PROPERTY, measure.to_dict()))
+        if call.excinfo is not None:
+            self._measure_oom(item, report, call.excinfo.value)
         if report.outcome != "passed":
             return
         failure = self._failure(item, measure)
@@ -259,6 +266,20 @@ class VramscopePlugin:
             report.outcome = "failed"
             report.longrepr = _Failure(failure[0])
             report.sections.append(("vramscope", failure[1]))
+
+    @staticmethod
+    def _measure_oom(item: pytest.Item, report: pytest.TestReport, exc: BaseException) -> None:
+        """A CUDA OOM that failed the test, with its post-mortem written during the test: the
+        failing step run again and measured (vramscope.postmortem.measure), the report
+        rewritten, its summary a section of the test's failure. After the failure's text is
+        made: the measurement clears the traceback's frames to free the step's memory."""
+        postmortem = SESSION.postmortem
+        before = item.stash.get(_REPORT_BEFORE, None)
+        if before is None or not postmortem.last_report() or postmortem.last_report() == before:
+            return
+        if postmortem.measure_and_report(exc, echo=False):
+            report.sections.append(("vramscope: the OOM measured again",
+                                    postmortem.last_summary))
 
     def _failure(self, item: pytest.Item, measure: TestMeasure | None) -> Any | None:
         specs = _specs(item)

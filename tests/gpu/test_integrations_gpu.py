@@ -111,6 +111,44 @@ def test_plugin_limits_leaks_and_torch_peaks_on_a_gpu(gpu_pytester):
     assert "vramscope GPU memory report" in out
 
 
+@pytest.mark.slow
+def test_plugin_measures_the_oom_that_failed_a_test_and_frees_it(gpu_pytester, tmp_path,
+                                                                  monkeypatch):
+    """A test that runs out of memory under --vramscope: its failure gets the step measured
+    again (the batch that fits, measured), its report says so, and the next test starts with
+    nothing of it left allocated."""
+    import json
+
+    gpu_pytester.makepyfile("""
+        import torch
+
+        def test_too_large_a_batch():
+            torch.cuda.set_per_process_memory_fraction(2 * 2**30 / torch.cuda.mem_get_info()[1])
+            model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(8)]).cuda()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            x = torch.randn(8192, 4096, device="cuda")
+            model(x).square().mean().backward()
+            opt.step()
+
+        def test_next_starts_clean():
+            torch._C._cuda_clearCublasWorkspaces()  # allocated through the cache too
+            assert torch.cuda.memory_allocated() == 0
+    """)
+    monkeypatch.setenv("VRAMSCOPE_OOM_DIR", str(tmp_path))
+    result = gpu_pytester.runpytest_subprocess(*plugin_args(), "-p", "no:randomly",
+                                               "--vramscope", "-rA")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*vramscope: the OOM measured again*",
+                                 "*vramscope: measured the failing step again*"])
+    reports = sorted(tmp_path.glob("vramscope-oom-*.json"))
+    assert len(reports) == 1
+    report = json.loads(reports[0].read_text())
+    assert report["measured"] is not None, report["measure_note"]
+    first = report["advice"][0]
+    assert first["fits"] and first["kind"] in ("batch_size", "activation_checkpointing",
+                                               "mixed_precision"), first
+
+
 def test_plugin_driver_kind(gpu_pytester):
     gpu_pytester.makepyfile("""
         import pytest, torch

@@ -105,8 +105,12 @@ class PostMortemSlot:
         """Paths of the last report written by this process ({} if none)."""
         return {}
 
-    def measure_and_report(self, exc: BaseException) -> dict[str, str] | None:
-        """For a process the OOM ``exc`` is ending: the failing step measured again and its
-        report rewritten; the report's paths, or None."""
+    #: The summary of the last measurement after an OOM ("" before the first).
+    last_summary = ""
+
+    def measure_and_report(self, exc: BaseException, echo: bool = True) -> dict[str, str] | None:
+        """For a process the OOM ``exc`` is ending (or a test it failed): the failing step
+        measured again and its report rewritten, the summary printed when ``echo``; the
+        report's paths, or None."""
         return None
 

@@ -95,6 +95,8 @@ class PostMortem(PostMortemSlot):
         #: Grad mode and autocast dtype on the failing thread at the last OOM the observer
         #: saw (read live there; the exception's unwinding restores both).
         self.oom_modes: tuple[bool, Any] | None = None
+        #: The summary of the last measurement after an OOM ("" before the first).
+        self.last_summary = ""
         #: The sys.excepthook this post-mortem wrapped (None: not wrapped).
         self._next_hook: Any = None
 
@@ -319,13 +321,14 @@ class PostMortem(PostMortemSlot):
 
 
     # ----- the measurement, once the OOM ends the process
-    def measure_and_report(self, exc: BaseException) -> dict[str, str] | None:
+    def measure_and_report(self, exc: BaseException, echo: bool = True) -> dict[str, str] | None:
         """For a process the OOM ``exc`` is ending (``vramscope run``'s program raised it;
-        an uncaught OOM, through ``sys.excepthook``): frees what the failed step held (the
-        traceback's locals, graphs in the program's globals), runs the step again at slices
-        of its batch and its remedies (vramscope.postmortem.measure), rewrites the report with
-        the measurements and prints their summary. Once per exception; never raises.
-        ``VRAMSCOPE_OOM_MEASURE=0`` turns it off."""
+        an uncaught OOM, through ``sys.excepthook``), or a test it failed (the pytest plugin,
+        once the failure's report is made): frees what the failed step held (the traceback's
+        locals, graphs in the program's globals), runs the step again at slices of its batch
+        and its remedies (vramscope.postmortem.measure), rewrites the report with the
+        measurements and prints their summary (``echo``; ``last_summary`` holds it either
+        way). Once per exception; never raises. ``VRAMSCOPE_OOM_MEASURE=0`` turns it off."""
         if (not is_oom_error(exc) or getattr(exc, "_vramscope_oom_measured", False)
                 or os.environ.get("VRAMSCOPE_OOM_MEASURE", "1").strip() in ("0", "false", "off",
                                                                              "no")
@@ -361,7 +364,9 @@ class PostMortem(PostMortemSlot):
                     e.measured = result
                 del scene
             advice = rewrite_report(e, paths, time.strftime("%Y-%m-%d %H:%M:%S"))
-            print(format_measured_summary(e, advice, paths["txt"]), file=sys.stderr, flush=True)
+            self.last_summary = format_measured_summary(e, advice, paths["txt"])
+            if echo:
+                print(self.last_summary, file=sys.stderr, flush=True)
             return paths
         except Exception as err:  # noqa: BLE001 -- never replace the program's exception
             print(f"vramscope: could not measure the failing step again ({err})",
