@@ -44,7 +44,7 @@ from ..attribution.model_probe import (
 )
 from ..predict.fit import CudaDevice
 from ..predict.model import MemoryModel, Probe, fit_model
-from ..predict.search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
+from ..predict.search import DEFAULT_MARGIN, ProbeOutOfMemory, search
 from ..predict.window import allocator_retries
 from .advice import Measured, MeasuredRemedy, OomEvidence
 from .remedies import grown_dims
@@ -228,13 +228,24 @@ def _measure_fn(runner: _Runner, device: Any, opt: OptimizerStep,
     return measure
 
 
+def _step_need(raw: dict[int, tuple[Probe, int]], step: OptimizerStep, size: int,
+               retries: bool) -> tuple[int, str] | None:
+    """What a step at ``size`` with ``step``'s optimizer needs, and how it was read: the
+    forward and backward predicted at ``size`` from the slices as they ran (no optimizer
+    step), then the optimizer's step added there. (A line through slices with the step
+    already added would be flat at small sizes, where the optimizer's step hides the bytes
+    per sample.) None with fewer than two slices."""
+    model = fit_model([p for p, _ in raw.values()], retries=retries)
+    if model is None:
+        return None
+    at = model.predict(size)
+    final = max(f for _, f in raw.values())
+    probe = Probe(size, at.allocated_bytes, at.reserved_bytes, peak_pinned_bytes=at.need_bytes)
+    return step.adjust(probe, final).must_fit_bytes, at.basis
+
+
 def _need(model: MemoryModel | None, size: int) -> int | None:
     return model.predict(size).need_bytes if model is not None else None
-
-
-def _two_sizes(result: FitResult) -> list[int]:
-    """The two largest sizes the search ran (a remedy saves memory: they run with it too)."""
-    return sorted({p.size for p in result.probes})[-2:]
 
 
 def _variant(runner: _Runner, device: Any, opt: OptimizerStep, sizes: list[int],
@@ -519,26 +530,41 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         budget = e.budget_bytes
         raw: dict[int, tuple[Probe, int]] = {}
         retries = allocator_retries()
-        result = search(_measure_fn(runner, device, opt, raw), budget, start=start,
-                        limit=size, max_probes=MAX_PROBES, retries=retries)
+        measure_slice = _measure_fn(runner, device, opt, raw)
+        result = search(measure_slice, budget, start=start, limit=size, max_probes=MAX_PROBES,
+                        retries=retries)
+        probes = list(result.probes)
         model = result.model
         need = _need(model, size)
-        if model is None or need is None:
-            top = max(result.probes, key=lambda p: p.size, default=None)
+        basis = f"the step run again at slices of its batch: {model.predict(size).basis}" \
+            if model is not None else ""
+        if model is None and len({p.size for p in probes}) == 1 and probes[0].size < size:
+            # Not even the smallest slice fits with the optimizer's step (its state fills the
+            # budget), so the search stopped there: a second size still gives the slices'
+            # line, and the optimizer's step is added at the failing size.
+            with contextlib.suppress(ProbeOutOfMemory):
+                probes.append(measure_slice(min(size, 2 * probes[0].size)))
+            stepped = _step_need(raw, opt, size, retries)
+            if stepped is not None:
+                need, how = stepped
+                basis = (f"the step run again at slices of its batch (without its optimizer "
+                         f"step: {how}), and {opt.name}'s step added at {size}")
+        if need is None:
+            top = max(probes, key=lambda p: p.size, default=None)
             if top is None:
                 return "no slice of the batch could be measured"
-            need = top.must_fit_bytes * size // top.size
+            need = int(top.need_at(size / top.size))
             basis = (f"{result.what} {top.size} measured ({format_bytes(top.must_fit_bytes)}), "
-                     f"scaled to {size} ({result.reason})")
-        else:
-            basis = f"the step run again at slices of its batch: {model.predict(size).basis}"
+                     f"what stays allocated kept and the rest scaled to {size} "
+                     f"({result.reason})")
         remedies: list[MeasuredRemedy] = []
         notes: list[str] = []
         if 0 < result.size < size and result.prediction is not None:
             remedies.append(MeasuredRemedy(
                 "batch_size", {"batch_size": result.size, "from_batch_size": size},
                 result.prediction.need_bytes, result.prediction.basis))
-        sizes = _two_sizes(result)
+        # The two largest sizes that ran: each remedy saves memory, so they run with it too.
+        sizes = sorted({p.size for p in probes})[-2:]
 
         def late() -> bool:
             if time.monotonic() - began > deadline_s:
@@ -601,12 +627,11 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 remedies.append(capped)
         if opt.state_full_bytes > 0 and raw:
             light, params = opt.lighter(opt.gradients_resident)
-            variant = fit_model([light.adjust(p, final) for p, final in raw.values()],
-                                retries=retries)
-            if variant is not None:
+            lighter = _step_need(raw, light, size, retries)
+            if lighter is not None:
                 remedies.append(MeasuredRemedy(
-                    "optimizer_state", params, variant.predict(size).need_bytes,
-                    "the same slices, with its optimizer step"))
+                    "optimizer_state", params, lighter[0],
+                    f"the same slices ({lighter[1]}), with its optimizer step added"))
         device.free()
     return Measured(size=size, what="batch_size", need_bytes=int(need), basis=basis,
                     remedies=remedies, notes=notes, seconds=time.monotonic() - began)

@@ -915,3 +915,46 @@ def test_the_advices_code_applies_the_remedy_that_was_measured():
     advice = next(a for a in assess(e).advice if a.kind == "activation_checkpointing")
     exec(_how(advice), {"model": gpt2})  # noqa: S102 -- the advice's own code
     assert gpt2.is_gradient_checkpointing
+
+
+def test_when_not_one_sample_fits_with_adams_state_the_lighter_optimizer_is_measured():
+    """A first step whose optimizer state fills the budget: not even a slice of one sample
+    fits with AdamW's step, so the search stops at once. The step's need still comes from the
+    slices' own line with AdamW's step added at the failing batch (not a line through steps
+    that the optimizer dominates, flat at small sizes), and Adafactor is measured to fit."""
+    fixed, per_sample = 10_000, 400
+
+    class SmallDevice(SyntheticDevice):
+        def window(self, call):
+            def measure(size: int):
+                call(size)
+                peak = fixed + size * per_sample
+                self.sizes.append((size, False, False))
+                return Probe(size, peak, peak, peak_pinned_bytes=peak), fixed
+            return measure
+
+    model = Blocks()
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    scene = _oom_scene(model, torch.optim.AdamW)
+    scene.grad_enabled = True
+    cap = 100_000
+    e = OomEvidence(device=0, requested_bytes=50_000, device_total_bytes=80 * GiB,
+                    device_free_bytes=60 * GiB, allocated_bytes=90_000, reserved_bytes=90_000,
+                    limit_bytes=cap)
+    m = _measure.measure(scene, e, device=SmallDevice(amp_share=1.0))
+    assert not isinstance(m, str), m
+
+    def truth(state: int, temporaries: int) -> int:
+        # The step at BATCH: its forward with the whole state, or the optimizer's step over
+        # what stays allocated, the gradients, the state and its temporaries.
+        return max(fixed + BATCH * per_sample + state, fixed + params + state + temporaries)
+
+    assert m.need_bytes == truth(2 * params, params)  # AdamW: two states, foreach temporaries
+    kinds = {r.kind: r for r in m.remedies}
+    assert "batch_size" not in kinds  # not even one sample fits with AdamW
+    adafactor = kinds["optimizer_state"]
+    assert adafactor.params["optimizer"] == "Adafactor"
+    assert adafactor.need_bytes == truth(int(params * 0.02), 0) < cap * (1 - MEASURED_MARGIN)
+    e.measured = m
+    first = assess(e).advice[0]
+    assert first.kind == "optimizer_state" and first.fits
