@@ -248,9 +248,11 @@ def _need(model: MemoryModel | None, size: int) -> int | None:
     return model.predict(size).need_bytes if model is not None else None
 
 
-def _variant(runner: _Runner, device: Any, opt: OptimizerStep, sizes: list[int],
-             setup: Callable[[], Callable[[], None]]) -> tuple[MemoryModel | None, str]:
-    """Measures ``sizes`` with a remedy applied (``setup()`` applies it and returns its undo)."""
+def _variant(runner: _Runner, device: Any, opt: OptimizerStep, sizes: list[int], size: int,
+             setup: Callable[[], Callable[[], None]]) -> tuple[int | None, str]:
+    """The failing step's need at ``size`` with a remedy applied (``setup()`` applies it and
+    returns its undo), measured at ``sizes`` (their line, the optimizer's step added at
+    ``size``), and how; None and why when it cannot be measured."""
     raw: dict[int, tuple[Probe, int]] = {}
     try:
         undo = setup()
@@ -258,15 +260,18 @@ def _variant(runner: _Runner, device: Any, opt: OptimizerStep, sizes: list[int],
         return None, f"could not be applied ({_error_text(exc)})"
     try:
         measure = _measure_fn(runner, device, opt, raw)
-        probes = [measure(size) for size in sizes]
+        for at in sizes:
+            measure(at)
     except ProbeOutOfMemory as oom:
         return None, f"ran out of memory at {oom.size}"
     except Exception as exc:  # noqa: BLE001 -- the step does not run with it: not advised
         return None, f"the step did not run with it ({_error_text(exc)})"
     finally:
         undo()
-    return fit_model(probes, retries=allocator_retries()), \
-        f"probes at {', '.join(map(str, sizes))}"
+    stepped = _step_need(raw, opt, size, allocator_retries())
+    if stepped is None:
+        return None, f"one size only ({', '.join(map(str, sizes))}): no line"
+    return stepped[0], f"probes at {', '.join(map(str, sizes))}"
 
 
 def _error_text(exc: BaseException) -> str:
@@ -600,10 +605,9 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 setup = _hf_checkpointing(module)
             else:
                 setup = _checkpointing(scene.model, path)
-            variant, how = _variant(runner, device, opt, sizes, setup)
+            variant, how = _variant(runner, device, opt, sizes, size, setup)
             if variant is not None:
-                remedies.append(MeasuredRemedy("activation_checkpointing", ckpt,
-                                               variant.predict(size).need_bytes, how))
+                remedies.append(MeasuredRemedy("activation_checkpointing", ckpt, variant, how))
             else:
                 notes.append(f"activation checkpointing on {where or 'the model'}: {how}")
         _, dtype = parameter_summary(scene.model.parameters())
@@ -614,10 +618,12 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 def undo() -> None:
                     runner.autocast = None
                 return undo
-            variant, how = _variant(runner, device, opt, sizes, autocast_on)
+            variant, how = _variant(runner, device, opt, sizes, size, autocast_on)
             if variant is not None:
                 remedies.append(MeasuredRemedy("mixed_precision", {"dtype": "bfloat16"},
-                                               variant.predict(size).need_bytes, how))
+                                               variant, how))
+            else:
+                notes.append(f"mixed precision: {how}")
         tokens = _new_tokens(scene.generate_kwargs) if scene.generate_kwargs else None
         if tokens and need > usable and not late():
             capped = _token_cap(runner, device, tokens, int(need), usable, late)
