@@ -498,8 +498,9 @@ def _pick_inputs(scene: OomScene, grad: bool) -> tuple[Inputs | None, int, str]:
 def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
             device: Any = None) -> Measured | str:
     """The failing step measured again, and its remedies; a one-line reason instead when it
-    cannot be run. Allocates on the GPU: only in a process the OOM is ending. ``device``: where
-    it runs (a CudaDevice of the OOM's device by default)."""
+    cannot be run. Allocates on the GPU: only in a process the OOM is ending, or once a test it
+    failed is reported. ``device``: where it runs (a CudaDevice of the OOM's device by
+    default)."""
     torch = sys.modules["torch"]
     began = time.monotonic()
     device = CudaDevice(e.device) if device is None else device
