@@ -131,15 +131,20 @@ def optimizer_step(optimizer: Any, model: Any, gradients_resident: bool) -> Opti
 
 
 def _scalar(output: Any) -> Any:
-    """What to run backward from: the model's own loss when it computed one (labels given),
-    else a cross-entropy-like reduction of its first floating output (log-softmax over the last
-    dimension, in float32: the memory a loss on logits takes)."""
+    """What to run backward from: the model's own loss when it computed one (labels given; a
+    dict of losses, their sum), else a cross-entropy-like reduction of its first floating
+    output (log-softmax over the last dimension, in float32: the memory a loss on logits
+    takes)."""
     torch = sys.modules["torch"]
     loss = getattr(output, "loss", None)
     if loss is None and isinstance(output, dict):
         loss = output.get("loss")
     if isinstance(loss, torch.Tensor) and loss.requires_grad:
         return loss if loss.dim() == 0 else loss.sum()
+    if isinstance(output, dict) and output and all(
+            isinstance(v, torch.Tensor) and v.dim() == 0 and v.requires_grad
+            for v in output.values()):
+        return sum(output.values())  # a dict of losses (a detection model in training)
     first = getattr(output, "logits", None)
     if first is None:
         stack = [output]
@@ -478,20 +483,25 @@ def top_path(e: OomEvidence, path: str, cls: str, count: int) -> str:
 
 
 def _pick_inputs(scene: OomScene, grad: bool) -> tuple[Inputs | None, int, str]:
-    """The first candidate input with which the step runs at a small slice, and that slice:
-    1, or 2 where one sample cannot run (batch norm in training needs two)."""
+    """The first candidate input with which the step runs at slices of 1 and 2 (a wrong
+    reading of the batch can run at 1 by broadcasting, not at 2), and the smallest slice that
+    ran: 1, or 2 where one sample cannot run (batch norm in training needs two)."""
     errors = []
     for candidate in scene.inputs:
         runner = _Runner(scene, candidate, grad)
+        ran: list[int] = []
         for size in (1, 2)[:min(2, candidate.batch_size)]:
             try:
                 runner(size)
-                return candidate, size, ""
+                ran.append(size)
             except Exception as exc:  # noqa: BLE001 -- a wrong guess at the input: try the next
                 if size == min(2, candidate.batch_size):
-                    errors.append(f"{candidate.source}: {type(exc).__name__}")
+                    errors.append(f"{candidate.source}: {_error_text(exc)}")
+                    ran.clear()
             finally:
                 gc.collect()
+        if ran:
+            return candidate, ran[0], ""
     return None, 0, "; ".join(errors)
 
 
@@ -537,8 +547,12 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         raw: dict[int, tuple[Probe, int]] = {}
         retries = allocator_retries()
         measure_slice = _measure_fn(runner, device, opt, raw)
-        result = search(measure_slice, budget, start=start, limit=size, max_probes=MAX_PROBES,
-                        retries=retries)
+        try:
+            result = search(measure_slice, budget, start=start, limit=size,
+                            max_probes=MAX_PROBES, retries=retries)
+        except Exception as exc:  # noqa: BLE001 -- a slice that does not run: say so, not raise
+            return (f"the step ran at a slice of {start} but not at a larger one "
+                    f"({_error_text(exc)})")
         probes = list(result.probes)
         model = result.model
         need = _need(model, size)

@@ -40,6 +40,9 @@ class Inputs:
     #: Are they the arguments of the model's ``training_step`` (a LightningModule's batch,
     #: found beside it after its forward had returned), not of its forward?
     training_step: bool = False
+    #: Is the batch a list of samples (a detection model's images, each (C, H, W), and their
+    #: targets), not the leading dimension of a tensor?
+    list_batch: bool = False
 
     @property
     def device(self) -> Any:
@@ -80,6 +83,32 @@ def _inputs(args: Sequence[Any], kwargs: Mapping[str, Any], source: str) -> Inpu
     if first is None or first.device.type not in INPUT_DEVICE_TYPES:
         return None
     return Inputs(tuple(args), dict(kwargs), int(first.shape[0]), source)
+
+
+def _list_batch(got: Inputs) -> Inputs | None:
+    """The same arguments read as a list of samples, when the first tensor is an item of a
+    list or tuple of tensors (a detection model's images): the batch is that list's length.
+    Tried after the tensor reading, which a tuple (x, mask) of batches needs."""
+    torch = _torch()
+    for value in [*got.args, *got.kwargs.values()]:
+        if isinstance(value, (list, tuple)) and value and \
+                all(isinstance(v, torch.Tensor) for v in value):
+            if got.first is not value[0]:
+                return None
+            return dataclasses.replace(got, batch_size=len(value), list_batch=True,
+                                       source=got.source + ", as a list of samples")
+    return None
+
+
+def _with_lists(found: Sequence[Inputs]) -> list[Inputs]:
+    """Each reading of the inputs, followed by its list-of-samples reading where there is one."""
+    out: list[Inputs] = []
+    for got in found:
+        out.append(got)
+        listed = _list_batch(got)
+        if listed is not None:
+            out.append(listed)
+    return out
 
 
 def _frame_inputs(frame: FrameType, positional: int | None = None
@@ -244,6 +273,7 @@ def capture(frames: Sequence[FrameType], at_oom: bool, model: Any = None,
         return None
     if not inputs:
         inputs = _local_inputs(frames, model)
+    inputs = _with_lists(inputs)
     if optimizer is None:
         optimizer = _optimizer(frames, model)
     grad = autocast = None
@@ -276,8 +306,14 @@ def _map_tensors(inputs: Inputs, change: Any) -> tuple[tuple[Any, ...], dict[str
 
 def slice_inputs(inputs: Inputs, size: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The arguments with every tensor whose leading dimension is the batch cut to ``size``
-    (views: nothing is copied)."""
+    (views: nothing is copied); for a list of samples, every argument that is a list or tuple
+    of the batch's length (the images and their targets) cut to its first ``size``."""
     batch = inputs.batch_size
+    if inputs.list_batch:
+        def cut(value: Any) -> Any:
+            return value[:size] if isinstance(value, (list, tuple)) and len(value) == batch \
+                else value
+        return tuple(cut(a) for a in inputs.args), {k: cut(v) for k, v in inputs.kwargs.items()}
     return _map_tensors(inputs, lambda t: t[:size] if t.dim() >= 1 and t.shape[0] == batch
                         else t)
 

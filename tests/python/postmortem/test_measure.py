@@ -958,3 +958,75 @@ def test_when_not_one_sample_fits_with_adams_state_the_lighter_optimizer_is_meas
     e.measured = m
     first = assess(e).advice[0]
     assert first.kind == "optimizer_state" and first.fits
+
+
+class Detector(torch.nn.Module):
+    """A detection-like model: a list of images (C, H, W) of any size and a list of targets
+    in, a dict of losses out (as torchvision's detectors in training)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Conv2d(3, 3, 3, padding=1) for _ in range(3))
+        self.box = torch.nn.Linear(3, 4)
+        self.fail_above: int | None = None
+        self.seen: list[int] = []
+        self.box_grads = 0
+        self.box.weight.register_hook(lambda g: setattr(self, "box_grads", self.box_grads + 1))
+
+    def forward(self, images: list, targets: list) -> dict:
+        assert len(images) == len(targets)
+        self.seen.append(len(images))
+        if self.fail_above is not None and len(images) > self.fail_above:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        feats = []
+        for image in images:
+            x = image.unsqueeze(0)
+            for block in self.blocks:
+                x = block(x)
+            feats.append(x.mean((2, 3)))
+        pooled = torch.cat(feats)
+        return {"loss_classifier": pooled.square().mean(),
+                "loss_box_reg": self.box(pooled).abs().mean()}
+
+
+def test_a_list_of_images_is_the_batch_when_a_tensors_leading_dimension_is_not():
+    """Images (3, H, W) in a list: their leading 3 is channels. Cut as a batch of 3, the step
+    runs at 1 by broadcasting and fails at 2; the list's length is the batch, and every loss
+    of the dict runs backward."""
+    from vramscope.attribution.model_probe import frames_of_traceback
+
+    model = Detector()
+    images = [torch.rand(3, 24 + 8 * (i % 3), 24) for i in range(BATCH)]
+    targets = [{"labels": torch.tensor([1])} for _ in range(BATCH)]
+    model.fail_above = 64
+    try:
+        sum(model(images, targets).values()).backward()
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    model.fail_above = None
+    assert [(i.batch_size, i.list_batch) for i in scene.inputs] == [(3, False), (BATCH, True)]
+    scene.grad_enabled = True
+    model.seen.clear()
+    device = SyntheticDevice(amp_share=0.6)
+    m = _measure.measure(scene, _evidence(), device=device)
+    assert not isinstance(m, str), m
+    assert m.size == BATCH
+    assert max(model.seen) <= BATCH and len(set(model.seen)) > 2  # lists cut to the slices
+    assert model.box_grads > 0  # the box loss ran backward too
+    truth_batch = math.floor((_usable() / ALLOWANCE - FIXED) / PER_SAMPLE)
+    batch = next(r for r in m.remedies if r.kind == "batch_size")
+    assert 0.95 * truth_batch <= batch.params["batch_size"] <= truth_batch
+
+
+def test_a_slice_that_fails_for_another_reason_than_memory_is_a_note():
+    class Picky(Blocks):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if 2 < x.shape[0] < BATCH:
+                raise ValueError("this model takes 1, 2 or 128 samples")
+            return super().forward(x)
+
+    model = Picky()
+    scene = _oom_scene(model)
+    scene.grad_enabled = True
+    m = _measure.measure(scene, _evidence(), device=SyntheticDevice(amp_share=0.6))
+    assert isinstance(m, str) and "ValueError: this model takes 1, 2 or 128 samples" in m
