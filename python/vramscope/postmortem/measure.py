@@ -487,15 +487,17 @@ def _pick_inputs(scene: OomScene, grad: bool) -> tuple[Inputs | None, int, str]:
     reading of the batch can run at 1 by broadcasting, not at 2), and the smallest slice that
     ran: 1, or 2 where one sample cannot run (batch norm in training needs two)."""
     errors = []
+    # A generate() call has one reading of its input, and each run is a whole generation.
+    tries = (1,) if scene.generate_kwargs is not None else (1, 2)
     for candidate in scene.inputs:
         runner = _Runner(scene, candidate, grad)
         ran: list[int] = []
-        for size in (1, 2)[:min(2, candidate.batch_size)]:
+        for size in tries[:min(len(tries), candidate.batch_size)]:
             try:
                 runner(size)
                 ran.append(size)
             except Exception as exc:  # noqa: BLE001 -- a wrong guess at the input: try the next
-                if size == min(2, candidate.batch_size):
+                if size == min(tries[-1], candidate.batch_size):
                     errors.append(f"{candidate.source}: {_error_text(exc)}")
                     ran.clear()
             finally:
