@@ -130,6 +130,22 @@ def capped_growth(advice: dict) -> None:
         lm_step(model, opt, batch, seq, vocab)
 
 
+def length_growth(advice: dict) -> None:
+    """Under `vramscope run`: a 3 GiB cap and a GPT-2 trained on longer and longer sequences
+    (a length curriculum: 128 to 4096 tokens, two steps each, batch 16): it runs out part-way,
+    and the steps after the failing one are longer still. The advice applied as a user would:
+    every sequence truncated to the advised length."""
+    start(vramscope_attach=False)
+    cap(3 * GiB)
+    vocab, batch = 8192, 16
+    model = gpt2(4, 512, 8, 4096, vocab)
+    opt = make_optimizer(model.parameters(), advice)
+    for length in [128 << i for i in range(6) for _ in range(2)]:
+        if advice.get("kind") == "sequence_length":
+            length = min(length, int(advice["max_length"]))
+        lm_step(model, opt, batch, length, vocab)
+
+
 def fragmentation(advice: dict) -> None:
     """A 4.5 GiB cap; a long warm-up sequence leaves a 4 GiB segment in the cache, a cache of
     40 blocks of 100 MiB is carved out of it and every other block is evicted: 2 GiB free in
@@ -267,8 +283,8 @@ def hog() -> None:
     sys.stdin.read()
 
 
-SCENARIOS = {f.__name__: f for f in (batch_growth, capped_growth, fragmentation, leak, crowded,
-                                     activations, optimizer_state)}
+SCENARIOS = {f.__name__: f for f in (batch_growth, capped_growth, length_growth, fragmentation,
+                                     leak, crowded, activations, optimizer_state)}
 
 
 def main() -> None:

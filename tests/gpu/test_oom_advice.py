@@ -179,6 +179,23 @@ def test_memory_fraction_cap_under_vramscope_run(tmp_path):
     assert first["batch_size"] >= min(0.9 * truth, truth - 8), (truth, summary)
 
 
+def test_a_length_that_grew_is_capped_first_and_the_capped_run_ends(tmp_path):
+    # `vramscope run`, no vramscope code: a GPT-2 length curriculum runs out part-way. Measured
+    # after the OOM, the longest length that runs at the failing batch comes first, promised;
+    # what was measured at the failing length only (a smaller batch, checkpointing) is listed
+    # but not promised: the next steps are longer.
+    report, summary = run_out_of_memory(tmp_path, "length_growth", via_run=True)
+    assert report["measured"] is not None, summary
+    first = report["advice"][0]
+    assert first["kind"] == "sequence_length" and first["fits"], summary
+    assert first["dim"] == 1 and first["batch_size"] == 16, summary
+    assert 128 <= first["max_length"] < first["from_length"] == report["input_shape"][1], summary
+    assert report["past_input_shape"][1] < first["from_length"], summary
+    for other in report["advice"][1:]:
+        assert not other["fits"] and "input_grew" in other, summary
+    rerun_fits(tmp_path, "length_growth", first, via_run=True)
+
+
 def test_fragmentation_expandable_segments_make_the_rerun_fit(tmp_path):
     report, summary = run_out_of_memory(tmp_path, "fragmentation")
     first = report["advice"][0]
