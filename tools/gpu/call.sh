@@ -8,7 +8,8 @@
 # folder that comes back; /tmp/vramscope-call without one) and a summary is printed last.
 #   main       tools/gpu/reach.sh: the agent compiled on first use (timed), then `pytest tests/gpu`
 #   slow-fit   pytest -m slow tests/gpu/test_fit.py (fit's probes and bisections)
-#   slow-oom   pytest -m slow tests/gpu/test_oom.py tests/gpu/test_oom_advice.py
+#   slow-oom   pytest -m slow over test_oom.py, test_oom_advice.py and test_integrations_gpu.py
+#              (whole programs run to their OOM and measured; the plugin's measured OOM)
 #   oom-kinds  bench/oom_kinds.py --jobs 8 (13 OOM programs; first advice and every fits: true
 #              one applied in fresh processes); ONLY=a,b limits the programs
 #   fit-bench  bench/bench_fit.py (fit against bisection truth and accelerate)
@@ -39,7 +40,8 @@ case "$name" in
     # shellcheck source=tools/gpu/wheel-venv.sh
     source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
     files=(tests/gpu/test_fit.py)
-    [[ "$name" == slow-oom ]] && files=(tests/gpu/test_oom.py tests/gpu/test_oom_advice.py)
+    [[ "$name" == slow-oom ]] && files=(tests/gpu/test_oom.py tests/gpu/test_oom_advice.py
+                                        tests/gpu/test_integrations_gpu.py)
     pytest_group 540 -m slow -v "${files[@]}"
     summary="$(tail -n 1 "$work/pytest.log")" ;;
   oom-kinds)
