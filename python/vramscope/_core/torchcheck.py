@@ -125,6 +125,20 @@ def warn_polling_once(reason: str) -> None:
     )
 
 
+def oom_in_chain(exc: BaseException | None) -> BaseException | None:
+    """``exc`` when it is a CUDA out-of-memory error, else the one it was raised from (``raise
+    Wrapper(...) from oom``: a framework or a program that wraps the OOM in its own error),
+    following ``__cause__`` a few links; None without one. Not ``__context__``: an error
+    raised while an OOM was being handled is that program's own failure."""
+    for _ in range(8):
+        if exc is None:
+            return None
+        if is_oom_error(exc):
+            return exc
+        exc = exc.__cause__
+    return None
+
+
 def is_oom_error(exc: BaseException) -> bool:
     """Is ``exc`` a CUDA out-of-memory error (torch.OutOfMemoryError, or a RuntimeError that
     says so)? Does not import torch. Here, below every room, because the post-mortem and the

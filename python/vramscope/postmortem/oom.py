@@ -28,7 +28,7 @@ from typing import Any
 
 from .._core.evidence import PROGRAM, PostMortemSlot, Provider, Stack
 from .._core.session import SESSION, Session
-from .._core.torchcheck import is_oom_error
+from .._core.torchcheck import oom_in_chain
 from ..attribution.model_probe import frames_of_traceback, oom_frames, stack_evidence
 from .advice import (
     OomEvidence,
@@ -279,15 +279,18 @@ class PostMortem(PostMortemSlot):
     def report_exception(self, exc: BaseException, observer_calls_before: int,
                          device: int | None = None) -> dict[str, str] | None:
         """For the step pipelines' users and ``vramscope run`` when ``exc`` leaves their block:
-        makes sure an OOM has its post-mortem. When the observer ran since
+        makes sure an OOM (or the OOM it was raised from: a wrapper's ``raise ... from``) has
+        its post-mortem. When the observer ran since
         ``observer_calls_before`` it already wrote the report and printed its summary;
         otherwise (polling mode, an OOM raised outside the caching allocator) writes it now from
         the message, with one call to the agent (its snapshot taken now), and prints the
         summary. Handles each
         exception once (nested Monitor and run); returns the report's paths, None when none was
         written. Never raises: the caller re-raises ``exc``."""
-        if not is_oom_error(exc) or getattr(exc, "_vramscope_oom_handled", False):
+        oom = oom_in_chain(exc)
+        if oom is None or getattr(oom, "_vramscope_oom_handled", False):
             return None
+        exc = oom
         try:
             exc._vramscope_oom_handled = True  # type: ignore[attr-defined]  # our mark on it
         except (AttributeError, TypeError):
@@ -329,7 +332,10 @@ class PostMortem(PostMortemSlot):
         and its remedies (vramscope.postmortem.measure), rewrites the report with the
         measurements and prints their summary (``echo``; ``last_summary`` holds it either
         way). Once per exception; never raises. ``VRAMSCOPE_OOM_MEASURE=0`` turns it off."""
-        if (not is_oom_error(exc) or getattr(exc, "_vramscope_oom_measured", False)
+        oom = oom_in_chain(exc)
+        if oom is not None:
+            exc = oom
+        if (oom is None or getattr(exc, "_vramscope_oom_measured", False)
                 or os.environ.get("VRAMSCOPE_OOM_MEASURE", "1").strip() in ("0", "false", "off",
                                                                              "no")
                 or os.environ.get("VRAMSCOPE_FIT_OUT")):

@@ -179,3 +179,32 @@ def test_no_module_of_the_post_mortem_keeps_state_in_globals():
     for path in sorted(room.glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         assert not any(isinstance(node, ast.Global) for node in ast.walk(tree)), path.name
+
+
+class TrainingFailed(Exception):
+    """A program's own error, raised from the OOM it caught (``raise ... from``)."""
+
+
+def test_an_oom_wrapped_in_the_programs_own_error_still_gets_its_report(postmortem):
+    """A framework or a program that re-raises the OOM as its own error (``raise X from e``):
+    the OOM in its cause chain is the one reported, once; an error merely raised while an OOM
+    was handled (``__context__``) is the program's own failure, and gets none."""
+    with installed(CountingAgent()):
+        try:
+            try:
+                raise RuntimeError(MESSAGE)
+            except RuntimeError as oom_error:
+                raise TrainingFailed("the training step failed") from oom_error
+        except TrainingFailed as wrapped:
+            paths = oom.report_exception(wrapped, oom.observer_calls())
+            assert oom.report_exception(wrapped, oom.observer_calls()) is None  # once
+        assert paths is not None
+        written = json.loads(pathlib.Path(paths["json"]).read_text())
+        assert written["requested_bytes"] == 256 * MiB
+        try:
+            try:
+                raise RuntimeError(MESSAGE)
+            except RuntimeError:
+                raise TrainingFailed("cleanup failed")  # noqa: B904 -- the point of the test
+        except TrainingFailed as unrelated:
+            assert oom.report_exception(unrelated, oom.observer_calls()) is None
