@@ -333,6 +333,8 @@ def grown(e: OomEvidence, inputs: Inputs) -> dict[int, tuple[int, int]]:
     (no past step at this batch, another input than the model probe saw)."""
     now, past = e.input_shape, e.past_input_shape
     first = inputs.first
+    if inputs.list_batch:
+        return {}  # a list of samples: each its own size (detection images), none the batch's
     if not now or not past or len(now) != len(past) or first is None or \
             tuple(int(d) for d in first.shape) != tuple(now):
         return {}
@@ -542,6 +544,10 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         if inputs is None:
             return f"the step did not run again with any input found on the stack ({why})"
         size = inputs.batch_size
+        if inputs.list_batch:
+            # The shapes the model probe kept are one sample's (its first image): they say
+            # nothing of what grew from step to step.
+            e.input_shape = e.past_input_shape = None
         runner = _Runner(scene, inputs, grad)
         opt = optimizer_step(scene.optimizer if grad else None, scene.model,
                              scene.gradients_resident)

@@ -1008,7 +1008,10 @@ def test_a_list_of_images_is_the_batch_when_a_tensors_leading_dimension_is_not()
     scene.grad_enabled = True
     model.seen.clear()
     device = SyntheticDevice(amp_share=0.6)
-    m = _measure.measure(scene, _evidence(), device=device)
+    # What the model probe kept is one image's shape: the last step's first image was smaller,
+    # which says nothing of what grew (each sample has its own size).
+    e = _grown_evidence((3, 40, 24), (3, 24, 24))
+    m = _measure.measure(scene, e, device=device)
     assert not isinstance(m, str), m
     assert m.size == BATCH
     assert max(model.seen) <= BATCH and len(set(model.seen)) > 2  # lists cut to the slices
@@ -1016,6 +1019,9 @@ def test_a_list_of_images_is_the_batch_when_a_tensors_leading_dimension_is_not()
     truth_batch = math.floor((_usable() / ALLOWANCE - FIXED) / PER_SAMPLE)
     batch = next(r for r in m.remedies if r.kind == "batch_size")
     assert 0.95 * truth_batch <= batch.params["batch_size"] <= truth_batch
+    assert "image_size" not in {r.kind for r in m.remedies}
+    e.measured = m
+    assert all("input_grew" not in a.params for a in assess(e).advice)
 
 
 def test_a_slice_that_fails_for_another_reason_than_memory_is_a_note():
