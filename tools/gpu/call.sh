@@ -11,7 +11,8 @@
 #   slow-oom   pytest -m slow over test_oom.py, test_oom_advice.py and test_integrations_gpu.py
 #              (whole programs run to their OOM and measured; the plugin's measured OOM)
 #   oom-kinds  bench/oom_kinds.py --jobs 8 (13 OOM programs; first advice and every fits: true
-#              one applied in fresh processes); ONLY=a,b limits the programs
+#              one applied in fresh processes); ONLY=a,b limits the programs, JOBS=N and
+#              LIMIT_S=S change the lanes at once and the limit
 #   fit-bench  bench/bench_fit.py (fit against bisection truth and accelerate)
 # The results go into docs/oom-advice.md, docs/benchmarks.md and docs/testing.md.
 set -uo pipefail
@@ -46,7 +47,8 @@ case "$name" in
     summary="$(tail -n 1 "$work/pytest.log")" ;;
   oom-kinds)
     source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
-    timeout -s INT -k 20 560 "$py" bench/oom_kinds.py "$work/oom_kinds.json" --jobs 8 \
+    timeout -s INT -k 20 "${LIMIT_S:-560}" "$py" bench/oom_kinds.py "$work/oom_kinds.json" \
+        --jobs "${JOBS:-8}" \
         ${ONLY:+--only "$ONLY"} 2>&1 | tee "$work/oom_kinds.log" | cut -c1-400
     summary="$("$py" - "$work/oom_kinds.json" <<'PY'
 import json, sys
