@@ -91,9 +91,11 @@ nb::list step_scalars(nb::handle record, bool qualify_rank) {
       qualify_rank && nb::cast<int64_t>(nb::getattr(record, "world_size", nb::int_(1))) > 1;
   const std::string prefix =
       exporters::tensorboard_torch_prefix(qualify, 0, step.rank, step.cuda_device);
+  // A record of the agent's own polling or of the Python fallback says peaks_exact False.
+  const bool sampled = !nb::cast<bool>(nb::getattr(record, "peaks_exact", nb::bool_(true)));
   nb::list out;
   for (const TensorBoardScalar& scalar : exporters::tensorboard_step_scalars(
-           step, prefix, /*end_values=*/true, non_pytorch_bytes, parts)) {
+           step, prefix, /*end_values=*/true, non_pytorch_bytes, parts, sampled)) {
     out.append(nb::make_tuple(scalar.tag, scalar.value));
   }
   return out;
@@ -107,7 +109,8 @@ void bind_tensorboard(nb::module_& m) {
         "memory/[rank<R>/]cuda<D>/ (the rank only with qualify_rank and world_size > 1), the "
         "step-end and peak bytes, non_pytorch_bytes and its parts (non_pytorch/context_bytes, "
         "non_pytorch/other_bytes, non_pytorch/nccl_bytes, private_pool_bytes) when known, "
-        "category/<name>_bytes.");
+        "category/<name>_bytes; step_peaks_sampled 1 after the peaks when the record's "
+        "peaks_exact is False (polled, not exact).");
   nb::class_<TensorBoardWriter>(
       m, "TensorBoardWriter",
       "Native TensorBoard event-file writer (no tensorboard package needed). Creates log_dir "

@@ -477,4 +477,14 @@ struct SystemSample {
   bool operator==(const SystemSample&) const = default;
 };
 
+/// Are `step`'s peaks sampled rather than exact? True when `sample` holds an allocator record of
+/// the same process and device that polls: its agent then took the step's peaks from polls (the
+/// highest they saw, at least that). A step record carries no flag of its own; its sample does.
+inline bool step_peaks_sampled(const SystemSample& sample, const StepRecord& step) {
+  for (const AllocatorSample& a : sample.allocators) {
+    if (a.pid == step.pid && a.device_uuid == step.device_uuid) return a.polling_only;
+  }
+  return false;
+}
+
 }  // namespace vramscope

@@ -150,6 +150,8 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
     json args = {{"step", step.step}, {"device_uuid", step.device_uuid}};
     for (const auto& field : step_byte_fields) args[std::string(field.name)] = step.*field.member;
     if (step.rank >= 0) args["rank"] = step.rank;
+    // False: the process's agent polls, and these peaks are the highest its polls saw.
+    args["peaks_exact"] = !step_peaks_sampled(sample, step);
     const int64_t start_ns = saturating_sub_ns(step.end_ns, step.duration_ns);
     if (step.category_bytes) {
       json categories = json::object();

@@ -177,10 +177,11 @@ std::string tensorboard_torch_prefix(bool qualify_process, uint32_t pid, int32_t
 std::vector<TensorBoardScalar> tensorboard_step_scalars(const StepRecord& step,
                                                         std::string_view prefix, bool end_values,
                                                         std::optional<uint64_t> non_pytorch_bytes,
-                                                        const DriverPartValues& parts) {
+                                                        const DriverPartValues& parts,
+                                                        bool peaks_sampled) {
   std::vector<TensorBoardScalar> scalars;
-  scalars.reserve(std::size(tensorboard_step_end_tags) + std::size(tensorboard_step_tags) + 1 +
-                  memory_category_count);
+  scalars.reserve(std::size(tensorboard_step_end_tags) + std::size(tensorboard_step_tags) + 2 +
+                  std::size(tensorboard_driver_part_tags) + memory_category_count);
   const auto add = [&](std::string_view tag, uint64_t value) {
     scalars.push_back({std::string(prefix).append(tag), static_cast<double>(value)});
   };
@@ -188,6 +189,7 @@ std::vector<TensorBoardScalar> tensorboard_step_scalars(const StepRecord& step,
     for (const auto& [tag, member] : tensorboard_step_end_tags) add(tag, step.*member);
   }
   for (const auto& [tag, member] : tensorboard_step_tags) add(tag, step.*member);
+  if (peaks_sampled) add(tensorboard_sampled_tag, 1);
   if (end_values && non_pytorch_bytes) add(tensorboard_non_pytorch_tag, *non_pytorch_bytes);
   if (end_values) {
     for (const auto& [tag, member] : tensorboard_driver_part_tags) {
@@ -246,7 +248,7 @@ void TensorBoardWriter::write(const SystemSample& sample) {
     }
     add_scalars(scalars, static_cast<int64_t>(allocator.step), wall_s);
   }
-  for (const StepRecord& step : sample.steps) write_step(step);
+  for (const StepRecord& step : sample.steps) write_step(step, step_peaks_sampled(sample, step));
   for (const OomRecord& oom : sample.ooms) {
     const std::string prefix =
         tensorboard_torch_prefix(m_options.qualify_process, oom.pid, oom.rank, oom.cuda_device);
@@ -256,11 +258,11 @@ void TensorBoardWriter::write(const SystemSample& sample) {
   }
 }
 
-void TensorBoardWriter::write_step(const StepRecord& step) {
+void TensorBoardWriter::write_step(const StepRecord& step, bool peaks_sampled) {
   const std::string prefix =
       tensorboard_torch_prefix(m_options.qualify_process, step.pid, step.rank, step.cuda_device);
-  add_scalars(tensorboard_step_scalars(step, prefix), static_cast<int64_t>(step.step),
-              static_cast<double>(step.end_ns) / 1e9);
+  add_scalars(tensorboard_step_scalars(step, prefix, false, std::nullopt, {}, peaks_sampled),
+              static_cast<int64_t>(step.step), static_cast<double>(step.end_ns) / 1e9);
 }
 
 void TensorBoardWriter::flush() {

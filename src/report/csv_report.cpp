@@ -110,7 +110,8 @@ std::string csv_header(CsvRows rows) {
       header += name;
       header += "_bytes";
     }
-    return header + "\r\n";
+    // Last, so that readers by position from before it still read every other column.
+    return header + ",peaks_exact\r\n";
   }
   return "timestamp_ns,hostname,index,uuid,pid,type,used_bytes,in_driver_list,visible,user,"
          "command,torch_allocated_bytes,torch_reserved_bytes,non_pytorch_bytes\r\n";
@@ -146,6 +147,8 @@ std::string csv_rows(const SystemSample& sample, CsvRows rows) {
         // Empty, never 0, when the process did not track categories.
         if (r.category_bytes) line += std::to_string((*r.category_bytes)[c]);
       }
+      // 0: the process's agent polls and these peaks are the highest its polls saw.
+      line += step_peaks_sampled(sample, r) ? ",0" : ",1";
       out += line + "\r\n";
     }
     return out;

@@ -29,8 +29,16 @@ std::string mib(const std::optional<uint64_t>& bytes) {
 }
 
 /// A table cell whose exact value the tests (and scripts) can read back: data-bytes.
-std::string bytes_cell(const char* field, const std::optional<uint64_t>& bytes) {
+/// `sampled`: is the value the highest a polling agent saw, at least that (shown "≥")?
+std::string bytes_cell(const char* field, const std::optional<uint64_t>& bytes,
+                       bool sampled = false) {
   if (!bytes) return fmt::format("<td data-field=\"{}\" data-bytes=\"\">-</td>", field);
+  if (sampled) {
+    return fmt::format(
+        "<td data-field=\"{}\" data-bytes=\"{}\" data-sampled=\"true\" title=\"at least {} "
+        "bytes: polling mode, peaks sampled, not exact\">≥{}</td>",
+        field, *bytes, *bytes, mib(bytes));
+  }
   return fmt::format("<td data-field=\"{}\" data-bytes=\"{}\" title=\"{} bytes\">{}</td>", field,
                      *bytes, *bytes, mib(bytes));
 }
@@ -100,11 +108,12 @@ std::string summary_html(const RunProfile& run) {
         p.pid, html_escape(p.device_uuid), p.device_index, p.pid,
         html_escape(fit_text(p.command, max_command_columns)),
         bytes_cell("peak_used_bytes", p.peak_used_bytes),
-        bytes_cell("torch_peak_allocated_bytes", p.torch_peak_allocated_bytes),
-        bytes_cell("torch_peak_reserved_bytes", p.torch_peak_reserved_bytes),
+        bytes_cell("torch_peak_allocated_bytes", p.torch_peak_allocated_bytes, p.peaks_sampled),
+        bytes_cell("torch_peak_reserved_bytes", p.torch_peak_reserved_bytes, p.peaks_sampled),
         p.step_count ? std::to_string(*p.step_count) : "",
         p.step_count ? std::to_string(*p.step_count) : "-",
-        bytes_cell("max_step_peak_allocated_bytes", p.max_step_peak_allocated_bytes));
+        bytes_cell("max_step_peak_allocated_bytes", p.max_step_peak_allocated_bytes,
+                   p.peaks_sampled));
   }
   return out + "</table></section>\n";
 }
@@ -219,6 +228,8 @@ std::string process_html(const RunProfile& run, const Timeline& t, std::size_t k
               {"#7b3fa0", "PyTorch reserved"}}),
       chart.finish(fmt::format("class=\"chart timeline\" data-chart=\"proc-{}\"", k)));
 
+  const auto peak = run.summary.processes().find({p.pid, p.device_uuid});
+  const bool sampled = peak != run.summary.processes().end() && peak->second.peaks_sampled;
   const auto steps = run.steps.find({p.pid, p.device_uuid});
   if (steps != run.steps.end() && !steps->second.steps.empty()) {
     const std::vector<StepPoint>& s = steps->second.steps;
@@ -240,11 +251,13 @@ std::string process_html(const RunProfile& run, const Timeline& t, std::size_t k
     step_chart.line(peak_allocated, color_allocated, "class=\"step-allocated\"");
     step_chart.line(peak_reserved, "#7b3fa0", "class=\"step-reserved\"", true);
     out += fmt::format(
-        "<h4>Step peaks ({} steps)</h4>\n{}{}\n", s.size(),
+        "<h4>Step peaks ({} steps){}</h4>\n{}{}\n", s.size(),
+        sampled ? "<span class=\"sampled\" data-sampled=\"true\">: at least these; polling "
+                  "mode, peaks sampled, not exact</span>"
+                : "",
         legend({{color_allocated, "peak allocated"}, {"#7b3fa0", "peak reserved"}}),
         step_chart.finish(fmt::format("class=\"chart steps\" data-chart=\"steps-{}\"", k)));
   }
-  const auto peak = run.summary.processes().find({p.pid, p.device_uuid});
   if (peak != run.summary.processes().end() && peak->second.category_step_bytes) {
     const CategoryBytes& bytes = *peak->second.category_step_bytes;
     uint64_t total = 0;

@@ -165,7 +165,8 @@ json allocator_json(const AllocatorSample& a, bool joined) {
   return out;
 }
 
-json step_json(const StepRecord& s) {
+/// `exact`: were its peaks seen at every event (false: its agent polls, step_peaks_sampled)?
+json step_json(const StepRecord& s, bool exact) {
   // Null, never zeros, when the process did not track categories.
   json categories = nullptr;
   if (s.category_bytes) {
@@ -182,6 +183,7 @@ json step_json(const StepRecord& s) {
            {"end_ns", s.end_ns},
            {"duration_ns", s.duration_ns}};
   for (const auto& field : step_byte_fields) out[std::string(field.name)] = s.*field.member;
+  out["peaks_exact"] = exact;
   out["category_bytes"] = categories;
   return out;
 }
@@ -286,7 +288,7 @@ void write_sample_json(const SystemSample& sample,
   out.add("],\"steps\":[");
   for (std::size_t i = 0; i < sample.steps.size(); ++i) {
     if (i > 0) out.add(",");
-    out.add(json_text(step_json(sample.steps[i])));
+    out.add(json_text(step_json(sample.steps[i], !step_peaks_sampled(sample, sample.steps[i]))));
   }
   out.add("],\"ooms\":[");
   for (std::size_t i = 0; i < sample.ooms.size(); ++i) {
@@ -314,7 +316,8 @@ std::string format_sample_json(const SystemSample& sample, bool pretty) {
     allocators.push_back(allocator_json(sample.allocators[i], joined_device[i]));
   }
   json steps = json::array();
-  for (const StepRecord& s : sample.steps) steps.push_back(step_json(s));
+  for (const StepRecord& s : sample.steps)
+    steps.push_back(step_json(s, !step_peaks_sampled(sample, s)));
   json ooms = json::array();
   for (const OomRecord& o : sample.ooms) ooms.push_back(oom_json(o));
 

@@ -81,7 +81,8 @@ json side_json(const std::optional<ProcessPeak>& p) {
   return json{{"pid", p->pid},
               {"device_uuid", p->device_uuid},
               {"command", p->command.empty() ? json(nullptr) : json(p->command)},
-              {"category_step", or_null(p->category_step)}};
+              {"category_step", or_null(p->category_step)},
+              {"peaks_sampled", p->peaks_sampled}};
 }
 
 }  // namespace
@@ -102,6 +103,17 @@ std::string format_diff_text(const RunProfile& a, const RunProfile& b, const Run
     if (!p.a || !p.b) out += p.a ? "  (in A only)" : "  (in B only)";
     out += "\n" + line("", "A", "B", "delta");
     out += bytes_line("peak used (driver)", p.peak_used_bytes);
+    const bool a_sampled = p.a && p.a->peaks_sampled;
+    const bool b_sampled = p.b && p.b->peaks_sampled;
+    if (a_sampled || b_sampled) {
+      // A polling agent's torch and step peaks are the highest its polls saw: a delta between
+      // them says little, and never that a peak did not grow.
+      out += std::string("  torch and step peaks of ") +
+             (a_sampled && b_sampled ? "A and B"
+              : a_sampled            ? "A"
+                                     : "B") +
+             ": at least these; polling mode, peaks sampled, not exact\n";
+    }
     if (p.torch_peak_allocated_bytes.a || p.torch_peak_allocated_bytes.b) {
       out += bytes_line("torch peak allocated", p.torch_peak_allocated_bytes);
       out += bytes_line("torch peak reserved", p.torch_peak_reserved_bytes);

@@ -22,6 +22,8 @@ extension whatever the writer::
     memory/cuda<D>/step_peak_allocated_bytes  highest inside the step (exact, from events)
     memory/cuda<D>/step_peak_reserved_bytes
     memory/cuda<D>/step_peak_requested_bytes
+    memory/cuda<D>/step_peaks_sampled         1 when the agent polls: the peaks above are at
+                                              least these, not exact (absent when exact)
     memory/cuda<D>/non_pytorch_bytes          driver-used minus reserved, when NVML can tell
     memory/cuda<D>/non_pytorch/context_bytes  its parts at the agent's last settled pairing:
     memory/cuda<D>/non_pytorch/other_bytes    CUDA context, allocations outside torch, NCCL's

@@ -39,6 +39,22 @@ TEST(ChromeTrace, MatchesGoldenAndIsValidJson) {
   test::expect_golden("chrome_trace_two_samples.json", text);
 }
 
+// A step of a process whose agent polls says so in its args: its peaks are at least those.
+TEST(ChromeTrace, StepsOfAPollingAgentSayTheirPeaksAreNotExact) {
+  test::TempDir dir;
+  ChromeTraceWriter writer(dir.file("trace.json"), {});
+  SystemSample sample = test::make_rich_sample();
+  sample.allocators[1].polling_only = true;
+  writer.write(sample);
+  writer.close();
+  const json trace = json::parse(test::read_file(dir.file("trace.json")));
+  std::map<int64_t, bool> exact_by_rank;
+  for (const json& event : trace["traceEvents"]) {
+    if (event["ph"] == "X") exact_by_rank[event["args"]["rank"]] = event["args"]["peaks_exact"];
+  }
+  EXPECT_EQ(exact_by_rank, (std::map<int64_t, bool>{{0, true}, {1, false}}));
+}
+
 TEST(ChromeTrace, CountersStepsAndOomsHaveTheExpectedShape) {
   test::TempDir dir;
   ChromeTraceWriter writer(dir.file("trace.json"), {});
@@ -57,6 +73,7 @@ TEST(ChromeTrace, CountersStepsAndOomsHaveTheExpectedShape) {
       ++steps;
       EXPECT_EQ(event["args"]["peak_allocated_bytes"], 13 * test::gib);
       EXPECT_TRUE(event["args"].contains("rank"));
+      EXPECT_EQ(event["args"]["peaks_exact"], true);
       EXPECT_DOUBLE_EQ(event["dur"].get<double>(), 250000.0);
     }
     if (event["ph"] == "i") {

@@ -150,6 +150,24 @@ TEST(TensorBoard, StepCategoriesBecomeTagsOnlyWhenTracked) {
   EXPECT_EQ(records[2].find("category/"), std::string::npos);
 }
 
+// An export of a recording whose rank 1 polls: its step gets the sampled mark (1), rank 0's none.
+TEST(TensorBoard, StepsOfAPollingAgentAreMarkedSampledInAnExport) {
+  test::TempDir dir;
+  TensorBoardOptions options;
+  options.driver_tags = false;
+  TensorBoardWriter writer(dir.path(), options);
+  SystemSample sample = test::make_rich_sample();
+  sample.ooms.clear();
+  sample.allocators[1].polling_only = true;
+  writer.write(sample);
+  writer.close();
+  const auto records = read_records(test::read_file(writer.path()));
+  // The file version, two allocators' samples, two steps.
+  ASSERT_EQ(records.size(), 5U);
+  EXPECT_EQ(records[3].find("step_peaks_sampled"), std::string::npos);
+  EXPECT_EQ(scalar_after(records[4], "memory/rank1/cuda0/step_peaks_sampled"), 1.0F);
+}
+
 // An export of a recording of format 4: per sample, the agent's settled non-PyTorch bytes and
 // their measured parts beside the allocator's tags; nothing for an agent without a pairing.
 TEST(TensorBoard, SettledDriverPartsOfARecordedAgentBecomeTags) {
@@ -236,6 +254,14 @@ TEST(TensorBoard, StepScalarsOfTheMonitorAndOfTheExport) {
                   {"memory/cuda2/non_pytorch/other_bytes", 64},
                   {"memory/cuda2/private_pool_bytes", 0}}));
   EXPECT_EQ(tensorboard_step_scalars(step, prefix, false, 764, parts).size(), 3U);
+  // A polling agent's peaks get their mark right after them, in the export and the Monitor.
+  const Tags sampled = tags(tensorboard_step_scalars(step, prefix, false, std::nullopt, {}, true));
+  EXPECT_EQ(sampled, (Tags{{"memory/cuda2/step_peak_allocated_bytes", 30},
+                           {"memory/cuda2/step_peak_reserved_bytes", 40},
+                           {"memory/cuda2/step_peak_requested_bytes", 50},
+                           {"memory/cuda2/step_peaks_sampled", 1}}));
+  EXPECT_EQ(tags(tensorboard_step_scalars(step, prefix, true, 764, parts, true))[5],
+            (std::pair<std::string, double>{"memory/cuda2/step_peaks_sampled", 1}));
 }
 
 // Data is buffered until flush(); flush writes whole records only.

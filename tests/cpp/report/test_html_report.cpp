@@ -12,7 +12,8 @@ namespace {
 using testing::make_two_gpu_sample;
 using testing::mib;
 
-std::string page_of(const std::string& command) {
+/// `polling`: pid 4021's agent polls (its torch and step peaks sampled).
+std::string page_of(const std::string& command, bool polling = false) {
   RunProfile run;
   run.path = "run.vsrec";
   run.metadata.command = command;
@@ -20,7 +21,12 @@ std::string page_of(const std::string& command) {
   TimelineCollector timeline(200, 100'000'000);
   SystemSample s = make_two_gpu_sample();
   s.devices[0].processes[0].command = command;
+  s.allocators[0].polling_only = polling;
   for (int i = 0; i < 50; ++i) {
+    // The trainer's agent ends a step every sample (its polled previous-step peaks).
+    s.allocators[0].step = static_cast<uint64_t>(i + 1);
+    s.allocators[0].step_peak_allocated_bytes = (20000 + static_cast<uint64_t>(i)) * mib;
+    s.allocators[0].step_peak_reserved_bytes = 24576 * mib;
     run.summary.add(s);
     steps.add(s);
     timeline.add(s);
@@ -62,6 +68,19 @@ TEST(HtmlReport, TablesCarryShowsExactNumbers) {
             std::string::npos);
   EXPECT_NE(page.find("<option value=\"0\">GPU 0 · pid 4021</option>"), std::string::npos);
   EXPECT_NE(page.find("data-chart=\"gpu-1\""), std::string::npos);
+}
+
+TEST(HtmlReport, SampledPeaksAreMarkedAtLeast) {
+  const std::string exact = page_of("python train.py");
+  EXPECT_EQ(exact.find("data-sampled"), std::string::npos);
+  const std::string page = page_of("python train.py", true);
+  EXPECT_NE(page.find("data-field=\"torch_peak_reserved_bytes\" data-bytes=\"" +
+                      std::to_string(24576 * mib) + "\" data-sampled=\"true\""),
+            std::string::npos);
+  EXPECT_NE(page.find(">≥24576MiB</td>"), std::string::npos);
+  EXPECT_NE(page.find("data-field=\"max_step_peak_allocated_bytes\""), std::string::npos);
+  EXPECT_NE(page.find("<span class=\"sampled\" data-sampled=\"true\">: at least these"),
+            std::string::npos);
 }
 
 }  // namespace

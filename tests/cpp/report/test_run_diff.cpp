@@ -21,10 +21,11 @@ using testing::mib;
 /// A run of GPU 0 with a trainer (`pid`, rank `rank`, driver peak `used_mib`) and Xorg; the
 /// trainer ends `steps` steps whose allocated peaks are 1000 + i MiB (i = 1..steps), then
 /// `last_step_mib` for one more step. The trainer's agent publishes `parts` as its settled
-/// pairing when given.
+/// pairing when given; `polling`: its agent polls (cudaMallocAsync: peaks sampled).
 RunProfile make_run(uint32_t pid, int32_t rank, uint64_t used_mib, int steps,
                     uint64_t last_step_mib, const std::string& name = "a.vsrec",
-                    const std::optional<DriverBreakdown>& parts = std::nullopt) {
+                    const std::optional<DriverBreakdown>& parts = std::nullopt,
+                    bool polling = false) {
   RunProfile run;
   run.path = name;
   StepPeakCollector collector;
@@ -38,6 +39,7 @@ RunProfile make_run(uint32_t pid, int32_t rank, uint64_t used_mib, int steps,
   AllocatorSample agent = make_allocator(pid, gpu0, used_mib / 2, used_mib * 3 / 4);
   agent.rank = rank;
   agent.breakdown = parts;
+  agent.polling_only = polling;
   s.allocators.push_back(agent);
   for (int i = 1; i <= steps + 1; ++i) {
     StepRecord step;
@@ -191,6 +193,23 @@ TEST(RunDiff, ShowsTheNonPyTorchBytesAtEachRunsPeakButNeverCallsThemAGrowth) {
   // Xorg has no agent: its rows are empty and not printed.
   EXPECT_TRUE(row_labelled(diff, "/usr/bin/Xorg :0").non_pytorch_at_peak_bytes.a == std::nullopt);
   EXPECT_EQ(text.find("non-PyTorch", text.find("Xorg")), std::string::npos) << text;
+}
+
+// A run whose agent polled has step and torch peaks that are at least the values shown: the
+// text says which run's are, and the JSON marks that side.
+TEST(RunDiff, MarksTheRunWhoseAgentPolledAsSampled) {
+  const RunProfile a = make_run(4021, 0, 40000, 9, 2000, "a.vsrec", std::nullopt, true);
+  const RunProfile b = make_run(7777, 0, 42000, 9, 2200, "b.vsrec");
+  const RunDiff diff = compare_runs(a, b);
+  const std::string text = format_diff_text(a, b, diff, std::nullopt, {});
+  EXPECT_NE(text.find("torch and step peaks of A: at least these; polling mode"), std::string::npos)
+      << text;
+  const nlohmann::json doc = nlohmann::json::parse(format_diff_json(a, b, diff, std::nullopt, {}));
+  EXPECT_EQ(doc["processes"][0]["a"]["peaks_sampled"], true);
+  EXPECT_EQ(doc["processes"][0]["b"]["peaks_sampled"], false);
+  const RunDiff exact = compare_runs(b, b);
+  EXPECT_EQ(format_diff_text(b, b, exact, std::nullopt, {}).find("polling mode"),
+            std::string::npos);
 }
 
 // Two runs on GPUs of 2^50 bytes: diff printed "1073741...1073741..." (the columns ran

@@ -26,6 +26,7 @@ class Record:
     peak_allocated_bytes: int
     peak_reserved_bytes: int
     peak_requested_bytes: int
+    peaks_exact: bool = True
 
 
 RECORD = Record(step=3, device=1, rank=1, world_size=2, allocated_bytes=1 << 30, reserved_bytes=2 << 30,
@@ -50,6 +51,12 @@ def test_tag_scheme():
     assert step_scalars(RECORD, qualify_rank=True)[0][0] == "memory/rank1/cuda1/allocated_bytes"
     single = dataclasses.replace(RECORD, world_size=1, rank=0)
     assert step_scalars(single, qualify_rank=True)[0][0] == "memory/cuda1/allocated_bytes"
+    # A polled record (the agent's own polling, the Python fallback): the peaks get a mark beside
+    # them, a chart that exists only for runs whose peaks are not exact.
+    polled = step_scalars(dataclasses.replace(RECORD, peaks_exact=False))
+    assert polled[5] == ("memory/cuda1/step_peaks_sampled", 1.0)
+    assert polled[:5] == step_scalars(RECORD)
+    assert not any("sampled" in tag for tag, _ in step_scalars(RECORD))
 
 
 class UserWriter:

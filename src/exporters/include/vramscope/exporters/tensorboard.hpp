@@ -72,6 +72,10 @@ inline constexpr std::array<TensorBoardTag<StepRecord, uint64_t>, 3> tensorboard
     {"step_peak_reserved_bytes", &StepRecord::peak_reserved_bytes},
     {"step_peak_requested_bytes", &StepRecord::peak_requested_bytes},
 }};
+/// Written as 1 beside a step's peaks when its agent polls (cudaMallocAsync, a pluggable
+/// allocator, the Python fallback): the chart's peaks are then at least the values shown. Never
+/// written for exact peaks, so a run of an agent that polls is the one with this chart.
+inline constexpr std::string_view tensorboard_sampled_tag = "step_peaks_sampled";
 /// Per completed step of the in-process Monitor, before the peaks: its run has no per-sample
 /// allocator tags, so the values at the step's end come with the step.
 inline constexpr std::array<TensorBoardTag<StepRecord, uint64_t>, 2> tensorboard_step_end_tags = {{
@@ -118,12 +122,14 @@ std::string tensorboard_torch_prefix(bool qualify_process, uint32_t pid, int32_t
 
 /// The scalars of one completed step under `prefix`, in the order they are written: with
 /// `end_values` (the in-process Monitor) the tensorboard_step_end_tags first, then the peaks
-/// (tensorboard_step_tags), with `end_values` the non-PyTorch bytes and its measured parts
-/// (tensorboard_driver_part_tags) when known, and
+/// (tensorboard_step_tags), with `peaks_sampled` tensorboard_sampled_tag (1: the peaks are the
+/// highest a polling agent saw, not exact; absent when they are exact), with `end_values` the
+/// non-PyTorch bytes and its measured parts (tensorboard_driver_part_tags) when known, and
 /// `category/<name>_bytes` per MemoryCategory when the step has categories.
 std::vector<TensorBoardScalar> tensorboard_step_scalars(
     const StepRecord& step, std::string_view prefix, bool end_values = false,
-    std::optional<uint64_t> non_pytorch_bytes = std::nullopt, const DriverPartValues& parts = {});
+    std::optional<uint64_t> non_pytorch_bytes = std::nullopt, const DriverPartValues& parts = {},
+    bool peaks_sampled = false);
 
 /// How sample values become tags.
 struct TensorBoardOptions {
@@ -153,8 +159,9 @@ class TensorBoardWriter : public Sink {
   /// Writes a sample's driver values (step = samples written so far) and each agent's allocator
   /// values (step = its training step), then its completed steps and OOMs.
   void write(const SystemSample& sample) override;
-  /// Writes the peaks of one completed step at that step number.
-  void write_step(const StepRecord& step);
+  /// Writes the peaks of one completed step at that step number (`peaks_sampled`: its agent
+  /// polls, step_peaks_sampled()).
+  void write_step(const StepRecord& step, bool peaks_sampled = false);
   void flush() override;
   /// Flushes and closes; later writes throw.
   void close();
