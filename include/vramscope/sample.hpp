@@ -9,8 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -477,14 +479,27 @@ struct SystemSample {
   bool operator==(const SystemSample&) const = default;
 };
 
-/// Are `step`'s peaks sampled rather than exact? True when `sample` holds an allocator record of
-/// the same process and device that polls: its agent then took the step's peaks from polls (the
-/// highest they saw, at least that). A step record carries no flag of its own; its sample does.
-inline bool step_peaks_sampled(const SystemSample& sample, const StepRecord& step) {
-  for (const AllocatorSample& a : sample.allocators) {
-    if (a.pid == step.pid && a.device_uuid == step.device_uuid) return a.polling_only;
+/// Which step records of one sample have sampled rather than exact peaks: those of a process
+/// (pid and device) with an allocator record in the sample that polls. Its agent then took the
+/// step's peaks from polls (the highest they saw, at least that). A step record carries no flag of
+/// its own; its sample does. Made once per sample, so that a sample of many steps and many
+/// allocators costs n log n, never steps x allocators; empty (no allocation) when no agent polls.
+/// It points into `sample`, which must outlive it.
+class PolledSteps {
+ public:
+  explicit PolledSteps(const SystemSample& sample) {
+    for (const AllocatorSample& a : sample.allocators) {
+      if (a.polling_only) m_polled.emplace(a.pid, a.device_uuid);
+    }
   }
-  return false;
-}
+  /// Are `step`'s peaks sampled (its process's agent polls)?
+  bool sampled(const StepRecord& step) const {
+    return !m_polled.empty() && m_polled.count({step.pid, step.device_uuid}) != 0;
+  }
+
+ private:
+  /// (pid, device UUID) of each polling allocator record.
+  std::set<std::pair<uint32_t, std::string_view>> m_polled;
+};
 
 }  // namespace vramscope

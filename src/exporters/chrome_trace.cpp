@@ -135,6 +135,7 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
     }
   }
 
+  const PolledSteps polled(sample);
   for (const StepRecord& step : sample.steps) {
     const int64_t pid = step.pid;
     const std::string gpu = gpu_label(sample, step.device_uuid, step.cuda_device);
@@ -151,7 +152,7 @@ void ChromeTraceWriter::write(const SystemSample& sample) {
     for (const auto& field : step_byte_fields) args[std::string(field.name)] = step.*field.member;
     if (step.rank >= 0) args["rank"] = step.rank;
     // False: the process's agent polls, and these peaks are the highest its polls saw.
-    args["peaks_exact"] = !step_peaks_sampled(sample, step);
+    args["peaks_exact"] = !polled.sampled(step);
     const int64_t start_ns = saturating_sub_ns(step.end_ns, step.duration_ns);
     if (step.category_bytes) {
       json categories = json::object();

@@ -248,7 +248,8 @@ void TensorBoardWriter::write(const SystemSample& sample) {
     }
     add_scalars(scalars, static_cast<int64_t>(allocator.step), wall_s);
   }
-  for (const StepRecord& step : sample.steps) write_step(step, step_peaks_sampled(sample, step));
+  const PolledSteps polled(sample);
+  for (const StepRecord& step : sample.steps) write_step(step, polled.sampled(step));
   for (const OomRecord& oom : sample.ooms) {
     const std::string prefix =
         tensorboard_torch_prefix(m_options.qualify_process, oom.pid, oom.rank, oom.cuda_device);

@@ -134,6 +134,7 @@ std::string csv_rows(const SystemSample& sample, CsvRows rows) {
     return out;
   }
   if (rows == CsvRows::Steps) {
+    const PolledSteps polled(sample);
     for (const StepRecord& r : sample.steps) {
       std::string line;
       record(line,
@@ -148,7 +149,7 @@ std::string csv_rows(const SystemSample& sample, CsvRows rows) {
         if (r.category_bytes) line += std::to_string((*r.category_bytes)[c]);
       }
       // 0: the process's agent polls and these peaks are the highest its polls saw.
-      line += step_peaks_sampled(sample, r) ? ",0" : ",1";
+      line += polled.sampled(r) ? ",0" : ",1";
       out += line + "\r\n";
     }
     return out;

@@ -165,7 +165,7 @@ json allocator_json(const AllocatorSample& a, bool joined) {
   return out;
 }
 
-/// `exact`: were its peaks seen at every event (false: its agent polls, step_peaks_sampled)?
+/// `exact`: were its peaks seen at every event (false: its agent polls, PolledSteps)?
 json step_json(const StepRecord& s, bool exact) {
   // Null, never zeros, when the process did not track categories.
   json categories = nullptr;
@@ -286,9 +286,10 @@ void write_sample_json(const SystemSample& sample,
     out.add(json_text(allocator_json(sample.allocators[i], joined_device[i])));
   }
   out.add("],\"steps\":[");
+  const PolledSteps polled(sample);
   for (std::size_t i = 0; i < sample.steps.size(); ++i) {
     if (i > 0) out.add(",");
-    out.add(json_text(step_json(sample.steps[i], !step_peaks_sampled(sample, sample.steps[i]))));
+    out.add(json_text(step_json(sample.steps[i], !polled.sampled(sample.steps[i]))));
   }
   out.add("],\"ooms\":[");
   for (std::size_t i = 0; i < sample.ooms.size(); ++i) {
@@ -316,8 +317,8 @@ std::string format_sample_json(const SystemSample& sample, bool pretty) {
     allocators.push_back(allocator_json(sample.allocators[i], joined_device[i]));
   }
   json steps = json::array();
-  for (const StepRecord& s : sample.steps)
-    steps.push_back(step_json(s, !step_peaks_sampled(sample, s)));
+  const PolledSteps polled(sample);
+  for (const StepRecord& s : sample.steps) steps.push_back(step_json(s, !polled.sampled(s)));
   json ooms = json::array();
   for (const OomRecord& o : sample.ooms) ooms.push_back(oom_json(o));
 

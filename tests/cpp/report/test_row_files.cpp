@@ -86,12 +86,13 @@ TEST(RowFiles, StepsOfAPollingProcessAreMarkedNotExactInCsvAndJson) {
   ASSERT_EQ(sample.steps.size(), 2U);
   ASSERT_EQ(sample.allocators[1].pid, sample.steps[1].pid);
   sample.allocators[1].polling_only = true;
-  EXPECT_FALSE(step_peaks_sampled(sample, sample.steps[0]));
-  EXPECT_TRUE(step_peaks_sampled(sample, sample.steps[1]));
+  const PolledSteps polled(sample);
+  EXPECT_FALSE(polled.sampled(sample.steps[0]));
+  EXPECT_TRUE(polled.sampled(sample.steps[1]));
   // The same pid on another device is another process's record: it does not mark this step.
   SystemSample other_device = sample;
   other_device.allocators[1].device_uuid = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
-  EXPECT_FALSE(step_peaks_sampled(other_device, other_device.steps[1]));
+  EXPECT_FALSE(PolledSteps(other_device).sampled(other_device.steps[1]));
 
   const auto lines = test::split_lines(report::csv_rows(sample, report::CsvRows::Steps));
   ASSERT_EQ(lines.size(), 2U);

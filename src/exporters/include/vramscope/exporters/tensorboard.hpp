@@ -160,7 +160,7 @@ class TensorBoardWriter : public Sink {
   /// values (step = its training step), then its completed steps and OOMs.
   void write(const SystemSample& sample) override;
   /// Writes the peaks of one completed step at that step number (`peaks_sampled`: its agent
-  /// polls, step_peaks_sampled()).
+  /// polls, PolledSteps).
   void write_step(const StepRecord& step, bool peaks_sampled = false);
   void flush() override;
   /// Flushes and closes; later writes throw.
