@@ -240,6 +240,47 @@ def eval_growth(advice: dict) -> None:
     torch.cuda.synchronize()
 
 
+def _kept(t, advice: dict):
+    """What a loop keeps of a tensor: the tensor itself (the leak: its graph and its memory
+    on the device), or, with the leak advice applied, a copy on the host without its graph."""
+    return t.detach().cpu() if advice.get("kind") == "leak" else t
+
+
+def eval_keeps_outputs(advice: dict) -> None:
+    """An evaluation loop that forgot torch.no_grad() and keeps every batch's logits for its
+    metrics, graph and all: torchvision ResNet-18 at batch 16, 40 batches, fp32, 6 GiB."""
+    torch = _setup(6, advice)
+    import torchvision
+
+    model = torchvision.models.resnet18().cuda().eval()
+    b = _batch(16, advice)
+    outputs = []
+    for _ in range(40):
+        outputs.append(_kept(model(torch.randn(b, 3, 224, 224, device="cuda")), advice))
+    torch.cat([o.cpu() for o in outputs]).argmax(-1)
+    torch.cuda.synchronize()
+
+
+def gpt2_logits_kept(advice: dict) -> None:
+    """A causal LM fine-tuned (batch 4 x 512, fp32, AdamW) that keeps each step's logits for a
+    perplexity at the end: 400 MiB more every step until the 10 GiB cap, 30 steps."""
+    torch = _setup(10, advice)
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel(GPT2Config()).cuda()
+    opt = _optimizer(torch, model.parameters(), advice)
+    b = _batch(4, advice)
+    kept = []
+    for _ in range(30):
+        x = torch.randint(0, 50257, (b, 512), device="cuda")
+        out = model(input_ids=x, labels=x)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        kept.append(_kept(out.logits, advice))
+    torch.cuda.synchronize()
+
+
 def lightning_cnn(advice: dict) -> None:
     """A Lightning Trainer fitting a ResNet-50 at 224x224, batch 192, fp32, SGD with momentum:
     out of memory at its first step, 10 GiB."""
@@ -288,6 +329,8 @@ PROGRAMS = {
     "vit_growth": vit_growth,
     "eval_growth": eval_growth,
     "lightning_cnn": lightning_cnn,
+    "eval_keeps_outputs": eval_keeps_outputs,
+    "gpt2_logits_kept": gpt2_logits_kept,
 }
 
 

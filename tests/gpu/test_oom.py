@@ -162,7 +162,7 @@ def test_leak_advice_names_the_module_that_keeps_its_outputs(tmp_path: pathlib.P
         "top_modules", "advice")}}, indent=1)
     kept_bytes = result["kept_bytes"]
     assert kept_bytes == 256 << 20, summary
-    assert report["schema_version"] == 5, summary
+    assert report["schema_version"] == 6, summary
     assert result["steps"] >= 5, summary
     # Exact: the growth is the kept tensor, charged to the module that allocated it.
     assert report["growing_modules"], summary

@@ -35,7 +35,8 @@ NUMBERS = ("requested_bytes", "shortfall_bytes", "need_bytes", "projected_peak_b
            "device_total_bytes", "device_free_bytes", "process_driver_bytes",
            "non_pytorch_bytes", "other_processes_bytes", "outside_bytes", "batch_size",
            "phase", "forward_progress", "block_lists", "optimizer", "optimizer_state_bytes",
-           "optimizer_state_full_bytes", "categories", "steps", "advice", "not_advised")
+           "optimizer_state_full_bytes", "categories", "steps", "holders", "advice",
+           "not_advised")
 
 
 def _run(tmp_path: pathlib.Path, name: str, scenario: str, advice: dict[str, Any] | None,
@@ -68,7 +69,7 @@ def run_out_of_memory(tmp_path: pathlib.Path, scenario: str, via_run: bool = Fal
 
 def check_numbers(r: dict[str, Any], seen: dict[str, Any], stderr: str, summary: str) -> None:
     """The report against torch at the same OOM: free <= budget <= total, the cap, NVML."""
-    assert r["schema_version"] == 5, summary
+    assert r["schema_version"] == 6, summary
     assert r["from_exception"] is False, summary
     assert r["allocated_bytes"] == seen["allocated"], summary
     assert r["reserved_bytes"] == seen["reserved"], summary
@@ -213,6 +214,12 @@ def test_leak_of_kept_outputs_is_advised_first(tmp_path):
     assert first["kind"] == "leak", summary
     assert abs(first["bytes_per_step"] - 256 * MiB) <= 0.01 * 256 * MiB, summary
     assert abs(report["leak_rate_bytes"] - 256 * MiB) <= 0.01 * 256 * MiB, summary
+    # The list is named from the traceback, and emptying it freed exactly its logits (each
+    # backward had freed what their graphs saved).
+    assert [h["name"] for h in first["holders"]] == ["kept"], summary
+    [kept] = [h for h in report["holders"] if h["name"] == "kept"]
+    assert kept["graphs"] == kept["items"] >= 4, summary
+    assert kept["freed_bytes"] == kept["items"] * 256 * MiB, summary
     rerun_fits(tmp_path, "leak", first)
 
 

@@ -15,7 +15,50 @@ from typing import Any
 from .._core.step_history import StepPoint
 from .._core.units import format_bytes, non_pytorch_bytes, unit_bytes
 
-__all__ = ["Advice", "Measured", "MeasuredRemedy", "OomEvidence", "StepPoint"]
+__all__ = ["Advice", "Holder", "Measured", "MeasuredRemedy", "OomEvidence", "StepPoint"]
+
+
+#: A holder's tensors keep graphs from one step to the next from this many on (one per step: a
+#: leak seen for a few steps); a container is read as a holder from this many tensors on.
+HOLDER_MIN_ITEMS = 4
+
+
+@dataclasses.dataclass
+class Holder:
+    """A container of the program's that kept tensors on the device at the OOM (a list of
+    losses appended with their graphs, outputs kept for metrics), found in the frames of the
+    OOM's traceback (vramscope.postmortem.holders)."""
+
+    #: Its name as the program spells it ("losses", "self.outputs") and where it lives
+    #: ("train() in train.py:42", "the globals of train.py").
+    name: str
+    where: str
+    #: Its type ("list", "dict", "deque") and length.
+    kind: str
+    items: int
+    #: Tensors on the device among its newest items (one level into tuples and dicts), and
+    #: how many of them keep an autograd graph (with the activations their step saved).
+    tensors: int
+    graphs: int
+    #: Bytes of those tensors' own storages (their graphs not counted).
+    data_bytes: int
+    #: What emptying it freed, measured in a process the OOM was ending (graphs included);
+    #: None when it was not emptied.
+    freed_bytes: int | None = None
+
+    @property
+    def keeps_graphs(self) -> bool:
+        """Do its tensors keep autograd graphs (their steps' saved activations)?"""
+        return self.graphs >= HOLDER_MIN_ITEMS
+
+    def describe(self) -> str:
+        """"losses (a list of 37 in train() in train.py:42: 37 tensors with autograd graphs;
+        emptying it freed 5.2 GiB)"."""
+        kept = (f"{self.graphs} tensors with autograd graphs" if self.keeps_graphs else
+                f"{self.tensors} tensors, {format_bytes(self.data_bytes)}")
+        freed = (f"; emptying it freed {format_bytes(self.freed_bytes)}"
+                 if self.freed_bytes is not None else "")
+        return f"{self.name} (a {self.kind} of {self.items} in {self.where}: {kept}{freed})"
 
 
 @dataclasses.dataclass
@@ -150,6 +193,9 @@ class OomEvidence:
     #: Why the step could not be measured (no model on the stack, ...); "" when it was or was
     #: not tried.
     measure_note: str = ""
+    #: The program's containers that kept tensors on the device, most graphs first (read from
+    #: the traceback once the OOM ended the process; empty before).
+    holders: list[Holder] = dataclasses.field(default_factory=list)
 
     @property
     def limit_or_total_bytes(self) -> int:

@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -31,10 +32,12 @@ from .._core.session import SESSION, Session
 from .._core.torchcheck import oom_in_chain
 from ..attribution.model_probe import frames_of_traceback, oom_frames, stack_evidence
 from .advice import (
+    Holder,
     OomEvidence,
     StepPoint,
     fragmentation_of,
     growing_ops,
+    leak_rate,
     parse_oom_message,
 )
 from .report import (
@@ -357,6 +360,7 @@ class PostMortem(PostMortemSlot):
             scene = capture(frames, at_oom=False)
             if scene is not None and self.oom_modes is not None:
                 scene.grad_enabled, scene.autocast_dtype = self.oom_modes
+            e.holders = _release_holders(frames, e)
             _free_failed_step(exc.__traceback__, frames)
             del frames
             if scene is None:
@@ -420,6 +424,34 @@ def _holds_graph(value: Any) -> bool:
     if callable(values) and hasattr(value, "to_tuple"):  # transformers' ModelOutput
         return any(graph(v) for v in values())
     return False
+
+
+def _release_holders(frames: list[Any], e: OomEvidence,
+                     allocated: Callable[[], int] | None = None) -> list[Holder]:
+    """The program's containers that kept tensors on the failing device (vramscope.postmortem.
+    holders), each emptied and what that freed measured: those that keep autograd graphs
+    always (a graph kept from step to step is never wanted, and the failed step's frames are
+    freed next anyway), those of plain tensors only when step-end memory grew at every step
+    (else they may be data the program keeps on purpose). ``allocated``: the allocator's
+    allocated bytes now (torch.cuda.memory_allocated of the failing device by default). Never
+    raises."""
+    try:
+        from .holders import find, release
+
+        found = find(frames)
+        if not found:
+            return []
+        if allocated is None:
+            torch = sys.modules["torch"]
+            device = e.device
+
+            def allocated() -> int:
+                return int(torch.cuda.memory_allocated(device))
+
+        release(found, allocated, graphs_only=leak_rate(e.steps) is None)
+        return [f.holder for f in found]
+    except Exception:  # noqa: BLE001 -- a leak's names are evidence, never a failure
+        return []
 
 
 def _free_failed_step(tb: TracebackType | None, frames: list[Any]) -> None:

@@ -39,6 +39,8 @@ BLOCK_ACTIVATION_SHARE = 0.75
 AUTOCAST_KEPT_SHARE = 0.6
 #: The share of the budget a measured remedy keeps free (the search's: vramscope.predict).
 MEASURED_MARGIN = DEFAULT_MARGIN
+#: A container named as a leak's keeps at most this many steps' growth per item.
+LEAK_ITEM_STEPS = 3
 #: Remedy kinds in the order they are preferred when several fit (see the module docstring).
 PRIORITY = ("leak", "other_processes", "expandable_segments", "empty_cache", "batch_grew",
             "sequence_length", "image_size", "activation_checkpointing", "mixed_precision",
@@ -204,10 +206,47 @@ def projected_peak(e: OomEvidence) -> tuple[int, str]:
 
 
 def _leak(e: OomEvidence, need: int) -> Advice | None:
+    """A leak: step-end memory that grew at every step, or, with no optimizer step seen,
+    containers of the program's that kept autograd graphs from one iteration to the next (an
+    evaluation loop recording its outputs under autograd). The containers found in the
+    traceback (``e.holders``) are named, with what emptying each freed, measured."""
     rate = leak_rate(e.steps)
+    held = [h for h in e.holders if h.freed_bytes]
+    if rate is not None:
+        # A container that explains a per-step leak holds about a step's growth per item (the
+        # failing step's own list, its graphs alive, holds far more).
+        held = [h for h in held if (h.freed_bytes or 0) <= LEAK_ITEM_STEPS * rate * h.items]
+    else:
+        # Before the first optimizer step, graphs in a list may be the step's own (micro-
+        # batches summed before one backward); with steps, their ends would show a leak.
+        held = [h for h in held if h.keeps_graphs]
+        if not held or e.steps or e.optimizer:
+            return None
+    freed = sum(h.freed_bytes or 0 for h in held)
+    names = ", ".join(h.name for h in held[:3])
+    how = (f" How: keep a number (loss.item()) or a copy off the device (.detach().cpu()) in "
+           f"{names} instead of the tensor" + (", or run the loop under torch.no_grad() where "
+                                                "nothing needs a backward"
+                                                if any(h.keeps_graphs for h in held) else "")
+           + "." if held else "")
+    kept = ("; kept by " + "; ".join(h.describe() for h in held[:3])) if held else ""
+    params: dict[str, Any] = {
+        "holders": [{"name": h.name, "where": h.where, "graphs": h.graphs,
+                     "freed_bytes": h.freed_bytes} for h in held[:3]]}
     if rate is None:
-        return None
+        # No step to compare: the measured step (run again once they were emptied) must fit.
+        m = e.measured
+        fits = freed >= need and m is not None and m.need_bytes <= _usable(e.budget_bytes)
+        return Advice(
+            score=freed / need, kind="leak", recovers_bytes=freed, fits=fits,
+            params={"bytes_per_step": None, **params},
+            title="memory leak: autograd graphs kept from one iteration to the next",
+            detail=(f"{format_bytes(freed)} held by the graphs{kept}" +
+                    ("" if m is None else f"; measured with them emptied, the step needs "
+                     f"≈{format_bytes(m.need_bytes)} of the {format_bytes(e.budget_bytes)} "
+                     "budget") + "." + how))
     grown = e.steps[-1].allocated_bytes - e.steps[0].allocated_bytes
+    recovers = max(grown, freed)
     if e.growing_ops or e.growing_modules:
         where = "; growing: " + growing_text(e.growing_modules, e.growing_ops)
     elif e.top_ops:
@@ -215,14 +254,14 @@ def _leak(e: OomEvidence, need: int) -> Advice | None:
     else:
         where = ""
     return Advice(
-        score=grown / need, kind="leak", recovers_bytes=grown, fits=grown >= need,
+        score=recovers / need, kind="leak", recovers_bytes=recovers, fits=recovers >= need,
         params={"bytes_per_step": rate, "modules": [m for m, _ in e.growing_modules[:3]],
-                "ops": [o for o, _ in e.growing_ops[:3]]},
+                "ops": [o for o, _ in e.growing_ops[:3]], **params},
         title="memory leak: step-end allocated memory grows every step",
         detail=(f"+{format_bytes(rate)} per step over the last {len(e.steps) - 1} steps "
-                f"(+{format_bytes(grown)} in total){where}; look for tensors kept across "
-                "steps (losses appended without .item(), outputs kept for metrics, caches, "
-                "hooks)."))
+                f"(+{format_bytes(grown)} in total){where}{kept}; " +
+                (how.strip() if held else "look for tensors kept across steps (losses appended "
+                 "without .item(), outputs kept for metrics, caches, hooks).")))
 
 
 def _other_processes(e: OomEvidence, need: int, rejected: list[tuple[str, str]]

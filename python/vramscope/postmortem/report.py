@@ -19,8 +19,8 @@ from .remedies import Assessment, assess
 
 #: Schema version of the .json report (2: leak_rate_bytes, growing_ops, from_exception;
 #: 3: growing_modules; 4: the budget and need numbers, advice kinds and parameters,
-#: not_advised; 5: measured, measure_note). Documented in docs/json-schema.md.
-REPORT_SCHEMA_VERSION = 5
+#: not_advised; 5: measured, measure_note; 6: holders). Documented in docs/json-schema.md.
+REPORT_SCHEMA_VERSION = 6
 
 
 def _table(title: str, rows: Sequence[tuple[str, int]], total: int, limit: int = 8) -> list[str]:
@@ -130,6 +130,10 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "",
                   "allocated it):"]
         lines += [f"  +{format_bytes(size):>10}/step  {name}"
                   for name, size in e.growing_modules[:8]]
+        lines.append("")
+    if e.holders:
+        lines.append("tensors kept on the device by the program's containers at the OOM:")
+        lines += [f"  {h.describe()}" for h in e.holders]
         lines.append("")
     if e.steps:
         lines.append("recent steps (peak allocated / allocated at end):")

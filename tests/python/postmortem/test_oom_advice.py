@@ -302,7 +302,7 @@ def test_the_json_report_carries_the_advice_kind_and_parameters_side_by_side():
     e = card(allocated=2000 * MiB, cached_free=2096 * MiB, largest=100 * MiB, requested=GiB,
              limit=4 * GiB + 512 * MiB)
     report = json.loads(json.dumps(_oom_report.report_json(e, _oom_remedies.rank_advice(e))))
-    assert report["schema_version"] == 5
+    assert report["schema_version"] == 6
     first = report["advice"][0]
     assert first["kind"] == "expandable_segments" and first["fits"] is False and first["covers_known_need"] is True
     assert (first["env"], first["value"]) == ("PYTORCH_CUDA_ALLOC_CONF",

@@ -110,7 +110,7 @@ def test_leak_advice_names_the_growing_module_before_the_op():
                                     "  +     512 B/step  Net.head"], text
     # Through JSON as a file reader sees it: pairs become lists.
     report = json.loads(json.dumps(report_json(e, advice)))
-    assert report["schema_version"] == 5
+    assert report["schema_version"] == 6
     assert report["growing_modules"] == [["Net.encoder.cache", 4 * MiB], ["Net.head", 512]]
     assert report["growing_ops"] == [["aten::cat", 4 * MiB]]
 

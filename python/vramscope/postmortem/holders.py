@@ -1,0 +1,220 @@
+# python/vramscope/postmortem/holders.py -- the containers that keep tensors from step to step
+"""A leak that ends in an OOM is usually a list or dict of the program's own that keeps a
+tensor per step: losses appended for logging (each with its autograd graph, and so with the
+activations its step saved), outputs kept for metrics. Once the OOM has unwound, the frames of
+its traceback still hold them. ``find(frames)`` names them: the program's locals and globals,
+and one level into the objects of the program's own classes among them (``self.outputs`` of a
+LightningModule, a trainer's lists). ``release(found, allocated)`` empties each, in a process
+the OOM is ending, and measures what that freed: the bytes the fix gives back, exactly, before
+the step is run again.
+
+Only the program's own frames are read (not installed libraries': an optimizer's lists of
+gradients are its step, not a leak), and only a bounded part of each container.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import gc
+import os
+import sys
+import sysconfig
+from collections.abc import Callable, Mapping, Sequence
+from types import FrameType
+from typing import Any
+
+from . import scene as _scene
+from .advice import HOLDER_MIN_ITEMS as MIN_ITEMS
+from .advice import Holder
+
+__all__ = ["Found", "find", "release"]
+
+#: Items read of one container (the newest, at its end), and entries of one item (a tuple
+#: (loss, logits), a dict of outputs).
+SCAN_ITEMS = 4096
+ITEM_ENTRIES = 16
+#: Containers reported, the most graphs and bytes first.
+MAX_HOLDERS = 8
+
+
+@dataclasses.dataclass
+class Found:
+    """A holder and its container (kept until it is released)."""
+
+    holder: Holder
+    container: Any
+
+
+def _library_roots() -> tuple[str, ...]:
+    """Folders of installed code: the standard library and site-packages (a frame there is
+    a library's, not the program's)."""
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # vramscope's own
+    return tuple(sorted(os.path.join(r, "") for r in roots if r))
+
+
+def _programs_file(path: str, libraries: tuple[str, ...]) -> bool:
+    """Is the source file at ``path`` the program's own (not under ``libraries``, nor an
+    installed package's)?"""
+    path = os.path.abspath(path)
+    return not path.startswith(libraries) and "site-packages" not in path \
+        and "dist-packages" not in path
+
+
+def _programs(frame: FrameType, libraries: tuple[str, ...]) -> bool:
+    """Is ``frame`` the program's own code (not the standard library's, an installed
+    package's, or generated code's; ``python -c`` and a script on stdin are the program's)?"""
+    name = frame.f_code.co_filename
+    if name in ("<string>", "<stdin>"):
+        return True
+    return bool(name) and not name.startswith("<") and _programs_file(name, libraries)
+
+
+def _tensors_of(item: Any, tensor_type: type, parameter_type: type) -> list[Any]:
+    """The tensors an item of a container is or holds one level down (a tuple, a list, a dict,
+    transformers' ModelOutput), parameters left out."""
+    if isinstance(item, tensor_type):
+        return [] if isinstance(item, parameter_type) else [item]
+    if isinstance(item, Mapping):
+        values: Sequence[Any] = list(item.values())[:ITEM_ENTRIES]
+    elif isinstance(item, (list, tuple)):
+        values = item[:ITEM_ENTRIES]
+    else:
+        return []
+    return [v for v in values if isinstance(v, tensor_type) and not isinstance(v, parameter_type)]
+
+
+def _holder(name: str, where: str, container: Any, torch: Any) -> Holder | None:
+    """The holder a container is, or None: too few items, or no tensor on the device kept."""
+    try:
+        count = len(container)
+    except TypeError:
+        return None
+    if count < MIN_ITEMS:
+        return None
+    if isinstance(container, Mapping):
+        items = list(container.values())[-SCAN_ITEMS:]
+    elif isinstance(container, collections.deque):
+        items = list(container)[-SCAN_ITEMS:]
+    else:
+        items = container[-SCAN_ITEMS:]
+    tensors = graphs = data = 0
+    storages: set[int] = set()
+    for item in items:
+        for t in _tensors_of(item, torch.Tensor, torch.nn.Parameter):
+            if t.device.type not in _scene.INPUT_DEVICE_TYPES:
+                continue
+            tensors += 1
+            graphs += t.grad_fn is not None
+            try:
+                storage = t.untyped_storage()
+                if storage.data_ptr() not in storages:
+                    storages.add(storage.data_ptr())
+                    data += storage.nbytes()
+            except RuntimeError:  # a tensor without storage (sparse, nested): count it only
+                pass
+    if graphs < MIN_ITEMS and tensors < MIN_ITEMS:
+        return None
+    return Holder(name=name, where=where, kind=type(container).__name__, items=count,
+                  tensors=tensors, graphs=graphs, data_bytes=data)
+
+
+def _containers(value: Any) -> bool:
+    return isinstance(value, (list, dict, collections.deque))
+
+
+def _record(value: Any) -> bool:
+    """Is ``value`` a dict keyed by names ({"loss": ..., "logits": ...}: a batch, a step's
+    outputs, a table of metric lists), not an accumulator keyed by step or sample?"""
+    return isinstance(value, dict) and all(isinstance(k, str) for k in list(value)[:64])
+
+
+def _programs_class(value: Any, libraries: tuple[str, ...]) -> bool:
+    """Is ``value``'s class the program's own (a LightningModule, a trainer of its own), whose
+    attributes are program state, not a library's (an optimizer's state, a cache object)?"""
+    import inspect
+
+    try:
+        path = inspect.getfile(type(value))
+    except (TypeError, OSError):  # a built-in class, or one without a file (python -c)
+        return type(value).__module__ == "__main__"
+    return _programs_file(path, libraries)
+
+
+def find(frames: Sequence[FrameType]) -> list[Found]:
+    """The containers of the program's frames (innermost first) that keep tensors on the
+    device: lists, deques and dicts keyed by step among the locals (a script's globals at its
+    top level), the lists in a dict keyed by names (``metrics['loss']``), and the same one
+    level into the objects of the program's own classes among them (``self.outputs``).
+    Host-side only; nothing is changed."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    libraries = _library_roots()
+    seen: set[int] = set()
+    out: list[Found] = []
+
+    def look(name: str, where: str, value: Any) -> None:
+        if id(value) in seen or not _containers(value):
+            return
+        seen.add(id(value))
+        if _record(value):
+            for key, inner in list(value.items())[:64]:
+                if isinstance(inner, (list, collections.deque)):
+                    look(f"{name}[{key!r}]", where, inner)
+            return
+        holder = _holder(name, where, value, torch)
+        if holder is not None:
+            out.append(Found(holder, value))
+
+    for frame in frames:
+        if not _programs(frame, libraries):
+            continue
+        code = frame.f_code
+        base = os.path.basename(code.co_filename)
+        where = (f"the globals of {base}" if code.co_name == "<module>" else
+                 f"{code.co_name}() in {base}:{frame.f_lineno}")
+        for name, value in list(frame.f_locals.items()):
+            if _containers(value):
+                look(name, where, value)
+                continue
+            attributes = getattr(value, "__dict__", None)
+            if not isinstance(attributes, dict) or isinstance(value, type) or (
+                    callable(value) and not isinstance(value, torch.nn.Module)) or \
+                    not _programs_class(value, libraries):
+                continue  # code, and libraries' objects: no program state of its own
+            for attr, inner in list(attributes.items())[:256]:
+                if not attr.startswith("__") and _containers(inner) and \
+                        attr not in ("_parameters", "_buffers", "_modules"):
+                    look(f"{name}.{attr}", where, inner)
+    out.sort(key=lambda f: (-f.holder.graphs, -f.holder.data_bytes))
+    return out[:MAX_HOLDERS]
+
+
+def _empty(container: Any) -> None:
+    if isinstance(container, list):
+        del container[:]
+    else:
+        container.clear()
+
+
+def release(found: Sequence[Found], allocated: Callable[[], int],
+            graphs_only: bool = False) -> list[Holder]:
+    """Empties each container, in order, and records in its holder the bytes that freed
+    (``allocated()`` before and after, with a collection between: what giving up the kept
+    tensors gives back). ``graphs_only``: only those whose tensors keep autograd graphs (the
+    others may be data the program keeps on purpose). Returns the holders released. For a
+    process the OOM is ending: the program's containers are emptied."""
+    out = []
+    for f in found:
+        if graphs_only and not f.holder.keeps_graphs:
+            continue
+        gc.collect()
+        before = allocated()
+        _empty(f.container)
+        gc.collect()
+        f.holder.freed_bytes = max(0, before - allocated())
+        out.append(f.holder)
+    return out
