@@ -76,9 +76,10 @@ def _optimizer(torch, params, advice: dict):
 def _checkpoint(model, advice: dict) -> None:
     if advice.get("kind") != "activation_checkpointing" or advice.get("modules") is None:
         return
-    if advice.get("method") == "gradient_checkpointing_enable":  # transformers' own switch
-        model.get_submodule(advice["modules"]).gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False})
+    method = advice.get("method")
+    if method:  # transformers' own switch (activation_ or gradient_checkpointing_enable)
+        getattr(model.get_submodule(advice["modules"]), method)(
+            **{method.replace("_enable", "_kwargs"): {"use_reentrant": False}})
         return
     from torch.utils.checkpoint import checkpoint
 

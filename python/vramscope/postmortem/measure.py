@@ -297,16 +297,29 @@ def _hf_model(model: Any) -> tuple[str, Any] | None:
     return None
 
 
+def hf_switch(module: Any) -> tuple[str, str, str]:
+    """transformers' own checkpointing switch on ``module``: (enable, its keyword arguments'
+    name, disable). ``activation_checkpointing_enable`` where the release has it (there
+    ``gradient_checkpointing_enable`` is a deprecated alias, to go in v6), else the old names."""
+    if callable(getattr(module, "activation_checkpointing_enable", None)):
+        return ("activation_checkpointing_enable", "activation_checkpointing_kwargs",
+                "activation_checkpointing_disable")
+    return ("gradient_checkpointing_enable", "gradient_checkpointing_kwargs",
+            "gradient_checkpointing_disable")
+
+
 def _hf_checkpointing(module: Any) -> Callable[[], Callable[[], None]]:
     """transformers' own gradient checkpointing on ``module`` (non-reentrant, as the advice
     says to)."""
+    enable, kwargs, disable = hf_switch(module)
+
     def setup() -> Callable[[], None]:
         was = bool(getattr(module, "is_gradient_checkpointing", False))
-        module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        getattr(module, enable)(**{kwargs: {"use_reentrant": False}})
 
         def undo() -> None:
             if not was:
-                module.gradient_checkpointing_disable()
+                getattr(module, disable)()
         return undo
     return setup
 
@@ -624,7 +637,7 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 inner = path[len(name) + 1:] if name and path.startswith(name + ".") else path
                 ckpt["modules"] = where[:len(where) - len(inner)].rstrip(".") \
                     if inner and where.endswith(inner) else name
-                ckpt["method"] = "gradient_checkpointing_enable"
+                ckpt["method"] = hf_switch(module)[0]
                 setup = _hf_checkpointing(module)
             else:
                 setup = _checkpointing(scene.model, path)

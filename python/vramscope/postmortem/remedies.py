@@ -540,7 +540,7 @@ def _measured_text(kind: str, p: dict[str, Any]) -> tuple[str, str]:
         model = "model" + (f".get_submodule({p['modules']!r})" if p["modules"] else "")
         return (f"activation checkpointing with transformers' own switch over the "
                 f"{p['count']} {p['class']} blocks",
-                f"{model}.gradient_checkpointing_enable(gradient_checkpointing_kwargs="
+                f"{model}.{p['method']}({p['method'].replace('_enable', '_kwargs')}="
                 "{'use_reentrant': False})")
     if kind == "activation_checkpointing":
         return (f"activation checkpointing on the {p['count']} {p['class']} modules of "

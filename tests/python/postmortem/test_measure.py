@@ -301,7 +301,7 @@ def test_a_transformers_lm_is_run_again_from_its_forward_with_its_own_loss():
     # transformers' own switch (its blocks keep caches a plain wrapping recomputes wrongly),
     # on the model itself; measured with it on, and off again after.
     assert kinds["activation_checkpointing"].params == {
-        "modules": "", "class": "GPT2Block", "count": 3, "method": "gradient_checkpointing_enable"}
+        "modules": "", "class": "GPT2Block", "count": 3, "method": _measure.hf_switch(model)[0]}
     assert kinds["activation_checkpointing"].need_bytes < m.need_bytes
     assert not model.is_gradient_checkpointing
     # The model's own loss ran backward: every parameter got a gradient, then it was dropped.
