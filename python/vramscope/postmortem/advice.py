@@ -196,6 +196,9 @@ class OomEvidence:
     #: The program's containers that kept tensors on the device, most graphs first (read from
     #: the traceback once the OOM ended the process; empty before).
     holders: list[Holder] = dataclasses.field(default_factory=list)
+    #: Was the model in training mode (``model.training``) when the OOM ended the process
+    #: (None: no model was found, or not read)? An evaluation sets it off.
+    training: bool | None = None
 
     @property
     def limit_or_total_bytes(self) -> int:

@@ -360,6 +360,8 @@ class PostMortem(PostMortemSlot):
             scene = capture(frames, at_oom=False)
             if scene is not None and self.oom_modes is not None:
                 scene.grad_enabled, scene.autocast_dtype = self.oom_modes
+            if scene is not None:
+                e.training = bool(getattr(scene.model, "training", True))
             e.holders = _release_holders(frames, e)
             _free_failed_step(exc.__traceback__, frames)
             del frames

@@ -206,10 +206,10 @@ def projected_peak(e: OomEvidence) -> tuple[int, str]:
 
 
 def _leak(e: OomEvidence, need: int) -> Advice | None:
-    """A leak: step-end memory that grew at every step, or, with no optimizer step seen,
-    containers of the program's that kept autograd graphs from one iteration to the next (an
-    evaluation loop recording its outputs under autograd). The containers found in the
-    traceback (``e.holders``) are named, with what emptying each freed, measured."""
+    """A leak: step-end memory that grew at every step, or, with no optimizer or a model in
+    evaluation mode, containers of the program's that kept autograd graphs from one iteration
+    to the next (an evaluation loop recording its outputs under autograd). The containers
+    found in the traceback (``e.holders``) are named, with what emptying each freed, measured."""
     rate = leak_rate(e.steps)
     held = [h for h in e.holders if h.freed_bytes]
     if rate is not None:
@@ -217,10 +217,11 @@ def _leak(e: OomEvidence, need: int) -> Advice | None:
         # failing step's own list, its graphs alive, holds far more).
         held = [h for h in held if (h.freed_bytes or 0) <= LEAK_ITEM_STEPS * rate * h.items]
     else:
-        # Before the first optimizer step, graphs in a list may be the step's own (micro-
-        # batches summed before one backward); with steps, their ends would show a leak.
+        # In a training step, graphs in a list may be the step's own (micro-batches summed
+        # before one backward; with steps between them, their ends would show a leak): only a
+        # program with no optimizer, or a model in evaluation mode, keeps them by mistake.
         held = [h for h in held if h.keeps_graphs]
-        if not held or e.steps or e.optimizer:
+        if not held or (e.steps or e.optimizer) and e.training is not False:
             return None
     freed = sum(h.freed_bytes or 0 for h in held)
     names = ", ".join(h.name for h in held[:3])

@@ -216,11 +216,14 @@ def test_graphs_kept_across_a_loop_without_steps_are_a_leak_when_measured_to_fit
     assert not any(a.fits for a in _remedies.rank_advice(e) if a.kind == "leak")
 
 
-def test_graphs_in_a_list_before_the_first_optimizer_step_are_not_called_a_leak():
+def test_graphs_in_a_list_of_a_training_step_are_not_called_a_leak():
     # Micro-batches summed before one backward keep their graphs on purpose.
     e = _leaking_evidence(holders=[_holder(6 * GiB)], optimizer="AdamW")
     e.measured = Measured(size=64, what="batch_size", need_bytes=3 * GiB, basis="slices")
     assert "leak" not in [a.kind for a in _remedies.rank_advice(e)]
+    # An evaluation inside the training (the model in eval mode) keeps them by mistake.
+    e.training = False
+    assert _remedies.rank_advice(e)[0].kind == "leak"
     # Nor plain tensors without a leak rate.
     plain = _holder(6 * GiB)
     plain.graphs = 0
@@ -240,6 +243,7 @@ def test_the_report_lists_the_holders():
     assert d["holders"][0] == {"name": "losses", "where": "train() in train.py:42",
                                "kind": "list", "items": 37, "tensors": 37, "graphs": 37,
                                "data_bytes": 148, "freed_bytes": 5 * GiB}
+    assert d["training"] is None
 
 
 def test_at_the_measurement_graphs_are_given_up_always_and_plain_tensors_only_with_a_leak():
