@@ -39,8 +39,10 @@ BLOCK_ACTIVATION_SHARE = 0.75
 AUTOCAST_KEPT_SHARE = 0.6
 #: The share of the budget a measured remedy keeps free (the search's: vramscope.predict).
 MEASURED_MARGIN = DEFAULT_MARGIN
-#: A container named as a leak's keeps at most this many steps' growth per item.
+#: A container named as a leak's keeps at most this many steps' growth per item, and at most
+#: this many items per step so far.
 LEAK_ITEM_STEPS = 3
+LEAK_ITEMS_PER_STEP = 4
 #: Remedy kinds in the order they are preferred when several fit (see the module docstring).
 PRIORITY = ("leak", "other_processes", "expandable_segments", "empty_cache", "batch_grew",
             "sequence_length", "image_size", "activation_checkpointing", "mixed_precision",
@@ -214,8 +216,11 @@ def _leak(e: OomEvidence, need: int) -> Advice | None:
     held = [h for h in e.holders if h.freed_bytes]
     if rate is not None:
         # A container that explains a per-step leak holds about a step's growth per item (the
-        # failing step's own list, its graphs alive, holds far more).
-        held = [h for h in held if (h.freed_bytes or 0) <= LEAK_ITEM_STEPS * rate * h.items]
+        # failing step's own list, its graphs alive, holds far more), and a few items per step
+        # at most (a dataset kept on the device holds its batches from the start).
+        steps = max(p.step for p in e.steps)
+        held = [h for h in held if (h.freed_bytes or 0) <= LEAK_ITEM_STEPS * rate * h.items
+                and h.items <= LEAK_ITEMS_PER_STEP * (steps + 1)]
     else:
         # In a training step, graphs in a list may be the step's own (micro-batches summed
         # before one backward; with steps between them, their ends would show a leak): only a

@@ -176,7 +176,8 @@ def _holder(freed: int, graphs: int = 37, name: str = "losses") -> Holder:
 
 
 def test_a_leak_rate_names_the_holders_and_counts_what_emptying_them_freed():
-    steps = [StepPoint(i, 3 * GiB, GiB + i * 256 * MiB) for i in range(1, 8)]
+    # The last 7 of 37 steps, each 256 MiB more at its end.
+    steps = [StepPoint(i, 3 * GiB, GiB + i * 256 * MiB) for i in range(31, 38)]
     e = _leaking_evidence(steps=steps, optimizer="AdamW", holders=[_holder(5 * GiB)])
     e.measured = Measured(size=64, what="batch_size", need_bytes=12 * GiB, basis="slices")
     first = _remedies.rank_advice(e)[0]
@@ -190,6 +191,11 @@ def test_a_leak_rate_names_the_holders_and_counts_what_emptying_them_freed():
     # A list whose items each held far more than a step's growth is not what leaked (the
     # failing step's own, its graphs alive): not named, nor counted.
     e.holders.append(_holder(40 * GiB, graphs=4, name="micro_losses"))
+    # Nor one that held more items than the steps so far could have added (a dataset kept on
+    # the device: 1000 batches of 4 MiB at step 37).
+    dataset = _holder(4000 * MiB, graphs=0, name="batches")
+    dataset.items = dataset.tensors = 1000
+    e.holders.append(dataset)
     first = _remedies.rank_advice(e)[0]
     assert [h["name"] for h in first.params["holders"]] == ["losses"]
     assert first.recovers_bytes == 5 * GiB
