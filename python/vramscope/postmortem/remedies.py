@@ -235,7 +235,7 @@ def _leak(e: OomEvidence, need: int) -> Advice | None:
                                                 "nothing needs a backward"
                                                 if any(h.keeps_graphs for h in held) else "")
            + "." if held else "")
-    kept = ("; kept by " + "; ".join(h.describe() for h in held[:3])) if held else ""
+    kept = ("; in the program: " + "; ".join(h.describe() for h in held[:3])) if held else ""
     params: dict[str, Any] = {
         "holders": [{"name": h.name, "where": h.where, "graphs": h.graphs,
                      "freed_bytes": h.freed_bytes} for h in held[:3]]}
@@ -265,8 +265,8 @@ def _leak(e: OomEvidence, need: int) -> Advice | None:
                 "ops": [o for o, _ in e.growing_ops[:3]], **params},
         title="memory leak: step-end allocated memory grows every step",
         detail=(f"+{format_bytes(rate)} per step over the last {len(e.steps) - 1} steps "
-                f"(+{format_bytes(grown)} in total){where}{kept}; " +
-                (how.strip() if held else "look for tensors kept across steps (losses appended "
+                f"(+{format_bytes(grown)} in total){where}{kept}" +
+                (f".{how}" if held else "; look for tensors kept across steps (losses appended "
                  "without .item(), outputs kept for metrics, caches, hooks).")))
 
 
@@ -635,7 +635,13 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
         room = min(e.device_total_bytes, e.reserved_bytes + e.device_free_bytes)
         wanted = m.need_bytes / (1.0 - MEASURED_MARGIN)
         fraction = min(1.0, math.ceil(wanted / e.device_total_bytes * 100) / 100)
-        if wanted <= room and fraction * e.device_total_bytes <= room + e.device_total_bytes // 100:
+        if wanted <= limit:
+            # The step fits the cap it has: what ran out was held by something else.
+            rejected.append(("memory_fraction", f"measured: the step needs "
+                             f"≈{format_bytes(m.need_bytes)}, within the "
+                             f"{format_bytes(limit)} cap"))
+        elif wanted <= room and \
+                fraction * e.device_total_bytes <= room + e.device_total_bytes // 100:
             out.append(Advice(
                 score=1.0, kind="memory_fraction",
                 params={"fraction": fraction} | ({"input_grew": grew} if grew else {}),

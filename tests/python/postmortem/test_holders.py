@@ -186,7 +186,7 @@ def test_a_leak_rate_names_the_holders_and_counts_what_emptying_them_freed():
     assert first.recovers_bytes == 5 * GiB
     assert first.params["holders"][0] == {"name": "losses", "where": "train() in train.py:42",
                                           "graphs": 37, "freed_bytes": 5 * GiB}
-    assert "kept by losses (a list of 37 in train() in train.py:42" in first.detail
+    assert "; in the program: losses (a list of 37 in train() in train.py:42" in first.detail
     assert "loss.item()" in first.detail
     # A list whose items each held far more than a step's growth is not what leaked (the
     # failing step's own, its graphs alive): not named, nor counted.
@@ -204,8 +204,13 @@ def test_a_leak_rate_names_the_holders_and_counts_what_emptying_them_freed():
 def test_graphs_kept_across_a_loop_without_steps_are_a_leak_when_measured_to_fit():
     e = _leaking_evidence(holders=[_holder(6 * GiB, name="preds")])
     e.measured = Measured(size=64, what="batch_size", need_bytes=3 * GiB, basis="slices")
-    first = _remedies.rank_advice(e)[0]
+    a = _remedies.assess(e)
+    first = a.advice[0]
     assert first.kind == "leak" and first.fits, first
+    # The step fits the 10 GiB cap it has: raising it is no remedy (it was once advised at
+    # a fraction below the cap).
+    assert "memory_fraction" not in [x.kind for x in a.advice]
+    assert "within the 10.0 GiB cap" in dict(a.not_advised)["memory_fraction"]
     assert first.params["bytes_per_step"] is None
     assert "torch.no_grad()" in first.detail and "preds" in first.detail
 
