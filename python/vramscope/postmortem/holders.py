@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gc
+import itertools
 import os
 import sys
 import sysconfig
@@ -36,6 +37,8 @@ SCAN_ITEMS = 4096
 ITEM_ENTRIES = 16
 #: Containers reported, the most graphs and bytes first.
 MAX_HOLDERS = 8
+#: Submodules of a model whose attributes are read.
+MAX_MODULES = 4096
 
 
 @dataclasses.dataclass
@@ -147,7 +150,8 @@ def find(frames: Sequence[FrameType]) -> list[Found]:
     """The containers of the program's frames (innermost first) that keep tensors on the
     device: lists, deques and dicts keyed by step among the locals (a script's globals at its
     top level), the lists in a dict keyed by names (``metrics['loss']``), and the same one
-    level into the objects of the program's own classes among them (``self.outputs``).
+    level into the objects of the program's own classes among them (``self.outputs``) and
+    into a model's submodules of its classes (``model.cache.kept``).
     Host-side only; nothing is changed."""
     torch = sys.modules.get("torch")
     if torch is None:
@@ -169,6 +173,16 @@ def find(frames: Sequence[FrameType]) -> list[Found]:
         if holder is not None:
             out.append(Found(holder, value))
 
+    def attributes_of(name: str, where: str, value: Any) -> None:
+        attributes = getattr(value, "__dict__", None)
+        if not isinstance(attributes, dict) or id(value) in seen:
+            return
+        seen.add(id(value))  # an object (a model) is read once, under its first name
+        for attr, inner in list(attributes.items())[:256]:
+            if not attr.startswith("__") and _containers(inner) and \
+                    attr not in ("_parameters", "_buffers", "_modules"):
+                look(f"{name}.{attr}", where, inner)
+
     for frame in frames:
         if not _programs(frame, libraries):
             continue
@@ -180,15 +194,15 @@ def find(frames: Sequence[FrameType]) -> list[Found]:
             if _containers(value):
                 look(name, where, value)
                 continue
-            attributes = getattr(value, "__dict__", None)
-            if not isinstance(attributes, dict) or isinstance(value, type) or (
-                    callable(value) and not isinstance(value, torch.nn.Module)) or \
-                    not _programs_class(value, libraries):
-                continue  # code, and libraries' objects: no program state of its own
-            for attr, inner in list(attributes.items())[:256]:
-                if not attr.startswith("__") and _containers(inner) and \
-                        attr not in ("_parameters", "_buffers", "_modules"):
-                    look(f"{name}.{attr}", where, inner)
+            if isinstance(value, torch.nn.Module):
+                # A model and its submodules of the program's own classes (a cache module
+                # keeping its outputs), named by their paths.
+                for path, module in itertools.islice(value.named_modules(), MAX_MODULES):
+                    if id(module) not in seen and _programs_class(module, libraries):
+                        attributes_of(f"{name}.{path}" if path else name, where, module)
+            elif not isinstance(value, type) and not callable(value) and \
+                    _programs_class(value, libraries):
+                attributes_of(name, where, value)
     out.sort(key=lambda f: (-f.holder.graphs, -f.holder.data_bytes))
     return out[:MAX_HOLDERS]
 

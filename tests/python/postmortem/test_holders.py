@@ -282,3 +282,36 @@ def test_at_the_measurement_graphs_are_given_up_always_and_plain_tensors_only_wi
     got = {h.name: h.freed_bytes for h in _release_holders(program(tracked), e,
                                                            tracked.allocated)}
     assert got == {"preds": 5 * SAVED, "batches": 4 * 2 * MiB}
+
+
+def test_a_submodule_that_keeps_its_outputs_is_named_by_its_path():
+    tracked = Tracked()
+    keep = _keeping(tracked)
+
+    class Cache(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.kept = []
+
+        def forward(self, x):
+            y = keep(x)
+            self.kept.append(y)  # the leak: same storage, kept forever
+            return y
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = torch.nn.Sequential(torch.nn.Linear(4, 4), Cache())
+
+        def forward(self, x):
+            return self.body(x)
+
+    net = Net()
+
+    def loop() -> None:
+        for _ in range(5):
+            net(torch.ones(2, 4, requires_grad=True)).sum().backward()
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    found = _holders.find(_oom_frames(loop))
+    assert [(f.holder.name, f.holder.items) for f in found] == [("net.body.1.kept", 5)]
