@@ -215,15 +215,14 @@ def _empty(container: Any) -> None:
 
 
 def release(found: Sequence[Found], allocated: Callable[[], int],
-            graphs_only: bool = False) -> list[Holder]:
-    """Empties each container, in order, and records in its holder the bytes that freed
-    (``allocated()`` before and after, with a collection between: what giving up the kept
-    tensors gives back). ``graphs_only``: only those whose tensors keep autograd graphs (the
-    others may be data the program keeps on purpose). Returns the holders released. For a
+            which: Callable[[Holder], bool] | None = None) -> list[Holder]:
+    """Empties each container (those ``which`` accepts, all by default), in order, and records
+    in its holder the bytes that freed (``allocated()`` before and after, with a collection
+    between: what giving up the kept tensors gives back). Returns the holders released. For a
     process the OOM is ending: the program's containers are emptied."""
     out = []
     for f in found:
-        if graphs_only and not f.holder.keeps_graphs:
+        if which is not None and not which(f.holder):
             continue
         gc.collect()
         before = allocated()

@@ -40,6 +40,7 @@ from .advice import (
     leak_rate,
     parse_oom_message,
 )
+from .remedies import LEAK_ITEMS_PER_STEP
 from .report import (
     format_measured_summary,
     format_summary,
@@ -434,7 +435,8 @@ def _release_holders(frames: list[Any], e: OomEvidence,
     holders), each emptied and what that freed measured: those that keep autograd graphs
     always (a graph kept from step to step is never wanted, and the failed step's frames are
     freed next anyway), those of plain tensors only when step-end memory grew at every step
-    (else they may be data the program keeps on purpose). ``allocated``: the allocator's
+    and they hold no more than a few items per step so far (else they may be data the program
+    keeps on purpose). ``allocated``: the allocator's
     allocated bytes now (torch.cuda.memory_allocated of the failing device by default). Never
     raises."""
     try:
@@ -450,7 +452,17 @@ def _release_holders(frames: list[Any], e: OomEvidence,
             def allocated() -> int:
                 return int(torch.cuda.memory_allocated(device))
 
-        release(found, allocated, graphs_only=leak_rate(e.steps) is None)
+        rate = leak_rate(e.steps)
+        steps = max((p.step for p in e.steps), default=0)
+
+        def which(h: Holder) -> bool:
+            # Plain tensors: part of a per-step leak when no more than a few per step so far
+            # (a dataset kept on the device holds its batches from the start, and the step
+            # measured next needs it there).
+            return h.keeps_graphs or rate is not None and \
+                h.items <= LEAK_ITEMS_PER_STEP * (steps + 1)
+
+        release(found, allocated, which)
         return [f.holder for f in found]
     except Exception:  # noqa: BLE001 -- a leak's names are evidence, never a failure
         return []

@@ -102,7 +102,7 @@ def test_losses_kept_with_their_graphs_are_named_and_emptying_them_is_measured()
 
     # Without a leak rate only the graphs are given up: what they held, exactly.
     metrics_kept = found[[f.holder.name for f in found].index("metrics['acc']")].container
-    released = _holders.release(found, tracked.allocated, graphs_only=True)
+    released = _holders.release(found, tracked.allocated, lambda h: h.keeps_graphs)
     assert released == [losses]
     assert losses.freed_bytes == 6 * SAVED
     assert outputs.freed_bytes is None and len(kept.outputs) == 4
@@ -260,28 +260,30 @@ def test_the_report_lists_the_holders():
 def test_at_the_measurement_graphs_are_given_up_always_and_plain_tensors_only_with_a_leak():
     from vramscope.postmortem.oom import _release_holders
 
-    def program(tracked: Tracked):
+    def program(tracked: Tracked, batches: int = 4):
         keep = _keeping(tracked)
         weight = torch.nn.Parameter(torch.ones(4))
 
         def loop() -> None:
             preds = [keep(weight) for _ in range(5)]  # graphs: 5 x SAVED
-            batches = [tracked.make(2 * MiB) for _ in range(4)]  # data kept on purpose?
-            raise torch.OutOfMemoryError(f"CUDA out of memory ({len(preds)}, {len(batches)})")
+            kept = [tracked.make(2 * MiB) for _ in range(batches)]  # data kept on purpose?
+            raise torch.OutOfMemoryError(f"CUDA out of memory ({len(preds)}, {len(kept)})")
 
         return _oom_frames(loop)
 
-    tracked = Tracked()
-    e = _leaking_evidence()
-    got = {h.name: h.freed_bytes for h in _release_holders(program(tracked), e,
-                                                           tracked.allocated)}
-    assert got == {"preds": 5 * SAVED, "batches": None}
-    # Step-end memory that grew at every step: the plain tensors are part of the leak.
-    tracked = Tracked()
+    def released(e: OomEvidence, batches: int = 4) -> dict:
+        tracked = Tracked()
+        return {h.name: h.freed_bytes for h in _release_holders(program(tracked, batches), e,
+                                                                tracked.allocated)}
+
+    assert released(_leaking_evidence()) == {"preds": 5 * SAVED, "kept": None}
+    # Step-end memory that grew at each of steps 1 to 6: the plain tensors are part of the
+    # leak, up to 4 per step so far ...
     e = _leaking_evidence(steps=[StepPoint(i, 3 * GiB, GiB + i * MiB) for i in range(1, 7)])
-    got = {h.name: h.freed_bytes for h in _release_holders(program(tracked), e,
-                                                           tracked.allocated)}
-    assert got == {"preds": 5 * SAVED, "batches": 4 * 2 * MiB}
+    assert released(e) == {"preds": 5 * SAVED, "kept": 4 * 2 * MiB}
+    assert released(e, batches=28) == {"preds": 5 * SAVED, "kept": 28 * 2 * MiB}
+    # ... not more (data kept from the start, which the step measured next needs).
+    assert released(e, batches=29) == {"preds": 5 * SAVED, "kept": None}
 
 
 def test_a_submodule_that_keeps_its_outputs_is_named_by_its_path():
