@@ -37,7 +37,7 @@ DISCOVERY_STEPS = 3
 STATE_PER_PARAMETER = {"Adam": 2, "AdamW": 2, "NAdam": 2, "RAdam": 2, "Adamax": 2,
                        "Adadelta": 2, "Adagrad": 1, "RMSprop": 1, "SGD": 1, "ASGD": 1,
                        "Adafactor": 0, "LBFGS": 2}
-_MODULE_CALLS = ("_call_impl", "_wrapped_call_impl", "forward", "__call__")
+MODULE_CALLS = ("_call_impl", "_wrapped_call_impl", "forward", "__call__")
 
 
 def _module_type() -> Any:
@@ -231,7 +231,7 @@ def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] |
             out["phase"] = "backward"
         if code.co_name == "generate" and "generating" not in out:
             out["generating"] = True  # transformers' generate(): a KV cache grows per token
-        if module_type is None or code.co_name not in _MODULE_CALLS:
+        if module_type is None or code.co_name not in MODULE_CALLS:
             continue
         owner = frame.f_locals.get("self")
         if not isinstance(owner, module_type):

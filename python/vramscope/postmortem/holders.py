@@ -25,11 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import Any
 
+from ..attribution.model_probe import MODULE_CALLS
 from . import scene as _scene
 from .advice import HOLDER_MIN_ITEMS as MIN_ITEMS
 from .advice import Holder
 
-__all__ = ["Found", "find", "release"]
+__all__ = ["Found", "earlier_tensors", "find", "graph_alive", "release"]
 
 #: Items read of one container (the newest, at its end), and entries of one item (a tuple
 #: (loss, logits), a dict of outputs).
@@ -39,6 +40,9 @@ ITEM_ENTRIES = 16
 MAX_HOLDERS = 8
 #: Submodules of a model whose attributes are read.
 MAX_MODULES = 4096
+#: Graph nodes looked at to tell whether a tensor's graph still holds what it saved (a few
+#: microseconds each).
+GRAPH_NODES = 4096
 
 
 @dataclasses.dataclass
@@ -231,3 +235,99 @@ def release(found: Sequence[Found], allocated: Callable[[], int],
         f.holder.freed_bytes = max(0, before - allocated())
         out.append(f.holder)
     return out
+
+
+# ----- what earlier steps left alive, for the measurement
+
+def _saved_names(node: Any) -> list[str]:
+    """The ``_saved_*`` attributes of an autograd node's class (read once per class)."""
+    kind = type(node)
+    names = _SAVED_NAMES.get(kind)
+    if names is None:
+        names = _SAVED_NAMES[kind] = [n for n in dir(node) if n.startswith("_saved_")]
+    return names
+
+
+_SAVED_NAMES: dict[type, list[str]] = {}
+
+
+def graph_alive(t: Any) -> bool:
+    """Does tensor ``t``'s autograd graph still hold something it saved (the failing step's
+    own: no backward ran through it, or one failed part-way), rather than a graph a backward
+    freed whole (an earlier step's output)? Dead only when every saved tensor among the
+    GRAPH_NODES nodes looked at (depth first: the input's end of the graph, which a backward
+    reaches last) was freed; a graph that saved nothing there counts as alive. A saved tensor
+    with the program's unpack hook is not unpacked to find out (the hook may copy it back to
+    the device): such a graph counts as alive."""
+    torch = sys.modules["torch"]
+    stack = [t.grad_fn]
+    # The nodes looked at, held: a node's Python object may be made for the asking, and an
+    # id is only unique while its object lives.
+    visited: dict[int, Any] = {}
+    freed = False
+    while stack and len(visited) < GRAPH_NODES:
+        node = stack.pop()
+        if node is None or id(node) in visited:
+            continue
+        visited[id(node)] = node
+        for name in _saved_names(node):
+            raw = getattr(node, "_raw" + name, None)
+            if getattr(raw, "unpack_hook", None) is not None:
+                return True
+            try:
+                value = getattr(node, name)
+            except RuntimeError:  # "Trying to backward through the graph a second time ..."
+                freed = True
+                continue
+            if isinstance(value, torch.Tensor) or isinstance(value, (list, tuple)) and any(
+                    isinstance(v, torch.Tensor) for v in value):
+                return True
+        stack.extend(f for f, _ in node.next_functions)
+    return not freed
+
+
+def _tensors_in(value: Any, torch: Any) -> list[Any]:
+    """The tensors ``value`` is or holds one level down (a tuple, a list, a dict, a
+    ModelOutput), the first ITEM_ENTRIES of a container."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, Mapping):
+        inner: Sequence[Any] = list(value.values())[:ITEM_ENTRIES]
+    elif isinstance(value, (list, tuple)):
+        inner = value[:ITEM_ENTRIES]
+    else:
+        return []
+    return [v for v in inner if isinstance(v, torch.Tensor)]
+
+
+def earlier_tensors(frames: Sequence[FrameType]) -> list[Any]:
+    """The tensors on the device that the program's frames outside the failing forward
+    (the training loop, its helpers, a script's globals) hold and that are not the failing
+    step's own graph: an earlier step's outputs (their graphs freed by its backward), data kept
+    on the device. In the program they stay alive through the next step; the measurement of
+    the step keeps them alive too (freeing the traceback's frames would let them go), so that
+    its need is the program's. ``frames``: innermost first."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    # Frames up to the outermost module call running at the OOM are the failing forward's.
+    outer = 0
+    for i, frame in enumerate(frames):
+        if frame.f_code.co_name in MODULE_CALLS and \
+                isinstance(frame.f_locals.get("self"), torch.nn.Module):
+            outer = i + 1
+    libraries = _library_roots()
+    kept: list[Any] = []
+    seen: set[int] = set()
+    for frame in frames[outer:]:
+        if not _programs(frame, libraries):
+            continue
+        for value in list(frame.f_locals.values()):
+            for t in _tensors_in(value, torch):
+                if id(t) in seen or isinstance(t, torch.nn.Parameter) or \
+                        t.device.type not in _scene.INPUT_DEVICE_TYPES:
+                    continue
+                seen.add(id(t))
+                if t.grad_fn is None or not graph_alive(t):
+                    kept.append(t)
+    return kept

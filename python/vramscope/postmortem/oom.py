@@ -364,6 +364,9 @@ class PostMortem(PostMortemSlot):
             if scene is not None:
                 e.training = bool(getattr(scene.model, "training", True))
             e.holders = _release_holders(frames, e)
+            # What earlier steps left alive (their outputs, data on the device) stays alive
+            # through the measurement, as it does through the program's next step.
+            resident = _earlier_tensors(frames)
             _free_failed_step(exc.__traceback__, frames)
             del frames
             if scene is None:
@@ -376,6 +379,7 @@ class PostMortem(PostMortemSlot):
                 else:
                     e.measured = result
                 del scene
+            del resident
             advice = rewrite_report(e, paths, time.strftime("%Y-%m-%d %H:%M:%S"))
             self.last_summary = format_measured_summary(e, advice, paths["txt"])
             if echo:
@@ -465,6 +469,16 @@ def _release_holders(frames: list[Any], e: OomEvidence,
         release(found, allocated, which)
         return [f.holder for f in found]
     except Exception:  # noqa: BLE001 -- a leak's names are evidence, never a failure
+        return []
+
+
+def _earlier_tensors(frames: list[Any]) -> list[Any]:
+    """vramscope.postmortem.holders.earlier_tensors, never raising (nothing kept then)."""
+    try:
+        from .holders import earlier_tensors
+
+        return earlier_tensors(frames)
+    except Exception:  # noqa: BLE001 -- the measurement runs with what is left
         return []
 
 

@@ -18,11 +18,10 @@ from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Any
 
-from ..attribution.model_probe import find_model, first_tensor
+from ..attribution.model_probe import MODULE_CALLS, find_model, first_tensor
 
 __all__ = ["OomScene", "Inputs", "capture", "slice_inputs", "resize_inputs"]
 
-_MODULE_CALLS = ("_call_impl", "_wrapped_call_impl", "forward", "__call__")
 #: Where a model input lives (tests add "cpu": their steps run on the host).
 INPUT_DEVICE_TYPES: tuple[str, ...] = ("cuda",)
 
@@ -239,7 +238,7 @@ def capture(frames: Sequence[FrameType], at_oom: bool, model: Any = None,
             continue
         if frame.f_code.co_name == "generate":
             generate = frame
-        elif frame.f_code.co_name in _MODULE_CALLS:
+        elif frame.f_code.co_name in MODULE_CALLS:
             outermost = frame
     inputs: list[Inputs] = []
     generate_kwargs = None

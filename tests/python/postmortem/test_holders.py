@@ -317,3 +317,68 @@ def test_a_submodule_that_keeps_its_outputs_is_named_by_its_path():
 
     found = _holders.find(_oom_frames(loop))
     assert [(f.holder.name, f.holder.items) for f in found] == [("net.body.1.kept", 5)]
+
+
+def test_a_graph_is_alive_until_a_backward_frees_it_and_hooks_are_not_run_to_tell():
+    w = torch.nn.Parameter(torch.ones(4, 4))
+    out = (torch.ones(2, 4) @ w).relu()
+    assert _holders.graph_alive(out)
+    out.sum().backward()
+    assert not _holders.graph_alive(out)
+    # A graph that saved nothing can not be told: alive (the failing step's, freed).
+    assert _holders.graph_alive(torch.ones(3, requires_grad=True).sum())
+    unpacked = []
+
+    def unpack(t):
+        unpacked.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+        hooked = (torch.ones(2, 4) @ w).relu()
+    assert _holders.graph_alive(hooked) and unpacked == []
+
+
+class _Failing(torch.nn.Module):
+    """A layer whose forward (``in_forward``) or backward runs out of memory on its third
+    step."""
+
+    def __init__(self, in_forward: bool) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.in_forward = in_forward
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == 3 and self.in_forward:
+            raise torch.OutOfMemoryError("CUDA out of memory (forward)")
+        y = self.linear(x)
+        if self.calls == 3:
+            def fail(grad):
+                raise torch.OutOfMemoryError("CUDA out of memory (backward)")
+            y.register_hook(fail)
+        return y
+
+
+@pytest.mark.parametrize("in_forward", [True, False], ids=["forward", "backward"])
+def test_an_earlier_steps_outputs_and_data_stay_for_the_measurement_not_the_failing_graph(
+        in_forward):
+    model = _Failing(in_forward)
+    data = torch.randn(64, 4)  # kept on the device by the program
+    seen = {}
+
+    def loop() -> None:
+        for i in range(3):
+            out = model(data[8 * i:8 * (i + 1)])
+            loss = out.square().mean()
+            seen[i] = (out, loss)
+            loss.backward()
+
+    frames = _oom_frames(loop)
+    kept = {id(t) for t in _holders.earlier_tensors(frames)}
+    assert id(data) in kept
+    assert not any(id(p) in kept for p in model.parameters())
+    if in_forward:  # out and loss are the second step's: their graphs were freed by its backward
+        assert {id(seen[1][0]), id(seen[1][1])} <= kept
+    else:  # the failing step's own, their graph alive: the measurement makes its own
+        assert not {id(seen[2][0]), id(seen[2][1])} & kept
