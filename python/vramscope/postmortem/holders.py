@@ -120,7 +120,7 @@ def _holder(name: str, where: str, container: Any, torch: Any) -> Holder | None:
                 if storage.data_ptr() not in storages:
                     storages.add(storage.data_ptr())
                     data += storage.nbytes()
-            except RuntimeError:  # a tensor without storage (sparse, nested): count it only
+            except Exception:  # noqa: BLE001 -- no storage (sparse, nested, a subclass): counted only
                 pass
     if graphs < MIN_ITEMS and tensors < MIN_ITEMS:
         return None
