@@ -95,6 +95,9 @@ class Measured:
     notes: list[str] = dataclasses.field(default_factory=list)
     #: Wall time of the measurements.
     seconds: float = 0.0
+    #: Why ``need_bytes`` is only a lower bound ("": it is the step's need): the program held
+    #: more at its OOM than the step run again needs.
+    lower_bound: str = ""
 
 
 @dataclasses.dataclass

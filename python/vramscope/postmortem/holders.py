@@ -20,7 +20,6 @@ import gc
 import itertools
 import os
 import sys
-import sysconfig
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import Any
@@ -29,6 +28,7 @@ from ..attribution.model_probe import MODULE_CALLS
 from . import scene as _scene
 from .advice import HOLDER_MIN_ITEMS as MIN_ITEMS
 from .advice import Holder
+from .scene import library_roots, programs_class, programs_frame
 
 __all__ = ["Found", "earlier_tensors", "find", "graph_alive", "release"]
 
@@ -51,32 +51,6 @@ class Found:
 
     holder: Holder
     container: Any
-
-
-def _library_roots() -> tuple[str, ...]:
-    """Folders of installed code: the standard library and site-packages (a frame there is
-    a library's, not the program's)."""
-    paths = sysconfig.get_paths()
-    roots = {paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # vramscope's own
-    return tuple(sorted(os.path.join(r, "") for r in roots if r))
-
-
-def _programs_file(path: str, libraries: tuple[str, ...]) -> bool:
-    """Is the source file at ``path`` the program's own (not under ``libraries``, nor an
-    installed package's)?"""
-    path = os.path.abspath(path)
-    return not path.startswith(libraries) and "site-packages" not in path \
-        and "dist-packages" not in path
-
-
-def _programs(frame: FrameType, libraries: tuple[str, ...]) -> bool:
-    """Is ``frame`` the program's own code (not the standard library's, an installed
-    package's, or generated code's; ``python -c`` and a script on stdin are the program's)?"""
-    name = frame.f_code.co_filename
-    if name in ("<string>", "<stdin>"):
-        return True
-    return bool(name) and not name.startswith("<") and _programs_file(name, libraries)
 
 
 def _tensors_of(item: Any, tensor_type: type, parameter_type: type) -> list[Any]:
@@ -138,18 +112,6 @@ def _record(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) for k in list(value)[:64])
 
 
-def _programs_class(value: Any, libraries: tuple[str, ...]) -> bool:
-    """Is ``value``'s class the program's own (a LightningModule, a trainer of its own), whose
-    attributes are program state, not a library's (an optimizer's state, a cache object)?"""
-    import inspect
-
-    try:
-        path = inspect.getfile(type(value))
-    except (TypeError, OSError):  # a built-in class, or one without a file (python -c)
-        return type(value).__module__ == "__main__"
-    return _programs_file(path, libraries)
-
-
 def find(frames: Sequence[FrameType]) -> list[Found]:
     """The containers of the program's frames (innermost first) that keep tensors on the
     device: lists, deques and dicts keyed by step among the locals (a script's globals at its
@@ -160,7 +122,7 @@ def find(frames: Sequence[FrameType]) -> list[Found]:
     torch = sys.modules.get("torch")
     if torch is None:
         return []
-    libraries = _library_roots()
+    libraries = library_roots()
     seen: set[int] = set()
     out: list[Found] = []
 
@@ -188,7 +150,7 @@ def find(frames: Sequence[FrameType]) -> list[Found]:
                 look(f"{name}.{attr}", where, inner)
 
     for frame in frames:
-        if not _programs(frame, libraries):
+        if not programs_frame(frame, libraries):
             continue
         code = frame.f_code
         base = os.path.basename(code.co_filename)
@@ -202,10 +164,10 @@ def find(frames: Sequence[FrameType]) -> list[Found]:
                 # A model and its submodules of the program's own classes (a cache module
                 # keeping its outputs), named by their paths.
                 for path, module in itertools.islice(value.named_modules(), MAX_MODULES):
-                    if id(module) not in seen and _programs_class(module, libraries):
+                    if id(module) not in seen and programs_class(module, libraries):
                         attributes_of(f"{name}.{path}" if path else name, where, module)
             elif not isinstance(value, type) and not callable(value) and \
-                    _programs_class(value, libraries):
+                    programs_class(value, libraries):
                 attributes_of(name, where, value)
     out.sort(key=lambda f: (-f.holder.graphs, -f.holder.data_bytes))
     return out[:MAX_HOLDERS]
@@ -316,11 +278,11 @@ def earlier_tensors(frames: Sequence[FrameType]) -> list[Any]:
         if frame.f_code.co_name in MODULE_CALLS and \
                 isinstance(frame.f_locals.get("self"), torch.nn.Module):
             outer = i + 1
-    libraries = _library_roots()
+    libraries = library_roots()
     kept: list[Any] = []
     seen: set[int] = set()
     for frame in frames[outer:]:
-        if not _programs(frame, libraries):
+        if not programs_frame(frame, libraries):
             continue
         for value in list(frame.f_locals.values()):
             for t in _tensors_in(value, torch):

@@ -676,7 +676,37 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                     f"the same slices ({lighter[1]}), with its optimizer step added"))
         device.free()
     return Measured(size=size, what="batch_size", need_bytes=int(need), basis=basis,
-                    remedies=remedies, notes=notes, seconds=time.monotonic() - began)
+                    remedies=remedies, notes=notes, seconds=time.monotonic() - began,
+                    lower_bound=_short_of_the_program(e, model, size, int(need)))
+
+
+#: What the step run again may lack of what the program held at its OOM before its measurement
+#: counts as short of it: a share (a linear fit through slices), and bytes (the OOM's request
+#: is the segment the allocator asked the driver for: 20 MiB for a request of a few MiB).
+OBSERVED_TOLERANCE = 0.03
+OBSERVED_TOLERANCE_BYTES = 32 << 20
+
+
+def _short_of_the_program(e: OomEvidence, model: MemoryModel | None, size: int,
+                          need: int) -> str:
+    """Why the measured need is only a lower bound, or "": at its OOM the program held and
+    asked for more (allocated + the request, less what emptying its containers freed) than
+    the step run again needs at the same size by its own measurement. The program's step then
+    does more than the model's forward and backward (its own loss after the forward, metrics
+    on the device, a second model), which the measurement does not run."""
+    observed = e.allocated_bytes + e.requested_bytes - sum(h.freed_bytes or 0
+                                                           for h in e.holders)
+    if model is not None:
+        p = model.predict(size)
+        measured = p.allocated_bytes + p.margin_bytes
+    else:
+        measured = need
+    if measured >= observed * (1.0 - OBSERVED_TOLERANCE) - OBSERVED_TOLERANCE_BYTES:
+        return ""
+    return (f"at its OOM the program held {format_bytes(e.allocated_bytes)} and asked for "
+            f"{format_bytes(e.requested_bytes)} more, beyond the ≈{format_bytes(measured)} the "
+            f"step run again needs at {size}: the program's step does more than the model's "
+            "forward and backward (its own loss, metrics, another model), which was not run")
 
 
 def _optimizer_only(scene: OomScene, e: OomEvidence, device: Any, began: float) -> Measured:

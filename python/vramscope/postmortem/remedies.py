@@ -666,7 +666,7 @@ def assess(e: OomEvidence) -> Assessment:
     bound promises nothing."""
     m = e.measured
     if m is not None:
-        peak, basis, only_lower = m.need_bytes, m.basis, False
+        peak, basis, only_lower = m.need_bytes, m.basis, bool(m.lower_bound)
     else:
         peak, basis, only_lower = projection(e)
     need = max(e.shortfall_bytes, peak - e.budget_bytes, 1)

@@ -92,6 +92,8 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "",
         at = f" at {m.what} {m.size}" if m.size else ""
         lines.append(f"  the step{at} needs ≈{format_bytes(m.need_bytes)} of "
                      f"the {format_bytes(e.budget_bytes)} budget ({m.basis})")
+        if m.lower_bound:
+            lines.append(f"  only a lower bound: {m.lower_bound}")
         for r in m.remedies:
             shown = ", ".join(f"{k} {v}" for k, v in r.params.items()
                               if k not in ("state_bytes", "from_batch_size"))

@@ -13,14 +13,17 @@ turn when measured. Host-side only: nothing here allocates on the GPU.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
+import sysconfig
 from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Any
 
 from ..attribution.model_probe import MODULE_CALLS, find_model, first_tensor
 
-__all__ = ["OomScene", "Inputs", "capture", "slice_inputs", "resize_inputs"]
+__all__ = ["OomScene", "Inputs", "capture", "library_roots", "programs_class", "programs_frame",
+           "resize_inputs", "slice_inputs"]
 
 #: Where a model input lives (tests add "cpu": their steps run on the host).
 INPUT_DEVICE_TYPES: tuple[str, ...] = ("cuda",)
@@ -71,6 +74,44 @@ class OomScene:
     #: Did the parameters hold gradients at a forward OOM (zero_grad(set_to_none=False): the
     #: gradients stay allocated through the next forward)?
     gradients_resident: bool = False
+
+
+def library_roots() -> tuple[str, ...]:
+    """Folders of installed code: the standard library and site-packages (a frame there is
+    a library's, not the program's)."""
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # vramscope's own
+    return tuple(sorted(os.path.join(r, "") for r in roots if r))
+
+
+def _programs_file(path: str, libraries: tuple[str, ...]) -> bool:
+    """Is the source file at ``path`` the program's own (not under ``libraries``, nor an
+    installed package's)?"""
+    path = os.path.abspath(path)
+    return not path.startswith(libraries) and "site-packages" not in path \
+        and "dist-packages" not in path
+
+
+def programs_frame(frame: FrameType, libraries: tuple[str, ...]) -> bool:
+    """Is ``frame`` the program's own code (not the standard library's, an installed
+    package's, or generated code's; ``python -c`` and a script on stdin are the program's)?"""
+    name = frame.f_code.co_filename
+    if name in ("<string>", "<stdin>"):
+        return True
+    return bool(name) and not name.startswith("<") and _programs_file(name, libraries)
+
+
+def programs_class(value: Any, libraries: tuple[str, ...]) -> bool:
+    """Is ``value``'s class the program's own (a LightningModule, a trainer of its own), whose
+    attributes are program state, not a library's (an optimizer's state, a cache object)?"""
+    import inspect
+
+    try:
+        path = inspect.getfile(type(value))
+    except (TypeError, OSError):  # a built-in class, or one without a file (python -c)
+        return type(value).__module__ == "__main__"
+    return _programs_file(path, libraries)
 
 
 def _torch() -> Any:
@@ -170,18 +211,21 @@ def _training_step_args(model: Any) -> int:
 
 
 def _local_inputs(frames: Sequence[FrameType], model: Any) -> list[Inputs]:
-    """Inputs guessed from the locals of the frames that hold the model (innermost first):
-    each candidate local as the one argument, a mapping as keyword arguments, a short
+    """Inputs guessed from the locals of the frames that hold the model (innermost first),
+    then of the program's other frames (a ``train(x, y)`` of a script whose model is a
+    global): each candidate local as the one argument, a mapping as keyword arguments, a short
     sequence (x, y) as its first element. For a LightningModule, whose forward may not be what
     its step calls, the batch as ``training_step``'s argument comes first."""
     found: list[Inputs] = []
     steps: list[Inputs] = []
     seen: set[int] = set()
     step_args = _training_step_args(model)
-    for frame in frames:
+    holding = [f for f in frames if any(v is model or getattr(v, "model", None) is model
+                                        for v in f.f_locals.values())]
+    libraries = library_roots()
+    others = [f for f in frames if f not in holding and programs_frame(f, libraries)]
+    for frame in holding + others:
         local = frame.f_locals
-        if not any(v is model or getattr(v, "model", None) is model for v in local.values()):
-            continue
         where = f"{frame.f_code.co_name}() line {frame.f_lineno}"
         for name, value in list(local.items()):
             if id(value) in seen or not _candidate(value):
@@ -238,7 +282,10 @@ def capture(frames: Sequence[FrameType], at_oom: bool, model: Any = None,
             continue
         if frame.f_code.co_name == "generate":
             generate = frame
-        elif frame.f_code.co_name in MODULE_CALLS:
+        elif frame.f_code.co_name in MODULE_CALLS and \
+                next(iter(owner.parameters()), None) is not None:
+            # (A module without parameters -- a loss, an activation -- is not the model: an
+            # OOM in the loss after the model's forward is measured from the loop's locals.)
             outermost = frame
     inputs: list[Inputs] = []
     generate_kwargs = None

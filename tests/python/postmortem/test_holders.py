@@ -138,10 +138,10 @@ def test_an_objects_lists_are_read_one_level_down_and_libraries_frames_are_not()
     assert [f.holder.name for f in found] == ["self.validation_outputs"]
     assert found[0].holder.graphs == 5
     # A library's frame (here: made to look installed) is not the program's.
-    roots = _holders._library_roots()
+    roots = _scene.library_roots()
     assert all(not f.f_code.co_filename.startswith(roots) for f in frames
-               if _holders._programs(f, roots))
-    assert not any(_holders._programs(f, roots) for f in frames
+               if _scene.programs_frame(f, roots))
+    assert not any(_scene.programs_frame(f, roots) for f in frames
                    if "site-packages" in f.f_code.co_filename)
 
 

@@ -427,6 +427,8 @@ def _grown_scene(model: torch.nn.Module, x: tuple, fail_above: int) -> _scene.Oo
 def _grown_evidence(now: tuple[int, ...], past: tuple[int, ...]) -> OomEvidence:
     e = _evidence()
     e.batch_size, e.input_shape, e.past_input_shape = now[0], now, past
+    # What the program held at its OOM and asked for: no more than the grown step needs.
+    e.requested_bytes = GiB // 2
     return e
 
 
@@ -1036,3 +1038,56 @@ def test_a_slice_that_fails_for_another_reason_than_memory_is_a_note():
     scene.grad_enabled = True
     m = _measure.measure(scene, _evidence(), device=SyntheticDevice(amp_share=0.6))
     assert isinstance(m, str) and "ValueError: this model takes 1, 2 or 128 samples" in m
+
+
+def test_an_oom_in_a_loss_module_after_the_forward_measures_the_model_from_the_loops_locals():
+    from vramscope.attribution.model_probe import frames_of_traceback
+
+    model = Blocks()
+    criterion = torch.nn.CrossEntropyLoss()
+    armed = _Armed()
+    criterion.register_forward_pre_hook(armed)  # the OOM comes in the loss, not the model
+    models = {"net": model}  # the script's global: not a local of train()
+
+    def train(x: torch.Tensor, y: torch.Tensor) -> None:
+        criterion(models["net"](x), y).backward()
+
+    try:
+        train(torch.randn(BATCH, 16), torch.randint(0, 10, (BATCH,)))
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False,
+                               model=model)
+    armed.armed = False
+    # A module without parameters is not the model; the input is train()'s x.
+    assert scene is not None and scene.model is model
+    assert scene.inputs[0].batch_size == BATCH and "the local x of train()" in \
+        scene.inputs[0].source
+    scene.grad_enabled = True
+    m = _measure.measure(scene, _evidence(), device=SyntheticDevice(amp_share=0.6))
+    assert not isinstance(m, str), m
+    assert m.size == BATCH and not m.lower_bound
+
+
+def test_a_program_that_held_more_at_its_oom_than_the_step_needs_makes_it_a_lower_bound():
+    # The synthetic step at BATCH needs FIXED + BATCH * PER_SAMPLE (13.8 GiB); a program that
+    # held 13 GiB at its OOM and asked for 2 GiB more does more in its step (its own loss)
+    # than the measurement ran: no remedy is promised.
+    e = _evidence()
+    e.allocated_bytes, e.reserved_bytes = 13 * GiB, 13 * GiB
+    e.limit_bytes = e.device_total_bytes = 80 * GiB
+    device = SyntheticDevice(amp_share=0.6)
+    m = _measure.measure(_with_grad(_oom_scene(Blocks())), e, device=device)
+    assert not isinstance(m, str), m
+    assert "at its OOM the program held 13.0 GiB and asked for 2.0 GiB more" in m.lower_bound
+    e.measured = m
+    a = assess(e)
+    assert a.projection_is_lower_bound and not any(x.fits for x in a.advice)
+    # Held no more than the step needs: the measurement is the need.
+    e.allocated_bytes = 11 * GiB
+    e.measured = _measure.measure(_with_grad(_oom_scene(Blocks())), e, device=device)
+    assert not e.measured.lower_bound and not assess(e).projection_is_lower_bound
+
+
+def _with_grad(scene: _scene.OomScene) -> _scene.OomScene:
+    scene.grad_enabled = True
+    return scene
