@@ -215,11 +215,13 @@ def test_leak_of_kept_outputs_is_advised_first(tmp_path):
     assert abs(first["bytes_per_step"] - 256 * MiB) <= 0.01 * 256 * MiB, summary
     assert abs(report["leak_rate_bytes"] - 256 * MiB) <= 0.01 * 256 * MiB, summary
     # The list is named from the traceback, and emptying it freed exactly its logits (each
-    # backward had freed what their graphs saved).
+    # backward had freed what their graphs saved), but for the last one when the OOM came in
+    # the model's forward: the loop's `logits` still held it.
     assert [h["name"] for h in first["holders"]] == ["kept"], summary
     [kept] = [h for h in report["holders"] if h["name"] == "kept"]
     assert kept["graphs"] == kept["items"] >= 4, summary
-    assert kept["freed_bytes"] == kept["items"] * 256 * MiB, summary
+    held_by_loop = 1 if report["phase"] == "forward" else 0
+    assert kept["freed_bytes"] == (kept["items"] - held_by_loop) * 256 * MiB, summary
     rerun_fits(tmp_path, "leak", first)
 
 
