@@ -75,12 +75,10 @@ def _holder(name: str, where: str, container: Any, torch: Any) -> Holder | None:
         return None
     if count < MIN_ITEMS:
         return None
-    if isinstance(container, Mapping):
-        items = list(container.values())[-SCAN_ITEMS:]
-    elif isinstance(container, collections.deque):
-        items = list(container)[-SCAN_ITEMS:]
-    else:
-        items = container[-SCAN_ITEMS:]
+    # The newest items (a dict keeps its insertion order), never a copy of the whole.
+    newest: Any = reversed(container.values()) if isinstance(container, dict) else \
+        reversed(container)
+    items = list(itertools.islice(newest, SCAN_ITEMS))
     tensors = graphs = data = 0
     storages: set[int] = set()
     for item in items:
@@ -109,7 +107,8 @@ def _containers(value: Any) -> bool:
 def _record(value: Any) -> bool:
     """Is ``value`` a dict keyed by names ({"loss": ..., "logits": ...}: a batch, a step's
     outputs, a table of metric lists), not an accumulator keyed by step or sample?"""
-    return isinstance(value, dict) and all(isinstance(k, str) for k in list(value)[:64])
+    return isinstance(value, dict) and all(isinstance(k, str)
+                                           for k in itertools.islice(value, 64))
 
 
 def find(frames: Sequence[FrameType]) -> list[Found]:
@@ -131,7 +130,7 @@ def find(frames: Sequence[FrameType]) -> list[Found]:
             return
         seen.add(id(value))
         if _record(value):
-            for key, inner in list(value.items())[:64]:
+            for key, inner in list(itertools.islice(value.items(), 64)):
                 if isinstance(inner, (list, collections.deque)):
                     look(f"{name}[{key!r}]", where, inner)
             return
