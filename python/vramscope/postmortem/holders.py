@@ -53,18 +53,19 @@ class Found:
     container: Any
 
 
-def _tensors_of(item: Any, tensor_type: type, parameter_type: type) -> list[Any]:
-    """The tensors an item of a container is or holds one level down (a tuple, a list, a dict,
-    transformers' ModelOutput), parameters left out."""
-    if isinstance(item, tensor_type):
-        return [] if isinstance(item, parameter_type) else [item]
-    if isinstance(item, Mapping):
-        values: Sequence[Any] = list(item.values())[:ITEM_ENTRIES]
+def _tensors_of(item: Any, torch: Any) -> list[Any]:
+    """The tensors an item is or holds one level down (a tuple, a list, a dict, transformers'
+    ModelOutput: its first ITEM_ENTRIES), parameters left out."""
+    if isinstance(item, torch.Tensor):
+        values: Sequence[Any] = [item]
+    elif isinstance(item, Mapping):
+        values = list(itertools.islice(item.values(), ITEM_ENTRIES))
     elif isinstance(item, (list, tuple)):
         values = item[:ITEM_ENTRIES]
     else:
         return []
-    return [v for v in values if isinstance(v, tensor_type) and not isinstance(v, parameter_type)]
+    return [v for v in values if isinstance(v, torch.Tensor)
+            and not isinstance(v, torch.nn.Parameter)]
 
 
 def _holder(name: str, where: str, container: Any, torch: Any) -> Holder | None:
@@ -82,7 +83,7 @@ def _holder(name: str, where: str, container: Any, torch: Any) -> Holder | None:
     tensors = graphs = data = 0
     storages: set[int] = set()
     for item in items:
-        for t in _tensors_of(item, torch.Tensor, torch.nn.Parameter):
+        for t in _tensors_of(item, torch):
             if t.device.type not in _scene.INPUT_DEVICE_TYPES:
                 continue
             tensors += 1
@@ -247,20 +248,6 @@ def graph_alive(t: Any) -> bool:
     return not freed
 
 
-def _tensors_in(value: Any, torch: Any) -> list[Any]:
-    """The tensors ``value`` is or holds one level down (a tuple, a list, a dict, a
-    ModelOutput), the first ITEM_ENTRIES of a container."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, Mapping):
-        inner: Sequence[Any] = list(value.values())[:ITEM_ENTRIES]
-    elif isinstance(value, (list, tuple)):
-        inner = value[:ITEM_ENTRIES]
-    else:
-        return []
-    return [v for v in inner if isinstance(v, torch.Tensor)]
-
-
 def earlier_tensors(frames: Sequence[FrameType]) -> list[Any]:
     """The tensors on the device that the program's frames outside the failing forward
     (the training loop, its helpers, a script's globals) hold and that are not the failing
@@ -284,9 +271,8 @@ def earlier_tensors(frames: Sequence[FrameType]) -> list[Any]:
         if not programs_frame(frame, libraries):
             continue
         for value in list(frame.f_locals.values()):
-            for t in _tensors_in(value, torch):
-                if id(t) in seen or isinstance(t, torch.nn.Parameter) or \
-                        t.device.type not in _scene.INPUT_DEVICE_TYPES:
+            for t in _tensors_of(value, torch):
+                if id(t) in seen or t.device.type not in _scene.INPUT_DEVICE_TYPES:
                     continue
                 seen.add(id(t))
                 if t.grad_fn is None or not graph_alive(t):
