@@ -297,29 +297,45 @@ def _hf_model(model: Any) -> tuple[str, Any] | None:
     return None
 
 
-def hf_switch(module: Any) -> tuple[str, str, str]:
-    """transformers' own checkpointing switch on ``module``: (enable, its keyword arguments'
-    name, disable). ``activation_checkpointing_enable`` where the release has it (there
-    ``gradient_checkpointing_enable`` is a deprecated alias, to go in v6), else the old names."""
+@dataclasses.dataclass(frozen=True)
+class HfSwitch:
+    """transformers' own checkpointing switch of a model, by the names its release has."""
+
+    #: The method that turns it on, its keyword arguments' name, the one that turns it off,
+    #: and the property that says whether it is on.
+    enable: str
+    kwargs: str
+    disable: str
+    state: str
+
+    def on(self, module: Any) -> bool:
+        """Is checkpointing on in ``module``?"""
+        return bool(getattr(module, self.state, False))
+
+
+def hf_switch(module: Any) -> HfSwitch:
+    """transformers' own checkpointing switch on ``module``: ``activation_checkpointing_*``
+    where the release has it (there the ``gradient_checkpointing_*`` names are deprecated
+    aliases, to go in v6), else the old names."""
     if callable(getattr(module, "activation_checkpointing_enable", None)):
-        return ("activation_checkpointing_enable", "activation_checkpointing_kwargs",
-                "activation_checkpointing_disable")
-    return ("gradient_checkpointing_enable", "gradient_checkpointing_kwargs",
-            "gradient_checkpointing_disable")
+        return HfSwitch("activation_checkpointing_enable", "activation_checkpointing_kwargs",
+                        "activation_checkpointing_disable", "is_activation_checkpointing")
+    return HfSwitch("gradient_checkpointing_enable", "gradient_checkpointing_kwargs",
+                    "gradient_checkpointing_disable", "is_gradient_checkpointing")
 
 
 def _hf_checkpointing(module: Any) -> Callable[[], Callable[[], None]]:
     """transformers' own gradient checkpointing on ``module`` (non-reentrant, as the advice
     says to)."""
-    enable, kwargs, disable = hf_switch(module)
+    switch = hf_switch(module)
 
     def setup() -> Callable[[], None]:
-        was = bool(getattr(module, "is_gradient_checkpointing", False))
-        getattr(module, enable)(**{kwargs: {"use_reentrant": False}})
+        was = switch.on(module)
+        getattr(module, switch.enable)(**{switch.kwargs: {"use_reentrant": False}})
 
         def undo() -> None:
             if not was:
-                getattr(module, disable)()
+                getattr(module, switch.disable)()
         return undo
     return setup
 
@@ -637,7 +653,7 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 inner = path[len(name) + 1:] if name and path.startswith(name + ".") else path
                 ckpt["modules"] = where[:len(where) - len(inner)].rstrip(".") \
                     if inner and where.endswith(inner) else name
-                ckpt["method"] = hf_switch(module)[0]
+                ckpt["method"] = hf_switch(module).enable
                 setup = _hf_checkpointing(module)
             else:
                 setup = _checkpointing(scene.model, path)

@@ -269,7 +269,7 @@ class _HostDevice(SyntheticDevice):
             call(size)
             container = call.scene.model.get_submodule(self.path)
             checkpointed = any("forward" in vars(b) for b in container.children()) or \
-                bool(getattr(call.scene.model, "is_gradient_checkpointing", False))
+                _measure.hf_switch(call.scene.model).on(call.scene.model)
             peak = self.truth(size, checkpointed, call.autocast is not None)
             self.sizes.append((size, checkpointed, call.autocast is not None))
             return Probe(size, peak, int(peak * 1.2), peak_pinned_bytes=int(peak * ALLOWANCE)), \
@@ -301,9 +301,9 @@ def test_a_transformers_lm_is_run_again_from_its_forward_with_its_own_loss():
     # transformers' own switch (its blocks keep caches a plain wrapping recomputes wrongly),
     # on the model itself; measured with it on, and off again after.
     assert kinds["activation_checkpointing"].params == {
-        "modules": "", "class": "GPT2Block", "count": 3, "method": _measure.hf_switch(model)[0]}
+        "modules": "", "class": "GPT2Block", "count": 3, "method": _measure.hf_switch(model).enable}
     assert kinds["activation_checkpointing"].need_bytes < m.need_bytes
-    assert not model.is_gradient_checkpointing
+    assert not _measure.hf_switch(model).on(model)
     # The model's own loss ran backward: every parameter got a gradient, then it was dropped.
     assert all(p.grad is None for p in model.parameters())
 
@@ -916,7 +916,7 @@ def test_the_advices_code_applies_the_remedy_that_was_measured():
     e.measured = _measure.measure(hf_scene, e, device=_HostDevice("transformer.h"))
     advice = next(a for a in assess(e).advice if a.kind == "activation_checkpointing")
     exec(_how(advice), {"model": gpt2})  # noqa: S102 -- the advice's own code
-    assert gpt2.is_gradient_checkpointing
+    assert _measure.hf_switch(gpt2).on(gpt2)
 
 
 def test_when_not_one_sample_fits_with_adams_state_the_lighter_optimizer_is_measured():
