@@ -20,6 +20,7 @@ GPU, so it is safe in the OOM handler.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import types
@@ -216,14 +217,19 @@ def frames_of_traceback(tb: Any) -> list[FrameType]:
 def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] | None = None,
                    main_thread: bool = True) -> dict[str, Any]:
     """What the stack at the OOM says (``frames`` innermost first): the phase ("forward",
-    "backward", "optimizer"), the batch size of the outermost module forward running, and with
-    ``blocks`` ({id(block): (index, count)}) how far through them the forward was."""
+    "backward", "optimizer", or "load" while ``Module.to()``/``.cuda()`` moved the model to the
+    device, with what that takes), the batch size of the outermost module forward running, and
+    with ``blocks`` ({id(block): (index, count)}) how far through them the forward was."""
     module_type = _module_type()
     out: dict[str, Any] = {}
     outermost = None
+    moving = None
     for frame in frames:
         code = frame.f_code
         name = code.co_filename.replace("\\", "/")
+        if code.co_name == "_apply" and "/torch/nn/modules/" in name and \
+                module_type is not None and isinstance(frame.f_locals.get("self"), module_type):
+            moving = frame.f_locals["self"]  # Module.to()/.cuda(): the outermost is the model
         if "/torch/optim/" in name and "phase" not in out:
             out["phase"] = "optimizer"
         if "/torch/autograd/" in name and code.co_name in ("backward", "grad") and \
@@ -250,9 +256,33 @@ def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] |
             shape = input_shape([local.get(n) for n in names])
         if shape is not None:
             out.update(batch_size=shape[0], batch_source="stack", input_shape=shape)
+    elif moving is not None and "phase" not in out:
+        out.update(phase="load", **_load_evidence(moving))
     elif not main_thread and "phase" not in out:
         # The autograd engine runs a CUDA backward on its own thread, with no Python frames.
         out["phase"] = "backward"
+    return out
+
+
+def _load_evidence(model: Any) -> dict[str, Any]:
+    """What moving ``model`` to the device takes: the bytes of its parameters and buffers
+    (``load_bytes``; the sizes they have now), those already on a CUDA device
+    (``loaded_bytes``), and the dtype of most of them (``parameter_dtype``)."""
+    total = loaded = 0
+    by_dtype: dict[str, int] = {}
+    seen: set[int] = set()
+    for t in itertools.chain(model.parameters(), model.buffers()):
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        size = t.numel() * t.element_size()
+        total += size
+        loaded += size if t.device.type == "cuda" else 0
+        dtype = str(t.dtype).removeprefix("torch.")
+        by_dtype[dtype] = by_dtype.get(dtype, 0) + size
+    out: dict[str, Any] = {"load_bytes": total, "loaded_bytes": loaded}
+    if by_dtype:
+        out["parameter_dtype"] = max(by_dtype, key=lambda k: by_dtype[k])
     return out
 
 

@@ -557,6 +557,9 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         return ("a distributed job: the step was not run again (its collectives would wait "
                 "for the other ranks, which are not running it)")
     if not scene.inputs:
+        if e.phase == "load":
+            return ("the OOM came while the model was moved to the device: there is no step "
+                    "to run again yet")
         if e.phase == "optimizer" and grad and scene.optimizer is not None:
             with device.selected():
                 device.free()

@@ -46,7 +46,8 @@ LEAK_ITEMS_PER_STEP = 4
 #: Remedy kinds in the order they are preferred when several fit (see the module docstring).
 PRIORITY = ("leak", "other_processes", "expandable_segments", "empty_cache", "batch_grew",
             "sequence_length", "image_size", "activation_checkpointing", "mixed_precision",
-            "optimizer_state", "memory_fraction", "batch_size", "max_new_tokens", "generic")
+            "optimizer_state", "memory_fraction", "model_dtype", "batch_size",
+            "max_new_tokens", "generic")
 
 
 @dataclasses.dataclass
@@ -157,6 +158,12 @@ def _projection(e: OomEvidence) -> tuple[int, str, bool]:
     if e.phase == "optimizer" and e.optimizer_state_full_bytes > e.optimizer_state_bytes:
         missing = e.optimizer_state_full_bytes - e.optimizer_state_bytes - e.requested_bytes
         return lower + max(0, missing), "the optimizer state still to be allocated", True
+    if e.phase == "load" and e.load_bytes:
+        still = max(e.requested_bytes, e.load_bytes - e.loaded_bytes)
+        return e.allocated_bytes + still, (
+            f"the model's parameters and buffers still to be moved to the device "
+            f"({format_bytes(still)} of {format_bytes(e.load_bytes)}): its steps need more, "
+            "at least that much"), True
     if e.generating:
         return lower, ("the failing request, inside generate(): the KV cache grows with every "
                        "new token, so the call needs more than this: at least that much"), True
@@ -534,6 +541,22 @@ def _memory_fraction(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
                 f"{format_bytes(gain)} more ({format_bytes(need)} was needed)."))
 
 
+def _model_dtype(e: OomEvidence, need: int) -> Advice | None:
+    """At an OOM while the model was moved to the device, with float32 weights: the same model
+    in bfloat16 takes half (its parameters and buffers are known exactly on the host)."""
+    if e.phase != "load" or not e.load_bytes or e.parameter_dtype != "float32":
+        return None
+    saved = e.load_bytes // 2
+    return Advice(
+        score=saved / need, kind="model_dtype", recovers_bytes=saved, fits=saved >= need,
+        params={"dtype": "bfloat16", "load_bytes": e.load_bytes},
+        title="load the model in bfloat16: model.to(torch.bfloat16) before moving it",
+        detail=(f"its parameters and buffers take {format_bytes(e.load_bytes)} in float32, "
+                f"{format_bytes(e.load_bytes - saved)} in bfloat16 (transformers: "
+                "from_pretrained(..., dtype=torch.bfloat16)); for training, mixed precision "
+                "keeps float32 weights, which must then fit themselves."))
+
+
 def _measured_text(kind: str, p: dict[str, Any]) -> tuple[str, str]:
     """The title of a measured remedy of ``kind`` with its parameters ``p``, and how to apply
     it, in one line of code or words (the way it was measured)."""
@@ -686,6 +709,7 @@ def assess(e: OomEvidence) -> Assessment:
             _mixed_precision(e, need, rejected),
             _optimizer_state(e, need, peak, rejected),
             _memory_fraction(e, need, rejected),
+            _model_dtype(e, need),
         ]
     candidates = [a for a in found if a is not None]
     # Against a need that is only "at least", no remedy is promised to fit: the ones that
@@ -733,6 +757,14 @@ def assess(e: OomEvidence) -> Assessment:
                      for a in partial]
     else:
         advice = partial
+    if not advice and e.phase == "load":
+        advice = [Advice(
+            score=0.0, kind="generic", title="the model itself does not fit the budget",
+            detail=(f"its parameters and buffers take {format_bytes(e.load_bytes)} and the "
+                    f"budget is {format_bytes(e.budget_bytes)} "
+                    f"({format_bytes(e.allocated_bytes)} allocated at the OOM): a smaller or "
+                    "quantized model, a lower-precision copy of it, or its layers split over "
+                    "more devices."))]
     if not advice:
         advice = [Advice(
             score=0.0, kind="generic", title="reduce the batch size or sequence length",

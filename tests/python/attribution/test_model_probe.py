@@ -166,6 +166,29 @@ def test_a_traceback_keeps_the_frames_of_the_failing_forward():
     assert found["phase"] == "forward" and found["batch_size"] == 11
 
 
+def test_an_oom_while_the_model_is_moved_to_the_device_says_what_moving_it_takes():
+    # Module.to()/.cuda() convert each parameter and buffer in turn (Module._apply, recursively
+    # per child); the third conversion runs out of memory.
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.BatchNorm1d(32),
+                                torch.nn.Linear(32, 8))
+    calls = []
+
+    def convert(t):
+        calls.append(t)
+        if len(calls) == 3:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+        return t
+
+    try:
+        model._apply(convert)
+    except torch.OutOfMemoryError as exc:
+        frames = probe.frames_of_traceback(exc.__traceback__)
+    parameters = (64 * 32 + 32 + 32 * 8 + 8 + 2 * 32) * 4
+    buffers = 2 * 32 * 4 + 8  # BatchNorm's running mean and variance, its int64 count
+    assert probe.stack_evidence(frames) == {"phase": "load", "load_bytes": parameters + buffers,
+                                            "loaded_bytes": 0, "parameter_dtype": "float32"}
+
+
 def test_a_module_whose_own_forward_never_runs_gets_its_children_hooked():
     # A LightningModule-like wrapper: training_step calls the layers, never forward().
     class Wrapper(torch.nn.Module):

@@ -439,3 +439,27 @@ def test_collected_evidence_is_the_observers_snapshot_not_the_state_after_it(cap
     assert e.categories == {"activations": 2 * GiB}
     # What the driver charged and its parts travel in the snapshot, as read at the OOM.
     assert e.non_pytorch_bytes == CONTEXT and e.driver_parts == PARTS
+
+
+def test_an_oom_while_moving_the_model_says_the_model_does_not_fit_not_the_batch():
+    # 24 GiB of float32 weights under a 16 GiB cap, 15 GiB of them moved: the rest is what the
+    # load needs at least; its steps need more, so nothing is promised.
+    e = card(allocated=15 * GiB, cached_free=0, largest=0, requested=GiB // 2,
+             limit=16 * GiB, phase="load", load_bytes=24 * GiB, loaded_bytes=15 * GiB,
+             parameter_dtype="float32")
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound
+    assert a.projected_peak_bytes == 24 * GiB and "still to be moved" in a.projection
+    assert kinds(a.advice) == ["memory_fraction", "model_dtype"]
+    assert not any(x.fits for x in a.advice)
+    dtype = a.advice[1]
+    assert dtype.recovers_bytes == 12 * GiB and dtype.params["dtype"] == "bfloat16"
+    assert "batch" not in " ".join(x.title for x in a.advice)
+    # Already in bfloat16, on a 16 GiB card of its own: the model itself.
+    e = OomEvidence(device=0, requested_bytes=GiB // 2, device_total_bytes=16 * GiB,
+                    device_free_bytes=GiB // 4, allocated_bytes=15 * GiB,
+                    reserved_bytes=15 * GiB, process_driver_bytes=15 * GiB + CONTEXT,
+                    phase="load", load_bytes=24 * GiB, loaded_bytes=15 * GiB,
+                    parameter_dtype="bfloat16")
+    [only] = _oom_remedies.rank_advice(e)
+    assert only.title == "the model itself does not fit the budget"
