@@ -556,10 +556,10 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
             dist.get_world_size() > 1:
         return ("a distributed job: the step was not run again (its collectives would wait "
                 "for the other ranks, which are not running it)")
+    if e.phase == "load":
+        return ("the OOM came while the model was moved to the device: there is no step to "
+                "run again yet")
     if not scene.inputs:
-        if e.phase == "load":
-            return ("the OOM came while the model was moved to the device: there is no step "
-                    "to run again yet")
         if e.phase == "optimizer" and grad and scene.optimizer is not None:
             with device.selected():
                 device.free()

@@ -1091,3 +1091,14 @@ def test_a_program_that_held_more_at_its_oom_than_the_step_needs_makes_it_a_lowe
 def _with_grad(scene: _scene.OomScene) -> _scene.OomScene:
     scene.grad_enabled = True
     return scene
+
+
+def test_an_oom_while_the_model_is_moved_is_not_run_again():
+    scene = _with_grad(_oom_scene(Blocks()))
+    e = _evidence()
+    e.phase = "load"
+    device = SyntheticDevice(amp_share=0.6)
+    got = _measure.measure(scene, e, device=device)
+    assert got == ("the OOM came while the model was moved to the device: there is no step to "
+                   "run again yet")
+    assert device.sizes == []
