@@ -30,7 +30,7 @@ from .advice import HOLDER_MIN_ITEMS as MIN_ITEMS
 from .advice import Holder
 from .scene import library_roots, programs_class, programs_frame
 
-__all__ = ["Found", "earlier_tensors", "find", "graph_alive", "release"]
+__all__ = ["Found", "earlier_tensors", "find", "graph_alive", "release", "tensors_of"]
 
 #: Items read of one container (the newest, at its end), and entries of one item (a tuple
 #: (loss, logits), a dict of outputs).
@@ -53,7 +53,7 @@ class Found:
     container: Any
 
 
-def _tensors_of(item: Any, torch: Any) -> list[Any]:
+def tensors_of(item: Any, torch: Any) -> list[Any]:
     """The tensors an item is or holds one level down (a tuple, a list, a dict, transformers'
     ModelOutput: its first ITEM_ENTRIES), parameters left out."""
     if isinstance(item, torch.Tensor):
@@ -83,7 +83,7 @@ def _holder(name: str, where: str, container: Any, torch: Any) -> Holder | None:
     tensors = graphs = data = 0
     storages: set[int] = set()
     for item in items:
-        for t in _tensors_of(item, torch):
+        for t in tensors_of(item, torch):
             if t.device.type not in _scene.INPUT_DEVICE_TYPES:
                 continue
             tensors += 1
@@ -271,7 +271,7 @@ def earlier_tensors(frames: Sequence[FrameType]) -> list[Any]:
         if not programs_frame(frame, libraries):
             continue
         for value in list(frame.f_locals.values()):
-            for t in _tensors_of(value, torch):
+            for t in tensors_of(value, torch):
                 if id(t) in seen or t.device.type not in _scene.INPUT_DEVICE_TYPES:
                     continue
                 seen.add(id(t))

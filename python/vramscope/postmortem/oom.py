@@ -40,7 +40,7 @@ from .advice import (
     leak_rate,
     parse_oom_message,
 )
-from .remedies import LEAK_ITEMS_PER_STEP
+from .remedies import few_per_step
 from .report import (
     format_measured_summary,
     format_summary,
@@ -414,23 +414,11 @@ def _modes() -> tuple[bool, Any]:
 
 
 def _holds_graph(value: Any) -> bool:
-    """Is ``value`` a tensor (or a container one level deep of tensors) that keeps an autograd
-    graph, with the activations it saved?"""
-    torch = sys.modules["torch"]
+    """Is ``value`` a tensor (or a container one level deep of tensors: a tuple, a dict,
+    transformers' ModelOutput) that keeps an autograd graph, with the activations it saved?"""
+    from .holders import tensors_of
 
-    def graph(v: Any) -> bool:
-        return isinstance(v, torch.Tensor) and v.grad_fn is not None
-
-    if graph(value):
-        return True
-    if isinstance(value, dict):
-        return any(graph(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(graph(v) for v in value[:16])
-    values = getattr(value, "values", None)
-    if callable(values) and hasattr(value, "to_tuple"):  # transformers' ModelOutput
-        return any(graph(v) for v in values())
-    return False
+    return any(t.grad_fn is not None for t in tensors_of(value, sys.modules["torch"]))
 
 
 def _release_holders(frames: list[Any], e: OomEvidence,
@@ -457,14 +445,11 @@ def _release_holders(frames: list[Any], e: OomEvidence,
                 return int(torch.cuda.memory_allocated(device))
 
         rate = leak_rate(e.steps)
-        steps = max((p.step for p in e.steps), default=0)
 
         def which(h: Holder) -> bool:
             # Plain tensors: part of a per-step leak when no more than a few per step so far
-            # (a dataset kept on the device holds its batches from the start, and the step
-            # measured next needs it there).
-            return h.keeps_graphs or rate is not None and \
-                h.items <= LEAK_ITEMS_PER_STEP * (steps + 1)
+            # (a dataset kept on the device stays: the step measured next needs it there).
+            return h.keeps_graphs or rate is not None and few_per_step(h, e.steps)
 
         release(found, allocated, which)
         return [f.holder for f in found]

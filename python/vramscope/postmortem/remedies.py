@@ -23,7 +23,7 @@ from .._core.units import format_bytes
 from ..attribution.model_probe import STATE_PER_PARAMETER
 from ..predict.model import MemoryModel, Probe, fit_model
 from ..predict.search import DEFAULT_MARGIN, guard_answer
-from .advice import Advice, Measured, OomEvidence, StepPoint, growing_text, leak_rate
+from .advice import Advice, Holder, Measured, OomEvidence, StepPoint, growing_text, leak_rate
 
 #: Share of the budget a suggested batch size or memory fraction keeps free: the allocator's
 #: rounding and the next step's temporaries are not in a linear fit.
@@ -40,7 +40,7 @@ AUTOCAST_KEPT_SHARE = 0.6
 #: The share of the budget a measured remedy keeps free (the search's: vramscope.predict).
 MEASURED_MARGIN = DEFAULT_MARGIN
 #: A container named as a leak's keeps at most this many steps' growth per item, and at most
-#: this many items per step so far.
+#: this many items per step so far (``few_per_step``).
 LEAK_ITEM_STEPS = 3
 LEAK_ITEMS_PER_STEP = 4
 #: Remedy kinds in the order they are preferred when several fit (see the module docstring).
@@ -214,6 +214,12 @@ def projected_peak(e: OomEvidence) -> tuple[int, str]:
     return peak, basis
 
 
+def few_per_step(h: Holder, steps: Sequence[StepPoint]) -> bool:
+    """Does ``h`` hold no more items than a few per step so far (what a per-step leak adds),
+    unlike a dataset kept on the device, which holds its batches from the start?"""
+    return h.items <= LEAK_ITEMS_PER_STEP * (max((p.step for p in steps), default=0) + 1)
+
+
 def _leak(e: OomEvidence, need: int) -> Advice | None:
     """A leak: step-end memory that grew at every step, or, with no optimizer or a model in
     evaluation mode, containers of the program's that kept autograd graphs from one iteration
@@ -223,11 +229,9 @@ def _leak(e: OomEvidence, need: int) -> Advice | None:
     held = [h for h in e.holders if h.freed_bytes]
     if rate is not None:
         # A container that explains a per-step leak holds about a step's growth per item (the
-        # failing step's own list, its graphs alive, holds far more), and a few items per step
-        # at most (a dataset kept on the device holds its batches from the start).
-        steps = max(p.step for p in e.steps)
+        # failing step's own list, its graphs alive, holds far more), and a few items per step.
         held = [h for h in held if (h.freed_bytes or 0) <= LEAK_ITEM_STEPS * rate * h.items
-                and h.items <= LEAK_ITEMS_PER_STEP * (steps + 1)]
+                and few_per_step(h, e.steps)]
     else:
         # In a training step, graphs in a list may be the step's own (micro-batches summed
         # before one backward; with steps between them, their ends would show a leak): only a
