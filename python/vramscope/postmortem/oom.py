@@ -40,6 +40,7 @@ from .advice import (
     leak_rate,
     parse_oom_message,
 )
+from .holders import earlier_tensors, find, release, tensors_of
 from .remedies import few_per_step
 from .report import (
     format_measured_summary,
@@ -416,8 +417,6 @@ def _modes() -> tuple[bool, Any]:
 def _holds_graph(value: Any) -> bool:
     """Is ``value`` a tensor (or a container one level deep of tensors: a tuple, a dict,
     transformers' ModelOutput) that keeps an autograd graph, with the activations it saved?"""
-    from .holders import tensors_of
-
     return any(t.grad_fn is not None for t in tensors_of(value, sys.modules["torch"]))
 
 
@@ -428,12 +427,9 @@ def _release_holders(frames: list[Any], e: OomEvidence,
     always (a graph kept from step to step is never wanted, and the failed step's frames are
     freed next anyway), those of plain tensors only when step-end memory grew at every step
     and they hold no more than a few items per step so far (else they may be data the program
-    keeps on purpose). ``allocated``: the allocator's
-    allocated bytes now (torch.cuda.memory_allocated of the failing device by default). Never
-    raises."""
+    keeps on purpose). ``allocated``: the allocator's allocated bytes now
+    (torch.cuda.memory_allocated of the failing device by default). Never raises."""
     try:
-        from .holders import find, release
-
         found = find(frames)
         if not found:
             return []
@@ -460,8 +456,6 @@ def _release_holders(frames: list[Any], e: OomEvidence,
 def _earlier_tensors(frames: list[Any]) -> list[Any]:
     """vramscope.postmortem.holders.earlier_tensors, never raising (nothing kept then)."""
     try:
-        from .holders import earlier_tensors
-
         return earlier_tensors(frames)
     except Exception:  # noqa: BLE001 -- the measurement runs with what is left
         return []
