@@ -282,6 +282,44 @@ def gpt2_logits_kept(advice: dict) -> None:
     torch.cuda.synchronize()
 
 
+def _saved_lm() -> str:
+    """A GPT-2-shaped causal LM (24 layers of width 1280: 2 GiB in float32) saved once in
+    bfloat16 under the temporary folder, the way a hub checkpoint arrives; its path."""
+    import shutil
+
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    path = os.path.join(tempfile.gettempdir(), "vramscope-oom-kinds-lm-1280x24")
+    if not os.path.isdir(path):
+        staging = tempfile.mkdtemp(dir=tempfile.gettempdir())
+        torch.manual_seed(0)
+        GPT2LMHeadModel(GPT2Config(n_embd=1280, n_layer=24, n_head=20)) \
+            .to(torch.bfloat16).save_pretrained(staging)
+        try:
+            os.rename(staging, path)
+        except OSError:  # another process saved it first
+            shutil.rmtree(staging, ignore_errors=True)
+    return path
+
+
+def lm_load_fp32(advice: dict) -> None:
+    """Inference with a bfloat16 checkpoint loaded in float32 (from_pretrained(dtype=
+    torch.float32, device_map="cuda"): 2 GiB of weights) under a 1.5 GiB cap, then 32 new
+    tokens at batch 4: the OOM is in the load."""
+    torch = _setup(1.5, advice)
+    from transformers import GPT2LMHeadModel
+
+    path = _saved_lm()
+    dtype = getattr(torch, advice["dtype"]) if advice.get("kind") == "model_dtype" \
+        else torch.float32
+    model = GPT2LMHeadModel.from_pretrained(path, dtype=dtype, device_map="cuda").eval()
+    with torch.no_grad():
+        model.generate(torch.randint(0, 50257, (4, 16), device="cuda"), max_new_tokens=32,
+                       min_new_tokens=32, do_sample=False, pad_token_id=0)
+    torch.cuda.synchronize()
+
+
 def lightning_cnn(advice: dict) -> None:
     """A Lightning Trainer fitting a ResNet-50 at 224x224, batch 192, fp32, SGD with momentum:
     out of memory at its first step, 10 GiB."""
@@ -332,6 +370,7 @@ PROGRAMS = {
     "lightning_cnn": lightning_cnn,
     "eval_keeps_outputs": eval_keeps_outputs,
     "gpt2_logits_kept": gpt2_logits_kept,
+    "lm_load_fp32": lm_load_fp32,
 }
 
 
@@ -364,7 +403,8 @@ def _lane(name: str, folder: str) -> dict:
         return row
     advice = report["advice"]
     measured = report.get("measured")
-    row.update(projection=report["projection"],
+    row.update(phase=report.get("phase"), load_call=report.get("load_call"),
+               projection=report["projection"],
                lower_bound=report.get("projection_is_lower_bound"),
                need_bytes=report["need_bytes"], budget_bytes=report["budget_bytes"],
                measured=None if measured is None else {

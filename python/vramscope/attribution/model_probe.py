@@ -39,6 +39,13 @@ STATE_PER_PARAMETER = {"Adam": 2, "AdamW": 2, "NAdam": 2, "RAdam": 2, "Adamax": 
                        "Adadelta": 2, "Adagrad": 1, "RMSprop": 1, "SGD": 1, "ASGD": 1,
                        "Adafactor": 0, "LBFGS": 2}
 MODULE_CALLS = ("_call_impl", "_wrapped_call_impl", "forward", "__call__")
+#: Functions that put a model's weights on the device from a checkpoint, their local ``model``
+#: the model being loaded: transformers' and diffusers' from_pretrained (transformers first
+#: reserves the whole model's bytes at once: caching_allocator_warmup), accelerate's loaders.
+LOADERS = frozenset({"from_pretrained", "_load_pretrained_model", "caching_allocator_warmup",
+                     "load_model_dict_into_meta",
+                     "_load_state_dict_into_meta_model", "load_checkpoint_in_model",
+                     "load_checkpoint_and_dispatch", "dispatch_model"})
 
 
 def _module_type() -> Any:
@@ -223,13 +230,10 @@ def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] |
     module_type = _module_type()
     out: dict[str, Any] = {}
     outermost = None
-    moving = None
+    moving = _loading(frames, module_type)
     for frame in frames:
         code = frame.f_code
         name = code.co_filename.replace("\\", "/")
-        if code.co_name == "_apply" and "/torch/nn/modules/" in name and \
-                module_type is not None and isinstance(frame.f_locals.get("self"), module_type):
-            moving = frame.f_locals["self"]  # Module.to()/.cuda(): the outermost is the model
         if "/torch/optim/" in name and "phase" not in out:
             out["phase"] = "optimizer"
         if "/torch/autograd/" in name and code.co_name in ("backward", "grad") and \
@@ -256,21 +260,60 @@ def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] |
             shape = input_shape([local.get(n) for n in names])
         if shape is not None:
             out.update(batch_size=shape[0], batch_source="stack", input_shape=shape)
+    elif "phase" not in out and not main_thread and _pool_thread(frames):
+        # A thread of the program's own (a loader's pool copying weights to the device while
+        # the main thread waits for it): what the main thread is doing says why.
+        waiting = sys._current_frames().get(threading.main_thread().ident or -1)
+        moving = moving or _loading(frames_outward(waiting), module_type)
+        if moving is not None:
+            out.update(phase="load", load_call=moving[1], **_load_evidence(*moving))
     elif moving is not None and "phase" not in out:
-        out.update(phase="load", **_load_evidence(moving))
+        out.update(phase="load", load_call=moving[1], **_load_evidence(*moving))
     elif not main_thread and "phase" not in out:
         # The autograd engine runs a CUDA backward on its own thread, with no Python frames.
         out["phase"] = "backward"
     return out
 
 
-def _load_evidence(model: Any) -> dict[str, Any]:
-    """What moving ``model`` to the device takes: the bytes of its parameters and buffers
-    (``load_bytes``; the sizes they have now), those already on a CUDA device
-    (``loaded_bytes``), and the dtype of most of them (``parameter_dtype``)."""
+def _loading(frames: list[FrameType], module_type: Any) -> tuple[Any, str] | None:
+    """The model being put on the device in ``frames`` (innermost first), and how: "to"
+    (``Module.to()``/``.cuda()``, the outermost ``_apply``'s module) or "from_pretrained" (a
+    checkpoint loader of LOADERS, its local ``model``); None if neither runs."""
+    if module_type is None:
+        return None
+    found = None
+    for frame in frames:
+        code = frame.f_code
+        local = frame.f_locals
+        if code.co_name == "_apply" and "/torch/nn/modules/" in \
+                code.co_filename.replace("\\", "/") and isinstance(local.get("self"), module_type):
+            found = (local["self"], "to")
+        elif code.co_name in LOADERS and isinstance(local.get("model"), module_type):
+            found = (local["model"], "from_pretrained")
+    return found
+
+
+def _pool_thread(frames: list[FrameType]) -> bool:
+    """Do ``frames`` (innermost first) run on a thread Python started (``threading``'s
+    bootstrap outermost), not on one of torch's own (the autograd engine's)?"""
+    return bool(frames) and frames[-1].f_code.co_name.startswith("_bootstrap") and \
+        frames[-1].f_code.co_filename.replace("\\", "/").endswith("/threading.py")
+
+
+def _load_evidence(model: Any, call: str) -> dict[str, Any]:
+    """What putting ``model`` on the device takes (``call`` as _loading says): the bytes of its
+    parameters and buffers (``load_bytes``; the sizes they have now), those already on a CUDA
+    device (``loaded_bytes``), and the dtype of most of them (``parameter_dtype``). A
+    transformers model being loaded has its tied weights (the output layer that is the
+    embedding) untied until the checkpoint is in: those are not counted twice."""
     total = loaded = 0
     by_dtype: dict[str, int] = {}
     seen: set[int] = set()
+    tied = getattr(model, "all_tied_weights_keys", None) if call == "from_pretrained" else None
+    if isinstance(tied, Mapping) and tied:
+        named = dict(model.named_parameters(remove_duplicate=False))
+        seen.update(id(named[target]) for target, source in tied.items()
+                    if target in named and source in named and named[target] is not named[source])
     for t in itertools.chain(model.parameters(), model.buffers()):
         if id(t) in seen:
             continue

@@ -169,13 +169,16 @@ class OomEvidence:
     #: "allocator" (the caching allocator ran out) or "other" (a cudaMalloc outside it:
     #: cuBLAS/cuDNN/NCCL workspaces, "CUDA error: out of memory").
     oom_source: str = "allocator"
-    #: Where the step was: "forward", "backward", "optimizer", "load" (the model being moved to
-    #: the device: ``Module.to()``, ``.cuda()``) or "" (unknown).
+    #: Where the step was: "forward", "backward", "optimizer", "load" (the model being put on
+    #: the device: ``Module.to()``, ``.cuda()``, a checkpoint loader such as from_pretrained)
+    #: or "" (unknown).
     phase: str = ""
     #: At a "load" OOM: the bytes of the model's parameters and buffers, and of them already on
-    #: the device.
+    #: the device; how they were being put there: "to" (``Module.to()``, ``.cuda()``) or
+    #: "from_pretrained" (a checkpoint loader: transformers', diffusers', accelerate's).
     load_bytes: int = 0
     loaded_bytes: int = 0
+    load_call: str = ""
     #: In forward: the fraction of the repeated blocks already run (block i of n: (i+1)/n).
     forward_progress: float | None = None
     #: (container path, block class, count) of the model's runs of same-class children, the

@@ -551,10 +551,12 @@ def _model_dtype(e: OomEvidence, need: int) -> Advice | None:
     if e.phase != "load" or not e.load_bytes or e.parameter_dtype != "float32":
         return None
     saved = e.load_bytes // 2
+    how = ("from_pretrained(..., dtype=torch.bfloat16)" if e.load_call == "from_pretrained"
+           else "model.to(torch.bfloat16) before moving it")
     return Advice(
         score=saved / need, kind="model_dtype", recovers_bytes=saved, fits=saved >= need,
         params={"dtype": "bfloat16", "load_bytes": e.load_bytes},
-        title="load the model in bfloat16: model.to(torch.bfloat16) before moving it",
+        title=f"load the model in bfloat16: {how}",
         detail=(f"its parameters and buffers take {format_bytes(e.load_bytes)} in float32, "
                 f"{format_bytes(e.load_bytes - saved)} in bfloat16 (transformers: "
                 "from_pretrained(..., dtype=torch.bfloat16)); for training, mixed precision "

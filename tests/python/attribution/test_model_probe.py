@@ -185,8 +185,61 @@ def test_an_oom_while_the_model_is_moved_to_the_device_says_what_moving_it_takes
         frames = probe.frames_of_traceback(exc.__traceback__)
     parameters = (64 * 32 + 32 + 32 * 8 + 8 + 2 * 32) * 4
     buffers = 2 * 32 * 4 + 8  # BatchNorm's running mean and variance, its int64 count
-    assert probe.stack_evidence(frames) == {"phase": "load", "load_bytes": parameters + buffers,
+    assert probe.stack_evidence(frames) == {"phase": "load", "load_call": "to",
+                                            "load_bytes": parameters + buffers,
                                             "loaded_bytes": 0, "parameter_dtype": "float32"}
+
+
+def test_an_oom_in_from_pretrained_is_a_load_seen_from_its_copying_thread_and_its_traceback(
+        tmp_path, monkeypatch):
+    # transformers' from_pretrained(device_map=...) copies the checkpoint's tensors to the device
+    # on a pool of threads while the main thread waits: the OOM observer runs on a pool thread
+    # whose frames hold no model, and the exception reaches the program through the main thread.
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64,
+                                     n_positions=16, bos_token_id=0, eos_token_id=0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    seen = []
+    real_to = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        if kwargs.get("device") is None or seen:
+            return real_to(self, *args, **kwargs)
+        frames, main_thread = probe.oom_frames(sys._getframe())  # as the observer reads them
+        seen.append((main_thread, probe.stack_evidence(frames, None, main_thread)))
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB.")
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    monkeypatch.delenv("HF_DEACTIVATE_ASYNC_LOAD", raising=False)
+    with pytest.raises(torch.OutOfMemoryError) as caught:
+        transformers.GPT2LMHeadModel.from_pretrained(tmp_path, device_map="cpu",
+                                                     dtype=torch.float32)
+    monkeypatch.undo()
+    main_thread, at_oom = seen[0]
+    assert not main_thread, "the copy ran on the main thread: nothing to find out here"
+    # The model being loaded, on the meta device: its parameters' and buffers' bytes, none of
+    # them on a CUDA device yet.
+    model = transformers.GPT2LMHeadModel(config)
+    size = sum(t.numel() * t.element_size() for t in
+               {id(t): t for t in [*model.parameters(), *model.buffers()]}.values())
+    expected = {"phase": "load", "load_call": "from_pretrained", "load_bytes": size,
+                "loaded_bytes": 0, "parameter_dtype": "float32"}
+    assert at_oom == expected
+    assert probe.stack_evidence(probe.frames_of_traceback(caught.value.__traceback__)) == \
+        expected
+
+
+def test_an_oom_on_a_thread_of_the_program_is_not_taken_for_the_backward():
+    # A thread the program started (a prefetcher copying batches) has Python frames down to
+    # threading's bootstrap; the autograd engine's thread has none of its own.
+    import threading
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(probe.oom_frames(sys._getframe())))
+    thread.start()
+    thread.join()
+    frames, main_thread = seen[0]
+    assert not main_thread and probe.stack_evidence(frames, None, main_thread) == {}
+    assert probe.stack_evidence([], None, False) == {"phase": "backward"}
 
 
 def test_a_module_whose_own_forward_never_runs_gets_its_children_hooked():

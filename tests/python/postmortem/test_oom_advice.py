@@ -455,6 +455,12 @@ def test_an_oom_while_moving_the_model_says_the_model_does_not_fit_not_the_batch
     dtype = a.advice[1]
     assert dtype.recovers_bytes == 12 * GiB and dtype.params["dtype"] == "bfloat16"
     assert "batch" not in " ".join(x.title for x in a.advice)
+    assert "model.to(torch.bfloat16)" in dtype.title
+    # The same OOM in transformers' from_pretrained: the dtype is its argument.
+    e.load_call = "from_pretrained"
+    dtype = _oom_remedies.assess(e).advice[1]
+    assert dtype.kind == "model_dtype" and "from_pretrained(..., dtype=torch.bfloat16)" in \
+        dtype.title
     # Already in bfloat16, on a 16 GiB card of its own: the model itself.
     e = OomEvidence(device=0, requested_bytes=GiB // 2, device_total_bytes=16 * GiB,
                     device_free_bytes=GiB // 4, allocated_bytes=15 * GiB,
