@@ -320,6 +320,37 @@ def lm_load_fp32(advice: dict) -> None:
     torch.cuda.synchronize()
 
 
+def trainer_eval(advice: dict) -> None:
+    """transformers' Trainer.evaluate() of a causal LM (GPT-2, 24 batches of 8 x 128 tokens,
+    an accuracy from the logits) under a 3 GiB cap: with eval_accumulation_steps unset the
+    loop keeps every step's logits on the device (206 MB a step) and runs out part-way."""
+    _setup(3, advice)
+    import numpy as np
+    import torch
+    import transformers
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 24 * 8
+
+        def __getitem__(self, i: int) -> dict:
+            x = torch.randint(0, 50257, (128,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": x, "attention_mask": torch.ones_like(x), "labels": x}
+
+    def accuracy(p) -> dict:
+        return {"accuracy": float((np.argmax(p.predictions, -1) == p.label_ids).mean())}
+
+    every = int(advice["eval_accumulation_steps"]) if advice.get("kind") == \
+        "eval_accumulation" else None
+    args = transformers.TrainingArguments(
+        tempfile.mkdtemp(), per_device_eval_batch_size=_batch(8, advice), report_to=[],
+        eval_accumulation_steps=every)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config())
+    transformers.Trainer(model=model, args=args, eval_dataset=Rows(),
+                         compute_metrics=accuracy).evaluate()
+    torch.cuda.synchronize()
+
+
 def lightning_cnn(advice: dict) -> None:
     """A Lightning Trainer fitting a ResNet-50 at 224x224, batch 192, fp32, SGD with momentum:
     out of memory at its first step, 10 GiB."""
@@ -371,6 +402,7 @@ PROGRAMS = {
     "eval_keeps_outputs": eval_keeps_outputs,
     "gpt2_logits_kept": gpt2_logits_kept,
     "lm_load_fp32": lm_load_fp32,
+    "trainer_eval": trainer_eval,
 }
 
 

@@ -179,6 +179,13 @@ class OomEvidence:
     load_bytes: int = 0
     loaded_bytes: int = 0
     load_call: str = ""
+    #: At an OOM inside transformers' Trainer evaluation or prediction loop: the bytes on the
+    #: device its containers kept of the steps before (predictions, labels, losses: all of
+    #: them until the loop ends unless ``eval_accumulation_steps`` moves them to the host),
+    #: the failing step's index, and eval_accumulation_steps (0: unset).
+    eval_kept_bytes: int = 0
+    eval_step: int = 0
+    eval_accumulation_steps: int = 0
     #: In forward: the fraction of the repeated blocks already run (block i of n: (i+1)/n).
     forward_progress: float | None = None
     #: (container path, block class, count) of the model's runs of same-class children, the

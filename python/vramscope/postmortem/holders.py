@@ -30,7 +30,8 @@ from .advice import HOLDER_MIN_ITEMS as MIN_ITEMS
 from .advice import Holder
 from .scene import library_roots, programs_class, programs_frame
 
-__all__ = ["Found", "earlier_tensors", "find", "graph_alive", "release", "tensors_of"]
+__all__ = ["Found", "earlier_tensors", "find", "graph_alive", "release", "tensors_of",
+           "trainer_evaluation"]
 
 #: Items read of one container (the newest, at its end), and entries of one item (a tuple
 #: (loss, logits), a dict of outputs).
@@ -43,6 +44,10 @@ MAX_MODULES = 4096
 #: Graph nodes looked at to tell whether a tensor's graph still holds what it saved (a few
 #: microseconds each).
 GRAPH_NODES = 4096
+#: transformers' Trainer loop that keeps every step's predictions (evaluate(), predict()),
+#: and how deep into its kept structures (tuples of logits, dicts of outputs) tensors are read.
+EVAL_LOOP = "evaluation_loop"
+EVAL_DEPTH = 4
 
 
 @dataclasses.dataclass
@@ -278,3 +283,51 @@ def earlier_tensors(frames: Sequence[FrameType]) -> list[Any]:
                 if t.grad_fn is None or not graph_alive(t):
                     kept.append(t)
     return kept
+
+
+def trainer_evaluation(frames: Sequence[FrameType]) -> dict[str, int]:
+    """OomEvidence fields for an OOM inside transformers' Trainer evaluation or prediction loop
+    (``frames`` innermost first; {} outside it). The loop keeps each step's predictions,
+    labels and losses on the device until it ends, or, with ``eval_accumulation_steps``, until
+    it moves them to the host every that many steps: ``eval_kept_bytes``, the bytes its
+    containers (EvalLoopContainer's ``tensors``; ``*_host`` in older releases) hold on the
+    device, ``eval_step`` the failing step's index, ``eval_accumulation_steps`` (0: unset).
+    Host-side only; nothing is changed."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    for frame in frames:
+        code = frame.f_code
+        if code.co_name != EVAL_LOOP or \
+                "/transformers/" not in code.co_filename.replace("\\", "/"):
+            continue
+        local = frame.f_locals
+        seen: set[int] = set()
+        kept = 0
+        for name, value in list(local.items()):
+            if hasattr(value, "to_cpu_and_numpy") and hasattr(value, "tensors"):
+                kept += _nested_bytes(value.tensors, torch, seen, EVAL_DEPTH)
+            elif name.endswith("_host"):
+                kept += _nested_bytes(value, torch, seen, EVAL_DEPTH)
+        step = local.get("step")
+        every = getattr(local.get("args"), "eval_accumulation_steps", None)
+        return {"eval_kept_bytes": kept,
+                "eval_step": step if isinstance(step, int) and step >= 0 else 0,
+                "eval_accumulation_steps": every if isinstance(every, int) and every > 0 else 0}
+    return {}
+
+
+def _nested_bytes(value: Any, torch: Any, seen: set[int], depth: int) -> int:
+    """The bytes of the device tensors in ``value`` (a tensor, or tuples, lists and dicts of
+    them ``depth`` levels down, SCAN_ITEMS of each), each counted once."""
+    if isinstance(value, torch.Tensor):
+        if id(value) in seen or value.device.type not in _scene.INPUT_DEVICE_TYPES:
+            return 0
+        seen.add(id(value))
+        return value.numel() * value.element_size()
+    if depth <= 0:
+        return 0
+    items = value.values() if isinstance(value, Mapping) else \
+        value if isinstance(value, (list, tuple)) else ()
+    return sum(_nested_bytes(v, torch, seen, depth - 1)
+               for v in itertools.islice(items, SCAN_ITEMS))

@@ -40,7 +40,7 @@ from .advice import (
     leak_rate,
     parse_oom_message,
 )
-from .holders import earlier_tensors, find, release, tensors_of
+from .holders import earlier_tensors, find, release, tensors_of, trainer_evaluation
 from .remedies import few_per_step
 from .report import (
     format_measured_summary,
@@ -175,6 +175,7 @@ class PostMortem(PostMortemSlot):
         if stack is not None:
             try:
                 fields.update(stack_evidence(stack[0], None, stack[1]))
+                fields.update(trainer_evaluation(stack[0]))
             except Exception:  # noqa: BLE001 -- the stack is optional evidence
                 pass
         fields.update(self.session.evidence.merged(device, stack))

@@ -44,10 +44,10 @@ MEASURED_MARGIN = DEFAULT_MARGIN
 LEAK_ITEM_STEPS = 3
 LEAK_ITEMS_PER_STEP = 4
 #: Remedy kinds in the order they are preferred when several fit (see the module docstring).
-PRIORITY = ("leak", "other_processes", "expandable_segments", "empty_cache", "batch_grew",
-            "sequence_length", "image_size", "activation_checkpointing", "mixed_precision",
-            "optimizer_state", "memory_fraction", "model_dtype", "batch_size",
-            "max_new_tokens", "generic")
+PRIORITY = ("eval_accumulation", "leak", "other_processes", "expandable_segments",
+            "empty_cache", "batch_grew", "sequence_length", "image_size",
+            "activation_checkpointing", "mixed_precision", "optimizer_state", "memory_fraction",
+            "model_dtype", "batch_size", "max_new_tokens", "generic")
 
 
 @dataclasses.dataclass
@@ -279,6 +279,50 @@ def _leak(e: OomEvidence, need: int) -> Advice | None:
                 f"(+{format_bytes(grown)} in total){where}{kept}" +
                 (f".{how}" if held else "; look for tensors kept across steps (losses appended "
                  "without .item(), outputs kept for metrics, caches, hooks).")))
+
+
+#: The most evaluation steps eval_accumulation advises to keep on the device at once.
+EVAL_ACCUMULATION_MAX = 16
+
+
+def _eval_accumulation(e: OomEvidence, need: int) -> Advice | None:
+    """An OOM in transformers' Trainer evaluation or prediction loop, which keeps every step's
+    predictions, labels and losses on the device (joined by torch.cat at each step, so the
+    join needs the old and the new together) until it ends, unless eval_accumulation_steps
+    moves them to the host every that many steps. Kept at the failing step s: ``kept`` for
+    the d steps since the last move (d = s without it), b = kept / d a step; the join at the
+    failing step holds the old d·b, the step's b and the new (d+1)·b. Moving them every k
+    steps keeps at most k of them: the largest join holds 2k·b (k = 1: none, the step's own
+    b). k = d // 2, at most EVAL_ACCUMULATION_MAX: each step's join then stays below those of
+    the steps that already ran."""
+    every = e.eval_accumulation_steps
+    done = e.eval_step % every if every else e.eval_step
+    if not e.eval_kept_bytes or done < 1 or every == 1:
+        return None
+    per_step = e.eval_kept_bytes // done
+    k = max(1, min(done // 2, EVAL_ACCUMULATION_MAX))
+    joined = (2 * done + 2) * per_step
+    recovers = max(0, joined - (per_step if k == 1 else 2 * k * per_step))
+    now = (f"every {every} steps" if every else "at the end of the loop (eval_accumulation_steps "
+           "unset)")
+    return Advice(
+        score=recovers / need, kind="eval_accumulation", recovers_bytes=recovers,
+        fits=recovers >= need,
+        params={"eval_accumulation_steps": k, "kept_bytes": e.eval_kept_bytes,
+                "bytes_per_step": per_step, "steps_kept": done},
+        title=(f"move the evaluation's predictions to the host: "
+               f"TrainingArguments(eval_accumulation_steps={k})"),
+        detail=(f"transformers' Trainer keeps every evaluation step's predictions, labels and "
+                f"losses on the device and moves them to the host {now}: "
+                f"{format_bytes(e.eval_kept_bytes)} kept after {done} steps, "
+                f"≈{format_bytes(per_step)} a step, and joining the next step's needs the old "
+                f"and the new together. Every {k} step{'s' if k > 1 else ''} they take at most "
+                f"≈{format_bytes(per_step if k == 1 else 2 * k * per_step)} "
+                f"({format_bytes(recovers)} less at this step); metrics are unchanged, computed "
+                "on the host at the end. Where the metric needs only the predicted ids, "
+                "Trainer(preprocess_logits_for_metrics=lambda logits, labels: "
+                "logits.argmax(-1)) keeps one number a token instead of the vocabulary's "
+                "logits."))
 
 
 def _other_processes(e: OomEvidence, need: int, rejected: list[tuple[str, str]]
@@ -701,6 +745,7 @@ def assess(e: OomEvidence) -> Assessment:
     need = max(e.shortfall_bytes, peak - e.budget_bytes, 1)
     rejected: list[tuple[str, str]] = []
     found: list[Advice | None] = [
+        _eval_accumulation(e, need),
         _leak(e, need),
         _other_processes(e, need, rejected),
         _expandable(e, need, peak, rejected),
