@@ -247,6 +247,31 @@ def _kept(t, advice: dict):
     return t.detach().cpu() if advice.get("kind") == "leak" else t
 
 
+def _grad(torch, advice: dict):
+    """The no_grad advice applied (torch.no_grad() around the model's calls), else nothing."""
+    if advice.get("kind") == "no_grad":
+        return torch.no_grad()
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def vit_eval_forgot_no_grad(advice: dict) -> None:
+    """Predictions of a torchvision ViT-B/16 in evaluation mode over 4 batches of 256 images,
+    fp32, 8 GiB, without torch.no_grad(): autograd keeps every activation of the forward."""
+    torch = _setup(8, advice)
+    import torchvision
+
+    model = torchvision.models.vit_b_16().cuda().eval()
+    predictions = []
+    with _grad(torch, advice):
+        for _ in range(4):
+            for b in _chunks(256, advice):
+                predictions.append(model(torch.randn(b, 3, 224, 224, device="cuda"))
+                                   .argmax(-1).cpu())
+    torch.cuda.synchronize()
+
+
 def eval_keeps_outputs(advice: dict) -> None:
     """An evaluation loop that forgot torch.no_grad() and keeps every batch's logits for its
     metrics, graph and all: torchvision ResNet-18 at batch 16, 40 batches, fp32, 6 GiB."""
@@ -256,8 +281,9 @@ def eval_keeps_outputs(advice: dict) -> None:
     model = torchvision.models.resnet18().cuda().eval()
     b = _batch(16, advice)
     outputs = []
-    for _ in range(40):
-        outputs.append(_kept(model(torch.randn(b, 3, 224, 224, device="cuda")), advice))
+    with _grad(torch, advice):
+        for _ in range(40):
+            outputs.append(_kept(model(torch.randn(b, 3, 224, 224, device="cuda")), advice))
     torch.cat([o.cpu() for o in outputs]).argmax(-1)
     torch.cuda.synchronize()
 
@@ -403,6 +429,7 @@ PROGRAMS = {
     "gpt2_logits_kept": gpt2_logits_kept,
     "lm_load_fp32": lm_load_fp32,
     "trainer_eval": trainer_eval,
+    "vit_eval_forgot_no_grad": vit_eval_forgot_no_grad,
 }
 
 

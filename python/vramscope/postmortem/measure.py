@@ -183,12 +183,17 @@ def _no_logging(model: Any, inputs: Inputs) -> Any:
 
 
 class _Runner:
-    """Runs the failing step at a slice of its batch: forward (and backward), nothing kept."""
+    """Runs the failing step at a slice of its batch: forward (and backward), nothing kept.
+    With ``grad`` off, the forward alone; with ``backward`` off, the forward alone with
+    autograd on (an inference loop that forgot no_grad: autograd keeps what a backward would
+    need, and none comes)."""
 
-    def __init__(self, scene: OomScene, inputs: Inputs, grad: bool) -> None:
+    def __init__(self, scene: OomScene, inputs: Inputs, grad: bool,
+                 backward: bool = True) -> None:
         self.scene = scene
         self.inputs = inputs
         self.grad = grad
+        self.backward = backward
         self.autocast: Any = scene.autocast_dtype
         self.params = [p for p in scene.model.parameters()]
         #: The arguments at a size (None: the batch cut to it): a cap's search sets another
@@ -210,7 +215,7 @@ class _Runner:
                     call = (self.scene.model.training_step if self.inputs.training_step
                             else self.scene.model)
                     output = call(*args, **kwargs)
-                    loss = _scalar(output) if self.grad else None
+                    loss = _scalar(output) if self.grad and self.backward else None
                     if loss is not None:
                         loss.backward()
                     del output, loss
@@ -513,7 +518,8 @@ def top_path(e: OomEvidence, path: str, cls: str, count: int) -> str:
     return path
 
 
-def _pick_inputs(scene: OomScene, grad: bool) -> tuple[Inputs | None, int, str]:
+def _pick_inputs(scene: OomScene, grad: bool,
+                 backward: bool = True) -> tuple[Inputs | None, int, str]:
     """The first candidate input with which the step runs at slices of 1 and 2 (a wrong
     reading of the batch can run at 1 by broadcasting, not at 2), and the smallest slice that
     ran: 1, or 2 where one sample cannot run (batch norm in training needs two)."""
@@ -521,7 +527,7 @@ def _pick_inputs(scene: OomScene, grad: bool) -> tuple[Inputs | None, int, str]:
     # A generate() call has one reading of its input, and each run is a whole generation.
     tries = (1,) if scene.generate_kwargs is not None else (1, 2)
     for candidate in scene.inputs:
-        runner = _Runner(scene, candidate, grad)
+        runner = _Runner(scene, candidate, grad, backward)
         ran: list[int] = []
         for size in tries[:min(len(tries), candidate.batch_size)]:
             try:
@@ -551,6 +557,11 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         scene.generate_kwargs is None and bool(getattr(scene.model, "training", False)))
     if scene.generate_kwargs is not None:
         grad = False
+    # A model in evaluation mode with no optimizer, run with autograd on: an inference loop
+    # that forgot no_grad. It runs the forward alone, and autograd keeps what a backward would
+    # need; the remedy is measured with autograd off.
+    forgot_no_grad = grad and scene.optimizer is None and not e.optimizer and \
+        getattr(scene.model, "training", True) is False
     dist = getattr(torch, "distributed", None)
     if dist is not None and dist.is_available() and dist.is_initialized() and \
             dist.get_world_size() > 1:
@@ -572,7 +583,7 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         scene.model.to(scene.inputs[0].device)
     with device.selected():
         device.free()
-        inputs, start, why = _pick_inputs(scene, grad)
+        inputs, start, why = _pick_inputs(scene, grad, not forgot_no_grad)
         if inputs is None:
             return f"the step did not run again with any input found on the stack ({why})"
         size = inputs.batch_size
@@ -580,7 +591,7 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
             # The shapes the model probe kept are one sample's (its first image): they say
             # nothing of what grew from step to step.
             e.input_shape = e.past_input_shape = None
-        runner = _Runner(scene, inputs, grad)
+        runner = _Runner(scene, inputs, grad, not forgot_no_grad)
         opt = optimizer_step(scene.optimizer if grad else None, scene.model,
                              scene.gradients_resident)
         budget = e.budget_bytes
@@ -644,8 +655,20 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
             else:
                 remedies.append(capped)
 
+        if forgot_no_grad and not late():
+            def grad_off() -> Callable[[], None]:
+                runner.grad = False
+
+                def undo() -> None:
+                    runner.grad = True
+                return undo
+            variant, how = _variant(runner, device, opt, sizes, size, grad_off)
+            if variant is not None:
+                remedies.append(MeasuredRemedy("no_grad", {}, variant, how))
+            else:
+                notes.append(f"torch.no_grad(): {how}")
         blocks = block_lists(scene.model)
-        if grad and blocks and not late():
+        if grad and not forgot_no_grad and blocks and not late():
             path, cls, count = blocks[0]
             where = top_path(e, path, cls, count)
             ckpt: dict[str, Any] = {"modules": where, "class": cls, "count": count}

@@ -44,7 +44,7 @@ MEASURED_MARGIN = DEFAULT_MARGIN
 LEAK_ITEM_STEPS = 3
 LEAK_ITEMS_PER_STEP = 4
 #: Remedy kinds in the order they are preferred when several fit (see the module docstring).
-PRIORITY = ("eval_accumulation", "leak", "other_processes", "expandable_segments",
+PRIORITY = ("eval_accumulation", "leak", "no_grad", "other_processes", "expandable_segments",
             "empty_cache", "batch_grew", "sequence_length", "image_size",
             "activation_checkpointing", "mixed_precision", "optimizer_state", "memory_fraction",
             "model_dtype", "batch_size", "max_new_tokens", "generic")
@@ -627,6 +627,10 @@ def _measured_text(kind: str, p: dict[str, Any]) -> tuple[str, str]:
                 f"for block in model.get_submodule({p['modules']!r}).children(): block.forward "
                 "= functools.partial(torch.utils.checkpoint.checkpoint, block.forward, "
                 "use_reentrant=False)")
+    if kind == "no_grad":
+        return ("run the model under torch.no_grad(): it is in evaluation mode with no "
+                "optimizer, yet autograd keeps every activation for a backward that never comes",
+                "with torch.no_grad(): (or torch.inference_mode():) around the model's calls")
     if kind == "mixed_precision":
         return ("mixed precision: run the forward under torch.autocast('cuda', "
                 "dtype=torch.bfloat16)", "with torch.autocast('cuda', dtype=torch.bfloat16): "
@@ -680,7 +684,8 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
             # An inference loop has no steps to compare with: its later batches may be larger
             # (an evaluation whose batch grows), and only the batch that fits caps them.
             "no earlier step was seen to compare it with (an inference loop's later batches "
-            "may be larger)" if _autograd_off(e) and not e.generating and not ran else "")
+            "may be larger)" if (_autograd_off(e) or any(r.kind == "no_grad" for r in m.remedies))
+            and not e.generating and not ran else "")
     for r in m.remedies:
         params = dict(r.params)
         fits = r.need_bytes <= usable

@@ -765,6 +765,84 @@ def test_an_inference_oom_gets_the_batch_that_fits_first_and_promises_only_it():
     assert next(x for x in advice if x.kind == "mixed_precision").fits
 
 
+class Recording(Blocks):
+    """Blocks that record, at each forward, whether autograd was on, and count backwards."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.grad_on: list[bool] = []
+        self.backwards = 0
+        self.head.weight.register_hook(self._backward)
+
+    def _backward(self, grad):
+        self.backwards += 1
+        return grad
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.grad_on.append(torch.is_grad_enabled())
+        return super().forward(x)
+
+
+#: What a forward without autograd keeps of one with it, per sample (one layer's activations
+#: at a time instead of all of them).
+NO_GRAD_SHARE = 0.25
+
+
+class GradDevice(SyntheticDevice):
+    """The synthetic step, its per-sample bytes those of a forward with autograd on or off, as
+    the model saw it in the window just run (the last forward's record)."""
+
+    def window(self, call):
+        def measure(size: int):
+            call(size)
+            grad = call.scene.model.grad_on[-1]
+            self.sizes.append((size, grad, False))
+            peak = int(FIXED + size * PER_SAMPLE * (1.0 if grad else NO_GRAD_SHARE))
+            return Probe(size, peak, int(peak * 1.2),
+                         peak_pinned_bytes=int(peak * ALLOWANCE)), FIXED
+        return measure
+
+
+def test_an_inference_loop_that_forgot_no_grad_is_measured_forward_only_and_told_no_grad():
+    # model.eval(), no optimizer, autograd on: the program never runs a backward, so the step
+    # is run again forward only, and the same with autograd off is the remedy.
+    from vramscope.attribution.model_probe import frames_of_traceback
+
+    model = Recording().eval()
+    model.fail_above = 64
+    predictions = []
+    try:
+        for _ in range(2):
+            predictions.append(model(torch.randn(BATCH, 16)).argmax(-1))
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    model.fail_above = None
+    scene.grad_enabled = True
+    e = _evidence()
+    e.grad_enabled, e.batch_size, e.training = True, BATCH, False
+    device = GradDevice(amp_share=1.0)
+    m = _measure.measure(scene, e, device=device)
+    assert not isinstance(m, str), m
+    assert model.backwards == 0, "the step was run again with a backward the program never ran"
+    # Needs: the synthetic peaks times the allowance (a line through exact points
+    # extrapolates exactly).
+    assert m.need_bytes == pytest.approx((FIXED + BATCH * PER_SAMPLE) * ALLOWANCE, rel=1e-6)
+    no_grad = next(r for r in m.remedies if r.kind == "no_grad")
+    assert no_grad.need_bytes == pytest.approx(
+        (FIXED + BATCH * PER_SAMPLE * NO_GRAD_SHARE) * ALLOWANCE, rel=1e-6)
+    assert not any(r.kind == "activation_checkpointing" for r in m.remedies)
+    e.measured = m
+    first = assess(e).advice[0]
+    assert first.kind == "no_grad" and "torch.no_grad()" in first.title
+    # The same loop training (an optimizer): no such advice, a backward is run again.
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scene.optimizer = optimizer
+    m = _measure.measure(scene, e, device=GradDevice(amp_share=1.0))
+    assert not isinstance(m, str) and model.backwards > 0
+    assert not any(r.kind == "no_grad" for r in m.remedies)
+
+
 def test_a_t5_whose_source_grew_runs_out_in_backward_and_gets_its_length_capped():
     """An encoder-decoder trained on a dict batch (input_ids and their mask grow, labels stay),
     out of memory in its backward: the batch is found beside the model, and the cap's search
