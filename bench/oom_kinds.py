@@ -377,6 +377,48 @@ def trainer_eval(advice: dict) -> None:
     torch.cuda.synchronize()
 
 
+def _saved_training_checkpoint() -> str:
+    """A GPT-2 (124M) training checkpoint, its model and its AdamW state after one step
+    (1.5 GB), saved once under the temporary folder; its path."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    path = os.path.join(tempfile.gettempdir(), "vramscope-oom-kinds-gpt2-adamw.pt")
+    if not os.path.exists(path):
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config())
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        x = torch.randint(0, 50257, (1, 32))
+        model(input_ids=x, labels=x).loss.backward()
+        optimizer.step()
+        fd, staging = tempfile.mkstemp(dir=tempfile.gettempdir())
+        os.close(fd)
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "step": 1}, staging)
+        os.replace(staging, path)
+    return path
+
+
+def checkpoint_inference(advice: dict) -> None:
+    """Inference from a training checkpoint (a GPT-2 and its AdamW state, 1.5 GB) loaded with
+    torch.load(path, map_location="cuda") under a 1.2 GiB cap, then 32 new tokens at batch 4:
+    the OOM is in torch.load."""
+    path = _saved_training_checkpoint()
+    torch = _setup(1.2, advice)
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    where = advice["map_location"] if advice.get("kind") == "map_location" else "cuda"
+    checkpoint = torch.load(path, map_location=where)
+    model = GPT2LMHeadModel(GPT2Config())
+    model.load_state_dict(checkpoint["model"])
+    del checkpoint
+    model = model.cuda().eval()
+    with torch.no_grad():
+        model.generate(torch.randint(0, 50257, (4, 16), device="cuda"), max_new_tokens=32,
+                       min_new_tokens=32, do_sample=False, pad_token_id=0)
+    torch.cuda.synchronize()
+
+
 def lightning_cnn(advice: dict) -> None:
     """A Lightning Trainer fitting a ResNet-50 at 224x224, batch 192, fp32, SGD with momentum:
     out of memory at its first step, 10 GiB."""
@@ -430,6 +472,7 @@ PROGRAMS = {
     "lm_load_fp32": lm_load_fp32,
     "trainer_eval": trainer_eval,
     "vit_eval_forgot_no_grad": vit_eval_forgot_no_grad,
+    "checkpoint_inference": checkpoint_inference,
 }
 
 

@@ -10,7 +10,7 @@
 #   slow-fit   pytest -m slow tests/gpu/test_fit.py (fit's probes and bisections)
 #   slow-oom   pytest -m slow over test_oom.py, test_oom_advice.py and test_integrations_gpu.py
 #              (whole programs run to their OOM and measured; the plugin's measured OOM)
-#   oom-kinds  bench/oom_kinds.py --jobs 8 (18 OOM programs; first advice and every fits: true
+#   oom-kinds  bench/oom_kinds.py --jobs 8 (19 OOM programs; first advice and every fits: true
 #              one applied in fresh processes); ONLY=a,b limits the programs, JOBS=N and
 #              LIMIT_S=S change the lanes at once and the limit
 #   fit-bench  bench/bench_fit.py (fit against bisection truth and accelerate)

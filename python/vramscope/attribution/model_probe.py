@@ -21,6 +21,7 @@ GPU, so it is safe in the OOM handler.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import threading
 import types
@@ -269,6 +270,8 @@ def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] |
             out.update(phase="load", load_call=moving[1], **_load_evidence(*moving))
     elif moving is not None and "phase" not in out:
         out.update(phase="load", load_call=moving[1], **_load_evidence(*moving))
+    elif "phase" not in out and (checkpoint := _checkpoint_load(frames)):
+        out.update(checkpoint)
     elif not main_thread and "phase" not in out:
         # The autograd engine runs a CUDA backward on its own thread, with no Python frames.
         out["phase"] = "backward"
@@ -291,6 +294,40 @@ def _loading(frames: list[FrameType], module_type: Any) -> tuple[Any, str] | Non
         elif code.co_name in LOADERS and isinstance(local.get("model"), module_type):
             found = (local["model"], "from_pretrained")
     return found
+
+
+def _checkpoint_load(frames: list[FrameType]) -> dict[str, Any]:
+    """OomEvidence fields while torch.load restores a checkpoint's tensors to the device (the
+    device each was saved from, or its map_location): the phase "load" with ``load_call``
+    "torch.load", ``loaded_bytes`` the bytes of the storages it already put on a CUDA device,
+    ``load_bytes`` the checkpoint file's size (0 when it is not a file); {} outside it."""
+    found: dict[str, Any] = {}
+    for frame in frames:
+        code = frame.f_code
+        if not code.co_filename.replace("\\", "/").endswith("/torch/serialization.py"):
+            continue
+        local = frame.f_locals
+        if code.co_name == "_load" and isinstance(local.get("loaded_storages"), dict):
+            found["loaded_bytes"] = sum(
+                s.nbytes() for s in itertools.islice(local["loaded_storages"].values(), 1 << 16)
+                if getattr(getattr(s, "device", None), "type", None) == "cuda")
+        elif code.co_name == "load" and "map_location" in local:
+            found["load_bytes"] = _file_size(local.get("f"))
+    if not found:
+        return {}
+    return {"phase": "load", "load_call": "torch.load", "load_bytes": found.get("load_bytes", 0),
+            "loaded_bytes": found.get("loaded_bytes", 0)}
+
+
+def _file_size(f: Any) -> int:
+    """The size of the file torch.load reads (a path or an open file), 0 when unknown."""
+    try:
+        if isinstance(f, (str, os.PathLike)):
+            return os.stat(f).st_size
+        fileno = getattr(f, "fileno", None)
+        return os.fstat(fileno()).st_size if callable(fileno) else 0
+    except (OSError, ValueError, TypeError):
+        return 0
 
 
 def _pool_thread(frames: list[FrameType]) -> bool:

@@ -44,7 +44,8 @@ MEASURED_MARGIN = DEFAULT_MARGIN
 LEAK_ITEM_STEPS = 3
 LEAK_ITEMS_PER_STEP = 4
 #: Remedy kinds in the order they are preferred when several fit (see the module docstring).
-PRIORITY = ("eval_accumulation", "leak", "no_grad", "other_processes", "expandable_segments",
+PRIORITY = ("eval_accumulation", "leak", "no_grad", "map_location", "other_processes",
+            "expandable_segments",
             "empty_cache", "batch_grew", "sequence_length", "image_size",
             "activation_checkpointing", "mixed_precision", "optimizer_state", "memory_fraction",
             "model_dtype", "batch_size", "max_new_tokens", "generic")
@@ -158,7 +159,7 @@ def _projection(e: OomEvidence) -> tuple[int, str, bool]:
     if e.phase == "optimizer" and e.optimizer_state_full_bytes > e.optimizer_state_bytes:
         missing = e.optimizer_state_full_bytes - e.optimizer_state_bytes - e.requested_bytes
         return lower + max(0, missing), "the optimizer state still to be allocated", True
-    if e.phase == "load" and e.load_bytes:
+    if e.phase == "load" and e.load_bytes and e.load_call != "torch.load":
         still = max(e.requested_bytes, e.load_bytes - e.loaded_bytes)
         return e.allocated_bytes + still, (
             f"the model's parameters and buffers still to be moved to the device "
@@ -607,6 +608,29 @@ def _model_dtype(e: OomEvidence, need: int) -> Advice | None:
                 "keeps float32 weights, which must then fit themselves."))
 
 
+def _map_location(e: OomEvidence, need: int) -> Advice | None:
+    """At an OOM inside torch.load, which restores each tensor to the device it was saved from
+    (or its map_location): loaded to the host, none of the checkpoint takes the device's
+    memory until load_state_dict copies it into the model's and the optimizer's own tensors.
+    What that keeps off the device is at least what it already put there and the failing
+    request."""
+    if e.phase != "load" or e.load_call != "torch.load":
+        return None
+    recovers = e.loaded_bytes + e.requested_bytes
+    size = f" of a {format_bytes(e.load_bytes)} checkpoint file" if e.load_bytes else ""
+    return Advice(
+        score=recovers / need, kind="map_location", recovers_bytes=recovers,
+        fits=recovers >= need, params={"map_location": "cpu", "loaded_bytes": e.loaded_bytes},
+        title="load the checkpoint to the host: torch.load(path, map_location='cpu')",
+        detail=(f"torch.load puts each tensor back on the device it was saved from, or on its "
+                f"map_location: {format_bytes(e.loaded_bytes)} were already on the device "
+                f"at the OOM{size}, with {format_bytes(e.requested_bytes)} more asked for. "
+                "Loaded to the host, they reach the device only where "
+                "model.load_state_dict() and optimizer.load_state_dict() copy them into the "
+                "model's and the optimizer's own tensors; what is not needed (an optimizer's "
+                "state for inference) never does."))
+
+
 def _measured_text(kind: str, p: dict[str, Any]) -> tuple[str, str]:
     """The title of a measured remedy of ``kind`` with its parameters ``p``, and how to apply
     it, in one line of code or words (the way it was measured)."""
@@ -766,6 +790,7 @@ def assess(e: OomEvidence) -> Assessment:
             _optimizer_state(e, need, peak, rejected),
             _memory_fraction(e, need, rejected),
             _model_dtype(e, need),
+            _map_location(e, need),
         ]
     candidates = [a for a in found if a is not None]
     # Against a need that is only "at least", no remedy is promised to fit: the ones that

@@ -229,6 +229,30 @@ def test_an_oom_in_from_pretrained_is_a_load_seen_from_its_copying_thread_and_it
         expected
 
 
+def test_an_oom_in_torch_load_is_a_checkpoint_load_with_its_files_size(tmp_path):
+    # torch.load restores each storage through its map_location; the third one runs out. On
+    # the host nothing lands on a CUDA device: loaded_bytes counts only those that did.
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"model": torch.nn.Linear(64, 64).state_dict(),
+                "step": 7, "state": [torch.zeros(1000) for _ in range(3)]}, path)
+    restored = []
+
+    def to_device(storage, location):
+        restored.append(storage)
+        if len(restored) == 3:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB.")
+        return storage
+
+    for f in (str(path), path, open(path, "rb")):  # noqa: SIM115 -- closed below
+        restored.clear()
+        with pytest.raises(torch.OutOfMemoryError) as caught:
+            torch.load(f, map_location=to_device)
+        assert probe.stack_evidence(probe.frames_of_traceback(caught.value.__traceback__)) == {
+            "phase": "load", "load_call": "torch.load", "load_bytes": path.stat().st_size,
+            "loaded_bytes": 0}
+    f.close()
+
+
 def test_an_oom_on_a_thread_of_the_program_is_not_taken_for_the_backward():
     # A thread the program started (a prefetcher copying batches) has Python frames down to
     # threading's bootstrap; the autograd engine's thread has none of its own.

@@ -461,6 +461,17 @@ def test_an_oom_while_moving_the_model_says_the_model_does_not_fit_not_the_batch
     dtype = _oom_remedies.assess(e).advice[1]
     assert dtype.kind == "model_dtype" and "from_pretrained(..., dtype=torch.bfloat16)" in \
         dtype.title
+    # The same in torch.load, 3 GiB of a checkpoint already restored to the device: loaded to
+    # the host instead, at least those and the request stay off it.
+    e = card(allocated=15 * GiB, cached_free=0, largest=0, requested=GiB // 2,
+             limit=16 * GiB, phase="load", load_call="torch.load", load_bytes=24 * GiB,
+             loaded_bytes=3 * GiB)
+    a = _oom_remedies.assess(e)
+    assert a.projection_is_lower_bound and "still to be moved" not in a.projection
+    first = a.advice[0]
+    assert first.kind == "map_location" and "map_location='cpu'" in first.title
+    assert first.recovers_bytes == 3 * GiB + GiB // 2 and first.params["covers_known_need"]
+    assert not any(x.fits for x in a.advice)
     # Already in bfloat16, on a 16 GiB card of its own: the model itself.
     e = OomEvidence(device=0, requested_bytes=GiB // 2, device_total_bytes=16 * GiB,
                     device_free_bytes=GiB // 4, allocated_bytes=15 * GiB,
