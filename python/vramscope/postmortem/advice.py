@@ -174,8 +174,10 @@ class OomEvidence:
     #: or "" (unknown).
     phase: str = ""
     #: At a "load" OOM: the bytes of the model's parameters and buffers, and of them already on
-    #: the device; how they were being put there: "to" (``Module.to()``, ``.cuda()``) or
-    #: "from_pretrained" (a checkpoint loader: transformers', diffusers', accelerate's).
+    #: the device; how they were being put there: "to" (``Module.to()``, ``.cuda()``),
+    #: "from_pretrained" (a checkpoint loader: transformers', diffusers', accelerate's) or
+    #: "torch.load" (then load_bytes is the checkpoint file's size, loaded_bytes its storages
+    #: already restored to the device).
     load_bytes: int = 0
     loaded_bytes: int = 0
     load_call: str = ""
