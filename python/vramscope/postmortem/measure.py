@@ -557,11 +557,13 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         scene.generate_kwargs is None and bool(getattr(scene.model, "training", False)))
     if scene.generate_kwargs is not None:
         grad = False
-    # A model in evaluation mode with no optimizer, run with autograd on: an inference loop
-    # that forgot no_grad. It runs the forward alone, and autograd keeps what a backward would
-    # need; the remedy is measured with autograd off.
-    forgot_no_grad = grad and scene.optimizer is None and not e.optimizer and \
-        getattr(scene.model, "training", True) is False
+    # A model in evaluation mode with no optimizer, no optimizer step seen, no gradient on its
+    # parameters, run with autograd on: an inference loop that forgot no_grad. It runs the
+    # forward alone, and autograd keeps what a backward would need; the remedy is measured
+    # with autograd off.
+    forgot_no_grad = grad and scene.optimizer is None and not e.optimizer and not e.steps \
+        and getattr(scene.model, "training", True) is False \
+        and all(p.grad is None for p in scene.model.parameters())
     dist = getattr(torch, "distributed", None)
     if dist is not None and dist.is_available() and dist.is_initialized() and \
             dist.get_world_size() > 1:

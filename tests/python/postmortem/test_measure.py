@@ -834,6 +834,11 @@ def test_an_inference_loop_that_forgot_no_grad_is_measured_forward_only_and_told
     e.measured = m
     first = assess(e).advice[0]
     assert first.kind == "no_grad" and "torch.no_grad()" in first.title
+    # The same model with gradients on its parameters (a backward ran before): no such advice.
+    model.head.bias.grad = torch.zeros_like(model.head.bias)
+    m = _measure.measure(scene, e, device=GradDevice(amp_share=1.0))
+    assert not isinstance(m, str) and not any(r.kind == "no_grad" for r in m.remedies)
+    model.head.bias.grad = None
     # The same loop training (an optimizer): no such advice, a backward is run again.
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
