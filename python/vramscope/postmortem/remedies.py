@@ -309,8 +309,9 @@ def _eval_accumulation(e: OomEvidence, need: int) -> Advice | None:
     return Advice(
         score=recovers / need, kind="eval_accumulation", recovers_bytes=recovers,
         fits=recovers >= need,
+        # Estimated from what the steps that ran kept: ranked first, never promised.
         params={"eval_accumulation_steps": k, "kept_bytes": e.eval_kept_bytes,
-                "bytes_per_step": per_step, "steps_kept": done},
+                "bytes_per_step": per_step, "steps_kept": done, "estimated": True},
         title=(f"move the evaluation's predictions to the host: "
                f"TrainingArguments(eval_accumulation_steps={k})"),
         detail=(f"transformers' Trainer keeps every evaluation step's predictions, labels and "
@@ -818,6 +819,15 @@ def assess(e: OomEvidence) -> Assessment:
             a.detail += (f" It was measured at the failing step's input, and "
                          f"{a.params['input_grew']}: a larger step later needs more, so this is "
                          "not promised to fit the rest of the run.")
+        if e.eval_kept_bytes and e.eval_accumulation_steps != 1 and a.fits and \
+                a.kind != "eval_accumulation":
+            # transformers' Trainer evaluation keeps each step's predictions on the device: a
+            # later step has less room than the failing one.
+            a.params["covers_known_need"] = True
+            a.fits = False
+            a.detail += (f" The evaluation loop keeps every step's predictions on the device "
+                         f"({format_bytes(e.eval_kept_bytes)} so far): a later step has less "
+                         "room, so this is not promised to fit the rest of the loop.")
 
     # Without autograd (inference, generate()) a smaller batch changes no result: it comes
     # first, as it does when the batch just grew.

@@ -16,9 +16,10 @@ transformers = pytest.importorskip("transformers")
 
 from vramscope.attribution.model_probe import frames_of_traceback, frames_outward  # noqa: E402
 from vramscope.postmortem import holders as _holders  # noqa: E402
+from vramscope.postmortem import measure as _measure  # noqa: E402
 from vramscope.postmortem import remedies as _remedies  # noqa: E402
 from vramscope.postmortem import scene as _scene  # noqa: E402
-from vramscope.postmortem.advice import OomEvidence  # noqa: E402
+from vramscope.postmortem.advice import Measured, MeasuredRemedy, OomEvidence  # noqa: E402
 
 BATCH, LENGTH, VOCAB, STEPS = 4, 16, 64, 10
 #: One step's logits (float32), labels (int64) and losses (the loss repeated per row, float32).
@@ -48,7 +49,7 @@ class Rows(torch.utils.data.Dataset):
 def _evaluate(tmp_path, monkeypatch, **arguments) -> tuple[dict, list]:
     """Trainer.evaluate() under the cap on the logits' joins: (its metrics, or {} when it ran
     out) and what was read at the OOM, as the observer reads it (from inside the failing
-    torch.cat), with the exception's traceback."""
+    torch.cat), with the exception's traceback, then the exception."""
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=VOCAB,
                                      n_positions=LENGTH, bos_token_id=0, eos_token_id=0)
@@ -71,6 +72,7 @@ def _evaluate(tmp_path, monkeypatch, **arguments) -> tuple[dict, list]:
         return trainer.evaluate(), seen
     except torch.OutOfMemoryError as exc:
         seen.append(_holders.trainer_evaluation(frames_of_traceback(exc.__traceback__)))
+        seen.append(exc)
         return {}, seen
     finally:
         monkeypatch.setattr(torch, "cat", real_cat)
@@ -80,6 +82,7 @@ def test_the_evaluation_that_kept_every_step_is_named_and_its_advice_makes_it_ru
         tmp_path, monkeypatch):
     metrics, seen = _evaluate(tmp_path / "first", monkeypatch)
     assert not metrics, "the evaluation did not run out under the cap"
+    failed = seen.pop()
     # At the join of step 6's logits: 6 steps of logits and labels kept, 7 of losses (added
     # first in each step).
     kept = FAILS_AT * (LOGITS + LABELS) + (FAILS_AT + 1) * LOSSES
@@ -94,6 +97,18 @@ def test_the_evaluation_that_kept_every_step_is_named_and_its_advice_makes_it_ru
     assert first.kind == "eval_accumulation"
     every = first.params["eval_accumulation_steps"]
     assert every == FAILS_AT // 2 and f"eval_accumulation_steps={every}" in first.title
+    # The step is not run again (it ran; keeping its predictions failed), and a smaller batch
+    # measured at some other step's OOM in the loop is never promised: the loop keeps growing.
+    scene = _scene.capture(frames_of_traceback(failed.__traceback__), at_oom=False)
+    assert scene is not None, "the Trainer's model and batch are on the stack"
+    assert "evaluation loop" in _measure.measure(scene, e, device=object())
+    e.measured = Measured(size=BATCH, what="batch_size", need_bytes=CAP // 2, basis="",
+                          remedies=[MeasuredRemedy("batch_size", {
+                              "batch_size": 2, "from_batch_size": BATCH}, CAP // 4, "")])
+    advice = _remedies.rank_advice(e)
+    assert advice[0].kind == "eval_accumulation" and not any(a.fits for a in advice), \
+        [(a.kind, a.fits) for a in advice]
+    assert "batch_size" in [a.kind for a in advice]
 
     # Applied in a fresh Trainer: the evaluation runs to its end, on every row.
     metrics, seen = _evaluate(tmp_path / "applied", monkeypatch, eval_accumulation_steps=every)
