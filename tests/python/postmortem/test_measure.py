@@ -729,6 +729,24 @@ def test_a_model_that_cannot_run_one_sample_is_measured_from_two():
     assert 0.95 * truth_batch <= batch.params["batch_size"] <= truth_batch
 
 
+def _inference_scene(model: Blocks, grad: bool) -> _scene.OomScene:
+    """The scene of an inference loop (autograd off unless ``grad``) whose model ran out in its
+    forward at BATCH, captured from the traceback."""
+    from vramscope.attribution.model_probe import frames_of_traceback
+
+    model.fail_above = 64
+    predictions = []
+    try:
+        with torch.set_grad_enabled(grad):
+            for _ in range(2):
+                predictions.append(model(torch.randn(BATCH, 16)).argmax(-1))
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    model.fail_above = None
+    scene.grad_enabled = grad
+    return scene
+
+
 def test_an_inference_oom_gets_the_batch_that_fits_first_and_promises_only_it():
     """Under no_grad with no earlier step to compare with (an evaluation loop whose batch
     may grow), the batch that fits caps every later call and changes no result: first, and
@@ -736,17 +754,7 @@ def test_an_inference_oom_gets_the_batch_that_fits_first_and_promises_only_it():
     from vramscope._core.step_history import StepPoint
 
     def inference_evidence(steps):
-        model = Blocks().eval()
-        model.fail_above = 64
-        from vramscope.attribution.model_probe import frames_of_traceback
-
-        try:
-            with torch.no_grad():
-                model(torch.randn(BATCH, 16))
-        except torch.OutOfMemoryError as exc:
-            scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
-        model.fail_above = None
-        scene.grad_enabled = False
+        scene = _inference_scene(Blocks().eval(), grad=False)
         e = _evidence()
         e.grad_enabled, e.batch_size, e.steps = False, BATCH, steps
         m = _measure.measure(scene, e, device=SyntheticDevice(amp_share=0.6))
@@ -806,18 +814,8 @@ class GradDevice(SyntheticDevice):
 def test_an_inference_loop_that_forgot_no_grad_is_measured_forward_only_and_told_no_grad():
     # model.eval(), no optimizer, autograd on: the program never runs a backward, so the step
     # is run again forward only, and the same with autograd off is the remedy.
-    from vramscope.attribution.model_probe import frames_of_traceback
-
     model = Recording().eval()
-    model.fail_above = 64
-    predictions = []
-    try:
-        for _ in range(2):
-            predictions.append(model(torch.randn(BATCH, 16)).argmax(-1))
-    except torch.OutOfMemoryError as exc:
-        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
-    model.fail_above = None
-    scene.grad_enabled = True
+    scene = _inference_scene(model, grad=True)
     e = _evidence()
     e.grad_enabled, e.batch_size, e.training = True, BATCH, False
     device = GradDevice(amp_share=1.0)
