@@ -295,15 +295,20 @@ def _eval_accumulation(e: OomEvidence, need: int) -> Advice | None:
     failing step holds the old d·b, the step's b and the new (d+1)·b. Moving them every k
     steps keeps at most k of them: the largest join holds 2k·b (k = 1: none, the step's own
     b). k = d // 2, at most EVAL_ACCUMULATION_MAX: each step's join then stays below those of
-    the steps that already ran."""
+    the steps that already ran. An OOM inside a step (its forward) beside what was kept
+    recovers the kept d·b less the k·b that stay."""
     every = e.eval_accumulation_steps
     done = e.eval_step % every if every else e.eval_step
     if not e.eval_kept_bytes or done < 1 or every == 1:
         return None
     per_step = e.eval_kept_bytes // done
     k = max(1, min(done // 2, EVAL_ACCUMULATION_MAX))
-    joined = (2 * done + 2) * per_step
-    recovers = max(0, joined - (per_step if k == 1 else 2 * k * per_step))
+    if e.phase in ("forward", "backward"):
+        # The OOM came in a step, beside what was kept: at most k steps' worth stays.
+        recovers = max(0, e.eval_kept_bytes - k * per_step)
+    else:
+        joined = (2 * done + 2) * per_step
+        recovers = max(0, joined - (per_step if k == 1 else 2 * k * per_step))
     now = (f"every {every} steps" if every else "at the end of the loop (eval_accumulation_steps "
            "unset)")
     return Advice(

@@ -127,7 +127,12 @@ def test_an_evaluation_that_already_moves_each_step_or_kept_nothing_gets_no_such
                     "eval_accumulation_steps": 4}):
         advice = _remedies.assess(OomEvidence(**base, **fields)).advice
         assert "eval_accumulation" not in [a.kind for a in advice], fields
-    # Every 8 steps, 5 kept since the last move: fewer, every 2.
-    a = _remedies.assess(OomEvidence(**base, eval_kept_bytes=5 * LOGITS, eval_step=13,
-                                     eval_accumulation_steps=8)).advice[0]
+    # Every 8 steps, 5 kept since the last move: fewer, every 2. At the join of the sixth,
+    # 12 steps' worth are held, 4 with it; in a step's forward, the 5 kept less the 2 that stay.
+    e = OomEvidence(**base, eval_kept_bytes=5 * LOGITS, eval_step=13, eval_accumulation_steps=8)
+    a = _remedies.assess(e).advice[0]
     assert a.kind == "eval_accumulation" and a.params["eval_accumulation_steps"] == 2
+    assert a.recovers_bytes == 8 * LOGITS
+    e.phase = "forward"
+    a = next(x for x in _remedies.assess(e).advice if x.kind == "eval_accumulation")
+    assert a.recovers_bytes == 3 * LOGITS
