@@ -860,7 +860,10 @@ def assess(e: OomEvidence) -> Assessment:
                     f"budget is {format_bytes(e.budget_bytes)} "
                     f"({format_bytes(e.allocated_bytes)} allocated at the OOM): a smaller or "
                     "quantized model, a lower-precision copy of it, or its layers split over "
-                    "more devices."))]
+                    "more devices" + (
+                        " (from_pretrained(..., device_map='auto') puts the layers that do not "
+                        "fit on the host, and runs them there, much slower)"
+                        if e.load_call == "from_pretrained" else "") + "."))]
     if not advice:
         advice = [Advice(
             score=0.0, kind="generic", title="reduce the batch size or sequence length",

@@ -480,3 +480,7 @@ def test_an_oom_while_moving_the_model_says_the_model_does_not_fit_not_the_batch
                     parameter_dtype="bfloat16")
     [only] = _oom_remedies.rank_advice(e)
     assert only.title == "the model itself does not fit the budget"
+    assert "device_map" not in only.detail
+    e.load_call = "from_pretrained"
+    [only] = _oom_remedies.rank_advice(e)
+    assert "device_map='auto'" in only.detail
