@@ -17,6 +17,7 @@ transformers = pytest.importorskip("transformers")
 from vramscope.attribution.model_probe import frames_of_traceback, frames_outward  # noqa: E402
 from vramscope.postmortem import holders as _holders  # noqa: E402
 from vramscope.postmortem import measure as _measure  # noqa: E402
+from vramscope.postmortem import oom as _oom  # noqa: E402
 from vramscope.postmortem import remedies as _remedies  # noqa: E402
 from vramscope.postmortem import scene as _scene  # noqa: E402
 from vramscope.postmortem.advice import Measured, MeasuredRemedy, OomEvidence  # noqa: E402
@@ -88,6 +89,11 @@ def test_the_evaluation_that_kept_every_step_is_named_and_its_advice_makes_it_ru
     kept = FAILS_AT * (LOGITS + LABELS) + (FAILS_AT + 1) * LOSSES
     expected = {"eval_kept_bytes": kept, "eval_step": FAILS_AT, "eval_accumulation_steps": 0}
     assert seen == [expected, expected]
+    # The post-mortem's evidence from the exception carries them.
+    read = _oom.evidence_from_exception(
+        "CUDA out of memory. Tried to allocate 1.00 MiB.", 0,
+        (frames_of_traceback(failed.__traceback__), True))
+    assert {k: getattr(read, k) for k in expected} == expected
 
     e = OomEvidence(device=0, requested_bytes=(FAILS_AT + 1) * LOGITS,
                     device_total_bytes=8 * CAP, device_free_bytes=4 * CAP,
