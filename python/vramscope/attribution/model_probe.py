@@ -225,9 +225,10 @@ def frames_of_traceback(tb: Any) -> list[FrameType]:
 def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] | None = None,
                    main_thread: bool = True) -> dict[str, Any]:
     """What the stack at the OOM says (``frames`` innermost first): the phase ("forward",
-    "backward", "optimizer", or "load" while ``Module.to()``/``.cuda()`` moved the model to the
-    device, with what that takes), the batch size of the outermost module forward running, and
-    with ``blocks`` ({id(block): (index, count)}) how far through them the forward was."""
+    "backward", "optimizer", or "load" while ``Module.to()``/``.cuda()``, a checkpoint loader
+    of LOADERS or torch.load put the model on the device, with what that takes), the batch
+    size of the outermost module forward running, and with ``blocks`` ({id(block): (index,
+    count)}) how far through them the forward was."""
     module_type = _module_type()
     out: dict[str, Any] = {}
     outermost = None
@@ -261,20 +262,20 @@ def stack_evidence(frames: list[FrameType], blocks: dict[int, tuple[int, int]] |
             shape = input_shape([local.get(n) for n in names])
         if shape is not None:
             out.update(batch_size=shape[0], batch_source="stack", input_shape=shape)
-    elif "phase" not in out and not main_thread and _pool_thread(frames):
-        # A thread of the program's own (a loader's pool copying weights to the device while
-        # the main thread waits for it): what the main thread is doing says why.
-        waiting = sys._current_frames().get(threading.main_thread().ident or -1)
-        moving = moving or _loading(frames_outward(waiting), module_type)
+    elif "phase" not in out:
+        pool = not main_thread and _pool_thread(frames)
+        if moving is None and pool:
+            # A thread of the program's own (a loader's pool copying weights to the device
+            # while the main thread waits for it): what the main thread is doing says why.
+            waiting = sys._current_frames().get(threading.main_thread().ident or -1)
+            moving = _loading(frames_outward(waiting), module_type)
         if moving is not None:
             out.update(phase="load", load_call=moving[1], **_load_evidence(*moving))
-    elif moving is not None and "phase" not in out:
-        out.update(phase="load", load_call=moving[1], **_load_evidence(*moving))
-    elif "phase" not in out and (checkpoint := _checkpoint_load(frames)):
-        out.update(checkpoint)
-    elif not main_thread and "phase" not in out:
-        # The autograd engine runs a CUDA backward on its own thread, with no Python frames.
-        out["phase"] = "backward"
+        elif checkpoint := _checkpoint_load(frames):
+            out.update(checkpoint)
+        elif not main_thread and not pool:
+            # The autograd engine runs a CUDA backward on its own thread, with no Python frames.
+            out["phase"] = "backward"
     return out
 
 

@@ -228,6 +228,12 @@ class OomEvidence:
         return self.device_total_bytes
 
     @property
+    def eval_joining(self) -> bool:
+        """Did the OOM come joining an evaluation step's predictions to those transformers'
+        Trainer kept on the device (its step had run), not inside a step?"""
+        return bool(self.eval_kept_bytes) and self.phase not in ("forward", "backward")
+
+    @property
     def budget_bytes(self) -> int:
         """The most PyTorch could have reserved at the OOM: the cap (or the device), and no
         more than what it holds plus what the driver has free."""

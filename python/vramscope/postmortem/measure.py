@@ -572,7 +572,7 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
     if e.phase == "load":
         return ("the OOM came while the model was moved to the device: there is no step to "
                 "run again yet")
-    if e.eval_kept_bytes and e.phase not in ("forward", "backward"):
+    if e.eval_joining:
         return ("the OOM came in transformers' Trainer evaluation loop, keeping a step's "
                 "predictions with those of the steps before, not in the step: it ran")
     if not scene.inputs:

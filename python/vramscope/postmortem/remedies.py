@@ -128,6 +128,10 @@ def _projection(e: OomEvidence) -> tuple[int, str, bool]:
     grew in another dimension (a longer sequence, a larger image, a growing cache), and then
     only the lower bound is known."""
     lower = e.allocated_bytes + e.requested_bytes
+    if e.eval_joining:
+        return lower, ("the failing request, joining an evaluation step's predictions to those "
+                       "the loop keeps on the device: each later step keeps more, so at least "
+                       "that much"), True
     grown = grown_dims(e)
     outgrew = ("the step already needs {need} at the OOM, more than {what} "
                f"({grown or 'another input dimension grew'}): at least that much")
@@ -303,12 +307,12 @@ def _eval_accumulation(e: OomEvidence, need: int) -> Advice | None:
         return None
     per_step = e.eval_kept_bytes // done
     k = max(1, min(done // 2, EVAL_ACCUMULATION_MAX))
-    if e.phase in ("forward", "backward"):
-        # The OOM came in a step, beside what was kept: at most k steps' worth stays.
-        recovers = max(0, e.eval_kept_bytes - k * per_step)
-    else:
+    if e.eval_joining:
         joined = (2 * done + 2) * per_step
         recovers = max(0, joined - (per_step if k == 1 else 2 * k * per_step))
+    else:
+        # The OOM came in a step, beside what was kept: at most k steps' worth stays.
+        recovers = max(0, e.eval_kept_bytes - k * per_step)
     now = (f"every {every} steps" if every else "at the end of the loop (eval_accumulation_steps "
            "unset)")
     return Advice(
@@ -609,9 +613,11 @@ def _model_dtype(e: OomEvidence, need: int) -> Advice | None:
         params={"dtype": "bfloat16", "load_bytes": e.load_bytes},
         title=f"load the model in bfloat16: {how}",
         detail=(f"its parameters and buffers take {format_bytes(e.load_bytes)} in float32, "
-                f"{format_bytes(e.load_bytes - saved)} in bfloat16 (transformers: "
-                "from_pretrained(..., dtype=torch.bfloat16)); for training, mixed precision "
-                "keeps float32 weights, which must then fit themselves."))
+                f"{format_bytes(e.load_bytes - saved)} in bfloat16" + (
+                    "" if e.load_call == "from_pretrained" else
+                    " (transformers: from_pretrained(..., dtype=torch.bfloat16))") +
+                "; for training, mixed precision keeps float32 weights, which must then fit "
+                "themselves."))
 
 
 def _map_location(e: OomEvidence, need: int) -> Advice | None:
@@ -709,21 +715,27 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
     # dimension of the input at the same batch. Then only a cap on it holds for later steps.
     batch_grew = m.what == "batch_size" and bool(ran) and m.size > max(ran)
     dims = "" if e.generating else grown_dims(e)
-    grew = (f"the batch grew from step to step ({max(ran)} -> {m.size})" if batch_grew else
-            f"the input grew from step to step ({dims})" if dims else
-            # An inference loop has no steps to compare with: its later batches may be larger
-            # (an evaluation whose batch grows), and only the batch that fits caps them.
-            "no earlier step was seen to compare it with (an inference loop's later batches "
-            "may be larger)" if (_autograd_off(e) or any(r.kind == "no_grad" for r in m.remedies))
-            and not e.generating and not ran else "")
+    # transformers' Trainer evaluation keeps each step's predictions on the device: a later
+    # step has less room, whatever was measured at this one (no remedy of the step caps it).
+    kept = (f"the evaluation loop keeps every step's predictions on the device "
+            f"({format_bytes(e.eval_kept_bytes)} so far)"
+            if e.eval_kept_bytes and e.eval_accumulation_steps != 1 else "")
+    grew = kept or (
+        f"the batch grew from step to step ({max(ran)} -> {m.size})" if batch_grew else
+        f"the input grew from step to step ({dims})" if dims else
+        # An inference loop has no steps to compare with: its later batches may be larger
+        # (an evaluation whose batch grows), and only the batch that fits caps them.
+        "no earlier step was seen to compare it with (an inference loop's later batches "
+        "may be larger)" if (_autograd_off(e) or any(r.kind == "no_grad" for r in m.remedies))
+        and not e.generating and not ran else "")
     for r in m.remedies:
         params = dict(r.params)
         fits = r.need_bytes <= usable
         recovers = max(0, m.need_bytes - r.need_bytes)
         if r.kind == "batch_size":
             params["batch_grew"] = bool(ran) and int(params["from_batch_size"]) > max(ran)
-        caps = r.kind in _CAPS or (r.kind == "batch_size" and (
-            params["batch_grew"] or not dims))
+        caps = not kept and (r.kind in _CAPS or (r.kind == "batch_size" and (
+            params["batch_grew"] or not dims)))
         title, how = _measured_text(r.kind, params)
         detail = (f"measured: the step needs ≈{format_bytes(r.need_bytes)} with it "
                   f"({r.basis}), ≈{format_bytes(m.need_bytes)} without, of a "
@@ -824,15 +836,6 @@ def assess(e: OomEvidence) -> Assessment:
             a.detail += (f" It was measured at the failing step's input, and "
                          f"{a.params['input_grew']}: a larger step later needs more, so this is "
                          "not promised to fit the rest of the run.")
-        if e.eval_kept_bytes and e.eval_accumulation_steps != 1 and a.fits and \
-                a.kind != "eval_accumulation":
-            # transformers' Trainer evaluation keeps each step's predictions on the device: a
-            # later step has less room than the failing one.
-            a.params["covers_known_need"] = True
-            a.fits = False
-            a.detail += (f" The evaluation loop keeps every step's predictions on the device "
-                         f"({format_bytes(e.eval_kept_bytes)} so far): a later step has less "
-                         "room, so this is not promised to fit the rest of the loop.")
 
     # Without autograd (inference, generate()) a smaller batch changes no result: it comes
     # first, as it does when the batch just grew.

@@ -20,7 +20,12 @@ from vramscope.postmortem import measure as _measure  # noqa: E402
 from vramscope.postmortem import oom as _oom  # noqa: E402
 from vramscope.postmortem import remedies as _remedies  # noqa: E402
 from vramscope.postmortem import scene as _scene  # noqa: E402
-from vramscope.postmortem.advice import Measured, MeasuredRemedy, OomEvidence  # noqa: E402
+from vramscope.postmortem.advice import (  # noqa: E402
+    Measured,
+    MeasuredRemedy,
+    OomEvidence,
+    StepPoint,
+)
 
 BATCH, LENGTH, VOCAB, STEPS = 4, 16, 64, 10
 #: One step's logits (float32), labels (int64) and losses (the loss repeated per row, float32).
@@ -99,6 +104,12 @@ def test_the_evaluation_that_kept_every_step_is_named_and_its_advice_makes_it_ru
                     device_total_bytes=8 * CAP, device_free_bytes=4 * CAP,
                     allocated_bytes=kept + LOGITS, reserved_bytes=CAP, limit_bytes=CAP,
                     process_driver_bytes=CAP, **expected)
+    # Training steps before the evaluation (at this very batch) say nothing of the loop's join:
+    # the projection stays the failing request, at least, and nothing is promised.
+    trained = OomEvidence(**{**vars(e), "batch_size": BATCH, "steps": [
+        StepPoint(i + 1, 2 * CAP, CAP // 8, batch_size=BATCH) for i in range(4)]})
+    assert _remedies.assess(trained).projection_is_lower_bound
+    assert not any(a.fits for a in _remedies.rank_advice(trained))
     first = _remedies.rank_advice(e)[0]
     assert first.kind == "eval_accumulation"
     every = first.params["eval_accumulation_steps"]
