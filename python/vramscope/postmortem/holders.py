@@ -290,7 +290,7 @@ def trainer_evaluation(frames: Sequence[FrameType]) -> dict[str, int]:
     (``frames`` innermost first; {} outside it). The loop keeps each step's predictions,
     labels and losses on the device until it ends, or, with ``eval_accumulation_steps``, until
     it moves them to the host every that many steps: ``eval_kept_bytes``, the bytes its
-    containers (EvalLoopContainer's ``tensors``; ``*_host`` in older releases) hold on the
+    containers (EvalLoopContainer's ``tensors``; ``*_host`` before 4.40) hold on the
     device, ``eval_step`` the failing step's index, ``eval_accumulation_steps`` (0: unset).
     Host-side only; nothing is changed."""
     torch = sys.modules.get("torch")
