@@ -40,6 +40,11 @@ STATE_PER_PARAMETER = {"Adam": 2, "AdamW": 2, "NAdam": 2, "RAdam": 2, "Adamax": 
                        "Adadelta": 2, "Adagrad": 1, "RMSprop": 1, "SGD": 1, "ASGD": 1,
                        "Adafactor": 0, "LBFGS": 2}
 MODULE_CALLS = ("_call_impl", "_wrapped_call_impl", "forward", "__call__")
+#: Phases whose own code runs with autograd off on the OOM's thread while the step they belong
+#: to records a graph: the autograd engine runs a backward with grad mode off (but under
+#: create_graph), and Optimizer.step under no_grad; autocast is off in both as a rule (the
+#: forward ran under it). The step's modes are not the thread's there.
+TRAINING_PHASES = frozenset({"backward", "optimizer"})
 #: Functions that put a model's weights on the device from a checkpoint, their local ``model``
 #: the model being loaded: transformers' and diffusers' from_pretrained (transformers first
 #: reserves the whole model's bytes at once: caching_allocator_warmup), accelerate's loaders.
@@ -389,7 +394,10 @@ class ModelProbe:
         #: per batch size (a sequence that grew at the same batch is told apart by it).
         self.input_shape: tuple[int, ...] | None = None
         self._shapes_by_batch: dict[int, tuple[int, ...]] = {}
+        #: Was autocast on in the last forward (None: no forward seen), and its dtype ("" when
+        #: off)?
         self.autocast: bool | None = None
+        self.autocast_dtype = ""
         self.discovery_tries = 0
 
     @property
@@ -443,7 +451,11 @@ class ModelProbe:
             self.batch_size, self.input_shape = shape[0], shape
             self._seen_in_step = True
         torch = sys.modules.get("torch")
-        self.autocast = bool(torch.is_autocast_enabled("cuda")) if torch is not None else None
+        if torch is None:
+            return
+        self.autocast = bool(torch.is_autocast_enabled("cuda"))
+        self.autocast_dtype = str(torch.get_autocast_dtype("cuda")).removeprefix("torch.") \
+            if self.autocast else ""
 
     def _on_child_forward(self, module: Any, args: Any, kwargs: Any) -> None:
         if not self._seen_in_step:
@@ -463,23 +475,25 @@ class ModelProbe:
         if self._blocks:
             out["block_lists"] = list(self._blocks)
         if self.autocast is not None:
-            out["autocast"] = self.autocast
+            out["autocast"], out["autocast_dtype"] = self.autocast, self.autocast_dtype
         if self.batch_size is not None:
             out.update(batch_size=self.batch_size, batch_source="forward")
             if self.input_shape is not None:
                 out["input_shape"] = self.input_shape
         if frames is not None:
-            # Read on the OOM's own thread (grad mode is per thread): False under no_grad or
-            # inference_mode, where nothing is saved for a backward.
-            torch = sys.modules.get("torch")
-            if torch is not None:
-                out["grad_enabled"] = bool(torch.is_grad_enabled())
             stack = stack_evidence(frames, self._block_index, main_thread)
             if "batch_size" in out:
                 stack.pop("batch_size", None)
                 stack.pop("batch_source", None)
                 stack.pop("input_shape", None)
             out.update(stack)
+            # Read on the OOM's own thread (grad mode is per thread): False under no_grad or
+            # inference_mode, where nothing is saved for a backward; a backward or an
+            # optimizer step belongs to a step that records (TRAINING_PHASES).
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                out["grad_enabled"] = out.get("phase") in TRAINING_PHASES or \
+                    bool(torch.is_grad_enabled())
         shape = out.get("input_shape")
         if shape is not None and shape[0] in self._shapes_by_batch:
             out["past_input_shape"] = self._shapes_by_batch[shape[0]]

@@ -139,8 +139,9 @@ class OomEvidence:
     #: input at the same batch size: which dimension grew (None: unknown).
     input_shape: tuple[int, ...] | None = None
     past_input_shape: tuple[int, ...] | None = None
-    #: Was autograd recording on the OOM's thread (None: unknown)? Was a ``generate()`` call
-    #: on the stack (a KV cache growing with every token)?
+    #: Was autograd recording in the failing step (None: unknown)? Read on the OOM's thread,
+    #: and true in a backward or an optimizer step, whose own code turns it off there. Was a
+    #: ``generate()`` call on the stack (a KV cache growing with every token)?
     grad_enabled: bool | None = None
     generating: bool = False
     world_size: int = 1
@@ -194,9 +195,10 @@ class OomEvidence:
     #: biggest first, e.g. [("transformer.h", "GPT2Block", 12)] (checkpointing candidates).
     block_lists: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
     #: dtype of most parameter bytes ("float32", "bfloat16", ...), "" when unknown; was
-    #: autocast on in the last forward (None: unknown)?
+    #: autocast on in the last forward (None: unknown), and its dtype ("" when off or unknown)?
     parameter_dtype: str = ""
     autocast: bool | None = None
+    autocast_dtype: str = ""
     #: Bytes of the trainable parameters (0: unknown).
     parameter_bytes: int = 0
     #: The optimizer's class name, its state bytes now, and what its state will be once every

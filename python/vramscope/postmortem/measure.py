@@ -37,6 +37,7 @@ from .._core.units import format_bytes
 from ..attribution.model_probe import (
     FACTORED_STATE_SHARE,
     STATE_PER_PARAMETER,
+    TRAINING_PHASES,
     block_lists,
     optimizer_summary,
     parameter_summary,
@@ -558,10 +559,11 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
     if scene.generate_kwargs is not None:
         grad = False
     # A model in evaluation mode with no optimizer, no optimizer step seen, no gradient on its
-    # parameters, run with autograd on: an inference loop that forgot no_grad. It runs the
-    # forward alone, and autograd keeps what a backward would need; the remedy is measured
-    # with autograd off.
-    forgot_no_grad = grad and scene.optimizer is None and not e.optimizer and not e.steps \
+    # parameters, run with autograd on, outside a backward: an inference loop that forgot
+    # no_grad. It runs the forward alone, and autograd keeps what a backward would need; the
+    # remedy is measured with autograd off.
+    forgot_no_grad = grad and e.phase not in TRAINING_PHASES and scene.optimizer is None \
+        and not e.optimizer and not e.steps \
         and getattr(scene.model, "training", True) is False \
         and all(p.grad is None for p in scene.model.parameters())
     dist = getattr(torch, "distributed", None)

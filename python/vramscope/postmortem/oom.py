@@ -30,7 +30,12 @@ from typing import Any
 from .._core.evidence import PROGRAM, PostMortemSlot, Provider, Stack
 from .._core.session import SESSION, Session
 from .._core.torchcheck import oom_in_chain
-from ..attribution.model_probe import frames_of_traceback, oom_frames, stack_evidence
+from ..attribution.model_probe import (
+    TRAINING_PHASES,
+    frames_of_traceback,
+    oom_frames,
+    stack_evidence,
+)
 from .advice import (
     Holder,
     OomEvidence,
@@ -276,8 +281,10 @@ class PostMortem(PostMortemSlot):
             record = _agent_record(agent, device, at_oom=True)
             # The observer's caller: the frame that was running when the allocation failed.
             stack = oom_frames(sys._getframe(0).f_back)
-            self.oom_modes = _modes()
-            self._emit(self.collect_evidence(device, stack, record), record)
+            modes = _modes()
+            e = self.collect_evidence(device, stack, record)
+            self.oom_modes = _step_modes(e, modes)
+            self._emit(e, record)
         except Exception as exc:  # noqa: BLE001 -- never replace the program's OutOfMemoryError
             print(f"vramscope: could not write the OOM report ({exc})", file=sys.stderr,
                   flush=True)
@@ -413,6 +420,19 @@ def _modes() -> tuple[bool, Any]:
     torch = sys.modules["torch"]
     dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
     return bool(torch.is_grad_enabled()), dtype
+
+
+def _step_modes(e: OomEvidence, thread: tuple[bool, Any]) -> tuple[bool, Any]:
+    """The modes the failing step is run again in: the OOM thread's ``thread`` modes, except
+    in a backward or an optimizer step (TRAINING_PHASES), whose own code runs without autograd
+    or autocast: there the step recorded a graph, and its forward ran with the autocast the
+    model probe saw (the thread's when the probe saw none)."""
+    if e.phase not in TRAINING_PHASES:
+        return thread
+    torch = sys.modules["torch"]
+    if e.autocast is None:
+        return True, thread[1]
+    return True, getattr(torch, e.autocast_dtype, None) if e.autocast else None
 
 
 def _holds_graph(value: Any) -> bool:

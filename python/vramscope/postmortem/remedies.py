@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._core.units import format_bytes
-from ..attribution.model_probe import STATE_PER_PARAMETER
+from ..attribution.model_probe import STATE_PER_PARAMETER, TRAINING_PHASES
 from ..predict.model import MemoryModel, Probe, fit_model
 from ..predict.search import DEFAULT_MARGIN, guard_answer
 from .advice import Advice, Holder, Measured, OomEvidence, StepPoint, growing_text, leak_rate
@@ -183,9 +183,10 @@ def _projection(e: OomEvidence) -> tuple[int, str, bool]:
 
 def _autograd_off(e: OomEvidence) -> bool:
     """Was autograd off at the OOM because the program ran without it (no_grad, inference_mode)?
-    Not inside the optimizer's step: ``Optimizer.step`` turns autograd off itself, and a
-    training step that runs out there is no inference."""
-    return e.grad_enabled is False and e.phase != "optimizer"
+    Never in a backward or an optimizer step (``grad_enabled`` is the step's mode there, not
+    the engine's or ``Optimizer.step``'s own): a training step that runs out there is no
+    inference."""
+    return e.grad_enabled is False and e.phase not in TRAINING_PHASES
 
 
 def _optimizer_step_floor(e: OomEvidence) -> int:

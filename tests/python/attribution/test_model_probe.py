@@ -152,6 +152,44 @@ def test_the_stack_in_an_optimizer_step_and_on_the_autograd_thread():
     assert probe.stack_evidence([], main_thread=False) == {"phase": "backward"}
 
 
+def test_grad_mode_is_the_steps_in_a_backward_and_an_optimizer_step():
+    # Both run with autograd off on their own thread (the engine's grad mode, the optimizer's
+    # no_grad) inside a step that records: the evidence says the step's mode. Under no_grad
+    # (inference) it says off.
+    model = torch.nn.Linear(4, 4)
+    p = probe.ModelProbe()
+    p.attach(model)
+    seen = {}
+
+    class Reading(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            seen["forward"] = p.evidence(probe.frames_outward(sys._getframe()))
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            assert not torch.is_grad_enabled()  # the engine's own mode
+            seen["backward"] = p.evidence(probe.frames_outward(sys._getframe()))
+            return grad
+
+    class Stepping(torch.optim.SGD):
+        @torch.no_grad()
+        def step(self, closure=None):
+            seen["optimizer"] = p.evidence(probe.frames_outward(sys._getframe()))
+            return super().step(closure)
+
+    opt = Stepping(model.parameters(), lr=0.1)
+    Reading.apply(model(torch.ones(1, 4))).sum().backward()
+    opt.step()
+    with torch.no_grad():
+        Reading.apply(model(torch.ones(1, 4)))
+    assert [(seen[k]["phase"], seen[k]["grad_enabled"]) for k in ("backward", "optimizer")] \
+        == [("backward", True), ("optimizer", True)]
+    assert seen["forward"]["grad_enabled"] is False  # the last forward: under no_grad
+    p.close()
+
+
 def test_a_traceback_keeps_the_frames_of_the_failing_forward():
     class Failing(torch.nn.Module):
         def forward(self, x):

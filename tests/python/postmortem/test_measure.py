@@ -837,6 +837,13 @@ def test_an_inference_loop_that_forgot_no_grad_is_measured_forward_only_and_told
     m = _measure.measure(scene, e, device=GradDevice(amp_share=1.0))
     assert not isinstance(m, str) and not any(r.kind == "no_grad" for r in m.remedies)
     model.head.bias.grad = None
+    # The same model running out in a backward (input gradients of an evaluated model): the
+    # program runs one, so the step is run again with it, and no_grad is no remedy.
+    e.phase = "backward"
+    m = _measure.measure(scene, e, device=GradDevice(amp_share=1.0))
+    assert not isinstance(m, str) and model.backwards > 0
+    assert not any(r.kind == "no_grad" for r in m.remedies)
+    e.phase, model.backwards = "", 0
     # The same loop training (an optimizer): no such advice, a backward is run again.
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

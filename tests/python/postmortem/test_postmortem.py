@@ -126,6 +126,54 @@ def test_the_observer_reads_its_snapshot_once_and_assesses_once(postmortem, caps
     assert oom.report_exception(RuntimeError(MESSAGE), 0) == postmortem.last_report()
 
 
+def test_an_oom_in_a_backward_is_run_again_with_autograd_and_the_forwards_autocast(postmortem):
+    # The autograd engine runs a backward with grad mode off, and without the autocast the
+    # forward ran under: read on the OOM's thread alone, the step would be run again forward
+    # only, without autocast (a need of the parameters and one layer's output). The observer
+    # is called from inside the backward, as the agent calls it on the failing thread.
+    torch = pytest.importorskip("torch")
+    from vramscope.attribution.model_probe import ModelProbe
+
+    class Failing(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            postmortem.on_oom(0)
+            return grad
+
+    model = torch.nn.Linear(4, 4)
+    probe = ModelProbe()
+    probe.attach(model)
+
+    def provider(device, stack):
+        return probe.evidence(*stack) if stack is not None else probe.evidence()
+
+    oom.add_provider(provider)
+    was = torch.get_autocast_dtype("cuda")
+    try:
+        with installed(CountingAgent(snapshot=True)):
+            # autocast's switch for CUDA, as torch.autocast("cuda", dtype=torch.bfloat16)
+            # sets it (the host's tensors are not cast by it).
+            torch.set_autocast_dtype("cuda", torch.bfloat16)
+            torch.set_autocast_enabled("cuda", True)
+            try:
+                loss = Failing.apply(model(torch.ones(2, 4))).sum()
+            finally:
+                torch.set_autocast_enabled("cuda", False)
+            loss.backward()
+    finally:
+        torch.set_autocast_dtype("cuda", was)
+        oom.remove_provider(provider)
+        probe.close()
+    assert postmortem.oom_modes == (True, torch.bfloat16)
+    written = json.loads(pathlib.Path(postmortem.last_report()["json"]).read_text())
+    assert written["phase"] == "backward" and written["grad_enabled"] is True
+    assert written["autocast"] is True and written["autocast_dtype"] == "bfloat16"
+
+
 def test_the_extensions_snapshot_taken_now_is_the_fallbacks_one_read(tmp_path):
     # The real extension on torch's CPU tensors (its CPU proxy, device 0): the snapshot taken
     # now has the observer's keys, and the fallback writes its report from it and marks the
