@@ -91,6 +91,13 @@ class _Segments:
             self.pinned -= self.size[segment]
 
 
+#: The trace's actions the replay follows. The others carry no block of a segment: "oom" (the
+#: allocator raised; it has ``device_free`` in place of ``addr``), "snapshot",
+#: "free_requested" (the block stays in use until its free completes), "user_defined".
+REPLAYED = frozenset({"segment_alloc", "segment_map", "segment_free", "segment_unmap", "alloc",
+                      "free_completed"})
+
+
 def _get(event: Any, key: str, index: int) -> Any:
     return event[key] if isinstance(event, Mapping) else event[index]
 
@@ -121,6 +128,8 @@ def pinned_peak(segments: Iterable[Mapping[str, Any]], events: Iterable[Any],
     for event in events:
         count += 1
         action = _get(event, "action", 0)
+        if action not in REPLAYED:
+            continue
         size = int(_get(event, "size", 1))
         address = int(_get(event, "addr", 3))
         if action == "segment_alloc" or action == "segment_map":

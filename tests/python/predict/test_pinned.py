@@ -58,3 +58,14 @@ def test_blocks_of_unknown_segments_pin_at_least_their_bytes():
     p = pinned_peak([], events, outside_bytes=MiB)
     assert p.unknown_events == 1
     assert p.pinned_bytes == 7 * MiB and p.allocated_bytes == 7 * MiB
+
+
+def test_an_oom_in_the_window_is_no_block_and_has_no_address():
+    # torch's trace entry of an OOM the allocator raised (a probe that ran out and went on)
+    # carries device_free in place of addr; the replay goes on past it.
+    oom = {"action": "oom", "size": 64 * MiB, "stream": 0, "device_free": 10 * MiB}
+    events = [ev("segment_alloc", 0, 20 * MiB), ev("alloc", 0, 8 * MiB), oom,
+              ev("free_completed", 0, 8 * MiB)]
+    p = pinned_peak([], events)
+    assert (p.pinned_bytes, p.allocated_bytes, p.final_allocated_bytes) == (20 * MiB, 8 * MiB, 0)
+    assert p.events == 4 and p.unknown_events == 0
