@@ -735,6 +735,7 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
         recovers = max(0, m.need_bytes - r.need_bytes)
         if r.kind == "batch_size":
             params["batch_grew"] = bool(ran) and int(params["from_batch_size"]) > max(ran)
+            params["margin_bytes"] = e.budget_bytes - r.need_bytes
         caps = not kept and (r.kind in _CAPS or (r.kind == "batch_size" and (
             params["batch_grew"] or not dims)))
         title, how = _measured_text(r.kind, params)

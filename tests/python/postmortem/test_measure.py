@@ -194,6 +194,9 @@ def test_a_remedy_is_promised_only_when_its_need_with_the_allowance_fits():
     assert any(k == "mixed_precision" for k, _ in a.not_advised)
     batch = next(x for x in a.advice if x.kind == "batch_size")
     assert batch.fits and batch.params["batch_size"] < BATCH
+    # What the batch leaves of the budget, as an estimated batch says it.
+    [measured] = [r for r in m.remedies if r.kind == "batch_size"]
+    assert batch.params["margin_bytes"] == e.budget_bytes - measured.need_bytes > 0
 
 
 def test_the_optimizer_step_is_added_to_a_forward_and_backward():
