@@ -21,6 +21,7 @@ GPU, so it is safe in the OOM handler.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import sys
 import threading
@@ -390,8 +391,9 @@ class ModelProbe:
         #: Did a hooked forward read the batch since the last step end?
         self._seen_in_step = False
         self.batch_size: int | None = None
-        #: The model input's shape at the last forward, and the last shape seen at a step end
-        #: per batch size (a sequence that grew at the same batch is told apart by it).
+        #: The model input's shape at the last forward, and the smallest shape seen at a step
+        #: end per batch size (a sequence that grew at the same batch is told apart by it: over
+        #: the run, not only since the last step, which may have had the failing length).
         self.input_shape: tuple[int, ...] | None = None
         self._shapes_by_batch: dict[int, tuple[int, ...]] = {}
         #: Was autocast on in the last forward (None: no forward seen), and its dtype ("" when
@@ -441,8 +443,12 @@ class ModelProbe:
                                                                with_kwargs=True)
                                    for c in model.children()]
         self._seen_in_step = False
-        if self.input_shape is not None and len(self._shapes_by_batch) < 64:
-            self._shapes_by_batch[self.input_shape[0]] = self.input_shape
+        shape = self.input_shape
+        if shape is not None:
+            kept = self._shapes_by_batch.get(shape[0])
+            if kept is None and len(self._shapes_by_batch) < 64 or \
+                    kept is not None and math.prod(shape) < math.prod(kept):
+                self._shapes_by_batch[shape[0]] = shape
 
     def _on_forward(self, module: Any, args: Any, kwargs: Any) -> None:
         # One call per forward of the top-level module: the leading dimension and autocast.

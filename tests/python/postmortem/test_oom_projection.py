@@ -88,7 +88,13 @@ def test_the_probe_keeps_the_input_shape_per_batch_for_the_report():
     model = torch.nn.Embedding(10, 3)
     probe = ModelProbe()
     probe.attach(model)
-    model(torch.zeros(2, 5, dtype=torch.long))
+    # A length curriculum, two steps each: the second step at 9 runs out. The past shape is
+    # the smallest that ran at that batch, not the last (9 already, which would say nothing
+    # grew); a larger batch's shapes are its own.
+    for length in (5, 5, 9):
+        model(torch.zeros(2, length, dtype=torch.long))
+        probe.step_end()
+    model(torch.zeros(4, 3, dtype=torch.long))
     probe.step_end()
     model(torch.zeros(2, 9, dtype=torch.long))
     evidence = probe.evidence()
