@@ -17,12 +17,14 @@ host memory. Environment: ``VRAMSCOPE_OOM_REPORT=0`` disables it; ``VRAMSCOPE_OO
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import os
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -482,9 +484,33 @@ def _earlier_tensors(frames: list[Any]) -> list[Any]:
         return []
 
 
+def _own_cells(frame: Any) -> list[types.CellType]:
+    """The cells of ``frame``'s own cell variables: made by its call and shared with the
+    closures it made (torch's ``Module._call_impl`` keeps its ``args`` in one, for its
+    ``inner()``), not the free variables an enclosing function gave it, which outlive the call
+    (a decorator's ``func``). Read before the frame is cleared; [] when they cannot be told
+    apart."""
+    code = frame.f_code
+    if not code.co_cellvars:
+        return []
+    referents = gc.get_referents(frame)
+    free: set[int] = set()
+    if code.co_freevars:
+        function = next((r for r in referents if isinstance(r, types.FunctionType)
+                         and r.__code__ is code), None)
+        if function is None:
+            return []
+        free = {id(c) for c in function.__closure__ or ()}
+    return [r for r in referents if isinstance(r, types.CellType) and id(r) not in free]
+
+
 def _free_failed_step(tb: TracebackType | None, frames: list[Any]) -> None:
-    """Lets the failed step's memory go: the locals of the traceback's frames, and the
-    program's globals that hold an autograd graph (a script's top-level ``loss``, ``out``)."""
+    """Lets the failed step's memory go: the locals of the traceback's frames, the cells of
+    their own closures that hold an autograd graph, and the program's globals that hold one
+    (a script's top-level ``loss``, ``out``). A frame object keeps its function (Python 3.11
+    on), and a closure's function keeps its cells: ``Module._call_impl``'s ``inner()`` kept
+    the failing block's input, and with it every block's activations before it, through the
+    measurement (9 GiB of a 12 GiB cap on the GPU, read as the step's own need)."""
     seen: set[int] = set()
     for frame in frames:
         names = frame.f_globals
@@ -496,10 +522,15 @@ def _free_failed_step(tb: TracebackType | None, frames: list[Any]) -> None:
     while tb is not None:
         frame = tb.tb_frame
         tb = tb.tb_next
+        cells = _own_cells(frame)
         try:
             frame.clear()
         except RuntimeError:
             continue  # still running (the caller's own): its locals are its own
+        for cell in cells:
+            with contextlib.suppress(ValueError):  # an empty cell
+                if _holds_graph(cell.cell_contents):
+                    del cell.cell_contents
         # Before Python 3.13 reading f_locals (the evidence did) leaves a dict on the frame
         # that frame.clear() keeps: its values, the step's tensors among them, stay alive.
         if frame.f_code.co_name != "<module>":

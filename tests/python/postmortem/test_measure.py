@@ -27,6 +27,48 @@ PER_SAMPLE = GiB // 10
 CHECKPOINT_SHARE = 0.3
 #: What must fit under a cap over the allocated peak (the measured allowance).
 ALLOWANCE = 1.05
+def test_the_failed_blocks_graph_is_freed_though_a_closure_of_torchs_kept_its_input():
+    # With any module hook installed (Monitor(model=, optimizer=) installs global ones),
+    # Module._call_impl runs the forward through a closure, inner(), whose cell keeps the
+    # call's args; a finished frame keeps its function (Python 3.11 on), so the failing
+    # block's input, and the graph of every block before it, outlived its frames' clearing.
+    import gc
+    import weakref
+
+    from vramscope.attribution.model_probe import frames_of_traceback
+    from vramscope.postmortem.oom import _free_failed_step
+
+    outputs: list = []
+
+    class Block(torch.nn.Linear):
+        def forward(self, x):
+            if self.fails:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            y = torch.relu(super().forward(x))
+            outputs.append(weakref.ref(y))
+            return y
+
+    blocks = torch.nn.Sequential(*[Block(8, 8) for _ in range(4)])
+    for i, block in enumerate(blocks):
+        block.fails = i == 3
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(lambda m, args: None)
+    try:
+        blocks(torch.ones(2, 8))
+    except torch.OutOfMemoryError as exc:
+        frames = frames_of_traceback(exc.__traceback__)
+        for frame in frames:
+            _ = frame.f_locals  # what the evidence does
+        _free_failed_step(exc.__traceback__, frames)
+        del frames
+    finally:
+        hook.remove()
+    gc.collect()
+    assert len(outputs) == 3 and all(r() is None for r in outputs)
+    # What the closures shared with longer-lived code is untouched: the blocks still run.
+    blocks[3].fails = False
+    assert blocks(torch.ones(2, 8)).shape == (2, 8)
+
+
 CAP = 10 * GiB
 BATCH = 128
 
