@@ -107,6 +107,9 @@ class PostMortem(PostMortemSlot):
         #: Grad mode and autocast dtype on the failing thread at the last OOM the observer
         #: saw (read live there; the exception's unwinding restores both).
         self.oom_modes: tuple[bool, Any] | None = None
+        #: Where the last OOM the observer saw came: the innermost Python frame running then
+        #: (its id) and its instruction; None off Python frames (the autograd engine's thread).
+        self.oom_site: tuple[int, int] | None = None
         #: The summary of the last measurement after an OOM ("" before the first).
         self.last_summary = ""
         #: The sys.excepthook this post-mortem wrapped (None: not wrapped).
@@ -283,6 +286,7 @@ class PostMortem(PostMortemSlot):
             record = _agent_record(agent, device, at_oom=True)
             # The observer's caller: the frame that was running when the allocation failed.
             stack = oom_frames(sys._getframe(0).f_back)
+            self.oom_site = (id(stack[0][0]), stack[0][0].f_lasti) if stack[0] else None
             modes = _modes()
             e = self.collect_evidence(device, stack, record)
             self.oom_modes = _step_modes(e, modes)
@@ -302,7 +306,7 @@ class PostMortem(PostMortemSlot):
         summary. Handles each
         exception once (nested Monitor and run); returns the report's paths, None when none was
         written. Never raises: the caller re-raises ``exc``."""
-        oom = oom_in_chain(exc)
+        oom = self.oom_of(exc)
         if oom is None or getattr(oom, "_vramscope_oom_handled", False):
             return None
         exc = oom
@@ -338,6 +342,23 @@ class PostMortem(PostMortemSlot):
             return None
 
 
+    def oom_of(self, exc: BaseException) -> BaseException | None:
+        """The OOM ``exc`` is (torchcheck.oom_in_chain: it, or the one it was raised from), or
+        ``exc`` itself when it is a RuntimeError raised by the very call that the observer saw
+        run out of memory (``oom_site``): cuDNN tries its engines' workspaces one by one, and
+        when every one of them ran out it raises "GET was unable to find an engine to execute
+        this computation", no OutOfMemoryError, after the allocator's OOM; a convolution
+        that ran out of memory ends that way. None otherwise."""
+        oom = oom_in_chain(exc)
+        if oom is not None or self.oom_site is None or not isinstance(exc, RuntimeError):
+            return oom
+        tb, last = exc.__traceback__, None
+        while tb is not None:
+            last, tb = tb, tb.tb_next
+        if last is not None and (id(last.tb_frame), last.tb_lasti) == self.oom_site:
+            return exc
+        return None
+
     # ----- the measurement, once the OOM ends the process
     def measure_and_report(self, exc: BaseException, echo: bool = True) -> dict[str, str] | None:
         """For a process the OOM ``exc`` is ending (``vramscope run``'s program raised it;
@@ -347,7 +368,7 @@ class PostMortem(PostMortemSlot):
         and its remedies (vramscope.postmortem.measure), rewrites the report with the
         measurements and prints their summary (``echo``; ``last_summary`` holds it either
         way). Once per exception; never raises. ``VRAMSCOPE_OOM_MEASURE=0`` turns it off."""
-        oom = oom_in_chain(exc)
+        oom = self.oom_of(exc)
         if oom is not None:
             exc = oom
         if (oom is None or getattr(exc, "_vramscope_oom_measured", False)

@@ -126,6 +126,31 @@ def test_the_observer_reads_its_snapshot_once_and_assesses_once(postmortem, caps
     assert oom.report_exception(RuntimeError(MESSAGE), 0) == postmortem.last_report()
 
 
+def test_an_error_raised_by_the_call_that_ran_out_is_taken_for_its_oom(postmortem):
+    # cuDNN tries each engine's workspace; when every one runs out it raises "GET was unable to
+    # find an engine to execute this computation", a RuntimeError, after the observer saw the
+    # allocator's OOM in that same call. Here a C call (a list over a dict's keys) calls the
+    # observer, as the allocator does, and then raises its own RuntimeError.
+    pytest.importorskip("torch")
+    keys = {0: 0}
+
+    class Growing(CountingAgent):
+        def oom_snapshot(self):
+            keys[len(keys)] = 0  # the dict changes size: the iteration raises after the observer
+            return super().oom_snapshot()
+
+    with installed(Growing(snapshot=True)):
+        with pytest.raises(RuntimeError, match="changed size") as info:
+            list(map(postmortem.on_oom, iter(keys)))
+        assert postmortem.oom_of(info.value) is info.value
+        assert oom.report_exception(info.value, 0) == postmortem.last_report()
+        # The same error from another call is the program's own.
+        with pytest.raises(RuntimeError, match="changed size") as other:
+            for key in keys:
+                keys[key + len(keys)] = 0
+        assert postmortem.oom_of(other.value) is None
+
+
 def test_an_oom_in_a_backward_is_run_again_with_autograd_and_the_forwards_autocast(postmortem):
     # The autograd engine runs a backward with grad mode off, and without the autocast the
     # forward ran under: read on the OOM's thread alone, the step would be run again forward
