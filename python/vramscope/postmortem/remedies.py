@@ -8,8 +8,9 @@ numbers; the GPU tests apply the first advice and rerun the program.
 
 Among remedies that fit, the order prefers what changes least in the training: fix a leak, free
 the card from other processes, an allocator setting, then (when the batch just grew past what
-fits) the batch that fits, then checkpointing, mixed precision, a lighter optimizer, a larger
-memory-fraction cap, and a smaller batch last (it changes the optimisation).
+fits) the batch that fits, then checkpointing, mixed precision, a lighter optimizer, a smaller
+batch (it changes the optimisation), and a larger memory-fraction cap last: the cap is a limit
+the program set itself (a share of a card that others use too), which the other remedies keep.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ LEAK_ITEMS_PER_STEP = 4
 PRIORITY = ("eval_accumulation", "leak", "no_grad", "map_location", "other_processes",
             "expandable_segments",
             "empty_cache", "batch_grew", "sequence_length", "image_size",
-            "activation_checkpointing", "mixed_precision", "optimizer_state", "memory_fraction",
-            "model_dtype", "batch_size", "max_new_tokens", "generic")
+            "activation_checkpointing", "mixed_precision", "optimizer_state", "model_dtype",
+            "batch_size", "max_new_tokens", "memory_fraction", "generic")
 
 
 @dataclasses.dataclass
