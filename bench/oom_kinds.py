@@ -515,7 +515,10 @@ def _lane(name: str, folder: str) -> dict:
                    "notes": measured["notes"]},
                measure_note=report.get("measure_note"),
                first={k: v for k, v in advice[0].items() if k != "detail"},
-               applied=[])
+               applied=[],
+               # The OOM run's last output (the summaries, the exception that ended it) and
+               # its whole report: what a result that surprises is read from afterwards.
+               tail=tail, report=report)
     tried = [advice[0]] + [a for a in advice[1:] if a.get("fits")]
     for a in tried:
         rc2, report2, tail2 = _run(name, a, folder)

@@ -4,7 +4,8 @@
 #   pytest tests/gpu            the main group, within 8 minutes on one H200 (1 GPU: multi-GPU
 #                               and DDP tests skip; 2 GPUs: all run)
 #   pytest tests/gpu -m slow    the slow group on its own: fit's bisections in fresh processes,
-#                               the OOM programs with their advice applied
+#                               the OOM programs with their advice applied, the step peaks under
+#                               the allocator's variants (expandable segments, CUDA graphs)
 # The CLI is $VRAMSCOPE_CLI, else the `vramscope` installed beside this Python or on PATH.
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ NO_GPU_REASON = (None if torch.cuda.is_available()
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: the slow group (pytest tests/gpu -m slow): fit's "
-                            "bisections and the OOM programs; left out of `pytest tests/gpu`")
+                            "bisections, the OOM programs, the step peaks' allocator variants; "
+                            "left out of `pytest tests/gpu`")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -59,9 +59,14 @@ MODELS = {
     "lightning": {},
     "gpt2_expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
 }
+#: The allocator's variants (expandable segments here, CUDA graphs' private pools below) run in
+#: the slow group: the main group fits one 10-minute GPU run (each case is three processes, a
+#: minute on an H100).
+VARIANTS = {"gpt2_expandable"}
 
 
-@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("model", [pytest.param(m, marks=pytest.mark.slow) if m in VARIANTS
+                                   else m for m in sorted(MODELS)])
 def test_every_step_peak_equals_torchs(model: str):
     env = MODELS[model]
     # The truth: the same program, vramscope attached too (so that both processes are alike
@@ -90,6 +95,7 @@ def test_every_step_peak_equals_torchs(model: str):
         steps_apart(in_run, torch_peaks))
 
 
+@pytest.mark.slow
 def test_cuda_graphs_step_peaks_equal_torchs():
     # torch.compile(mode="reduce-overhead"): CUDA graphs in private pools. Two processes make the
     # same requests here but not always the same blocks (measured on the H200: 293 allocations

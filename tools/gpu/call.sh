@@ -7,7 +7,8 @@
 # system's torch, the wheel installed with plain pip). Logs go to $OUT/NAME.tar.gz (the device's
 # folder that comes back; /tmp/vramscope-call without one) and a summary is printed last.
 #   main       tools/gpu/reach.sh: the agent compiled on first use (timed), then `pytest tests/gpu`
-#   slow-fit   pytest -m slow tests/gpu/test_fit.py (fit's probes and bisections)
+#   slow-fit   pytest -m slow over test_fit.py (fit's probes and bisections) and test_step_peaks.py
+#              (the step peaks under expandable segments and CUDA graphs)
 #   slow-oom   pytest -m slow over test_oom.py, test_oom_advice.py and test_integrations_gpu.py
 #              (whole programs run to their OOM and measured; the plugin's measured OOM)
 #   oom-kinds  bench/oom_kinds.py --jobs 8 (19 OOM programs; first advice and every fits: true
@@ -40,7 +41,7 @@ case "$name" in
   slow-fit|slow-oom)
     # shellcheck source=tools/gpu/wheel-venv.sh
     source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
-    files=(tests/gpu/test_fit.py)
+    files=(tests/gpu/test_fit.py tests/gpu/test_step_peaks.py)
     [[ "$name" == slow-oom ]] && files=(tests/gpu/test_oom.py tests/gpu/test_oom_advice.py
                                         tests/gpu/test_integrations_gpu.py)
     pytest_group 540 -m slow -v "${files[@]}"
