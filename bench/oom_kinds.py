@@ -129,11 +129,14 @@ def t5_seq(advice: dict) -> None:
 
 
 def gpt2_generate(advice: dict) -> None:
-    """Inference: generate() under no_grad, 1024 new tokens at batch 192, 8 GiB."""
+    """Inference: generate() under no_grad, 1024 new tokens at batch 192, 8 GiB. The model has
+    room for them: 2048 positions (GPT-2's 1024 would index past its table at the 1009th new
+    token, a device-side assert, which the step measured again at one sample reached on the
+    GPU)."""
     torch = _setup(8, advice)
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    model = GPT2LMHeadModel(GPT2Config()).cuda().eval()
+    model = GPT2LMHeadModel(GPT2Config(n_positions=2048)).cuda().eval()
     b = _batch(192, advice)
     new = int(advice["max_new_tokens"]) if advice.get("kind") == "max_new_tokens" else 1024
     with torch.no_grad(), _autocast(torch, False, advice):
