@@ -88,6 +88,26 @@ def input_shape(args: Any, kwargs: Any = None) -> tuple[int, ...] | None:
     return tuple(int(d) for d in item.shape) if item is not None else None
 
 
+def loop_input_shape(frame: FrameType | None, model: Any) -> tuple[int, ...] | None:
+    """The shape of what looks like the step's input among a training loop's locals (one level
+    into lists, tuples and dicts): the first tensor of two or more dimensions that needs no
+    gradient and no graph made (a batch, not an output, a loss or a parameter). None without
+    one. A guess: the probe keeps it only where a forward's input has its rank and batch."""
+    tensor = _tensor_type()
+    if frame is None or tensor is None:
+        return None
+    for value in list(frame.f_locals.values()):
+        if value is model:
+            continue
+        inner = value.values() if isinstance(value, Mapping) else (
+            value if isinstance(value, (list, tuple)) else (value,))
+        for item in itertools.islice(inner, 16):
+            if isinstance(item, tensor) and item.dim() >= 2 and not item.requires_grad \
+                    and item.grad_fn is None:
+                return tuple(int(d) for d in item.shape)
+    return None
+
+
 def leading_dim(args: Any, kwargs: Any = None) -> int | None:
     """The leading dimension of that first tensor (the batch size); None if none."""
     shape = input_shape(args, kwargs)
@@ -396,6 +416,11 @@ class ModelProbe:
         #: the run, not only since the last step, which may have had the failing length).
         self.input_shape: tuple[int, ...] | None = None
         self._shapes_by_batch: dict[int, tuple[int, ...]] = {}
+        #: The shape of the input found beside the model in the loop's locals when discovery
+        #: found the model (that step ran before the hook): a past shape once a forward's input
+        #: has its rank and batch (then dropped). The step a curriculum runs out at may be the
+        #: one right after it.
+        self._before_attach: tuple[int, ...] | None = None
         #: Was autocast on in the last forward (None: no forward seen), and its dtype ("" when
         #: off)?
         self.autocast: bool | None = None
@@ -432,6 +457,14 @@ class ModelProbe:
         model = find_model(frame, optimizer)
         if model is not None:
             self.attach(model)
+            self._before_attach = loop_input_shape(frame, model)
+
+    def _past_shape(self, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The smallest input shape that ran at ``shape``'s batch, of the same rank: the steps
+        seen, and the input found at discovery."""
+        found = [s for s in (self._shapes_by_batch.get(shape[0]), self._before_attach)
+                 if s is not None and len(s) == len(shape) and s[0] == shape[0]]
+        return min(found, key=math.prod) if found else None
 
     def step_end(self) -> None:
         """At a step end: when the top-level forward did not run during the step, hooks its
@@ -445,10 +478,10 @@ class ModelProbe:
         self._seen_in_step = False
         shape = self.input_shape
         if shape is not None:
-            kept = self._shapes_by_batch.get(shape[0])
-            if kept is None and len(self._shapes_by_batch) < 64 or \
-                    kept is not None and math.prod(shape) < math.prod(kept):
-                self._shapes_by_batch[shape[0]] = shape
+            smallest = min(shape, self._past_shape(shape) or shape, key=math.prod)
+            self._before_attach = None
+            if shape[0] in self._shapes_by_batch or len(self._shapes_by_batch) < 64:
+                self._shapes_by_batch[shape[0]] = smallest
 
     def _on_forward(self, module: Any, args: Any, kwargs: Any) -> None:
         # One call per forward of the top-level module: the leading dimension and autocast.
@@ -501,8 +534,9 @@ class ModelProbe:
                 out["grad_enabled"] = out.get("phase") in TRAINING_PHASES or \
                     bool(torch.is_grad_enabled())
         shape = out.get("input_shape")
-        if shape is not None and shape[0] in self._shapes_by_batch:
-            out["past_input_shape"] = self._shapes_by_batch[shape[0]]
+        past = self._past_shape(shape) if shape is not None else None
+        if past is not None:
+            out["past_input_shape"] = past
         return out
 
     def close(self) -> None:

@@ -102,6 +102,53 @@ def test_the_probe_keeps_the_input_shape_per_batch_for_the_report():
     assert evidence["input_shape"] == (2, 9) and evidence["past_input_shape"] == (2, 5)
 
 
+def test_the_input_of_the_step_before_discovery_is_a_past_shape_when_the_next_has_its_rank():
+    # A curriculum under `vramscope run`: the probe finds the model at the first step's end
+    # (its forward ran without the hook), and the second step, longer, runs out. The first
+    # step's input is read beside the model in the loop's locals, and kept once the next
+    # forward shows an input of its rank and batch.
+    import sys
+
+    import torch
+
+    from vramscope.attribution.model_probe import ModelProbe
+
+    model = torch.nn.Embedding(10, 3)
+    probe = ModelProbe()
+
+    def loop(lengths, then):
+        for i, length in enumerate(lengths):
+            batch = {"input_ids": torch.zeros(2, length, dtype=torch.long)}
+            model(**{"input": batch["input_ids"]}).sum().backward()
+            if i == 0:
+                probe.discover(sys._getframe())  # the step end's caller: this loop
+            else:
+                probe.step_end()
+        then()
+
+    def out_of_memory():
+        model(torch.zeros(2, 9, dtype=torch.long))
+        seen.append(probe.evidence())
+
+    seen: list = []
+    loop([5], out_of_memory)
+    assert probe.attached
+    assert seen[0]["input_shape"] == (2, 9) and seen[0]["past_input_shape"] == (2, 5)
+    probe.close()
+    # A guess of another rank (the labels, say) is no past shape of this input.
+    probe, seen = ModelProbe(), []
+
+    def labels_only():
+        labels = torch.zeros(2, 1, 1)  # noqa: F841 -- what the loop holds at the step end
+        probe.discover(sys._getframe())
+        model(torch.zeros(2, 9, dtype=torch.long))
+        seen.append(probe.evidence())
+
+    labels_only()
+    assert "past_input_shape" not in seen[0]
+    probe.close()
+
+
 def test_inference_under_no_grad_in_generate_weighs_neither_checkpointing_nor_the_optimizer():
     # The GPT-2 generate(): batch 192, 1024 new tokens under no_grad and an 8 GiB cap.
     e = card(allocated=int(7.5 * GiB), cached_free=int(0.4 * GiB), largest=100 * MiB,
