@@ -89,11 +89,17 @@ def input_shape(args: Any, kwargs: Any = None) -> tuple[int, ...] | None:
 
 
 def loop_input_shape(frame: FrameType | None, model: Any) -> tuple[int, ...] | None:
-    """The shape of what looks like the step's input among a training loop's locals (one level
-    into lists, tuples and dicts): the first tensor of two or more dimensions that needs no
-    gradient and no graph made (a batch, not an output, a loss or a parameter). None without
-    one. A guess: the probe keeps it only where a forward's input has its rank and batch."""
+    """The shape of what looks like the step's input in the training loop, the first frame
+    from ``frame`` outward (at most MAX_FRAMES) that holds ``model`` in a local: the first
+    tensor among its locals (one level into lists, tuples and dicts) of two or more dimensions
+    that needs no gradient and no graph made (a batch, not an output, a loss or a parameter).
+    None without one. A guess: the probe keeps it only where a forward's input has its rank
+    and batch."""
     tensor = _tensor_type()
+    for _ in range(MAX_FRAMES):
+        if frame is None or any(v is model for v in list(frame.f_locals.values())):
+            break
+        frame = frame.f_back
     if frame is None or tensor is None:
         return None
     for value in list(frame.f_locals.values()):

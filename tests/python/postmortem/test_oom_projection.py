@@ -116,12 +116,16 @@ def test_the_input_of_the_step_before_discovery_is_a_past_shape_when_the_next_ha
     model = torch.nn.Embedding(10, 3)
     probe = ModelProbe()
 
-    def loop(lengths, then):
+    def optimizer_hook():
+        # A step end from inside the optimizer's hook: the loop is further out.
+        probe.discover(sys._getframe())
+
+    def loop(net, lengths, then):
         for i, length in enumerate(lengths):
             batch = {"input_ids": torch.zeros(2, length, dtype=torch.long)}
-            model(**{"input": batch["input_ids"]}).sum().backward()
+            net(**{"input": batch["input_ids"]}).sum().backward()
             if i == 0:
-                probe.discover(sys._getframe())  # the step end's caller: this loop
+                optimizer_hook()
             else:
                 probe.step_end()
         then()
@@ -131,20 +135,20 @@ def test_the_input_of_the_step_before_discovery_is_a_past_shape_when_the_next_ha
         seen.append(probe.evidence())
 
     seen: list = []
-    loop([5], out_of_memory)
+    loop(model, [5], out_of_memory)
     assert probe.attached
     assert seen[0]["input_shape"] == (2, 9) and seen[0]["past_input_shape"] == (2, 5)
     probe.close()
     # A guess of another rank (the labels, say) is no past shape of this input.
     probe, seen = ModelProbe(), []
 
-    def labels_only():
+    def labels_only(net):
         labels = torch.zeros(2, 1, 1)  # noqa: F841 -- what the loop holds at the step end
         probe.discover(sys._getframe())
         model(torch.zeros(2, 9, dtype=torch.long))
         seen.append(probe.evidence())
 
-    labels_only()
+    labels_only(model)
     assert "past_input_shape" not in seen[0]
     probe.close()
 
