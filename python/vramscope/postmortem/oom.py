@@ -329,6 +329,8 @@ class PostMortem(PostMortemSlot):
             agent = session.agent
             record = _agent_record(agent, device, at_oom=False) if agent is not None else None
             e = self.evidence_from_exception(message, device, stack, record)
+            # The observer did not see this OOM: the modes and the site it read are another's.
+            self.oom_modes = self.oom_site = None
             paths = self._emit(e, record)
             if agent is not None:
                 # The segment (and `vramscope record` / `vramscope run --record`) gets its OOM

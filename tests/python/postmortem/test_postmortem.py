@@ -197,6 +197,11 @@ def test_an_oom_in_a_backward_is_run_again_with_autograd_and_the_forwards_autoca
     written = json.loads(pathlib.Path(postmortem.last_report()["json"]).read_text())
     assert written["phase"] == "backward" and written["grad_enabled"] is True
     assert written["autocast"] is True and written["autocast_dtype"] == "bfloat16"
+    # A later OOM the observer did not see (written from its exception) is not run again in
+    # this one's modes.
+    with installed(CountingAgent(snapshot=True)):
+        assert oom.report_exception(RuntimeError(MESSAGE), postmortem.observer_calls())
+    assert postmortem.oom_modes is None and postmortem.oom_site is None
 
 
 def test_the_extensions_snapshot_taken_now_is_the_fallbacks_one_read(tmp_path):
