@@ -59,10 +59,11 @@ MODELS = {
     "lightning": {},
     "gpt2_expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
 }
-#: The allocator's variants (expandable segments here, CUDA graphs' private pools below) run in
-#: the slow group: the main group fits one 10-minute GPU run (each case is three processes, a
-#: minute on an H100).
-VARIANTS = {"gpt2_expandable"}
+#: The allocator's variants (expandable segments here, CUDA graphs' private pools below) and the
+#: Lightning program (its step peaks are checked in-process by test_integrations_gpu.py's
+#: Lightning test in the main group too) run in the slow group: the main group fits one
+#: 10-minute GPU run (each case is three processes, about a minute on an H100).
+VARIANTS = {"gpt2_expandable", "lightning"}
 
 
 @pytest.mark.parametrize("model", [pytest.param(m, marks=pytest.mark.slow) if m in VARIANTS

@@ -8,7 +8,8 @@
 # folder that comes back; /tmp/vramscope-call without one) and a summary is printed last.
 #   main       tools/gpu/reach.sh: the agent compiled on first use (timed), then `pytest tests/gpu`
 #   slow-fit   pytest -m slow over test_fit.py (fit's probes and bisections) and test_step_peaks.py
-#              (the step peaks under expandable segments and CUDA graphs)
+#              (the step peaks under expandable segments and CUDA graphs, and of a Lightning
+#              program in three processes)
 #   slow-oom   pytest -m slow over test_oom.py, test_oom_advice.py and test_integrations_gpu.py
 #              (whole programs run to their OOM and measured; the plugin's measured OOM)
 #   oom-kinds  bench/oom_kinds.py --jobs 8 (19 OOM programs; first advice and every fits: true
