@@ -42,7 +42,7 @@ STATE_PER_PARAMETER = {"Adam": 2, "AdamW": 2, "NAdam": 2, "RAdam": 2, "Adamax": 
                        "Adafactor": 0, "LBFGS": 2}
 MODULE_CALLS = ("_call_impl", "_wrapped_call_impl", "forward", "__call__")
 #: Phases whose own code runs with autograd off on the OOM's thread while the step they belong
-#: to records a graph: the autograd engine runs a backward with grad mode off (but under
+#: to records a graph: the autograd engine runs a backward with grad mode off (on only under
 #: create_graph), and Optimizer.step under no_grad; autocast is off in both as a rule (the
 #: forward ran under it). The step's modes are not the thread's there.
 TRAINING_PHASES = frozenset({"backward", "optimizer"})

@@ -343,7 +343,6 @@ class PostMortem(PostMortemSlot):
                   flush=True)
             return None
 
-
     def oom_of(self, exc: BaseException) -> BaseException | None:
         """The OOM ``exc`` is (torchcheck.oom_in_chain: it, or the one it was raised from), or
         ``exc`` itself when it is a RuntimeError raised by the very call that the observer saw
