@@ -110,6 +110,9 @@ class PostMortem(PostMortemSlot):
         #: Where the last OOM the observer saw came: the innermost Python frame running then
         #: (its id) and its instruction; None off Python frames (the autograd engine's thread).
         self.oom_site: tuple[int, int] | None = None
+        #: Is the failing step being measured again now? Its probes may run out of memory on
+        #: purpose: those OOMs are the measurement's, not the program's, and get no report.
+        self.measuring = False
         #: The summary of the last measurement after an OOM ("" before the first).
         self.last_summary = ""
         #: The sys.excepthook this post-mortem wrapped (None: not wrapped).
@@ -278,6 +281,8 @@ class PostMortem(PostMortemSlot):
     def on_oom(self, device: int) -> None:
         """The agent's OOM callback: write the post-mortem and print its summary (never
         raises). Its caller's frame is the program's, where the allocation failed."""
+        if self.measuring:
+            return
         self.observer_count += 1
         try:
             agent = self.session.agent
@@ -406,7 +411,11 @@ class PostMortem(PostMortemSlot):
                 e.measure_note = "no model was found on the stack at the OOM"
             else:
                 seconds = float(os.environ.get("VRAMSCOPE_OOM_MEASURE_SECONDS", "120") or 120)
-                result = measure(scene, e, seconds)
+                self.measuring = True
+                try:
+                    result = measure(scene, e, seconds)
+                finally:
+                    self.measuring = False
                 if isinstance(result, str):
                     e.measure_note = result
                 else:

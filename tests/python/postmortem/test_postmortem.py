@@ -151,6 +151,30 @@ def test_an_error_raised_by_the_call_that_ran_out_is_taken_for_its_oom(postmorte
         assert postmortem.oom_of(other.value) is None
 
 
+def test_the_measurements_own_ooms_write_no_report(postmortem, tmp_path, monkeypatch):
+    # Measuring the failing step again probes slices that may run out of memory: the observer
+    # sees those OOMs too, and they are the measurement's, not the program's.
+    torch = pytest.importorskip("torch")
+    from vramscope.postmortem import measure as measure_module
+    from vramscope.postmortem import scene as scene_module
+
+    def measuring(scene, e, seconds):
+        postmortem.on_oom(0)  # a probe that ran out
+        return "measured (a stand-in)"
+
+    monkeypatch.setattr(measure_module, "measure", measuring)
+    monkeypatch.setattr(scene_module, "capture",
+                        lambda frames, at_oom: scene_module.OomScene(torch.nn.Linear(2, 2), []))
+    with installed(CountingAgent(snapshot=True)):
+        postmortem.on_oom(0)
+        paths = postmortem.last_report()
+        assert postmortem.measure_and_report(RuntimeError(MESSAGE), echo=False) == paths
+    assert sorted(tmp_path.glob("vramscope-oom-*.json")) == [pathlib.Path(paths["json"])]
+    assert postmortem.observer_calls() == 1 and postmortem.last_report() == paths
+    written = json.loads(pathlib.Path(paths["json"]).read_text())
+    assert written["measure_note"] == "measured (a stand-in)"
+
+
 def test_an_oom_in_a_backward_is_run_again_with_autograd_and_the_forwards_autocast(postmortem):
     # The autograd engine runs a backward with grad mode off, and without the autocast the
     # forward ran under: read on the OOM's thread alone, the step would be run again forward
