@@ -15,7 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .._core.torchcheck import is_oom_error
+from .._core.session import SESSION
+from .._core.torchcheck import oom_in_chain
 from .peak_file import DeviceReport, PeakReport, StepPeak, write_peak_file
 
 __all__ = ["ENV_OUT", "ENV_STEPS", "ProbeSink", "from_env"]
@@ -39,6 +40,9 @@ class ProbeSink:
         #: the sink's start: the program's first step begins after it).
         self._pinned: dict[int, Any] = {}
         self._pinned_at: dict[int, tuple[int, int]] = {}
+        #: The OOM observer's calls before the program ran: one more by its failure means the
+        #: caching allocator ran out of memory in it.
+        self._observer_calls = SESSION.postmortem.observer_calls()
 
     def start_pinned(self, devices: Any) -> None:
         """Starts the pinned windows of ``devices`` (CUDA ordinals) before the program runs."""
@@ -73,10 +77,17 @@ class ProbeSink:
             os._exit(0)
 
     def program_failed(self, exc: BaseException) -> None:
-        """The program ends with ``exc``: a CUDA OutOfMemoryError is written as the outcome
+        """The program ends with ``exc``: a CUDA OutOfMemoryError (or an error raised from
+        one), or any error after the caching allocator ran out of memory in this probe (the
+        OOM observer ran: a program that catches the OOM and exits with its own status, a
+        cuDNN error after every engine's workspace ran out), is written as the outcome
         ``out_of_memory`` at once (with the steps before it); anything else is the program's
         own failure, left to its exit status and output."""
-        if not self._written and is_oom_error(exc):
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            return  # a success, whatever it caught on the way
+        ran_out = oom_in_chain(exc) is not None or \
+            SESSION.postmortem.observer_calls() > self._observer_calls
+        if not self._written and ran_out:
             self.outcome = "out_of_memory"
             self.close()
 

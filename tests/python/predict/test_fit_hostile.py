@@ -234,6 +234,31 @@ def test_the_probe_reports_cudas_oom_and_nothing_else(tmp_path):
     assert report.outcome == "out_of_memory" and report.steps == ()
 
 
+def test_a_program_that_exits_on_its_own_after_the_allocator_ran_out_ran_out(tmp_path,
+                                                                            monkeypatch):
+    # tests/gpu/fit_program.py catches the OOM and exits 3 (`raise SystemExit(3) from None`):
+    # the observer saw the caching allocator run out, so the probe ran out of memory.
+    pytest.importorskip("torch")
+    from vramscope._core.session import SESSION
+    from vramscope.postmortem import oom
+    from vramscope.predict.child import ProbeSink
+    from vramscope.predict.peak_file import read_peak_file
+
+    from _vram_double import FakeAgent, installed
+
+    monkeypatch.setattr(SESSION, "postmortem", oom.PostMortem(SESSION))
+    monkeypatch.setenv("VRAMSCOPE_OOM_REPORT", "0")  # the observer counts; no report here
+    sink = ProbeSink(str(tmp_path / "exit.json"), 3)
+    sink.program_failed(SystemExit(3))  # no OOM seen: the program's own exit
+    assert not (tmp_path / "exit.json").exists()
+    with installed(FakeAgent()):
+        SESSION.postmortem.on_oom(0)
+    sink.program_failed(SystemExit(0))  # it caught the OOM and ended well: no failure
+    assert not (tmp_path / "exit.json").exists()
+    sink.program_failed(SystemExit(3))
+    assert read_peak_file(str(tmp_path / "exit.json")).outcome == "out_of_memory"
+
+
 def test_polled_peaks_are_never_an_answer(tmp_path):
     # A probe without the agent (polling): its peaks are the highest values polled.
     body = """
