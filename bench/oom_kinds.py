@@ -489,11 +489,15 @@ def _run(name: str, advice: dict, folder: str) -> tuple[int, dict | None, str]:
     out = subprocess.run([sys.executable, "-m", "vramscope.run", os.path.abspath(__file__),
                           "--program", name, "--apply", json.dumps(advice)], env=env,
                          capture_output=True, text=True, timeout=600, check=False)
-    reports = sorted(f for f in set(os.listdir(folder)) - before if f.endswith(".json"))
+    # The report of the OOM that ended the program: the newest one not marked survived (an OOM
+    # the program went on after, as cuDNN does when a workspace does not fit, has its own).
     report = None
-    if reports:
-        with open(os.path.join(folder, reports[-1]), encoding="utf-8") as f:
-            report = json.load(f)
+    for name in sorted((f for f in set(os.listdir(folder)) - before if f.endswith(".json")),
+                       key=lambda f: os.stat(os.path.join(folder, f)).st_mtime_ns):
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            found = json.load(f)
+        if not found.get("survived"):
+            report = found
     return out.returncode, report, (out.stdout + out.stderr)[-1500:]
 
 

@@ -96,6 +96,9 @@ class PostMortemSlot:
         """How many times the OOM observer ran in this process."""
         return 0
 
+    def step_ended(self) -> None:
+        """A training step ended: the OOMs observed since the last one did not end it."""
+
     def report_exception(self, exc: BaseException, observer_calls_before: int,
                          device: int | None = None) -> dict[str, str] | None:
         """Makes sure an OOM leaving a block has its report; the report's paths, or None."""

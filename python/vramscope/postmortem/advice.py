@@ -157,6 +157,10 @@ class OomEvidence:
     #: Were the numbers read from the exception's message (the OOM observer did not run), so
     #: rounded to what torch prints?
     from_exception: bool = False
+    #: Did the program go on past this OOM (a step ended after it, or a later OOM propagated
+    #: instead)? Caught: cuDNN tries a smaller workspace after its allocation runs out; a
+    #: program may catch it. Not the OOM that failed the program.
+    survived: bool = False
     #: The per-process cap of ``torch.cuda.set_per_process_memory_fraction`` (None: no cap).
     limit_bytes: int | None = None
     #: What the driver charges this process on the device (NVML); None when it cannot tell.

@@ -66,6 +66,9 @@ __all__ = ["OomEvidence", "StepPoint", "PostMortem", "add_provider", "remove_pro
 
 #: The fields a provider may set (anything else it returns is ignored).
 _FIELDS = frozenset(f.name for f in dataclasses.fields(OomEvidence))
+#: Reports kept to be settled at the next step end (each one's evidence and paths): the
+#: report limit (VRAMSCOPE_OOM_MAX_REPORTS) bounds them already; this bounds a limit set high.
+MAX_UNSETTLED = 16
 
 
 def _alloc_conf_expandable() -> bool:
@@ -113,6 +116,9 @@ class PostMortem(PostMortemSlot):
         #: Is the failing step being measured again now? Its probes may run out of memory on
         #: purpose: those OOMs are the measurement's, not the program's, and get no report.
         self.measuring = False
+        #: The observer's reports since the last step end, oldest first: each is the OOM that
+        #: fails the program, or one it survives (``settle_survived``).
+        self._unsettled: list[tuple[OomEvidence, dict[str, str]]] = []
         #: The summary of the last measurement after an OOM ("" before the first).
         self.last_summary = ""
         #: The sys.excepthook this post-mortem wrapped (None: not wrapped).
@@ -295,7 +301,9 @@ class PostMortem(PostMortemSlot):
             modes = _modes()
             e = self.collect_evidence(device, stack, record)
             self.oom_modes = _step_modes(e, modes)
-            self._emit(e, record)
+            paths = self._emit(e, record)
+            if len(self._unsettled) < MAX_UNSETTLED:
+                self._unsettled.append((e, dict(paths)))
         except Exception as exc:  # noqa: BLE001 -- never replace the program's OutOfMemoryError
             print(f"vramscope: could not write the OOM report ({exc})", file=sys.stderr,
                   flush=True)
@@ -320,6 +328,8 @@ class PostMortem(PostMortemSlot):
         except (AttributeError, TypeError):
             pass
         if self.observer_count > observer_calls_before:
+            # This OOM is the last the observer saw; the ones before it were survived.
+            self.settle_survived(keep_last=True)
             return self.last_report() or None
         try:
             if not self._may_write():
@@ -347,6 +357,30 @@ class PostMortem(PostMortemSlot):
             print(f"vramscope: could not write the OOM report ({err})", file=sys.stderr,
                   flush=True)
             return None
+
+    def step_ended(self) -> None:
+        """A step ended: every OOM the observer saw since the last one was survived."""
+        if self._unsettled:
+            self.settle_survived(keep_last=False)
+
+    def settle_survived(self, keep_last: bool) -> None:
+        """Marks the reports of OOMs the program went on after as ``survived`` (rewritten in
+        place), takes them off ``VRAMSCOPE_OOM_MAX_REPORTS`` (a later OOM still gets its
+        report) and says so in one line; ``keep_last``: the last one is the OOM that is failing
+        the program. Never raises."""
+        unsettled, self._unsettled = self._unsettled, []
+        survived = unsettled[:-1] if keep_last else unsettled
+        for e, paths in survived:
+            try:
+                e.survived = True
+                rewrite_report(e, paths, time.strftime("%Y-%m-%d %H:%M:%S"))
+                self.reports_written = max(0, self.reports_written - 1)
+                print(f"vramscope: the program went on after the OOM of {paths['txt']} (caught: "
+                      "cuDNN tries a smaller workspace when one does not fit); a later OOM "
+                      "gets a report of its own", file=sys.stderr, flush=True)
+            except Exception as err:  # noqa: BLE001 -- never fail the program's step
+                print(f"vramscope: could not mark the report {paths.get('txt')} ({err})",
+                      file=sys.stderr, flush=True)
 
     def oom_of(self, exc: BaseException) -> BaseException | None:
         """The OOM ``exc`` is (torchcheck.oom_in_chain: it, or the one it was raised from), or
@@ -384,6 +418,7 @@ class PostMortem(PostMortemSlot):
             # (A probe of `vramscope fit` that ran out of memory says so in its peak file;
             # its parent measures by probing, and waits for this process.)
             return None
+        self.settle_survived(keep_last=True)  # (the hook's way here: no report_exception)
         e, paths = self.last_evidence, dict(self.last_paths)
         if e is None or not paths or e.measured is not None or self.session.agent is None:
             return None

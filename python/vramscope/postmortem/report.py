@@ -103,6 +103,10 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "",
     elif e.measure_note:
         lines += [f"not measured after the OOM: {e.measure_note}; `vramscope fit` measures what "
                   "a step needs", ""]
+    if e.survived:
+        lines += ["(the program went on after this OOM: it was caught, as cuDNN catches a "
+                  "workspace that does not fit and tries a smaller one; not the OOM that "
+                  "failed it)", ""]
     if e.from_exception:
         lines += ["(the OOM observer did not run: numbers from the exception's message, as "
                   "rounded by torch)", ""]

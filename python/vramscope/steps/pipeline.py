@@ -131,6 +131,8 @@ class StepPipeline:
             # Tags must be in the ledger before the agent closes the step and reads its peak.
             self._categories.tag()
         raw = SESSION.step_all()
+        # The OOMs observed during the step did not end it (caught: cuDNN's smaller workspace).
+        SESSION.postmortem.step_ended()
         if not raw:
             return []
         if self.framework is None:

@@ -151,6 +151,32 @@ def test_an_error_raised_by_the_call_that_ran_out_is_taken_for_its_oom(postmorte
         assert postmortem.oom_of(other.value) is None
 
 
+def test_an_oom_the_step_went_on_after_is_marked_survived(postmortem, tmp_path, capsys):
+    # cuDNN catches a workspace that does not fit and tries a smaller one: the observer saw an
+    # OOM, and the step ended all the same. Its report says so and counts no more against
+    # VRAMSCOPE_OOM_MAX_REPORTS, so the OOM that later fails the program still gets its own.
+    pytest.importorskip("torch")
+    from vramscope.steps.monitor import Monitor
+
+    with installed(CountingAgent(snapshot=True)), Monitor(every=0) as mon:
+        for _ in range(3):
+            postmortem.on_oom(0)  # three caught OOMs in one step: the report limit
+        first = postmortem.last_report()
+        mon.step()
+        assert postmortem.reports_written == 0
+        postmortem.on_oom(0)  # caught, and then the one that fails the program
+        postmortem.on_oom(0)
+        failing = postmortem.last_report()
+        assert oom.report_exception(RuntimeError(MESSAGE), 0) == failing
+    written = {p.name: json.loads(p.read_text())["survived"]
+               for p in tmp_path.glob("vramscope-oom-*.json")}
+    assert len(written) == 5 and sum(written.values()) == 4, written
+    assert written[pathlib.Path(failing["json"]).name] is False
+    assert written[pathlib.Path(first["json"]).name] is True
+    assert "went on after this OOM" in pathlib.Path(first["txt"]).read_text()
+    assert capsys.readouterr().err.count("vramscope: the program went on after the OOM") == 4
+
+
 def test_the_measurements_own_ooms_write_no_report(postmortem, tmp_path, monkeypatch):
     # Measuring the failing step again probes slices that may run out of memory: the observer
     # sees those OOMs too, and they are the measurement's, not the program's.
