@@ -777,6 +777,11 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
             rejected.append(("memory_fraction", f"measured: the step needs "
                              f"≈{format_bytes(m.need_bytes)}, the device has "
                              f"{format_bytes(room)} for this process"))
+    if m.what == "batch_size" and m.size > 1 and m.need_bytes > usable and \
+            not any(r.kind == "batch_size" for r in m.remedies):
+        rejected.append(("batch_size", f"measured: no batch below {m.size} was found to fit "
+                         f"the {format_bytes(usable)} usable of the budget (what does not grow "
+                         "with the batch takes it: parameters, gradients, optimizer state)"))
     for note in m.notes:
         rejected.append(("measurement", note))
     return out

@@ -1091,8 +1091,12 @@ def test_when_not_one_sample_fits_with_adams_state_the_lighter_optimizer_is_meas
     assert adafactor.params["optimizer"] == "Adafactor"
     assert adafactor.need_bytes == truth(int(params * 0.02), 0) < cap * (1 - MEASURED_MARGIN)
     e.measured = m
-    first = assess(e).advice[0]
-    assert first.kind == "optimizer_state" and first.fits
+    a = assess(e)
+    assert a.advice[0].kind == "optimizer_state" and a.advice[0].fits
+    # A smaller batch is not advised, and the report says why.
+    assert "batch_size" not in [x.kind for x in a.advice]
+    [(_, why)] = [n for n in a.not_advised if n[0] == "batch_size"]
+    assert why.startswith(f"measured: no batch below {BATCH} was found to fit")
 
 
 class Detector(torch.nn.Module):
