@@ -94,7 +94,7 @@ def loop_input_shape(frame: FrameType | None, model: Any) -> tuple[int, ...] | N
     tensor among its locals (one level into lists, tuples and dicts) of two or more dimensions
     that needs no gradient and no graph made (a batch, not an output, a loss or a parameter).
     None without one. A guess: the probe keeps it only where a forward's input has its rank
-    and batch."""
+    and batch. Never raises (it runs in the program's step end)."""
     tensor = _tensor_type()
     for _ in range(MAX_FRAMES):
         if frame is None or any(v is model for v in list(frame.f_locals.values())):
@@ -105,12 +105,15 @@ def loop_input_shape(frame: FrameType | None, model: Any) -> tuple[int, ...] | N
     for value in list(frame.f_locals.values()):
         if value is model:
             continue
-        inner = value.values() if isinstance(value, Mapping) else (
-            value if isinstance(value, (list, tuple)) else (value,))
-        for item in itertools.islice(inner, 16):
-            if isinstance(item, tensor) and item.dim() >= 2 and not item.requires_grad \
-                    and item.grad_fn is None:
-                return tuple(int(d) for d in item.shape)
+        try:
+            inner = value.values() if isinstance(value, Mapping) else (
+                value if isinstance(value, (list, tuple)) else (value,))
+            for item in itertools.islice(inner, 16):
+                if isinstance(item, tensor) and item.dim() >= 2 and not item.requires_grad \
+                        and item.grad_fn is None:
+                    return tuple(int(d) for d in item.shape)
+        except Exception:  # noqa: BLE001 -- a mapping of the program's that fails is no input
+            continue
     return None
 
 

@@ -142,7 +142,12 @@ def test_the_input_of_the_step_before_discovery_is_a_past_shape_when_the_next_ha
     # A guess of another rank (the labels, say) is no past shape of this input.
     probe, seen = ModelProbe(), []
 
+    class Failing(dict):
+        def values(self):
+            raise RuntimeError("a mapping of the program's that fails")
+
     def labels_only(net):
+        odd = Failing(a=1)  # noqa: F841 -- read first, and passed over
         labels = torch.zeros(2, 1, 1)  # noqa: F841 -- what the loop holds at the step end
         probe.discover(sys._getframe())
         model(torch.zeros(2, 9, dtype=torch.long))
