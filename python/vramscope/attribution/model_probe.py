@@ -175,10 +175,13 @@ def unwrap_optimizer(optimizer: Any) -> Any:
 
 
 def optimizer_summary(optimizer: Any) -> dict[str, Any]:
-    """{optimizer, optimizer_state_bytes, optimizer_state_full_bytes, parameter_bytes,
-    parameter_dtype} of a torch optimizer (a framework's wrapper: the one inside): the state
-    as allocated now, and as it will be once every parameter has its state (states per
-    parameter times the parameter bytes; Adafactor's factored moments a small share)."""
+    """{optimizer, optimizer_state_bytes, optimizer_state_full_bytes,
+    optimizer_temporary_bytes, parameter_bytes, parameter_dtype} of a torch optimizer (a
+    framework's wrapper: the one inside): the state as allocated now, and as it will be once
+    every parameter has its state (states per parameter times the parameter bytes;
+    Adafactor's factored moments a small share); the parameter-sized temporaries of its step
+    (the multi-tensor path, torch's default on CUDA, of Adam's family, or with a weight decay
+    copied: the square root of every second moment at once, the decayed gradients)."""
     optimizer = unwrap_optimizer(optimizer)
     tensor = _tensor_type()
     name = type(optimizer).__name__
@@ -194,8 +197,16 @@ def optimizer_summary(optimizer: Any) -> dict[str, Any]:
         per_param = 0
     full = int(parameter_bytes * FACTORED_STATE_SHARE) if name == "Adafactor" \
         else per_param * parameter_bytes
+    groups = optimizer.param_groups
+    foreach = not any(g.get("fused") for g in groups) and \
+        any(g.get("foreach") in (None, True) for g in groups)
+    decay_copy = name in ("SGD", "Adam", "NAdam", "RAdam", "Adamax", "Adagrad", "RMSprop") and \
+        any(g.get("weight_decay", 0) for g in groups)
+    temporaries = parameter_bytes if foreach and (
+        STATE_PER_PARAMETER.get(name, 2) >= 2 or decay_copy) else 0
     return {"optimizer": name, "optimizer_state_bytes": state,
             "optimizer_state_full_bytes": max(state, full),
+            "optimizer_temporary_bytes": temporaries,
             "parameter_bytes": parameter_bytes, "parameter_dtype": dtype}
 
 

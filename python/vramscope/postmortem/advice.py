@@ -205,11 +205,13 @@ class OomEvidence:
     autocast_dtype: str = ""
     #: Bytes of the trainable parameters (0: unknown).
     parameter_bytes: int = 0
-    #: The optimizer's class name, its state bytes now, and what its state will be once every
-    #: parameter has one (the state is allocated lazily at the first step).
+    #: The optimizer's class name, its state bytes now, what its state will be once every
+    #: parameter has one (the state is allocated lazily at the first step), and the
+    #: parameter-sized temporaries of its step (multi-tensor Adam: the second moments' roots).
     optimizer: str = ""
     optimizer_state_bytes: int = 0
     optimizer_state_full_bytes: int = 0
+    optimizer_temporary_bytes: int = 0
     #: Were the step peaks exact, from the agent's events? False in polling mode (the highest
     #: values polled, possibly far below the real peaks): no projection from them is more
     #: than a lower bound.

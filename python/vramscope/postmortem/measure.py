@@ -41,7 +41,6 @@ from ..attribution.model_probe import (
     block_lists,
     optimizer_summary,
     parameter_summary,
-    unwrap_optimizer,
 )
 from ..predict.fit import CudaDevice
 from ..predict.model import MemoryModel, Probe, fit_model
@@ -116,19 +115,11 @@ def optimizer_step(optimizer: Any, model: Any, gradients_resident: bool) -> Opti
     """The optimizer's part of a step (none without an optimizer: inference, or not found)."""
     if optimizer is None:
         return OptimizerStep(0, 0, 0, 0, gradients_resident)
-    optimizer = unwrap_optimizer(optimizer)
     summary = optimizer_summary(optimizer)
-    name, parameter_bytes = summary["optimizer"], summary["parameter_bytes"]
-    groups = optimizer.param_groups
-    per_param = STATE_PER_PARAMETER.get(name, 2)
-    foreach = not any(g.get("fused") for g in groups) and \
-        any(g.get("foreach") in (None, True) for g in groups)
-    decay_copy = name in ("SGD", "Adam", "NAdam", "RAdam", "Adamax", "Adagrad", "RMSprop") and \
-        any(g.get("weight_decay", 0) for g in groups)
-    temporaries = parameter_bytes if foreach and (per_param >= 2 or decay_copy) else 0
-    return OptimizerStep(parameter_bytes, summary["optimizer_state_bytes"],
-                         summary["optimizer_state_full_bytes"], temporaries, gradients_resident,
-                         name)
+    return OptimizerStep(summary["parameter_bytes"], summary["optimizer_state_bytes"],
+                         summary["optimizer_state_full_bytes"],
+                         summary["optimizer_temporary_bytes"], gradients_resident,
+                         summary["optimizer"])
 
 
 def _scalar(output: Any) -> Any:

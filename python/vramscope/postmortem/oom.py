@@ -34,8 +34,11 @@ from .._core.session import SESSION, Session
 from .._core.torchcheck import oom_in_chain
 from ..attribution.model_probe import (
     TRAINING_PHASES,
+    block_lists,
     frames_of_traceback,
     oom_frames,
+    optimizer_summary,
+    parameter_summary,
     stack_evidence,
 )
 from .advice import (
@@ -436,6 +439,7 @@ class PostMortem(PostMortemSlot):
                 scene.grad_enabled, scene.autocast_dtype = self.oom_modes
             if scene is not None:
                 e.training = bool(getattr(scene.model, "training", True))
+                _scene_evidence(e, scene)
             e.holders = _release_holders(frames, e)
             # What earlier steps left alive (their outputs, data on the device) stays alive
             # through the measurement, as it does through the program's next step.
@@ -501,6 +505,23 @@ def _step_modes(e: OomEvidence, thread: tuple[bool, Any]) -> tuple[bool, Any]:
     if e.autocast is None:
         return True, thread[1]
     return True, getattr(torch, e.autocast_dtype, None) if e.autocast else None
+
+
+def _scene_evidence(e: OomEvidence, scene: Any) -> None:
+    """What the scene knows and the evidence lacks: a first step's OOM under `vramscope run`
+    comes before the model probe found the model (at that step's end), so its optimizer,
+    parameters and block lists are read from the scene; they weigh the estimates where the
+    step cannot be measured. Never raises."""
+    try:
+        if not e.optimizer and scene.optimizer is not None:
+            for key, value in optimizer_summary(scene.optimizer).items():
+                setattr(e, key, value)
+        elif not e.parameter_bytes:
+            e.parameter_bytes, e.parameter_dtype = parameter_summary(scene.model.parameters())
+        if not e.block_lists:
+            e.block_lists = block_lists(scene.model)
+    except Exception:  # noqa: BLE001 -- evidence, never a failure
+        pass
 
 
 def _holds_graph(value: Any) -> bool:

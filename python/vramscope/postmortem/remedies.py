@@ -192,11 +192,13 @@ def _autograd_off(e: OomEvidence) -> bool:
 
 def _optimizer_step_floor(e: OomEvidence) -> int:
     """Allocated bytes the step needs at least at its optimizer step, where the parameters,
-    their gradients and the optimizer's full state are live at once (0 without an optimizer):
-    on a first step, gradients and the lazily allocated state are still to come."""
+    their gradients, the optimizer's full state and its step's temporaries are live at once
+    (0 without an optimizer): on a first step, gradients and the lazily allocated state are
+    still to come."""
     if e.parameter_bytes <= 0 or not e.optimizer or _autograd_off(e) or e.generating:
         return 0  # inference: no optimizer step in this call
-    return 2 * e.parameter_bytes + max(e.optimizer_state_full_bytes, e.optimizer_state_bytes)
+    return 2 * e.parameter_bytes + max(e.optimizer_state_full_bytes, e.optimizer_state_bytes) \
+        + e.optimizer_temporary_bytes
 
 
 def projection(e: OomEvidence) -> tuple[int, str, bool]:
@@ -209,8 +211,10 @@ def projection(e: OomEvidence) -> tuple[int, str, bool]:
         basis += " (sampled peaks, polling mode: at least that much)"
     floor = _optimizer_step_floor(e)
     if only_lower and floor > peak:
-        return floor, (f"parameters, gradients and the full {e.optimizer} state, live at once "
-                       f"at the optimizer's step ({format_bytes(floor)}; larger than {basis})"), \
+        return floor, (f"parameters, gradients and the full {e.optimizer} state"
+                       + (" and its step's temporaries" if e.optimizer_temporary_bytes else "")
+                       + f", live at once at the optimizer's step ({format_bytes(floor)}; "
+                       f"larger than {basis})"), \
             True
     return peak, basis, only_lower
 
@@ -561,7 +565,8 @@ def _optimizer_state(e: OomEvidence, need: int, peak: int, rejected: list[tuple[
     if states >= 2:
         # Factored second moment, no first; foreach=False: its multi-tensor path makes
         # parameter-sized temporaries of every parameter at once.
-        lighter, saves, options = "Adafactor", int(state * 0.9), {"foreach": False}
+        lighter, options = "Adafactor", {"foreach": False}
+        saves = int(state * 0.9) + e.optimizer_temporary_bytes
         how = ("torch.optim.Adafactor(..., foreach=False) keeps a factored second moment and "
                "no first moment, and its temporaries one parameter at a time")
     else:

@@ -92,6 +92,13 @@ def test_optimizer_summary_counts_the_state_now_and_once_complete():
     assert after["optimizer_state_bytes"] == 2 * params  # exp_avg, exp_avg_sq (step is 0-d)
     sgd = probe.optimizer_summary(torch.optim.SGD(model.parameters(), lr=0.1))
     assert sgd["optimizer_state_full_bytes"] == 0  # no momentum, no state
+    # The step's parameter-sized temporaries: Adam's multi-tensor path (torch's default where
+    # foreach is not set), none fused or single-tensor, none for plain SGD.
+    assert before["optimizer_temporary_bytes"] == params
+    for kwargs in ({"foreach": False}, {"fused": True}):
+        assert probe.optimizer_summary(torch.optim.AdamW(model.parameters(), **kwargs))[
+            "optimizer_temporary_bytes"] == 0
+    assert sgd["optimizer_temporary_bytes"] == 0
 
 
 def test_find_model_prefers_the_module_owning_the_optimizers_parameters():

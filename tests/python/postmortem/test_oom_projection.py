@@ -63,6 +63,11 @@ def test_a_first_step_oom_in_the_forward_counts_the_gradients_and_state_still_to
     assert a.projected_peak_bytes == int(1.3 * GiB) * 2 + int(2.6 * GiB)
     assert a.projection.startswith("parameters, gradients and the full AdamW state")
     assert a.need_bytes == a.projected_peak_bytes - e.budget_bytes
+    # AdamW's multi-tensor step makes parameter-sized temporaries too: live at that step.
+    e.optimizer_temporary_bytes = int(1.3 * GiB)
+    a = _oom_remedies.assess(e)
+    assert a.projected_peak_bytes == int(1.3 * GiB) * 3 + int(2.6 * GiB)
+    assert "and its step's temporaries" in a.projection
 
 
 def test_a_sequence_that_grew_at_the_same_batch_is_named_and_only_bounds_the_need():

@@ -177,6 +177,31 @@ def test_an_oom_the_step_went_on_after_is_marked_survived(postmortem, tmp_path, 
     assert capsys.readouterr().err.count("vramscope: the program went on after the OOM") == 4
 
 
+def test_an_oom_not_measured_is_judged_with_the_optimizer_the_scene_found(postmortem,
+                                                                           monkeypatch):
+    # A first step's OOM under `vramscope run` comes before the model probe found the model;
+    # when the step cannot be run again, the estimates still weigh the optimizer the scene
+    # found (its full state and its step's temporaries, the model's parameters and blocks).
+    torch = pytest.importorskip("torch")
+    from vramscope.postmortem import measure as measure_module
+    from vramscope.postmortem import scene as scene_module
+
+    model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(4)])
+    optimizer = torch.optim.AdamW(model.parameters())
+    params = sum(p.numel() * 4 for p in model.parameters())
+    monkeypatch.setattr(measure_module, "measure", lambda scene, e, seconds: "not run")
+    monkeypatch.setattr(scene_module, "capture", lambda frames, at_oom: scene_module.OomScene(
+        model, [], optimizer))
+    with installed(CountingAgent(snapshot=True)):
+        postmortem.on_oom(0)
+        paths = postmortem.measure_and_report(RuntimeError(MESSAGE), echo=False)
+    written = json.loads(pathlib.Path(paths["json"]).read_text())
+    assert (written["optimizer"], written["parameter_bytes"]) == ("AdamW", params)
+    assert written["optimizer_state_full_bytes"] == 2 * params
+    assert written["optimizer_temporary_bytes"] == params
+    assert written["block_lists"] == [["", "Linear", 4]]
+
+
 def test_the_measurements_own_ooms_write_no_report(postmortem, tmp_path, monkeypatch):
     # Measuring the failing step again probes slices that may run out of memory: the observer
     # sees those OOMs too, and they are the measurement's, not the program's.
