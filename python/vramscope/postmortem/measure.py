@@ -582,6 +582,12 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
     with device.selected():
         device.free()
         inputs, start, why = _pick_inputs(scene, grad, not forgot_no_grad)
+        if inputs is None and why and all(
+                "OutOfMemoryError" in part or "out of memory" in part
+                for part in why.split("; ")):
+            return ("even the smallest slice of the batch ran out of memory when the step was "
+                    "run again: what does not grow with the batch (the parameters, their "
+                    f"gradients, the optimizer's state) does not fit ({why})")
         if inputs is None:
             return f"the step did not run again with any input found on the stack ({why})"
         size = inputs.batch_size

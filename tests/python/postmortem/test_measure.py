@@ -774,6 +774,18 @@ def test_a_model_that_cannot_run_one_sample_is_measured_from_two():
     assert 0.95 * truth_batch <= batch.params["batch_size"] <= truth_batch
 
 
+def test_a_step_that_runs_out_even_at_one_sample_says_so():
+    # Parameters and gradients alone over the budget: no slice runs, and the note says why,
+    # not that no input was found.
+    model = Blocks()
+    scene = _oom_scene(model)
+    scene.grad_enabled = True
+    model.fail_above = 0
+    note = _measure.measure(scene, _evidence(), device=SyntheticDevice(amp_share=0.6))
+    assert isinstance(note, str) and note.startswith(
+        "even the smallest slice of the batch ran out of memory"), note
+
+
 def _inference_scene(model: Blocks, grad: bool) -> _scene.OomScene:
     """The scene of an inference loop (autograd off unless ``grad``) whose model ran out in its
     forward at BATCH, captured from the traceback."""
