@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .._core.torchcheck import is_oom_error
 from .._core.units import format_bytes
 from ..attribution.model_probe import (
     FACTORED_STATE_SHARE,
@@ -511,11 +512,13 @@ def top_path(e: OomEvidence, path: str, cls: str, count: int) -> str:
 
 
 def _pick_inputs(scene: OomScene, grad: bool,
-                 backward: bool = True) -> tuple[Inputs | None, int, str]:
+                 backward: bool = True) -> tuple[Inputs | None, int, str, bool]:
     """The first candidate input with which the step runs at slices of 1 and 2 (a wrong
     reading of the batch can run at 1 by broadcasting, not at 2), and the smallest slice that
-    ran: 1, or 2 where one sample cannot run (batch norm in training needs two)."""
+    ran: 1, or 2 where one sample cannot run (batch norm in training needs two); without one,
+    why, and did every candidate run out of memory?"""
     errors = []
+    ran_out = True
     # A generate() call has one reading of its input, and each run is a whole generation.
     tries = (1,) if scene.generate_kwargs is not None else (1, 2)
     for candidate in scene.inputs:
@@ -528,12 +531,13 @@ def _pick_inputs(scene: OomScene, grad: bool,
             except Exception as exc:  # noqa: BLE001 -- a wrong guess at the input: try the next
                 if size == min(tries[-1], candidate.batch_size):
                     errors.append(f"{candidate.source}: {_error_text(exc)}")
+                    ran_out = ran_out and is_oom_error(exc)
                     ran.clear()
             finally:
                 gc.collect()
         if ran:
-            return candidate, ran[0], ""
-    return None, 0, "; ".join(errors)
+            return candidate, ran[0], "", False
+    return None, 0, "; ".join(errors), ran_out and bool(errors)
 
 
 def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
@@ -581,10 +585,8 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         scene.model.to(scene.inputs[0].device)
     with device.selected():
         device.free()
-        inputs, start, why = _pick_inputs(scene, grad, not forgot_no_grad)
-        if inputs is None and why and all(
-                "OutOfMemoryError" in part or "out of memory" in part
-                for part in why.split("; ")):
+        inputs, start, why, ran_out = _pick_inputs(scene, grad, not forgot_no_grad)
+        if inputs is None and ran_out:
             return ("even the smallest slice of the batch ran out of memory when the step was "
                     "run again: what does not grow with the batch (the parameters, their "
                     f"gradients, the optimizer's state) does not fit ({why})")
