@@ -146,7 +146,8 @@ def test_plugin_measures_the_oom_that_failed_a_test_and_frees_it(gpu_pytester, t
     assert report["measured"] is not None, report["measure_note"]
     first = report["advice"][0]
     assert first["fits"] and first["kind"] in ("batch_size", "activation_checkpointing",
-                                               "mixed_precision"), first
+                                               "mixed_precision"), \
+        (first, report["measured"], report["projection"], report["not_advised"])
 
 
 def test_plugin_driver_kind(gpu_pytester):

@@ -98,6 +98,11 @@ class Measured:
     #: Why ``need_bytes`` is only a lower bound ("": it is the step's need): the program held
     #: more at its OOM than the step run again needs.
     lower_bound: str = ""
+    #: The token length of the failing input (0: not token ids) and the most positions the
+    #: model takes (0: unknown). Shorter than the model's maximum at a first step, a later
+    #: batch may be longer: what fits this step is then not promised for the run.
+    length: int = 0
+    max_length: int = 0
 
 
 @dataclasses.dataclass

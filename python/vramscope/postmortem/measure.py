@@ -368,6 +368,37 @@ def grown(e: OomEvidence, inputs: Inputs) -> dict[int, tuple[int, int]]:
     return {d: (past[d], now[d]) for d in range(1, len(now)) if now[d] > past[d]}
 
 
+#: Where a model's configuration keeps its maximum number of positions (transformers' names).
+POSITION_FIELDS = ("max_position_embeddings", "n_positions", "max_seq_len", "n_ctx")
+
+
+def token_length(inputs: Inputs) -> int:
+    """The length of the token ids the model was called with (``input_ids``, or a leading
+    integer tensor of rank 2: batch, length); 0 when the input is not token ids."""
+    torch = sys.modules["torch"]
+    found = inputs.kwargs.get("input_ids")
+    if found is None and inputs.args and isinstance(inputs.args[0], dict):
+        found = inputs.args[0].get("input_ids")  # a training_step's batch
+    if found is None:
+        found = inputs.first
+    if isinstance(found, torch.Tensor) and found.dim() == 2 and \
+            not found.is_floating_point() and not found.is_complex():
+        return int(found.shape[1])
+    return 0
+
+
+def max_positions(model: Any) -> int:
+    """The most positions the model takes (its configuration's, as transformers names it, of
+    the model or the first module under it that has one); 0 when it does not say."""
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        for name in POSITION_FIELDS:
+            value = getattr(config, name, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return 0
+
+
 def cap_step(sizes: list[tuple[int, int]]) -> int:
     """The step of a cap's sizes: the common divisor of every past and failing size, halved
     while it is even and above CAP_STEP_MAX (224 -> 448: 56, four 14-pixel patches)."""
@@ -723,9 +754,11 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                     "optimizer_state", params, lighter[0],
                     f"the same slices ({lighter[1]}), with its optimizer step added"))
         device.free()
+    length = token_length(inputs) if scene.generate_kwargs is None else 0
     return Measured(size=size, what="batch_size", need_bytes=int(need), basis=basis,
                     remedies=remedies, notes=notes, seconds=time.monotonic() - began,
-                    lower_bound=_short_of_the_program(e, model, size, int(need)))
+                    lower_bound=_short_of_the_program(e, model, size, int(need)),
+                    length=length, max_length=max_positions(scene.model) if length else 0)
 
 
 #: What the step run again may lack of what the program held at its OOM before its measurement

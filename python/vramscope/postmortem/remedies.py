@@ -727,6 +727,11 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
     kept = (f"the evaluation loop keeps every step's predictions on the device "
             f"({format_bytes(e.eval_kept_bytes)} so far)"
             if e.eval_kept_bytes and e.eval_accumulation_steps != 1 else "")
+    # A first step's token ids shorter than the model's positions: a later batch may be
+    # longer (a length curriculum, padding to each batch's longest), and what fits this one,
+    # a smaller batch included, is measured at this length only.
+    open_length = (not ran and not e.generating and not dims and not kept
+                   and 0 < m.length < m.max_length)
     grew = kept or (
         f"the batch grew from step to step ({max(ran)} -> {m.size})" if batch_grew else
         f"the input grew from step to step ({dims})" if dims else
@@ -734,7 +739,9 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
         # (an evaluation whose batch grows), and only the batch that fits caps them.
         "no earlier step was seen to compare it with (an inference loop's later batches "
         "may be larger)" if (_autograd_off(e) or any(r.kind == "no_grad" for r in m.remedies))
-        and not e.generating and not ran else "")
+        and not e.generating and not ran else
+        f"no earlier step was seen, and its {m.length} tokens are fewer than the model's "
+        f"{m.max_length} positions (a later batch may be longer)" if open_length else "")
     for r in m.remedies:
         params = dict(r.params)
         fits = r.need_bytes <= usable
@@ -742,8 +749,8 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
         if r.kind == "batch_size":
             params["batch_grew"] = bool(ran) and int(params["from_batch_size"]) > max(ran)
             params["margin_bytes"] = e.budget_bytes - r.need_bytes
-        caps = not kept and (r.kind in _CAPS or (r.kind == "batch_size" and (
-            params["batch_grew"] or not dims)))
+        caps = not kept and (r.kind in _CAPS or (
+            r.kind == "batch_size" and not open_length and (params["batch_grew"] or not dims)))
         title, how = _measured_text(r.kind, params)
         detail = (f"measured: the step needs ≈{format_bytes(r.need_bytes)} with it "
                   f"({r.basis}), ≈{format_bytes(m.need_bytes)} without, of a "
@@ -792,6 +799,13 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
     return out
 
 
+def _caveat(detail: str, text: str) -> str:
+    """``detail`` with ``text`` (a sentence) added before its "How: <code>." (which stays
+    last, the code alone), or at its end."""
+    body, how, code = detail.partition(" How: ")
+    return f"{body} {text}{how}{code}" if how else f"{detail} {text}"
+
+
 def assess(e: OomEvidence) -> Assessment:
     """The need, the advised remedies (first the one that fixes the OOM) and the others. With
     ``e.measured`` (the step run again after the OOM) the need and the step's remedies are
@@ -835,9 +849,22 @@ def assess(e: OomEvidence) -> Assessment:
         for a in candidates:
             a.params["covers_known_need"] = a.fits
             a.fits = False
-            a.detail += (f" {known}; the rest of the step's need is not known, so this is not "
-                         "promised to fit (`vramscope fit` measures what a step needs).")
+            a.detail = _caveat(a.detail, f"{known}; the rest of the step's need is not known, "
+                               "so this is not promised to fit (`vramscope fit` measures what a "
+                               "step needs).")
+    # A leak keeps more at every step: what else fits the failing step (measured with the
+    # leak's holders emptied, or beside what it kept so far) has less room at the next one,
+    # until the leak is fixed (seen on the GPU: expandable segments and checkpointing
+    # promised beside kept outputs ran out steps later).
+    leak = next((a for a in candidates if a.kind == "leak"), None)
     for a in candidates:
+        if leak is not None and a is not leak and a.fits:
+            a.params["covers_known_need"] = True
+            a.params["leak_first"] = True
+            a.fits = False
+            a.detail = _caveat(a.detail, "The program keeps more at every step (the leak): "
+                               "this fits the failing step, and a later one has less room, so "
+                               "it is not promised before the leak is fixed.")
         if a.params.get("estimated") and a.fits:
             # It covers the need by an estimate, not a measurement: ranked, never promised.
             a.params["covers_known_need"] = True
@@ -846,9 +873,9 @@ def assess(e: OomEvidence) -> Assessment:
             # It fits the failing step, measured; a later, larger one may need more.
             a.params["covers_known_need"] = True
             a.fits = False
-            a.detail += (f" It was measured at the failing step's input, and "
-                         f"{a.params['input_grew']}: a larger step later needs more, so this is "
-                         "not promised to fit the rest of the run.")
+            a.detail = _caveat(a.detail, f"It was measured at the failing step's input, and "
+                               f"{a.params['input_grew']}: a larger step later needs more, so "
+                               "this is not promised to fit the rest of the run.")
 
     # Without autograd (inference, generate()) a smaller batch changes no result: it comes
     # first, as it does when the batch just grew.

@@ -42,6 +42,11 @@ SMALL_SEGMENT_BYTES = 2 << 20
 LARGE_SEGMENT_BYTES = 20 << 20
 MIN_LARGE_ALLOC_BYTES = 10 << 20
 ROUND_LARGE_BYTES = 2 << 20
+#: A probe whose peak grew from the probe below it by at most this share of the growth per
+#: unit above it sits on a flat where the optimizer's step or a fixed workspace holds the
+#: peak (an H100: 0.2 MB per sample from 2 to 4, 16 MB from 4 to 54): its layout is not the
+#: activations' (the allowance is not read from it) and no line of what grows runs through it.
+FLAT_SLOPE_SHARE = 0.1
 
 
 def block_bytes(request_bytes: int) -> int:
@@ -193,6 +198,11 @@ class MemoryModel:
     #: None: none did, or the allocator does not free and retry, and the need is the reserved
     #: curve).
     allowance: float | None = None
+    #: Is the second largest probe off any flat (FLAT_SLOPE_SHARE), so that the line through
+    #: the two largest is the growing part's? When it is on one (the optimizer's step holds the peak
+    #: there), that line is too shallow: the need past the largest probe is then its peak
+    #: grown in proportion to the size, its resident bytes kept (as Probe.need_at).
+    anchored: bool = True
 
     @property
     def degree(self) -> int:
@@ -208,13 +218,22 @@ class MemoryModel:
         a_central, a_local = alloc.central(size), alloc.local(size)
         r_central, r_local = reserved.central(size), reserved.local(size)
         a_high = max(a_central, a_local)
+        top = self.largest_probe
+        inside = size <= top.size
+        grown = ""
+        if not inside and not self.anchored:
+            base = min(top.resident_bytes, top.peak_allocated_bytes)
+            scaled = base + (top.peak_allocated_bytes - base) * (size / top.size) ** self.degree
+            if scaled > a_high:
+                a_high = scaled
+                grown = (f", {top.size}'s peak grown in proportion (the probes below it lie on "
+                         "the flat of a fixed peak)")
         r_high = max(r_central, r_local, a_high)
-        inside = size <= self.largest_probe.size
         lower = self.lower_bound(size)
         basis = (f"{'a quadratic' if self.degree == 2 else 'a line'} through the exact step "
                  f"peaks at {len(self.probes)} sizes "
                  f"({', '.join(str(p.size) for p in sorted(self.probes, key=lambda p: p.size))})"
-                 + ("" if inside else f", extrapolated from {self.largest_probe.size}"))
+                 + ("" if inside else f", extrapolated from {top.size}") + grown)
         if self.allowance is not None:
             margin = alloc.residual_bytes
             need = (a_high + margin) * self.allowance
@@ -302,16 +321,29 @@ def fit_model(probes: Sequence[Probe], quadratic: bool = False,
     merged = tuple(dataclasses.replace(best[s], peak_allocated_bytes=allocated[s],
                                        peak_reserved_bytes=reserved[s],
                                        peak_pinned_bytes=pinned.get(s, 0)) for s in sorted(best))
+    # Is the second largest probe on a flat (a fixed peak, the optimizer's step, holds it):
+    # its peak grew from the probe below it by a small share of the growth per unit up to
+    # the largest one? (A line grows alike on both sides; a quadratic a few times faster.)
+    xs = sorted(allocated)
+    anchored = True
+    if len(xs) >= 3:
+        (x1, y1), (x2, y2), (x3, y3) = ((x, allocated[x]) for x in xs[-3:])
+        rising = (y3 - y2) / (x3 - x2)
+        anchored = not (rising > 0 and (y2 - y1) / (x2 - x1) <= FLAT_SLOPE_SHARE * rising)
     allowance = None
     if retries and pinned:
         # The two largest probes that measured it (the layouts nearest the answer), averaged:
         # the ratio moves by 2-4 % from one size to the next as blocks land in segments
         # (tests/data/fit-calibration), and the local line runs through the same two probes.
-        near = sorted(pinned)[-2:]
+        # Not one on a flat (the optimizer's step or a workspace holds the peak there): it has
+        # that step's layout, not the answer's (an H100 run: 1.003 at 4 beside 1.194 at 54
+        # averaged to an answer of 83 where 79 was the largest that ran).
+        near = sorted(pinned)[-2 if anchored else -1:]
         ratios = [pinned[x] / allocated[x] for x in near if allocated[x]]
         allowance = max(1.0, sum(ratios) / len(ratios)) if ratios else 1.0
     return MemoryModel(
         fixed_bytes=int(coef[0]), bytes_per_unit=int(coef[1]), bytes_per_unit2=int(coef[2]),
         cache_overhead_bytes=reserved[top] - allocated[top],
         cache_ratio=reserved[top] / allocated[top] if allocated[top] else 1.0,
-        unit=unit, probes=merged, _allocated=a_curve, _reserved=r_curve, allowance=allowance)
+        unit=unit, probes=merged, _allocated=a_curve, _reserved=r_curve, allowance=allowance,
+        anchored=anchored)

@@ -274,10 +274,15 @@ def _search(run: Callable[[int], Probe], run_many: Callable[[Sequence[int]], Non
             break
         # A new probe worth its step: at least a quarter above the largest one.
         share = next((s for s in PROBE_SHARES if int(answer * s) >= 1.25 * top.size), None)
+        cap = limit if limit is not None else bound
+        if share is None and not model.anchored and min(answer, bound, cap) > top.size:
+            # The probes below the largest lie on a fixed peak's flat: the answer is that
+            # probe's peak grown in proportion (a bound, not the line). The answer itself
+            # fits by that bound: measured, it anchors the line of what grows.
+            share = 1.0
         if share is None:
             reason = "the last probe is close to the answer"
             break
-        cap = limit if limit is not None else bound
         nxt = min(int(answer * share), bound, cap)
         if nxt <= top.size:
             reason = f"no size above {top.size} is known to fit"

@@ -17,7 +17,7 @@ from vramscope.postmortem import holders as _holders
 from vramscope.postmortem import remedies as _remedies
 from vramscope.postmortem import report as _report
 from vramscope.postmortem import scene as _scene
-from vramscope.postmortem.advice import Holder, Measured, OomEvidence, StepPoint
+from vramscope.postmortem.advice import Holder, Measured, MeasuredRemedy, OomEvidence, StepPoint
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -225,6 +225,30 @@ def test_graphs_kept_across_a_loop_without_steps_are_a_leak_when_measured_to_fit
     e = _leaking_evidence(holders=[_holder(GiB // 2, name="preds")])
     e.measured = Measured(size=64, what="batch_size", need_bytes=3 * GiB, basis="slices")
     assert not any(a.fits for a in _remedies.rank_advice(e) if a.kind == "leak")
+
+
+def test_beside_a_leak_no_other_remedy_is_promised():
+    # The GPU's eval_keeps_outputs: an evaluation loop under autograd kept 16 steps' outputs
+    # (5.3 GiB) under a 6 GiB cap; the step, measured with them emptied, needs 0.45 GiB, and
+    # a measured autocast remedy needs less. Both fit the failing step; the steps after it
+    # kept more, and expandable segments, promised there, ran out. Only the leak's fix holds.
+    e = _leaking_evidence(holders=[_holder(int(5.3 * GiB), graphs=16, name="outputs")],
+                          training=False, cached_free_bytes=GiB, largest_free_block_bytes=MiB,
+                          oom_source="allocator")
+    e.limit_bytes = 6 * GiB
+    e.measured = Measured(size=16, what="batch_size", need_bytes=int(0.45 * GiB),
+                          basis="slices", remedies=[MeasuredRemedy(
+                              "mixed_precision", {"dtype": "bfloat16"}, int(0.32 * GiB),
+                              "slices")])
+    advice = _remedies.rank_advice(e)
+    assert advice[0].kind == "leak" and advice[0].fits
+    others = [a for a in advice[1:]]
+    assert {a.kind for a in others} >= {"mixed_precision"}, [a.kind for a in advice]
+    assert not any(a.fits for a in others), [(a.kind, a.fits) for a in others]
+    assert all("before the leak is fixed" in a.detail for a in others)
+    # Without the leak's holders the same measured remedy is a promise.
+    e.holders = []
+    assert any(a.fits for a in _remedies.rank_advice(e) if a.kind == "mixed_precision")
 
 
 def test_graphs_in_a_list_of_a_training_step_are_not_called_a_leak():

@@ -15,7 +15,7 @@ import torch
 
 from vramscope.postmortem import measure as _measure
 from vramscope.postmortem import scene as _scene
-from vramscope.postmortem.advice import OomEvidence
+from vramscope.postmortem.advice import OomEvidence, StepPoint
 from vramscope.postmortem.remedies import MEASURED_MARGIN, assess
 from vramscope.predict.model import Probe
 
@@ -563,6 +563,40 @@ def test_no_cap_when_the_input_did_not_grow():
     assert "sequence_length" not in {r.kind for r in m.remedies}
     e.measured = m
     assert all("input_grew" not in x.params for x in assess(e).advice)
+
+
+def test_a_first_steps_tokens_shorter_than_the_models_positions_promise_nothing():
+    # The GPU's gpt2_seq_growth: a length curriculum ran out at its first step (128 of
+    # GPT-2's 1024 positions); checkpointing and a smaller batch, measured to fit at 128,
+    # ran out at the longer steps after it. No earlier step says whether lengths change.
+    import types
+
+    model = Tokens()
+    ids = torch.randint(0, 100, (GROWN_BATCH, FAILED_LENGTH))
+    scene = _grown_scene(model, (ids, torch.ones_like(ids)), PAST_LENGTH)
+    e = _evidence()
+    e.batch_size, e.requested_bytes = GROWN_BATCH, GiB // 2
+    e.training = True
+    model.config = types.SimpleNamespace(max_position_embeddings=4 * FAILED_LENGTH)
+    m = _measure.measure(scene, e, device=ShapeDevice(model, _sequence_need))
+    assert not isinstance(m, str), m
+    assert (m.length, m.max_length) == (FAILED_LENGTH, 4 * FAILED_LENGTH)
+    e.measured = m
+    advice = assess(e).advice
+    measured = [a for a in advice if a.kind in ("activation_checkpointing", "batch_size")]
+    assert {a.kind for a in measured} == {"activation_checkpointing", "batch_size"}, advice
+    assert not any(a.fits for a in advice), [(a.kind, a.fits) for a in advice]
+    assert all(f"its {FAILED_LENGTH} tokens are fewer than the model's {4 * FAILED_LENGTH} "
+               "positions" in a.params["input_grew"] for a in measured)
+    # At the model's full length, or after steps of the same shape, they are promises.
+    model.config.max_position_embeddings = FAILED_LENGTH
+    e.measured = _measure.measure(scene, e, device=ShapeDevice(model, _sequence_need))
+    assert all(a.fits for a in assess(e).advice if a.kind in ("activation_checkpointing",
+                                                              "batch_size"))
+    model.config.max_position_embeddings = 4 * FAILED_LENGTH
+    e.measured = m
+    e.steps = [StepPoint(1, 2 * GiB, GiB, batch_size=GROWN_BATCH)]
+    assert any(a.fits for a in assess(e).advice if a.kind == "activation_checkpointing")
 
 
 @pytest.mark.parametrize("how", ["keywords", "generation_config"])

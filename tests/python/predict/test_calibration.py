@@ -86,3 +86,21 @@ def test_neither_bare_peak_would_do(probes):
         above += _answer(bare, cap) > TRUTH[name]
         below += _answer(rows, cap, retries=False) < TRUTH[name] - 8
     assert above >= 1 and below >= 1, (above, below)
+
+
+def test_a_probe_on_the_optimizers_flat_does_not_lower_the_allowance():
+    # `vramscope fit`'s probes of tests/gpu/fit_program.py on an H100 (torch 2.11, 2 GiB cap,
+    # the CLI's JSON): at 1, 2 and 4 the peak is AdamW's step (flat, pinned = allocated), at
+    # 54 the activations' (pinned 1.19x). Bisection in fresh processes found 79 the largest
+    # batch that ran. Averaging 4's ratio with 54's, and a line through 4 and 54, answered 83,
+    # above it. What a probe holds at its end: the program's 28,787,730 float32 parameters,
+    # their gradients and AdamW's two moments.
+    rows = [(1, 647392768, 689963008, 648019968), (2, 647589376, 748683264, 648019968),
+            (4, 647982592, 792723456, 650117120), (54, 1445854208, 1725956096, 1725956096)]
+    resident = 4 * 4 * 28787730
+    model = fit_model([Probe(s, a, r, steps=3, peak_pinned_bytes=p, resident_bytes=resident)
+                       for s, a, r, p in rows])
+    assert model is not None and not model.anchored
+    answer = model.largest_fitting(2147483647, margin_fraction=0.01)
+    assert 79 - 8 <= answer <= 79, (answer, model.allowance)
+    assert "54's peak grown in proportion" in model.predict(answer).basis

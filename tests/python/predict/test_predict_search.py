@@ -176,3 +176,35 @@ def test_text_and_json_say_the_same_answer(peak, budget, multiple):
         assert answer == result.size > 0 and "answer: none" not in text
         assert f"answer: batch_size {answer}: needs ≈" in text, text
         assert to_json(result)["prediction"]["reserved_bytes"] <= budget
+
+
+def test_past_a_fixed_peaks_flat_the_answer_is_bounded_then_measured():
+    # The probes of `vramscope fit` on an H100 (tests/gpu/fit_program.py, 2 GiB cap): 1, 2 and
+    # 4 on AdamW's step (flat), 54 on the activations. The line through 4 and 54 is too
+    # shallow for what grows; the answer is 54's peak grown in proportion (its resident bytes
+    # kept), and then measured, which anchors the line. Beyond 54 this synthetic step grows
+    # at 54's rate per sample from the resident bytes, 1.194x pinned.
+    budget = 2147483647
+    resident = 4 * 4 * 28787730
+    rows = [(1, 647392768, 689963008, 648019968), (2, 647589376, 748683264, 648019968),
+            (4, 647982592, 792723456, 650117120), (54, 1445854208, 1725956096, 1725956096)]
+    known = [Probe(s, a, r, steps=3, peak_pinned_bytes=p, resident_bytes=resident)
+             for s, a, r, p in rows]
+    per_sample = (1445854208 - resident) / 54
+
+    def need(size: int) -> int:
+        return int((resident + per_sample * size) * 1.194)
+
+    measured = []
+
+    def measure(size: int) -> Probe:
+        assert need(size) <= budget, f"probe {size} would run out of memory"
+        measured.append(size)
+        allocated = int(resident + per_sample * size)
+        return Probe(size, allocated, need(size), steps=3, peak_pinned_bytes=need(size),
+                     resident_bytes=resident)
+
+    result = search(measure, budget, margin=0.01, known=known)
+    truth = max(s for s in range(1, 200) if need(s) <= budget)
+    assert truth - 8 <= result.size <= truth, result.describe()
+    assert measured and max(measured) >= result.size, measured
