@@ -30,7 +30,7 @@ import gc
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._core.torchcheck import is_oom_error
@@ -44,7 +44,7 @@ from ..attribution.model_probe import (
     parameter_summary,
 )
 from ..predict.fit import CudaDevice
-from ..predict.model import MemoryModel, Probe, fit_model
+from ..predict.model import FLAT_SLOPE_SHARE, MemoryModel, Probe, fit_model
 from ..predict.search import DEFAULT_MARGIN, ProbeOutOfMemory, search
 from ..predict.window import allocator_retries
 from .advice import Measured, MeasuredRemedy, OomEvidence
@@ -215,6 +215,16 @@ class _Runner:
         finally:
             for p in self.params:
                 p.grad = None
+
+
+def _ends_on_flat(probes: Sequence[Probe]) -> bool:
+    """Did the two largest probes peak alike (within FLAT_SLOPE_SHARE of the larger's bytes
+    above what stays allocated): both on a fixed peak's flat, the growing part unseen?"""
+    if len(probes) < 2:
+        return False
+    low, top = sorted(probes, key=lambda p: p.size)[-2:]
+    grown = top.peak_allocated_bytes - low.peak_allocated_bytes
+    return grown <= FLAT_SLOPE_SHARE * (top.peak_allocated_bytes - top.resident_bytes)
 
 
 def _measure_fn(runner: _Runner, device: Any, opt: OptimizerStep,
@@ -638,6 +648,14 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         try:
             result = search(measure_slice, budget, start=start, limit=size,
                             max_probes=MAX_PROBES, retries=retries)
+            if _ends_on_flat(result.probes) and 2 * result.probes[-1].size <= size and \
+                    result.size < size and time.monotonic() - began < deadline_s / 2:
+                # Every slice so far peaked at the same fixed point (the gradients at the
+                # backward's end): a line through them says nothing of what grows, and each
+                # next slice may only grow in proportion. More slices, to get past it.
+                result = search(measure_slice, budget, start=start, limit=size,
+                                max_probes=len(result.probes) + MAX_PROBES, retries=retries,
+                                known=result.probes)
         except Exception as exc:  # noqa: BLE001 -- a slice that does not run: say so, not raise
             return (f"the step ran at a slice of {start} but not at a larger one "
                     f"({_error_text(exc)})")

@@ -20,6 +20,7 @@ from vramscope.postmortem.remedies import MEASURED_MARGIN, assess
 from vramscope.predict.model import Probe
 
 GiB = 1 << 30
+MiB = 1 << 20
 #: The synthetic step: what does not depend on the batch, and per sample.
 FIXED = 1 * GiB
 PER_SAMPLE = GiB // 10
@@ -1096,6 +1097,55 @@ def test_the_advices_code_applies_the_remedy_that_was_measured():
     advice = next(a for a in assess(e).advice if a.kind == "activation_checkpointing")
     exec(_how(advice), {"model": gpt2})  # noqa: S102 -- the advice's own code
     assert _measure.hf_switch(gpt2).on(gpt2)
+
+
+def test_slices_past_the_gradients_flat_measure_what_grows():
+    # The pytest plugin's OOM on an H100: 8 Linear(4096) layers at batch 8192 under 2 GiB,
+    # SGD. Up to about a thousand samples a slice peaks at the backward's end (parameters,
+    # their gradients, the input: 1.125 GiB), past it on the activations (176 KiB a sample).
+    # Six slices, each no more than the last grown in proportion, stayed on that flat; their
+    # line measured 1.5 GiB at 8192 where the program held 1.9 GiB and asked for more.
+    from vramscope.attribution.model_probe import frames_of_traceback
+
+    batch, params, x = 8192, 512 * MiB, 128 * MiB
+
+    def peak(size: int) -> int:
+        return max(2 * params + x, params + x + 300 * MiB + size * 176 * 1024)
+
+    class FlatDevice(SyntheticDevice):
+        def window(self, call):
+            def measure(size: int):
+                call(size)
+                self.sizes.append((size, False, False))
+                if peak(size) > CAP:
+                    raise _measure.ProbeOutOfMemory(size)
+                return Probe(size, peak(size), peak(size), peak_pinned_bytes=peak(size),
+                             resident_bytes=params + x), params + x
+            return measure
+
+    model = Blocks()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train(inputs: torch.Tensor) -> None:
+        model(inputs).logsumexp(-1).mean().backward()
+        opt.step()
+
+    model.fail_above = 64
+    try:
+        train(torch.randn(batch, 16))
+    except torch.OutOfMemoryError as exc:
+        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
+    model.fail_above = None
+    scene.grad_enabled = True
+    e = _evidence()
+    e.limit_bytes = e.reserved_bytes = e.allocated_bytes = 2 * GiB
+    device = FlatDevice(amp_share=1.0)
+    m = _measure.measure(scene, e, device=device)
+    assert not isinstance(m, str), m
+    sizes = [s for s, _, _ in device.sizes]
+    # Past the flat: the line runs through slices on the activations' peak, and holds the need.
+    assert sum(peak(s) > 2 * params + x for s in set(sizes)) >= 2, sizes
+    assert m.need_bytes >= peak(batch), (m.need_bytes, peak(batch), sizes)
 
 
 def test_when_not_one_sample_fits_with_adams_state_the_lighter_optimizer_is_measured():
