@@ -16,9 +16,12 @@
 #              one applied in fresh processes); ONLY=a,b limits the programs, JOBS=N and
 #              LIMIT_S=S change the lanes at once and the limit
 #   fit-bench  bench/bench_fit.py (fit against bisection truth and accelerate)
+#   recheck    what a change was made for, in one call: pytest -m slow over TESTS (pytest node
+#              ids; default test_fit.py and the pytest plugin's measured OOM), then, when ONLY
+#              names OOM programs, bench/oom_kinds.py over those (JOBS lanes, 4 by default)
 # The results go into docs/oom-advice.md, docs/benchmarks.md and docs/testing.md.
 set -uo pipefail
-name="${1:?usage: call.sh main|slow-fit|slow-oom|oom-kinds|fit-bench [WHEEL]}"
+name="${1:?usage: call.sh main|slow-fit|slow-oom|oom-kinds|fit-bench|recheck [WHEEL]}"
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 wheel="${2:-$(find dist -maxdepth 1 -name 'vramscope-*-cp312-*.whl' 2>/dev/null | head -n 1)}"
 [[ -f "$wheel" ]] || { echo "call.sh: no wheel (build one: tools/build-wheel.sh --python 3.12)"; exit 2; }
@@ -34,6 +37,24 @@ pytest_group() {  # LIMIT_S ARGS...: pytest stopped by SIGINT at the limit (it s
   local limit="$1"; shift
   timeout -s INT -k 30 "$limit" "$py" -m pytest "$@" -rs --tb=short --durations=0 \
       -o faulthandler_timeout=300 -p no:cacheprovider 2>&1 | tee "$work/pytest.log" | tail -n 60
+}
+kinds_summary() {  # OOM_KINDS_JSON: one line a program, then how many first advices ran
+  "$py" - "$1" <<'PY'
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as exc:
+    sys.exit(f"no results: {exc}")
+ran = 0
+for name, r in sorted(rows.items()):
+    applied = r.get("applied") or []
+    first = applied[0] if applied else {}
+    ran += bool(first.get("completed"))
+    promised = [a for a in applied if a.get("fits")]
+    print(f"{name:22} oom={r.get('oom')} first={first.get('kind')} ran={first.get('completed')} "
+          f"fits_true_ran={sum(a['completed'] for a in promised)}/{len(promised)}")
+print(f"first advice ran: {ran} of {len(rows)}")
+PY
 }
 case "$name" in
   main)
@@ -52,23 +73,17 @@ case "$name" in
     timeout -s INT -k 20 "${LIMIT_S:-560}" "$py" bench/oom_kinds.py "$work/oom_kinds.json" \
         --jobs "${JOBS:-8}" \
         ${ONLY:+--only "$ONLY"} 2>&1 | tee "$work/oom_kinds.log" | cut -c1-400
-    summary="$("$py" - "$work/oom_kinds.json" <<'PY'
-import json, sys
-try:
-    rows = json.load(open(sys.argv[1]))
-except (OSError, ValueError) as exc:
-    sys.exit(f"no results: {exc}")
-ran = 0
-for name, r in sorted(rows.items()):
-    applied = r.get("applied") or []
-    first = applied[0] if applied else {}
-    ran += bool(first.get("completed"))
-    promised = [a for a in applied if a.get("fits")]
-    print(f"{name:22} oom={r.get('oom')} first={first.get('kind')} ran={first.get('completed')} "
-          f"fits_true_ran={sum(a['completed'] for a in promised)}/{len(promised)}")
-print(f"first advice ran: {ran} of {len(rows)}")
-PY
-)" ;;
+    summary="$(kinds_summary "$work/oom_kinds.json")" ;;
+  recheck)
+    source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
+    read -r -a tests <<< "${TESTS:-tests/gpu/test_fit.py tests/gpu/test_integrations_gpu.py::test_plugin_measures_the_oom_that_failed_a_test_and_frees_it}"
+    pytest_group "${PYTEST_LIMIT_S:-300}" -m slow -v "${tests[@]}"
+    summary="$(tail -n 1 "$work/pytest.log")"
+    if [[ -n "${ONLY:-}" ]]; then
+      timeout -s INT -k 20 "${LIMIT_S:-240}" "$py" bench/oom_kinds.py "$work/oom_kinds.json" \
+          --jobs "${JOBS:-4}" --only "$ONLY" 2>&1 | tee "$work/oom_kinds.log" | cut -c1-300
+      summary+=$'\n'"$(kinds_summary "$work/oom_kinds.json")"
+    fi ;;
   fit-bench)
     source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
     timeout -s INT -k 20 560 "$py" bench/bench_fit.py "$work/bench_fit.json" 2>&1 \
