@@ -9,7 +9,7 @@ What must fit under a cap is not the reserved peak measured without pressure: be
 raises, the caching allocator frees every cached segment without a live block and retries, so
 what must fit is the peak of the segments holding live blocks (vramscope.predict.pinned). Its
 ratio to the allocated peak, measured at the two largest probes, is the *allowance* (1.02-1.09
-on the calibration models). Without a measured allowance (no memory history), or where the
+on the calibration models; the largest alone where the one below it lies on a fixed peak's flat). Without a measured allowance (no memory history), or where the
 allocator does not retry (torch >= 2.12 with ``throw_on_cudamalloc_oom``), the need is the
 reserved peak, fitted the same way.
 
@@ -20,6 +20,10 @@ so they cannot disagree. Pure functions of ``Probe`` values: tested with synthet
 Why the prediction is conservative: it is the higher of the least-squares curve and the line
 through the two largest probes (a step whose memory grows faster per sample at larger sizes,
 as cuDNN workspaces and attention do, is followed), plus the largest residual of the fit.
+Where the second largest probe lies on a flat (its peak grew from the one below it by a tenth
+of the growth per unit above it, or less: the optimizer's step holds the peak there), that line
+is too shallow, and past the largest probe its peak is grown in proportion to the size, its
+resident bytes kept.
 The lower bound assumes only that memory does not grow slower per unit beyond the probes than
 it did between any two of them (each sample keeps its own activations): the largest peak
 measured at a size at most ``x``, plus the smallest measured per-unit increase times the rest.
