@@ -143,10 +143,10 @@ def host_inputs(monkeypatch):
     monkeypatch.setattr(_scene, "INPUT_DEVICE_TYPES", ("cuda", "cpu"))
 
 
-def _oom_scene(model: Blocks, optimizer=None) -> _scene.OomScene:
+def _oom_scene(model: Blocks, optimizer=None, batch: int = BATCH) -> _scene.OomScene:
     """The scene as the post-mortem captures it: the OOM raised inside the model's forward of
-    a training loop (SGD without momentum unless ``optimizer(params)`` is given), the frames
-    taken from the exception's traceback."""
+    a training loop at ``batch`` (SGD without momentum unless ``optimizer(params)`` is given),
+    the frames taken from the exception's traceback."""
     from vramscope.attribution.model_probe import frames_of_traceback
 
     opt = (optimizer or functools.partial(torch.optim.SGD, lr=0.1))(model.parameters())
@@ -158,7 +158,7 @@ def _oom_scene(model: Blocks, optimizer=None) -> _scene.OomScene:
 
     model.fail_above = 64
     try:
-        train(torch.randn(BATCH, 16))
+        train(torch.randn(batch, 16))
     except torch.OutOfMemoryError as exc:
         scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
     model.fail_above = None
@@ -1105,8 +1105,6 @@ def test_slices_past_the_gradients_flat_measure_what_grows():
     # their gradients, the input: 1.125 GiB), past it on the activations (176 KiB a sample).
     # Six slices, each no more than the last grown in proportion, stayed on that flat; their
     # line measured 1.5 GiB at 8192 where the program held 1.9 GiB and asked for more.
-    from vramscope.attribution.model_probe import frames_of_traceback
-
     batch, params, x = 8192, 512 * MiB, 128 * MiB
 
     def peak(size: int) -> int:
@@ -1123,19 +1121,7 @@ def test_slices_past_the_gradients_flat_measure_what_grows():
                              resident_bytes=params + x), params + x
             return measure
 
-    model = Blocks()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-    def train(inputs: torch.Tensor) -> None:
-        model(inputs).logsumexp(-1).mean().backward()
-        opt.step()
-
-    model.fail_above = 64
-    try:
-        train(torch.randn(batch, 16))
-    except torch.OutOfMemoryError as exc:
-        scene = _scene.capture(frames_of_traceback(exc.__traceback__), at_oom=False)
-    model.fail_above = None
+    scene = _oom_scene(Blocks(), batch=batch)
     scene.grad_enabled = True
     e = _evidence()
     e.limit_bytes = e.reserved_bytes = e.allocated_bytes = 2 * GiB
