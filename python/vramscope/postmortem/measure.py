@@ -58,9 +58,10 @@ MAX_PROBES = 6
 #: Probes of a cap's search (a dimension that grew, generate()'s new tokens), each one at the
 #: failing batch.
 MAX_CAP_PROBES = 5
-#: A cap is a multiple of the past and failing sizes' common divisor, halved down to this (a
-#: ViT's patch, a CNN's stride divide both; 8 for sequences of 512 and 1024 would be finer
-#: than any user asks).
+#: A cap is a multiple of a divisor of the past and failing sizes' common divisor, at most
+#: this (8 for sequences of 512 and 1024 would be finer than any user asks): the one with the
+#: most factors of two, and a multiple of the model's patch (a ViT's patch, a CNN's strides
+#: are powers of two; 224 -> 448 has 32, where halving 224 to 56 lost the 16 of a patch).
 CAP_STEP_MAX = 64
 
 
@@ -409,15 +410,32 @@ def max_positions(model: Any) -> int:
     return 0
 
 
-def cap_step(sizes: list[tuple[int, int]]) -> int:
-    """The step of a cap's sizes: the common divisor of every past and failing size, halved
-    while it is even and above CAP_STEP_MAX (224 -> 448: 56, four 14-pixel patches)."""
-    step = 0
+def cap_step(sizes: list[tuple[int, int]], unit: int = 1) -> int:
+    """The step of a cap's sizes: of the divisors of every past and failing size's common
+    divisor, the one at most CAP_STEP_MAX, a multiple of ``unit`` (the model's patch), with
+    the most factors of two, then the largest (224 -> 448: 32; 512 -> 768: 64); the common
+    divisor itself where none is (a patch above CAP_STEP_MAX)."""
+    common = 0
     for past, now in sizes:
-        step = math.gcd(step, math.gcd(past, now))
-    while step > CAP_STEP_MAX and step % 2 == 0:
-        step //= 2
-    return max(1, step)
+        common = math.gcd(common, math.gcd(past, now))
+    common = max(1, common)
+    unit = unit if unit >= 1 and common % unit == 0 else 1  # sizes the model ran: it divides
+    fits = [d for d in range(unit, min(common, CAP_STEP_MAX) + 1, unit) if common % d == 0]
+    return max(fits, key=lambda d: ((d & -d).bit_length(), d)) if fits else common
+
+
+def patch_size(model: Any) -> int:
+    """The patch an image model cuts its input into: the stride of its first convolution whose
+    kernel is its stride (a ViT's, a Swin's, a ConvNeXt's stem); 1 when it has none. Its input
+    sides must be multiples of it (timm's ViT asserts so)."""
+    torch = sys.modules["torch"]
+    kinds = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+    for module in model.modules():
+        if isinstance(module, kinds):
+            kernel, stride = tuple(module.kernel_size), tuple(module.stride)
+            if kernel == stride and len(set(stride)) == 1 and stride[0] > 1:
+                return int(stride[0])
+    return 1
 
 
 def cap_search(measure: Callable[[int], Probe], low: int, high: int, high_need: int,
@@ -465,7 +483,7 @@ def _input_cap(runner: _Runner, device: Any, opt: OptimizerStep,
     """The cap on the dimensions that grew: their largest size, at the failing batch, that
     was run and fit (the first grown dimension's size; the others in proportion)."""
     (lead, (past, now)), *_ = sorted(sizes.items())
-    step = cap_step(list(sizes.values()))
+    step = cap_step(list(sizes.values()), patch_size(runner.scene.model))
 
     def at(size: int) -> dict[int, tuple[int, int]]:
         return {d: (n, max(step, n * size // now // step * step)) for d, (_, n) in sizes.items()}

@@ -553,6 +553,48 @@ def test_an_image_that_grew_is_capped_in_both_dimensions():
     assert first.kind == "image_size" and first.fits and "384×384" in first.title
 
 
+def test_a_vit_whose_image_grew_is_capped_at_a_multiple_of_its_patch():
+    # The GPU's vit_growth (timm's ViT-B/16 with a dynamic image size, 224 then 448 at batch
+    # 48): the cap's sizes were multiples of 56, and the first, 280, is no multiple of the
+    # 16-pixel patch: timm refused it, and no cap was measured.
+    class Patches(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Conv2d(3, 4, kernel_size=16, stride=16)
+            self.blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(2))
+            self.fail_above: int | None = None
+            self.seen: tuple[int, ...] = ()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            assert x.shape[-1] % 16 == 0, f"Input width ({x.shape[-1]}) should be divisible by 16"
+            self.seen = tuple(x.shape)
+            if self.fail_above is not None and x.shape[-1] > self.fail_above:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            x = self.embed(x).flatten(2).transpose(1, 2)
+            for block in self.blocks:
+                x = block(x)
+            return x.mean(1)
+
+    per_pixel = 8192
+
+    def need(shape, checkpointed):
+        b, _, h, w = shape
+        return int(FIXED + b * h * w * per_pixel * (CHECKPOINT_SHARE if checkpointed else 1))
+
+    assert _measure.patch_size(Patches()) == 16
+    model = Patches()
+    scene = _grown_scene(model, (torch.randn(8, 3, 448, 448),), 224)
+    e = _grown_evidence((8, 3, 448, 448), (8, 3, 224, 224))
+    device = ShapeDevice(model, need)
+    m = _measure.measure(scene, e, device=device)
+    assert not isinstance(m, str), m
+    assert not m.notes, m.notes
+    cap = next(r for r in m.remedies if r.kind == "image_size")
+    truth = _largest(lambda s: need((8, 3, s, s), False), range(224, 448, 32))
+    assert 224 < truth < 448
+    assert cap.params["max_size"] == [truth, truth]
+
+
 def test_no_cap_when_the_input_did_not_grow():
     model = Tokens()
     ids = torch.randint(0, 100, (GROWN_BATCH, FAILED_LENGTH))
