@@ -9,9 +9,10 @@ What must fit under a cap is not the reserved peak measured without pressure: be
 raises, the caching allocator frees every cached segment without a live block and retries, so
 what must fit is the peak of the segments holding live blocks (vramscope.predict.pinned). Its
 ratio to the allocated peak, measured at the two largest probes, is the *allowance* (1.02-1.09
-on the calibration models; the largest alone where the one below it lies on a fixed peak's flat). Without a measured allowance (no memory history), or where the
-allocator does not retry (torch >= 2.12 with ``throw_on_cudamalloc_oom``), the need is the
-reserved peak, fitted the same way.
+on the calibration models; the largest alone where the one below it lies on a fixed peak's
+flat). Without a measured allowance (no memory history), or where the allocator does not retry
+(torch >= 2.12 with ``throw_on_cudamalloc_oom``), the need is the reserved peak, fitted the
+same way.
 
 A ``Prediction`` says what a size needs, with the basis, a stated margin and a sound lower
 bound. Both the batch-size search (``vramscope.fit``) and the OOM advice read this one model,
