@@ -667,7 +667,8 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
             result = search(measure_slice, budget, start=start, limit=size,
                             max_probes=MAX_PROBES, retries=retries)
             if _ends_on_flat(result.probes) and 2 * result.probes[-1].size <= size and \
-                    result.size < size and time.monotonic() - began < deadline_s / 2:
+                    result.size < size and not result.reason.startswith("probing stopped") \
+                    and time.monotonic() - began < deadline_s / 2:
                 # Every slice so far peaked at the same fixed point (the gradients at the
                 # backward's end): a line through them says nothing of what grows, and each
                 # next slice may only grow in proportion. More slices, to get past it.
