@@ -48,7 +48,9 @@ def main() -> None:
         import vramscope
 
         result = vramscope.fit(step, budget="cap")
-        print(json.dumps({"answer": result.size, "probes": [p.size for p in result.probes],
+        print(json.dumps({"answer": result.size, "probes": [
+                              [p.size, p.peak_allocated_bytes, p.peak_pinned_bytes,
+                               p.resident_bytes] for p in result.probes],
                           "ooms": int(torch.cuda.memory_stats().get("num_ooms", 0)),
                           "describe": result.describe()}))
 

@@ -434,6 +434,7 @@ def to_json(result) -> dict:
             "allowance": m.allowance},
         "probes": [{"size": q.size, "peak_allocated_bytes": q.peak_allocated_bytes,
                     "peak_reserved_bytes": q.peak_reserved_bytes,
-                    "peak_pinned_bytes": q.peak_pinned_bytes, "steps": q.steps,
+                    "peak_pinned_bytes": q.peak_pinned_bytes,
+                    "resident_bytes": q.resident_bytes, "steps": q.steps,
                     "seconds": round(q.seconds, 3)} for q in result.probes],
     }
