@@ -30,7 +30,7 @@ import gc
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from .._core.torchcheck import is_oom_error
@@ -44,7 +44,7 @@ from ..attribution.model_probe import (
     parameter_summary,
 )
 from ..predict.fit import CudaDevice
-from ..predict.model import FLAT_SLOPE_SHARE, MemoryModel, Probe, fit_model
+from ..predict.model import MemoryModel, Probe, ends_on_flat, fit_model
 from ..predict.search import DEFAULT_MARGIN, ProbeOutOfMemory, search
 from ..predict.window import allocator_retries
 from .advice import Measured, MeasuredRemedy, OomEvidence
@@ -218,16 +218,6 @@ class _Runner:
                 p.grad = None
 
 
-def _ends_on_flat(probes: Sequence[Probe]) -> bool:
-    """Did the two largest probes peak alike (within FLAT_SLOPE_SHARE of the larger's bytes
-    above what stays allocated): both on a fixed peak's flat, the growing part unseen?"""
-    if len(probes) < 2:
-        return False
-    low, top = sorted(probes, key=lambda p: p.size)[-2:]
-    grown = top.peak_allocated_bytes - low.peak_allocated_bytes
-    return grown <= FLAT_SLOPE_SHARE * (top.peak_allocated_bytes - top.resident_bytes)
-
-
 def _measure_fn(runner: _Runner, device: Any, opt: OptimizerStep,
                 raw: dict[int, tuple[Probe, int]]) -> Callable[[int], Probe]:
     """``measure(size)`` for the search: one window per slice, the optimizer's step added; the
@@ -393,7 +383,7 @@ def token_length(inputs: Inputs) -> int:
     if found is None:
         found = inputs.first
     if isinstance(found, torch.Tensor) and found.dim() == 2 and \
-            not found.is_floating_point() and not found.is_complex():
+            found.dtype in (torch.int64, torch.int32):
         return int(found.shape[1])
     return 0
 
@@ -666,7 +656,7 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         try:
             result = search(measure_slice, budget, start=start, limit=size,
                             max_probes=MAX_PROBES, retries=retries)
-            if _ends_on_flat(result.probes) and 2 * result.probes[-1].size <= size and \
+            if ends_on_flat(result.probes) and 2 * result.probes[-1].size <= size and \
                     result.size < size and not result.reason.startswith("probing stopped") \
                     and time.monotonic() - began < deadline_s / 2:
                 # Every slice so far peaked at the same fixed point (the gradients at the

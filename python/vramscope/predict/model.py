@@ -36,7 +36,8 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-__all__ = ["Probe", "MemoryModel", "Prediction", "fit_model", "block_bytes", "segment_bytes"]
+__all__ = ["Probe", "MemoryModel", "Prediction", "block_bytes", "ends_on_flat", "fit_model",
+           "segment_bytes"]
 
 #: The caching allocator's rounding (c10/cuda/CUDACachingAllocator.cpp): every block is a
 #: multiple of 512 bytes; requests up to 1 MiB come from 2 MiB segments (the small pool),
@@ -52,6 +53,21 @@ ROUND_LARGE_BYTES = 2 << 20
 #: peak (an H100: 0.2 MB per sample from 2 to 4, 16 MB from 4 to 54): its layout is not the
 #: activations' (the allowance is not read from it) and no line of what grows runs through it.
 FLAT_SLOPE_SHARE = 0.1
+
+
+def ends_on_flat(probes: Sequence[Probe]) -> bool:
+    """Do the two largest probes lie on one fixed peak's flat: their peak grew between them by
+    at most FLAT_SLOPE_SHARE of the largest's growth per unit above what stays allocated, so
+    nothing of the growing part is seen yet?"""
+    top = max(probes, key=lambda p: p.size, default=None)
+    below = [p for p in probes if top is not None and p.size < top.size]
+    if top is None or not below:
+        return False
+    low = max(below, key=lambda p: p.size)
+    between = (top.peak_allocated_bytes - low.peak_allocated_bytes) / (top.size - low.size)
+    above = (top.peak_allocated_bytes - min(top.resident_bytes, top.peak_allocated_bytes)) \
+        / top.size
+    return between <= FLAT_SLOPE_SHARE * above
 
 
 def block_bytes(request_bytes: int) -> int:

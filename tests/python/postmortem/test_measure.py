@@ -484,6 +484,23 @@ def _largest(need, sizes) -> int:
     return max((s for s in sizes if need(s) * ALLOWANCE <= _usable()), default=0)
 
 
+def _measure_grown_image(model: torch.nn.Module, past: int, per_pixel: int):
+    """A training step at batch 8 whose square image grew from ``past`` to 448 pixels, run
+    out of memory at 448 and measured on the synthetic allocator charging FIXED and
+    ``per_pixel`` bytes a pixel (a share of it with checkpointing). Returns the measurement,
+    the evidence, the device and the need."""
+    def need(shape, checkpointed):
+        b, _, h, w = shape
+        return int(FIXED + b * h * w * per_pixel * (CHECKPOINT_SHARE if checkpointed else 1))
+
+    scene = _grown_scene(model, (torch.randn(8, 3, 448, 448),), past)
+    e = _grown_evidence((8, 3, 448, 448), (8, 3, past, past))
+    device = ShapeDevice(model, need)
+    m = _measure.measure(scene, e, device=device)
+    assert not isinstance(m, str), m
+    return m, e, device, need
+
+
 def test_a_sequence_that_grew_is_capped_at_the_longest_length_that_ran_and_fit():
     model = Tokens()
     ids = torch.randint(0, 100, (GROWN_BATCH, FAILED_LENGTH))
@@ -530,18 +547,7 @@ def test_an_image_that_grew_is_capped_in_both_dimensions():
                 x = block(x)
             return x.flatten(1)
 
-    per_pixel = 6144
-
-    def need(shape, checkpointed):
-        b, _, h, w = shape
-        return int(FIXED + b * h * w * per_pixel * (CHECKPOINT_SHARE if checkpointed else 1))
-
-    model = Convs()
-    scene = _grown_scene(model, (torch.randn(8, 3, 448, 448),), 320)
-    e = _grown_evidence((8, 3, 448, 448), (8, 3, 320, 320))
-    device = ShapeDevice(model, need)
-    m = _measure.measure(scene, e, device=device)
-    assert not isinstance(m, str), m
+    m, e, device, need = _measure_grown_image(Convs(), 320, per_pixel=6144)
     cap = next(r for r in m.remedies if r.kind == "image_size")
     truth = _largest(lambda s: need((8, 3, s, s), False), range(320, 448, 64))
     assert truth == 384, "the synthetic step is meant to fit 384 and not 448"
@@ -575,19 +581,8 @@ def test_a_vit_whose_image_grew_is_capped_at_a_multiple_of_its_patch():
                 x = block(x)
             return x.mean(1)
 
-    per_pixel = 8192
-
-    def need(shape, checkpointed):
-        b, _, h, w = shape
-        return int(FIXED + b * h * w * per_pixel * (CHECKPOINT_SHARE if checkpointed else 1))
-
     assert _measure.patch_size(Patches()) == 16
-    model = Patches()
-    scene = _grown_scene(model, (torch.randn(8, 3, 448, 448),), 224)
-    e = _grown_evidence((8, 3, 448, 448), (8, 3, 224, 224))
-    device = ShapeDevice(model, need)
-    m = _measure.measure(scene, e, device=device)
-    assert not isinstance(m, str), m
+    m, _, _, need = _measure_grown_image(Patches(), 224, per_pixel=8192)
     assert not m.notes, m.notes
     cap = next(r for r in m.remedies if r.kind == "image_size")
     truth = _largest(lambda s: need((8, 3, s, s), False), range(224, 448, 32))
