@@ -16,12 +16,14 @@ Results: docs/oom-advice.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 GiB = 1 << 30
@@ -484,8 +486,56 @@ PROGRAMS = {
 LONG = ("gpt2_generate", "gpt2_logits_kept", "lightning_cnn", "gpt2_seq_growth")
 
 
+class _Card:
+    """The card the lanes share: each program caps its own allocator at its lane's share, so
+    they run side by side; a raised cap (a `memory_fraction` advice applied) may take most of
+    the card, so it runs alone (on an H100, `seg_highres`'s 52 GiB cap ran out beside a lane
+    holding 70 GiB: the card's room, not the advice)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._alone = False
+        self._waiting = 0
+
+    @contextlib.contextmanager
+    def share(self):
+        with self._cond:
+            self._cond.wait_for(lambda: not self._alone and not self._waiting)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self):
+        with self._cond:
+            self._waiting += 1
+            self._cond.wait_for(lambda: not self._alone and not self._shared)
+            self._waiting -= 1
+            self._alone = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._alone = False
+                self._cond.notify_all()
+
+
+CARD = _Card()
+
+
 def _run(name: str, advice: dict, folder: str) -> tuple[int, dict | None, str]:
-    """(exit code, the OOM report or None, the output's tail) of one program under the agent."""
+    """(exit code, the OOM report or None, the output's tail) of one program under the agent;
+    a raised cap alone on the card."""
+    with CARD.alone() if advice.get("kind") == "memory_fraction" else CARD.share():
+        return _run_now(name, advice, folder)
+
+
+def _run_now(name: str, advice: dict, folder: str) -> tuple[int, dict | None, str]:
     env = dict(os.environ, VRAMSCOPE_OOM_DIR=folder, NCCL_NVLS_ENABLE="0",
                TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
     if advice.get("kind") == "expandable_segments":

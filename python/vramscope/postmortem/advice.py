@@ -75,6 +75,10 @@ class MeasuredRemedy:
     need_bytes: int
     #: How it was obtained, in words (the probes and the model).
     basis: str
+    #: Was it run where it is to hold (the failing size itself, the batch it advises, a cap
+    #: run twice in a row), or found not to fit there? A remedy predicted to fit from smaller
+    #: slices and not run there (no time left) is not promised.
+    ran_where_advised: bool = True
 
 
 @dataclasses.dataclass

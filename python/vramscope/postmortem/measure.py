@@ -10,7 +10,15 @@ that fits: advice and fit read one model.
 
 Each remedy is measured the same way before it is ranked: activation checkpointing on the block
 list found, autocast, a lighter optimizer (the same slices, another optimizer step). A remedy is
-promised to fit only when its need, by the model through its own probes, fits the budget.
+promised to fit only where it ran where it is to hold and fit there (``confirm``): the batch
+that fits at that batch, checkpointing and autocast at the failing batch itself, a cap on what
+grew twice in a row (a later step runs in the cache the one before left), the program's own
+cap raised and the step run under it. A line through the slices is what picks each, never
+what promises it: past the largest slice it missed a change of what holds the peak (the
+gradients at the backward's end, then the activations), a workspace, the fragmentation of a
+KV cache at the whole batch (each seen on an H100). Where the failing size needs less by the
+slices' line than the program held and asked for at its OOM, slices nearer it are run first
+(``_nearer``).
 
 Where the input grew from step to step in another dimension than the batch (a longer sequence, a
 larger image: the model probe keeps the input's shape per batch size), a later step may be
@@ -45,10 +53,10 @@ from ..attribution.model_probe import (
 )
 from ..predict.fit import CudaDevice
 from ..predict.model import MemoryModel, Probe, ends_on_flat, fit_model
-from ..predict.search import DEFAULT_MARGIN, ProbeOutOfMemory, search
+from ..predict.search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
 from ..predict.window import allocator_retries
 from .advice import Measured, MeasuredRemedy, OomEvidence
-from .remedies import grown_dims
+from .remedies import grown_dims, raised_fraction
 from .scene import Inputs, OomScene, resize_inputs, slice_inputs
 
 __all__ = ["measure", "OptimizerStep", "CudaDevice"]
@@ -193,8 +201,15 @@ class _Runner:
         #: The arguments at a size (None: the batch cut to it): a cap's search sets another
         #: dimension's size, or generate()'s new tokens, at the whole batch.
         self.along: Callable[[int], tuple[tuple[Any, ...], dict[str, Any]]] | None = None
+        #: Steps run back to back in one window: two where a cap is confirmed, as the
+        #: program's later steps will run it, each in the cache the one before left.
+        self.repeat = 1
 
     def __call__(self, size: int) -> None:
+        for _ in range(self.repeat):
+            self._once(size)
+
+    def _once(self, size: int) -> None:
         torch = sys.modules["torch"]
         args, kwargs = (slice_inputs(self.inputs, size) if self.along is None
                         else self.along(size))
@@ -253,29 +268,158 @@ def _need(model: MemoryModel | None, size: int) -> int | None:
 
 
 def _variant(runner: _Runner, device: Any, opt: OptimizerStep, sizes: list[int], size: int,
-             setup: Callable[[], Callable[[], None]]) -> tuple[int | None, str]:
+             setup: Callable[[], Callable[[], None]], usable: float,
+             late: Callable[[], bool]) -> tuple[int | None, str, bool]:
     """The failing step's need at ``size`` with a remedy applied (``setup()`` applies it and
     returns its undo), measured at ``sizes`` (their line, the optimizer's step added at
-    ``size``), and how; None and why when it cannot be measured."""
+    ``size``), and how; None and why when it cannot be measured. Where that line says it fits
+    ``usable``, the step is then run at ``size`` itself with it (``confirm``): the need
+    measured there is the one given. Last: was it run at ``size`` (or found not to fit)?"""
     raw: dict[int, tuple[Probe, int]] = {}
     try:
         undo = setup()
     except Exception as exc:  # noqa: BLE001 -- the remedy cannot be applied to this model
-        return None, f"could not be applied ({_error_text(exc)})"
+        return None, f"could not be applied ({_error_text(exc)})", False
     try:
         measure = _measure_fn(runner, device, opt, raw)
         for at in sizes:
             measure(at)
     except ProbeOutOfMemory as oom:
-        return None, f"ran out of memory at {oom.size}"
+        return None, f"ran out of memory at {oom.size}", False
     except Exception as exc:  # noqa: BLE001 -- the step does not run with it: not advised
-        return None, f"the step did not run with it ({_error_text(exc)})"
+        return None, f"the step did not run with it ({_error_text(exc)})", False
     finally:
         undo()
     stepped = _step_need(raw, opt, size, allocator_retries())
     if stepped is None:
-        return None, f"one size only ({', '.join(map(str, sizes))}): no line"
-    return stepped[0], f"probes at {', '.join(map(str, sizes))}"
+        return None, f"one size only ({', '.join(map(str, sizes))}): no line", False
+    need, how = stepped[0], f"probes at {', '.join(map(str, sizes))}"
+    if need > usable or size in sizes:
+        return need, how, True
+    return confirm(runner, device, opt, size, need, how, usable, late, setup)
+
+
+def confirm(runner: _Runner, device: Any, opt: OptimizerStep, size: int, need: int, how: str,
+            usable: float, late: Callable[[], bool],
+            setup: Callable[[], Callable[[], None]] | None = None,
+            repeat: int = 1) -> tuple[int | None, str, bool]:
+    """A remedy predicted to fit (``need`` by ``how``) run at ``size`` itself, ``repeat``
+    steps back to back: what it needs there, measured, how, and True; None and why when it ran
+    out of memory there. Unconfirmed (no time left, or it does not run there for another
+    reason): the prediction, why, and False: it is not promised. A prediction past the largest
+    slice misses what changes between (a step 2.3 times past its slices needed 3 % more than
+    its line said, on an H100), and one step measured alone misses the fragmentation that the
+    steps before leave in the cache (an image capped at a size that ran once, whose second
+    step ran out)."""
+    if late():
+        return need, f"{how}; not run at {size} (no time left)", False
+    undo = setup() if setup is not None else None
+    runner.repeat = repeat
+    try:
+        measured = _measure_fn(runner, device, opt, {})(size)
+    except ProbeOutOfMemory:
+        return None, (f"{how}: predicted ≈{format_bytes(need)} at {size}, and ran out of memory "
+                      f"when run there{' twice in a row' if repeat > 1 else ''}"), True
+    except Exception as exc:  # noqa: BLE001 -- it ran at the slices: unconfirmed, not promised
+        return need, f"{how}; did not run at {size} ({_error_text(exc)})", False
+    finally:
+        runner.repeat = 1
+        if undo is not None:
+            undo()
+    steps = f"{repeat} steps back to back" if repeat > 1 else "run"
+    return measured.must_fit_bytes, (f"{how}, then {steps} at {size}: "
+                                     f"{format_bytes(measured.must_fit_bytes)}"), True
+
+
+def _nearer(result: FitResult, measure_slice: Callable[[int], Probe], e: OomEvidence,
+            size: int, start: int, retries: bool, early: bool) -> FitResult:
+    """``result`` again, with slices nearer the failing size, where its model says the failing
+    size needs less than the program held and asked for at its OOM (``_short_of_the_program``)
+    and its slices stayed below it: the line through them missed a change of what holds the
+    peak past them (8 Linear layers at 8192: up to about 2500 samples the gradients at the
+    backward's end, above it the activations; the line through 2518 and 4096 said 8192 fits
+    the cap it ran out of). At 0.6 and 0.8 of the failing size, then the search on all of
+    them. ``early``: is there time for it (half the deadline left)?"""
+    top = max((p.size for p in result.probes), default=0)
+    if not early or result.model is None or not 0 < top < size or \
+            not _short_of_the_program(e, result.model, size, 0):
+        return result
+    known = list(result.probes)
+    for share in (0.6, 0.8):
+        at = int(size * share)
+        if at <= max(p.size for p in known):
+            continue
+        try:
+            known.append(measure_slice(at))
+        except ProbeOutOfMemory:
+            break
+    if len(known) == len(result.probes):
+        return result
+    return search(measure_slice, result.budget_bytes, start=start, limit=size,
+                  max_probes=len(known) + MAX_PROBES, retries=retries, known=known)
+
+
+def _batch_remedy(result: FitResult, probes: list[Probe], measure_slice: Callable[[int], Probe],
+                  size: int, usable: float, late: Callable[[], bool]) -> MeasuredRemedy | None:
+    """The batch that fits, run at that batch before it is advised: the search's answer where
+    it ran and fit, else the largest slice measured to fit; not promised where there was no
+    time to run it (None where no slice below the failing batch fits)."""
+    assert result.prediction is not None
+    batch, need, basis = result.size, result.prediction.need_bytes, result.prediction.basis
+    measured = {p.size: p for p in probes}
+    if batch in measured:
+        return MeasuredRemedy("batch_size", {"batch_size": batch, "from_batch_size": size},
+                              need, basis)
+    if late():
+        return MeasuredRemedy("batch_size", {"batch_size": batch, "from_batch_size": size},
+                              need, f"{basis}; not run at {batch} (no time left)", False)
+    try:
+        got: Probe | None = measure_slice(batch)
+    except ProbeOutOfMemory:
+        got = None
+    if got is not None:
+        probes.append(got)
+        if got.must_fit_bytes <= usable:
+            return MeasuredRemedy("batch_size", {"batch_size": batch, "from_batch_size": size},
+                                  got.must_fit_bytes,
+                                  f"{basis}, then run at {batch}: "
+                                  f"{format_bytes(got.must_fit_bytes)}")
+    fitting = [p for p in measured.values() if p.size < size and p.must_fit_bytes <= usable]
+    if not fitting:
+        return None
+    best = max(fitting, key=lambda p: p.size)
+    missed = ("ran out of memory" if got is None
+              else f"needed {format_bytes(got.must_fit_bytes)}")
+    return MeasuredRemedy("batch_size", {"batch_size": best.size, "from_batch_size": size},
+                          best.must_fit_bytes,
+                          f"measured at {best.size} ({format_bytes(best.must_fit_bytes)}); "
+                          f"{batch}, predicted by {basis}, {missed} when run")
+
+
+def _raised_cap(runner: _Runner, device: Any, opt: OptimizerStep, e: OomEvidence, size: int,
+                need: int, late: Callable[[], bool]) -> MeasuredRemedy | None:
+    """The program's own cap raised to what the failing step needs, and the step run at its
+    size under it (twice in a row in training: the later steps run in the cache the first
+    leaves), before it is advised: what it needed there; where it ran out, more than that cap.
+    None where the program set no cap, the device has no room for it now, or the device
+    cannot raise one."""
+    total, limit = e.device_total_bytes, e.limit_bytes
+    capped = getattr(device, "capped", None)
+    if capped is None or limit is None or not 0 < limit < total:
+        return None
+    fraction = raised_fraction(need, total)
+    raised = int(fraction * total)
+    now = device.memory()
+    if raised <= limit or now.free_bytes + now.reserved_bytes < raised:
+        return None
+    how = f"the step run at {size} under the cap {fraction}"
+    with capped(fraction, limit / total):
+        got, text, ran = confirm(runner, device, opt, size, need, how,
+                                 raised * (1.0 - DEFAULT_MARGIN), late,
+                                 repeat=1 if runner.scene.generate_kwargs is not None else 2)
+    if got is None:
+        return MeasuredRemedy("memory_fraction", {"fraction": fraction}, raised + 1, text)
+    return MeasuredRemedy("memory_fraction", {"fraction": fraction}, got, text, ran)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -483,22 +627,38 @@ def _input_cap(runner: _Runner, device: Any, opt: OptimizerStep,
     try:
         answer, probe, how = cap_search(lambda size: opt.adjust(*window(size)), past, now,
                                         need, usable, step, late)
+        if answer == 0 or probe is None:
+            return f"even the past step's size {past} does not fit at this batch ({how})"
+        # Every later step runs at the cap, each in the cache the one before left: the cap
+        # is run twice in a row (one size lower where that runs out) before it is advised.
+        need_at, how, ran = probe.must_fit_bytes, f"run at sizes {how}", False
+        for size in (answer, answer - step):
+            got, text, ran = confirm(runner, device, opt, size, need_at, how, usable, late,
+                                     repeat=2)
+            if got is not None and got <= usable or not ran:
+                answer, need_at, how = size, got or need_at, text
+                break
+            if size - step < past:
+                break
+        else:
+            ran = False
+        if got is None or got > usable:
+            return (f"capped at {answer}, the step ran once and fit, but not twice in a row "
+                    f"({text})")
     except Exception as exc:  # noqa: BLE001 -- the model refused the cut input
         return f"the input cut to a smaller size did not run ({_error_text(exc)})"
     finally:
         runner.along = None
-    if answer == 0 or probe is None:
-        return f"even the past step's size {past} does not fit at this batch ({how})"
     batch = runner.inputs.batch_size
     if len(sizes) == 1:
         return MeasuredRemedy("sequence_length", {
             "max_length": answer, "from_length": now, "dim": lead, "batch_size": batch},
-            probe.must_fit_bytes, f"run at sizes {how}")
+            need_at, how, ran)
     cut = at(answer)
     dims = sorted(sizes)
     return MeasuredRemedy("image_size", {
         "max_size": [cut[d][1] for d in dims], "from_size": [sizes[d][1] for d in dims],
-        "dims": dims, "batch_size": batch}, probe.must_fit_bytes, f"run at sizes {how}")
+        "dims": dims, "batch_size": batch}, need_at, how, ran)
 
 
 def _new_tokens(kwargs: dict[str, Any]) -> int | None:
@@ -665,6 +825,8 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 result = search(measure_slice, budget, start=start, limit=size,
                                 max_probes=len(result.probes) + MAX_PROBES, retries=retries,
                                 known=result.probes)
+            result = _nearer(result, measure_slice, e, size, start, retries,
+                             time.monotonic() - began < deadline_s / 2)
         except Exception as exc:  # noqa: BLE001 -- a slice that does not run: say so, not raise
             return (f"the step ran at a slice of {start} but not at a larger one "
                     f"({_error_text(exc)})")
@@ -694,12 +856,6 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                      f"({result.reason})")
         remedies: list[MeasuredRemedy] = []
         notes: list[str] = []
-        if 0 < result.size < size and result.prediction is not None:
-            remedies.append(MeasuredRemedy(
-                "batch_size", {"batch_size": result.size, "from_batch_size": size},
-                result.prediction.need_bytes, result.prediction.basis))
-        # The two largest sizes that ran: each remedy saves memory, so they run with it too.
-        sizes = sorted({p.size for p in probes})[-2:]
 
         def late() -> bool:
             if time.monotonic() - began > deadline_s:
@@ -710,6 +866,12 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
             return False
 
         usable = budget * (1.0 - DEFAULT_MARGIN)
+        if 0 < result.size < size and result.prediction is not None:
+            batch = _batch_remedy(result, probes, measure_slice, size, usable, late)
+            if batch is not None:
+                remedies.append(batch)
+        # The two largest sizes that ran: each remedy saves memory, so they run with it too.
+        sizes = sorted({p.size for p in probes})[-2:]
         dims = grown(e, inputs) if scene.generate_kwargs is None else {}
         if dims and need > usable and not late():
             # First: a later step may grow further, and only a cap holds for it.
@@ -726,9 +888,10 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 def undo() -> None:
                     runner.grad = True
                 return undo
-            variant, how = _variant(runner, device, opt, sizes, size, grad_off)
+            variant, how, ran = _variant(runner, device, opt, sizes, size, grad_off, usable,
+                                         late)
             if variant is not None:
-                remedies.append(MeasuredRemedy("no_grad", {}, variant, how))
+                remedies.append(MeasuredRemedy("no_grad", {}, variant, how, ran))
             else:
                 notes.append(f"torch.no_grad(): {how}")
         blocks = block_lists(scene.model)
@@ -747,9 +910,10 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 setup = _hf_checkpointing(module)
             else:
                 setup = _checkpointing(scene.model, path)
-            variant, how = _variant(runner, device, opt, sizes, size, setup)
+            variant, how, ran = _variant(runner, device, opt, sizes, size, setup, usable, late)
             if variant is not None:
-                remedies.append(MeasuredRemedy("activation_checkpointing", ckpt, variant, how))
+                remedies.append(MeasuredRemedy("activation_checkpointing", ckpt, variant, how,
+                                               ran))
             else:
                 notes.append(f"activation checkpointing on {where or 'the model'}: {how}")
         _, dtype = parameter_summary(scene.model.parameters())
@@ -760,10 +924,11 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 def undo() -> None:
                     runner.autocast = None
                 return undo
-            variant, how = _variant(runner, device, opt, sizes, size, autocast_on)
+            variant, how, ran = _variant(runner, device, opt, sizes, size, autocast_on,
+                                         usable, late)
             if variant is not None:
                 remedies.append(MeasuredRemedy("mixed_precision", {"dtype": "bfloat16"},
-                                               variant, how))
+                                               variant, how, ran))
             else:
                 notes.append(f"mixed precision: {how}")
         tokens = _new_tokens(scene.generate_kwargs) if scene.generate_kwargs else None
@@ -773,6 +938,10 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 notes.append(capped)
             else:
                 remedies.append(capped)
+        if need > usable and not late():
+            raised = _raised_cap(runner, device, opt, e, size, int(need), late)
+            if raised is not None:
+                remedies.append(raised)
         if opt.state_full_bytes > 0 and raw:
             light, params = opt.lighter(opt.gradients_resident)
             lighter = _step_need(raw, light, size, retries)

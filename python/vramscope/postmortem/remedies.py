@@ -711,6 +711,13 @@ def _usable(budget: int) -> int:
     return int(budget * (1.0 - MEASURED_MARGIN))
 
 
+def raised_fraction(need: int, total: int) -> float:
+    """The memory-fraction cap, in hundredths of the device, under which a step needing
+    ``need`` keeps the measured share free (at most the whole device)."""
+    wanted = need / (1.0 - MEASURED_MARGIN)
+    return min(1.0, math.ceil(wanted / total * 100) / 100)
+
+
 def _measured_advice(e: OomEvidence, m: Measured, need: int,
                      rejected: list[tuple[str, str]]) -> list[Advice]:
     """The remedies measured after the OOM (vramscope.postmortem.measure): each fits when its
@@ -743,6 +750,8 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
         f"no earlier step was seen, and its {m.length} tokens are fewer than the model's "
         f"{m.max_length} positions (a later batch may be longer)" if open_length else "")
     for r in m.remedies:
+        if r.kind == "memory_fraction":
+            continue  # the raised cap, below
         params = dict(r.params)
         fits = r.need_bytes <= usable
         recovers = max(0, m.need_bytes - r.need_bytes)
@@ -762,6 +771,11 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
             continue
         if grew and not caps:
             params["input_grew"] = grew
+        if not r.ran_where_advised:
+            # Predicted from smaller slices, and not run where it is to hold: not promised.
+            params["unconfirmed"] = True
+            detail += (". Not promised: predicted from smaller slices, and not run at the "
+                       "failing size itself")
         out.append(Advice(score=recovers / max(need, 1), title=title,
                           detail=f"{detail}. How: {how}.", kind=r.kind, params=params,
                           recovers_bytes=recovers, fits=True))
@@ -769,22 +783,38 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
     if limit is not None and 0 < limit < e.device_total_bytes and e.device_total_bytes > 0:
         room = min(e.device_total_bytes, e.reserved_bytes + e.device_free_bytes)
         wanted = m.need_bytes / (1.0 - MEASURED_MARGIN)
-        fraction = min(1.0, math.ceil(wanted / e.device_total_bytes * 100) / 100)
+        fraction = raised_fraction(m.need_bytes, e.device_total_bytes)
+        # Promised only where the step ran under the raised cap (a KV cache that grows by a
+        # new tensor at every token fragments the cache more at the whole batch than at its
+        # slices: a cap raised by the slices' need ran out, on an H100).
+        run = next((r for r in m.remedies if r.kind == "memory_fraction"), None)
         if wanted <= limit:
             # The step fits the cap it has: what ran out was held by something else.
             rejected.append(("memory_fraction", f"measured: the step needs "
                              f"≈{format_bytes(m.need_bytes)}, within the "
                              f"{format_bytes(limit)} cap"))
+        elif run is not None and run.ran_where_advised and run.need_bytes > _usable(
+                int(float(run.params["fraction"]) * e.device_total_bytes)):
+            rejected.append(("memory_fraction", f"run under the raised cap "
+                             f"{run.params['fraction']}: {run.basis}"))
         elif wanted <= room and \
                 fraction * e.device_total_bytes <= room + e.device_total_bytes // 100:
+            if run is not None:
+                fraction = float(run.params["fraction"])
+            under = run is not None and run.ran_where_advised
+            raise_params: dict[str, Any] = {"fraction": fraction} | (
+                {"input_grew": grew} if grew else {}) | ({} if under else {"unconfirmed": True})
+            detail = (f"measured: the step needs ≈{format_bytes(m.need_bytes)}; the cap allows "
+                      f"{format_bytes(limit)} and the device had {format_bytes(room)} for this "
+                      f"process: {fraction} of it fits")
+            detail += (f"; {run.basis}" if under and run is not None else
+                       ". Not promised: the step was not run under the raised cap"
+                       + (f" ({run.basis})" if run is not None else ""))
             out.append(Advice(
-                score=1.0, kind="memory_fraction",
-                params={"fraction": fraction} | ({"input_grew": grew} if grew else {}),
+                score=1.0, kind="memory_fraction", params=raise_params,
                 recovers_bytes=int(fraction * e.device_total_bytes) - e.budget_bytes, fits=True,
                 title=f"raise the cap: torch.cuda.set_per_process_memory_fraction({fraction})",
-                detail=(f"measured: the step needs ≈{format_bytes(m.need_bytes)}; the cap allows "
-                        f"{format_bytes(limit)} and the device has {format_bytes(room)} for this "
-                        f"process: {fraction} of it fits.")))
+                detail=detail + ". It holds while the device keeps that room free."))
         else:
             rejected.append(("memory_fraction", f"measured: the step needs "
                              f"≈{format_bytes(m.need_bytes)}, the device has "
@@ -865,10 +895,6 @@ def assess(e: OomEvidence) -> Assessment:
             a.detail = _caveat(a.detail, "The program keeps more at every step (the leak): "
                                "this fits the failing step, and a later one has less room, so "
                                "it is not promised before the leak is fixed.")
-        if a.params.get("estimated") and a.fits:
-            # It covers the need by an estimate, not a measurement: ranked, never promised.
-            a.params["covers_known_need"] = True
-            a.fits = False
         if a.params.get("input_grew") and a.fits:
             # It fits the failing step, measured; a later, larger one may need more.
             a.params["covers_known_need"] = True
@@ -876,6 +902,11 @@ def assess(e: OomEvidence) -> Assessment:
             a.detail = _caveat(a.detail, f"It was measured at the failing step's input, and "
                                f"{a.params['input_grew']}: a larger step later needs more, so "
                                "this is not promised to fit the rest of the run.")
+        if (a.params.get("estimated") or a.params.get("unconfirmed")) and a.fits:
+            # It covers the need by an estimate, or by a prediction from smaller slices that
+            # was not run where it is to hold: ranked, never promised.
+            a.params["covers_known_need"] = True
+            a.fits = False
 
     # Without autograd (inference, generate()) a smaller batch changes no result: it comes
     # first, as it does when the batch just grew.

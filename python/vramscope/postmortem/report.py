@@ -97,7 +97,8 @@ def format_report(e: OomEvidence, advice: Sequence[Advice], when: str = "",
         for r in m.remedies:
             shown = ", ".join(f"{k} {v}" for k, v in r.params.items()
                               if k not in ("state_bytes", "from_batch_size"))
-            lines.append(f"  with {r.kind} ({shown}): ≈{format_bytes(r.need_bytes)}")
+            lines.append(f"  with {r.kind} ({shown}): ≈{format_bytes(r.need_bytes)}"
+                         + ("" if r.ran_where_advised else " (predicted, not run there)"))
         lines += [f"  not measured: {note}" for note in m.notes]
         lines.append("")
     elif e.measure_note:

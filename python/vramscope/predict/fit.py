@@ -25,12 +25,13 @@ searches and all use the smallest answer (``agree_min``).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import gc
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Callable
 
 from .._core.session import SESSION
@@ -121,6 +122,18 @@ class CudaDevice:
             probe = inner(size)
             return probe, finals[size]
         return measure
+
+    @contextlib.contextmanager
+    def capped(self, fraction: float, restore: float) -> Iterator[None]:
+        """Runs with torch's per-process cap at ``fraction`` of the device (a raised cap run
+        before it is advised), then sets it to ``restore``: the cap it had, as the OOM's
+        evidence read it."""
+        torch = sys.modules["torch"]
+        torch.cuda.set_per_process_memory_fraction(fraction, self.index)
+        try:
+            yield
+        finally:
+            torch.cuda.set_per_process_memory_fraction(restore, self.index)
 
     def free(self) -> None:
         """Lets go of what nothing holds any more, back to the driver."""
