@@ -2,6 +2,12 @@
 """python fit_program.py run BATCH      3 AdamW steps of a small CNN at BATCH under a 2 GiB cap;
                                         prints "ok", or exits 3 on an OOM
    python fit_program.py fit            vramscope.fit on the same step in-process; prints JSON
+   python fit_program.py trace BATCH OUT.json
+                                        2 steps at BATCH under the cap after one unrecorded
+                                        step, torch's memory history of them (the segments at
+                                        their start, every allocator event, their peaks) in
+                                        OUT.json: what must fit under the cap, for the design of
+                                        vramscope.predict.capped on the CPU
 
 A convolutional net whose batch-1 and batch-2 peaks are the optimizer's (AdamW on 30 M
 parameters) rather than the activations': the shape that once misled the search."""
@@ -34,8 +40,41 @@ def make_step():
     return step
 
 
+def trace(step, batch: int, out: str) -> None:
+    step(batch)  # the optimizer's state allocated, as in a probe's first step
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    segments = torch.cuda.memory._snapshot()["segments"]
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                             max_entries=2_000_000)
+    ran = True
+    try:
+        for _ in range(2):
+            step(batch)
+        torch.cuda.synchronize()
+    except torch.OutOfMemoryError:
+        ran = False
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    stats = torch.cuda.memory_stats()
+    events = [(e["action"], e["size"], e.get("stream", 0), e.get("addr", 0))
+              for e in snap["device_traces"][0]]
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"batch": batch, "cap_bytes": CAP_BYTES, "ran": ran, "torch": torch.__version__,
+                   "segments": [{k: s[k] for k in ("address", "total_size", "stream", "blocks")}
+                                for s in segments],
+                   "peak_allocated_bytes": stats["allocated_bytes.all.peak"],
+                   "peak_reserved_bytes": stats["reserved_bytes.all.peak"],
+                   "num_alloc_retries": stats["num_alloc_retries"], "events": events}, f)
+    print(f"trace {batch}: ran={ran} events={len(events)}")
+
+
 def main() -> None:
     step = make_step()
+    if sys.argv[1] == "trace":
+        trace(step, int(sys.argv[2]), sys.argv[3])
+        return
     if sys.argv[1] == "run":
         try:
             for _ in range(3):

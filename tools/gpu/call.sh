@@ -18,7 +18,9 @@
 #   fit-bench  bench/bench_fit.py (fit against bisection truth and accelerate)
 #   recheck    what a change was made for, in one call: pytest -m slow over TESTS (pytest node
 #              ids; default test_fit.py and the pytest plugin's measured OOM), then, when ONLY
-#              names OOM programs, bench/oom_kinds.py over those (JOBS lanes, 4 by default)
+#              names OOM programs, bench/oom_kinds.py over those (JOBS lanes, 4 by default);
+#              and tests/gpu/fit_program.py's allocator traced under its cap at TRACE_SIZES
+#              (default "48 79"), for the simulation of what must fit (predict/capped.py)
 # The results go into docs/oom-advice.md, docs/benchmarks.md and docs/testing.md.
 set -uo pipefail
 name="${1:?usage: call.sh main|slow-fit|slow-oom|oom-kinds|fit-bench|recheck [WHEEL]}"
@@ -79,6 +81,9 @@ case "$name" in
     read -r -a tests <<< "${TESTS:-tests/gpu/test_fit.py tests/gpu/test_integrations_gpu.py::test_plugin_measures_the_oom_that_failed_a_test_and_frees_it}"
     pytest_group "${PYTEST_LIMIT_S:-300}" -m slow -v "${tests[@]}"
     summary="$(tail -n 1 "$work/pytest.log")"
+    for b in ${TRACE_SIZES-48 79}; do  # fit_program's allocator under its cap, for the CPU
+      timeout 120 "$py" tests/gpu/fit_program.py trace "$b" "$work/fit-trace-$b.json" 2>&1 | tail -n 1
+    done
     if [[ -n "${ONLY:-}" ]]; then
       timeout -s INT -k 20 "${LIMIT_S:-240}" "$py" bench/oom_kinds.py "$work/oom_kinds.json" \
           --jobs "${JOBS:-4}" --only "$ONLY" 2>&1 | tee "$work/oom_kinds.log" | cut -c1-300

@@ -40,11 +40,12 @@ Finds the largest batch size (or sequence length) that fits GPU memory, before t
 Each probe runs COMMAND once, with {} replaced by a size, in a fresh process under the agent
 (as `vramscope run`), for --steps optimizer steps; the exact step peaks and what must fit
 under a cap are read and the process ends. Under a cap the caching allocator frees its unused
-segments and retries before it raises, so what must fit is the peak of the segments that hold
-live blocks (the pinned peak, from torch's memory history of the probe's steps), not the
-reserved peak. From a few sizes vramscope fits
+segments and retries before it raises, so what must fit is not the reserved peak but the
+smallest cap under which the allocator, serving the probe's requests by its own rules
+(simulated on torch's memory history of the probe's steps), does not raise. From a few sizes
+vramscope fits
     peak = fixed + per-sample x size   (+ per-sample² x size² with --quadratic)
-times the measured allowance (pinned over allocated), and answers the largest size whose need
+times the measured allowance (that need over the allocated peak), and answers the largest size whose need
 fits the budget, with --margin of it kept free. No probe is a size the model does not already
 say fits: the search never provokes an OOM.
 

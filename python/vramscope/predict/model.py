@@ -7,10 +7,11 @@ length at a fixed batch), fitted to exact step peaks measured at a few small siz
 
 What must fit under a cap is not the reserved peak measured without pressure: before it
 raises, the caching allocator frees every cached segment without a live block and retries, so
-what must fit is the peak of the segments holding live blocks (vramscope.predict.pinned). Its
-ratio to the allocated peak, measured at the two largest probes, is the *allowance* (1.02-1.09
-on the calibration models; the largest alone where the one below it lies on a fixed peak's
-flat). Without a measured allowance (no memory history), or where the allocator does not retry
+what must fit is the segments holding live blocks as it lays them out under the cap: the need
+of the allocator simulated under a cap (vramscope.predict.capped). That simulated need over the
+allocated peak, measured at the two largest probes, is the *allowance* (1.02-1.09 on the
+calibration models; the largest alone where the one below it lies on a fixed peak's flat).
+Without a measured allowance (no memory history), or where the allocator does not retry
 (torch >= 2.12 with ``throw_on_cudamalloc_oom``), the need is the reserved peak, fitted the
 same way.
 
@@ -308,7 +309,7 @@ class MemoryModel:
                  f"(reserved/allocated {self.cache_ratio:.3f}) at {self.unit} "
                  f"{self.largest_probe.size}")
         if self.allowance is not None:
-            text += f"; allowance under a cap {self.allowance:.3f} (pinned/allocated)"
+            text += f"; allowance under a cap {self.allowance:.3f} (simulated need/allocated)"
         return text
 
 

@@ -4,13 +4,19 @@ synchronizes, frees every cached segment that holds no live block and retries be
 (c10/cuda/CUDACachingAllocator.cpp, ``release_cached_blocks``). So what a step must fit is not
 its reserved peak without pressure (the cache keeps free segments it could give back) and not
 its allocated peak (a live block pins its whole segment), but, at every moment a segment is
-needed, the segments that hold a live block plus the new one: the *pinned* peak.
+needed, the segments that hold a live block plus the new one, as the allocator lays them out
+under that cap.
 
 ``pinned_peak`` replays one window of the allocator's events (torch's memory history: action,
-address, size) over the segments at its start (torch's snapshot) and returns that peak with the
-allocated peak of the same window. Their ratio is the fragmentation allowance the memory model
-multiplies its allocated prediction by (vramscope.predict.model). Pure: tested on real traces
-(tests/data/fit-calibration) and synthetic events.
+address, size) over the segments at its start (torch's snapshot) and returns that peak, the
+*pinned* peak, with the allocated peak of the same window. The replay keeps the unpressured
+run's segments: a request served there from a cached free segment much larger than itself
+(best fit) counts that segment in full, where under a cap it would have been released and a
+right-sized one created. So the peaks come with ``capped_bytes``, the need of the same window
+with the allocator simulated under a cap (vramscope.predict.capped): that, over the allocated
+peak, is the fragmentation allowance the memory model multiplies its allocated prediction by
+(vramscope.predict.model). Pure: tested on real traces (tests/data/fit-calibration) and
+synthetic events.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import bisect
 import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from .capped import _get, capped_need
 
 __all__ = ["PinnedPeak", "pinned_peak"]
 
@@ -40,10 +48,13 @@ class PinnedPeak:
     unknown_events: int = 0
     #: Bytes allocated to live blocks at the window's end.
     final_allocated_bytes: int = 0
+    #: The smallest cap under which the allocator simulated on the same events does not raise
+    #: (vramscope.predict.capped): what must fit under a cap. 0: not simulated.
+    capped_bytes: int = 0
 
     @property
     def allowance(self) -> float:
-        """Pinned over allocated (>= 1): the share a cap must hold above the allocated peak."""
+        """Pinned over allocated (>= 1): the replay's share above the allocated peak."""
         return max(1.0, self.pinned_bytes / self.allocated_bytes) if self.allocated_bytes else 1.0
 
 
@@ -98,10 +109,6 @@ REPLAYED = frozenset({"segment_alloc", "segment_map", "segment_free", "segment_u
                       "free_completed"})
 
 
-def _get(event: Any, key: str, index: int) -> Any:
-    return event[key] if isinstance(event, Mapping) else event[index]
-
-
 def pinned_peak(segments: Iterable[Mapping[str, Any]], events: Iterable[Any],
                 outside_bytes: int = 0) -> PinnedPeak:
     """The peaks of the window that starts with ``segments`` (torch's snapshot of one device:
@@ -109,7 +116,9 @@ def pinned_peak(segments: Iterable[Mapping[str, Any]], events: Iterable[Any],
     with ``events`` (torch's device trace: ``action``, ``addr``, ``size``; or tuples
     ``(action, size, stream, addr)``). ``outside_bytes``: allocated bytes that neither the
     segments nor the events show (they were there before the window), counted in every
-    peak as pinned. A block in a segment the replay does not know pins its own bytes."""
+    peak as pinned. A block in a segment the replay does not know pins its own bytes.
+    ``capped_bytes`` is ``capped_need`` of the same inputs (vramscope.predict.capped)."""
+    segments, events = list(segments), list(events)
     segs = _Segments()
     blocks: dict[int, tuple[int, int | None]] = {}
     allocated = outside_bytes
@@ -165,4 +174,5 @@ def pinned_peak(segments: Iterable[Mapping[str, Any]], events: Iterable[Any],
                 orphans -= known[0]
             elif known[1] in segs.live:
                 segs.pin(known[1], -1)
-    return PinnedPeak(peak_alloc, peak_pinned, peak_reserved, count, unknown, allocated)
+    return PinnedPeak(peak_alloc, peak_pinned, peak_reserved, count, unknown, allocated,
+                      capped_need(segments, events, outside_bytes).need_bytes)

@@ -1,8 +1,10 @@
 # python/vramscope/predict/window.py -- one measured window of this process's allocator
 """``Window(torch, device)`` brackets real steps and says what they needed: the exact peaks of
 allocated and reserved bytes (the agent's step records in events mode, else torch's counters,
-reset for the window) and the pinned peak, what must fit under a cap (vramscope.predict.pinned),
-replayed from torch's memory history of the window over the segments at its start.
+reset for the window) and what must fit under a cap: the smallest cap under which the caching
+allocator, simulated on torch's memory history of the window from the segments at its start,
+does not raise (vramscope.predict.capped, read from vramscope.predict.pinned's replay; its
+pinned peak where the simulation gives none).
 
 The history is torch's own (``torch.cuda.memory._record_memory_history``, no stack traces):
 turned on for the window only, never on the agent's callback path, and left on when the program
@@ -24,7 +26,7 @@ __all__ = ["PinnedWindows", "Window", "WindowPeaks", "allocator_retries"]
 #: 2,400-17,000 events; each entry without stack traces is small).
 HISTORY_ENTRIES = 2_000_000
 #: A replay that could not place more than this share of the window's events (a history the
-#: program recorded already and that wrapped around) gives no pinned peak.
+#: program recorded already and that wrapped around) gives no need under a cap.
 MAX_UNKNOWN_SHARE = 0.1
 
 
@@ -57,7 +59,8 @@ class WindowPeaks:
 
     allocated_bytes: int
     reserved_bytes: int
-    #: The pinned peak (0: not measured: no memory history, or the replay was unsure).
+    #: What must fit under a cap: the simulated need (else the replay's pinned peak), at least
+    #: the allocated peak (0: not measured: no memory history, or the replay was unsure).
     pinned_bytes: int
     #: Bytes allocated at the window's end.
     final_allocated_bytes: int
@@ -140,7 +143,7 @@ class Window:
                 pass
 
     def _pinned(self) -> tuple[int, int]:
-        """(pinned peak, allocated at the end) of the window, (0, 0) when unsure."""
+        """(need under a cap, allocated at the end) of the window, (0, 0) when unsure."""
         try:
             snap = self._snapshot()
         except Exception:  # noqa: BLE001
@@ -150,7 +153,7 @@ class Window:
         replay = pinned_peak(self._segments, events)
         if replay.unknown_events > MAX_UNKNOWN_SHARE * max(1, replay.events):
             return 0, replay.final_allocated_bytes
-        return replay.pinned_bytes, replay.final_allocated_bytes
+        return replay.capped_bytes or replay.pinned_bytes, replay.final_allocated_bytes
 
     # ----- the window
     def start(self) -> None:
@@ -161,7 +164,7 @@ class Window:
         self._reset_peaks()
 
     def stop(self) -> WindowPeaks:
-        """Synchronizes, reads the peaks and replays the history; returns ``self.peaks``."""
+        """Synchronizes, reads the peaks and simulates the history; returns ``self.peaks``."""
         self._torch.cuda.synchronize(self._device)
         allocated, reserved = self._read_peaks()
         pinned = final = 0
@@ -172,8 +175,8 @@ class Window:
                 self._end_history()
         if not final:
             final = int(self._torch.cuda.memory_allocated(self._device))
-        # The replay and the counters see the same blocks: the pinned peak holds the
-        # allocated one (its own allocated peak can differ by the history's ordering).
+        # The replay and the counters see the same blocks: the need holds the allocated peak
+        # (the replay's own can differ by the history's ordering).
         if pinned:
             pinned = max(pinned, allocated)
         self.peaks = WindowPeaks(allocated, reserved, pinned, final)
@@ -181,9 +184,10 @@ class Window:
 
 
 class PinnedWindows:
-    """The pinned peak of consecutive windows on one device, each ending where the next begins
-    (a probe's steps, which the program's own loop runs: the exact peaks come from its step
-    records, this adds what must fit). ``next()`` ends a window and starts the next."""
+    """What must fit under a cap (as ``WindowPeaks.pinned_bytes``) of consecutive windows on
+    one device, each ending where the next begins (a probe's steps, which the program's own
+    loop runs: the exact peaks come from its step records, this adds what must fit).
+    ``next()`` ends a window and starts the next."""
 
     def __init__(self, torch: Any, device: int) -> None:
         self._torch = torch
@@ -193,7 +197,8 @@ class PinnedWindows:
         self.ok = self._window._want_pinned
 
     def next(self) -> int:
-        """The pinned peak since the last call (or the start); 0 when not measured."""
+        """What must fit under a cap since the last call (or the start); 0 when not
+        measured."""
         if not self.ok:
             return 0
         w = self._window
@@ -210,7 +215,7 @@ class PinnedWindows:
         w._first_event = len(events)
         if replay.unknown_events > MAX_UNKNOWN_SHARE * max(1, replay.events):
             return 0
-        return replay.pinned_bytes
+        return replay.capped_bytes or replay.pinned_bytes
 
     def close(self) -> None:
         """Stops the history (when this started it)."""
