@@ -117,7 +117,8 @@ def pinned_peak(segments: Iterable[Mapping[str, Any]], events: Iterable[Any],
     ``(action, size, stream, addr)``). ``outside_bytes``: allocated bytes that neither the
     segments nor the events show (they were there before the window), counted in every
     peak as pinned. A block in a segment the replay does not know pins its own bytes.
-    ``capped_bytes`` is ``capped_need`` of the same inputs (vramscope.predict.capped)."""
+    ``capped_bytes`` is ``capped_need`` of the same inputs (vramscope.predict.capped), 0 under
+    expandable segments, which it does not model."""
     segments, events = list(segments), list(events)
     segs = _Segments()
     blocks: dict[int, tuple[int, int | None]] = {}
@@ -174,5 +175,8 @@ def pinned_peak(segments: Iterable[Mapping[str, Any]], events: Iterable[Any],
                 orphans -= known[0]
             elif known[1] in segs.live:
                 segs.pin(known[1], -1)
+    # The simulation is the native allocator's; expandable segments map and unmap pages of
+    # one virtual range instead (segment_map/segment_unmap): for them the replay stands.
+    expandable = any(_get(e, "action", 0) in ("segment_map", "segment_unmap") for e in events)
     return PinnedPeak(peak_alloc, peak_pinned, peak_reserved, count, unknown, allocated,
-                      capped_need(segments, events, outside_bytes).need_bytes)
+                      0 if expandable else capped_need(segments, events, outside_bytes).need_bytes)

@@ -148,3 +148,18 @@ def test_the_snapshot_starts_the_window_and_its_blocks_are_freed_by_address():
     assert need.reserved_bytes == 125 * MiB  # 20 + 100 + 5 without a cap: X in the cached one
     # A live block of the snapshot must fit: no cap under its segment passes.
     assert capped_need(segments, []).need_bytes == 20 * MiB
+
+
+def test_under_expandable_segments_the_replay_stands():
+    # Expandable segments map pages into one range (segment_map/segment_unmap): not the native
+    # allocator the simulation follows, so no simulated need; the replay's pinned peak is read.
+    events = [ev("segment_map", 0, 200 * MiB), alloc(0, 200 * MiB), free(0, 200 * MiB),
+              ev("segment_unmap", 0, 200 * MiB), ev("segment_map", 0, 100 * MiB),
+              alloc(0, 100 * MiB)]
+    replay = pinned_peak([], events)
+    assert replay.capped_bytes == 0 and replay.pinned_bytes == 200 * MiB
+    # The same requests on the native allocator are simulated.
+    native = [e if e["action"] not in ("segment_map", "segment_unmap")
+              else ev(e["action"].replace("map", "alloc").replace("unalloc", "free"),
+                      e["addr"], e["size"]) for e in events]
+    assert pinned_peak([], native).capped_bytes == 200 * MiB
