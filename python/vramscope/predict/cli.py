@@ -45,9 +45,9 @@ smallest cap under which the allocator, serving the probe's requests by its own 
 (simulated on torch's memory history of the probe's steps), does not raise. From a few sizes
 vramscope fits
     peak = fixed + per-sample x size   (+ per-sample² x size² with --quadratic)
-times the measured allowance (that need over the allocated peak), and answers the largest size whose need
-fits the budget, with --margin of it kept free. No probe is a size the model does not already
-say fits: the search never provokes an OOM.
+times the measured allowance (that need over the allocated peak), and answers the largest
+size whose need fits the budget, with --margin of it kept free. No probe is a size the model
+does not already say fits: the search never provokes an OOM.
 
 The command must be `python script.py ...`, `python -m module ...` or `script.py ...`, and
 must run optimizer steps (each `optimizer.step()` closes a step)."""
