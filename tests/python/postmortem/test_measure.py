@@ -1166,6 +1166,26 @@ def test_the_advices_code_applies_the_remedy_that_was_measured():
     assert _measure.hf_switch(gpt2).on(gpt2)
 
 
+class PeakDevice(SyntheticDevice):
+    """Windows whose peak is ``peak(size)`` after really running the slice, ``resident`` bytes
+    allocated at their end, out of memory above ``cap``."""
+
+    def __init__(self, peak, cap: int, resident: int) -> None:
+        super().__init__(amp_share=1.0)
+        self.peak, self.cap, self.resident = peak, cap, resident
+
+    def window(self, call):
+        def measure(size: int):
+            call(size)
+            self.sizes.append((size, False, False))
+            peak = self.peak(size)
+            if peak > self.cap:
+                raise _measure.ProbeOutOfMemory(size)
+            return Probe(size, peak, peak, peak_pinned_bytes=peak,
+                         resident_bytes=self.resident), self.resident
+        return measure
+
+
 def test_slices_past_the_gradients_flat_measure_what_grows():
     # The pytest plugin's OOM on an H100: 8 Linear(4096) layers at batch 8192 under 2 GiB,
     # SGD. Up to about a thousand samples a slice peaks at the backward's end (parameters,
@@ -1177,22 +1197,11 @@ def test_slices_past_the_gradients_flat_measure_what_grows():
     def peak(size: int) -> int:
         return max(2 * params + x, params + x + 300 * MiB + size * 176 * 1024)
 
-    class FlatDevice(SyntheticDevice):
-        def window(self, call):
-            def measure(size: int):
-                call(size)
-                self.sizes.append((size, False, False))
-                if peak(size) > CAP:
-                    raise _measure.ProbeOutOfMemory(size)
-                return Probe(size, peak(size), peak(size), peak_pinned_bytes=peak(size),
-                             resident_bytes=params + x), params + x
-            return measure
-
     scene = _oom_scene(Blocks(), batch=batch)
     scene.grad_enabled = True
     e = _evidence()
     e.limit_bytes = e.reserved_bytes = e.allocated_bytes = 2 * GiB
-    device = FlatDevice(amp_share=1.0)
+    device = PeakDevice(peak, CAP, params + x)
     m = _measure.measure(scene, e, device=device)
     assert not isinstance(m, str), m
     sizes = [s for s, _, _ in device.sizes]
@@ -1405,17 +1414,6 @@ def test_what_is_promised_ran_where_it_is_advised(per_sample_kib, flat_mib):
     def peak(size: int) -> int:
         return max(2 * params + x + flat_mib * MiB, params + x + size * per_sample_kib * 1024)
 
-    class KinkDevice(SyntheticDevice):
-        def window(self, call):
-            def measure(size: int):
-                call(size)
-                self.sizes.append((size, False, False))
-                if peak(size) > cap:
-                    raise _measure.ProbeOutOfMemory(size)
-                return Probe(size, peak(size), peak(size), peak_pinned_bytes=peak(size),
-                             resident_bytes=params + x), params + x
-            return measure
-
     scene = _oom_scene(Blocks(), batch=batch)
     scene.grad_enabled = True
     e = _evidence()
@@ -1423,7 +1421,7 @@ def test_what_is_promised_ran_where_it_is_advised(per_sample_kib, flat_mib):
     e.allocated_bytes = e.reserved_bytes = cap - 90 * MiB
     e.requested_bytes = 128 * MiB
     assert peak(batch) > cap
-    m = _measure.measure(scene, e, device=KinkDevice(amp_share=1.0))
+    m = _measure.measure(scene, e, device=PeakDevice(peak, cap, params + x))
     assert not isinstance(m, str), m
     assert m.need_bytes >= peak(batch) or m.lower_bound, (m.need_bytes, peak(batch))
     e.measured = m
