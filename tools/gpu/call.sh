@@ -20,7 +20,8 @@
 #              ids; default test_fit.py and the pytest plugin's measured OOM), then, when ONLY
 #              names OOM programs, bench/oom_kinds.py over those (JOBS lanes, 4 by default);
 #              and tests/gpu/fit_program.py's allocator traced under its cap at TRACE_SIZES
-#              (default "48 79"), for the simulation of what must fit (predict/capped.py)
+#              (default "48 79"), for the simulation of what must fit (predict/capped.py);
+#              and `vramscope record` at 1 ms for 10 s, its CPU a sample
 # The results go into docs/oom-advice.md, docs/benchmarks.md and docs/testing.md.
 set -uo pipefail
 name="${1:?usage: call.sh main|slow-fit|slow-oom|oom-kinds|fit-bench|recheck [WHEEL]}"
@@ -81,6 +82,20 @@ case "$name" in
     read -r -a tests <<< "${TESTS:-tests/gpu/test_fit.py tests/gpu/test_integrations_gpu.py::test_plugin_measures_the_oom_that_failed_a_test_and_frees_it}"
     pytest_group "${PYTEST_LIMIT_S:-300}" -m slow -v "${tests[@]}"
     summary="$(tail -n 1 "$work/pytest.log")"
+    # `vramscope record` at 1 ms on this machine's GPUs: CPU a sample (issue 45: <= 10 us)
+    "$py" - "$work/record-1ms.vsrec" <<'PY' 2>&1 | tee "$work/record-1ms.txt"
+import json, resource, subprocess, sys
+out = sys.argv[1]
+subprocess.run(["vramscope", "record", "-o", out, "-i", "1ms", "-d", "10s"], check=True,
+               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = used.ru_utime + used.ru_stime
+show = json.loads(subprocess.run(["vramscope", "show", "--json", out], check=True,
+                                 capture_output=True, text=True).stdout)
+n = show["sample_count"]
+print(f"record -i 1ms -d 10s: {n} samples, {cpu:.3f} s CPU, {1e6 * cpu / max(n, 1):.1f} us a sample")
+PY
+    rm -f "$work/record-1ms.vsrec"
     for b in ${TRACE_SIZES-48 79}; do  # fit_program's allocator under its cap, for the CPU
       timeout 120 "$py" tests/gpu/fit_program.py trace "$b" "$work/fit-trace-$b.json" 2>&1 | tail -n 1
     done
