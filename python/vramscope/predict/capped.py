@@ -36,7 +36,10 @@ which cudaMalloc's addresses break, while the simulation puts new segments above
 Not monotone in the cap: a larger cap keeps other segments and can fragment worse. In 4 of
 those windows as the tests read them (no snapshot), some caps above the smallest passing one
 fail; the bisection's answer lay below such a cap in 2, by at most 1.2 % (34 MiB of t5's 2.9 GiB
-at batch 16). Pure: tested on synthetic events and those traces.
+at batch 16). So caps a little above the answer are tried too (``SPOT_CHECKS``), and one that
+fails moves the answer above it: in all 25 windows every cap above the answer then passes
+(each tried, 2 MiB apart, up to the reserved peak). Pure: tested on synthetic events and those
+traces.
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ ROUND_LARGE = 2 * MiB
 #: addresses stay below 2**64), so the list orders by size, then address.
 SHIFT = 64
 MASK = (1 << SHIFT) - 1
+#: Caps tried above the bisection's answer, in granularity steps (2 to 64 MiB at 2 MiB): the
+#: answer stands when each of them passes too.
+SPOT_CHECKS = (1, 2, 4, 8, 16, 32)
 #: The operations of a plan.
 ALLOC, FREE, RELEASE = 0, 1, 2
 
@@ -301,9 +307,10 @@ def capped_need(segments: Iterable[Mapping[str, Any]], events: Iterable[Any],
     The need is bisected in steps of ``granularity`` between the simulation's allocated peak
     (taken as too little below it) and its reserved peak without a cap (where the cap is never
     met).
-    Cost: one simulation without a cap and one per bisection step, ~10 ms each for 20,000
-    events: 85-90 ms of CPU in all for such a window (t5's at batch 16 and 2,867 events more,
-    8 simulations), measured on a 2-core Xeon VM with CPython 3.12."""
+    Cost: one simulation without a cap, one per bisection step and up to six spot checks above
+    the answer, ~10 ms each for 20,000 events: 7-263 ms of CPU a window on the calibration
+    traces (2,400-17,000 events; the most where a spot check failed and the bisection ran
+    again: swin's at batch 16), measured on a 2-core Xeon VM with CPython 3.12."""
     events = list(events)
     plan, unknown = _plan(segments, events)
     unbounded = _simulate(plan, 1 << 127)
@@ -312,11 +319,20 @@ def capped_need(segments: Iterable[Mapping[str, Any]], events: Iterable[Any],
     # The smallest passing multiple of granularity in (low, high]: high passes (the cap is
     # never reached), below the allocated peak is taken to fail.
     low, high = -(-allocated // granularity) - 1, -(-reserved // granularity)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if _simulate(plan, middle * granularity) is None:
-            low = middle
-        else:
-            high = middle
+    while True:
+        while high - low > 1:
+            middle = (low + high) // 2
+            if _simulate(plan, middle * granularity) is None:
+                low = middle
+            else:
+                high = middle
+        # Not monotone: a larger cap keeps other segments and may fragment worse. Caps a
+        # little above the answer are tried too (the failures seen lay within 34 MiB above
+        # it); one that fails moves the answer above it, found again by bisection.
+        above = [high + k for k in SPOT_CHECKS if (high + k) * granularity < reserved]
+        failing = [cap for cap in above if _simulate(plan, cap * granularity) is None]
+        if not failing:
+            break
+        low, high = max(failing), -(-reserved // granularity)
     return CappedNeed(high * granularity + outside_bytes, allocated + outside_bytes,
                       reserved + outside_bytes, len(events), unknown)

@@ -146,3 +146,17 @@ def test_a_probe_on_the_optimizers_flat_does_not_lower_the_allowance():
     answer = model.largest_fitting(2147483647, margin_fraction=0.01)
     assert 79 - 8 <= answer <= 79, (answer, model.allowance)
     assert "54's peak grown in proportion" in model.predict(answer).basis
+
+
+@pytest.mark.parametrize("name", ["t5", "swin"])
+def test_every_cap_above_the_simulated_need_passes(name):
+    # The simulation is not monotone in the cap (a larger cap keeps other segments and may
+    # fragment worse): in these two windows a bisection alone answered below a cap that fails.
+    from vramscope.predict import capped
+
+    events = _traces(name)[16]["events"]
+    need = capped.capped_need([], events)
+    plan, _ = capped._plan([], events)
+    step = 2 << 20
+    caps = range(need.need_bytes, need.reserved_bytes + step, step)
+    assert [c for c in caps if capped._simulate(plan, c) is None] == []
