@@ -1,4 +1,4 @@
-# tools/gpu/read_trace.py -- what a traced window needed under a cap: the replay, the simulation, the truth
+# tools/gpu/read_trace.py -- what a traced window needed under a cap: replay, simulation, truth
 """Reads the traces `tests/gpu/fit_program.py trace B OUT.json` writes on the GPU machine
 (`tools/gpu/call.sh recheck` saves them as fit-trace-B.json) and prints, for each, what the
 window's steps needed by torch's counters and by vramscope's two readings of what must fit
