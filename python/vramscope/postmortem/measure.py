@@ -631,20 +631,17 @@ def _input_cap(runner: _Runner, device: Any, opt: OptimizerStep,
             return f"even the past step's size {past} does not fit at this batch ({how})"
         # Every later step runs at the cap, each in the cache the one before left: the cap
         # is run twice in a row (one size lower where that runs out) before it is advised.
-        need_at, how, ran = probe.must_fit_bytes, f"run at sizes {how}", False
-        for size in (answer, answer - step):
-            got, text, ran = confirm(runner, device, opt, size, need_at, how, usable, late,
-                                     repeat=2)
-            if got is not None and got <= usable or not ran:
-                answer, need_at, how = size, got or need_at, text
-                break
-            if size - step < past:
+        how = f"run at sizes {how}"
+        for size in [answer] + ([answer - step] if answer - step >= past else []):
+            got, text, ran = confirm(runner, device, opt, size, probe.must_fit_bytes, how,
+                                     usable, late, repeat=2)
+            if not ran or got is not None and got <= usable:
                 break
         else:
-            ran = False
-        if got is None or got > usable:
             return (f"capped at {answer}, the step ran once and fit, but not twice in a row "
                     f"({text})")
+        answer, how = size, text
+        need_at = got if got is not None else probe.must_fit_bytes
     except Exception as exc:  # noqa: BLE001 -- the model refused the cut input
         return f"the input cut to a smaller size did not run ({_error_text(exc)})"
     finally:

@@ -774,8 +774,8 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
         if not r.ran_where_advised:
             # Predicted from smaller slices, and not run where it is to hold: not promised.
             params["unconfirmed"] = True
-            detail += (". Not promised: predicted from smaller slices, and not run at the "
-                       "failing size itself")
+            detail += (". Not promised: predicted from smaller slices, and not run where it "
+                       "is to hold")
         out.append(Advice(score=recovers / max(need, 1), title=title,
                           detail=f"{detail}. How: {how}.", kind=r.kind, params=params,
                           recovers_bytes=recovers, fits=True))
@@ -799,8 +799,6 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
                              f"{run.params['fraction']}: {run.basis}"))
         elif wanted <= room and \
                 fraction * e.device_total_bytes <= room + e.device_total_bytes // 100:
-            if run is not None:
-                fraction = float(run.params["fraction"])
             under = run is not None and run.ran_where_advised
             raise_params: dict[str, Any] = {"fraction": fraction} | (
                 {"input_grew": grew} if grew else {}) | ({} if under else {"unconfirmed": True})

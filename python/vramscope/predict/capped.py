@@ -311,7 +311,7 @@ def capped_need(segments: Iterable[Mapping[str, Any]], events: Iterable[Any],
     the answer, ~10 ms each for 20,000 events: 7-263 ms of CPU a window on the calibration
     traces (2,400-17,000 events; the most where a spot check failed and the bisection ran
     again: swin's at batch 16), measured on a 2-core Xeon VM with CPython 3.12."""
-    events = list(events)
+    events = events if isinstance(events, list) else list(events)
     plan, unknown = _plan(segments, events)
     unbounded = _simulate(plan, 1 << 127)
     assert unbounded is not None

@@ -114,9 +114,14 @@ class Probe:
         """An upper bound of what ``factor`` times this size needs: the resident bytes stay,
         the rest grows at most in proportion to the size (to its square for degree 2) -- sound
         for any peak that is a polynomial of the size with non-negative coefficients."""
-        need = self.must_fit_bytes
-        base = min(self.resident_bytes, need)
-        return base + (need - base) * factor ** degree
+        return grown(self.must_fit_bytes, self.resident_bytes, factor, degree)
+
+
+def grown(peak: float, resident: int, factor: float, degree: int = 1) -> float:
+    """``peak`` at ``factor`` times its size: the resident bytes (at most the peak) stay, the
+    rest grows in proportion to the size (to its square for degree 2)."""
+    base = min(resident, peak)
+    return base + (peak - base) * factor ** degree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,20 +247,20 @@ class MemoryModel:
         a_high = max(a_central, a_local)
         top = self.largest_probe
         inside = size <= top.size
-        grown = ""
+        proportional = ""
         if not inside and not self.anchored:
-            base = min(top.resident_bytes, top.peak_allocated_bytes)
-            scaled = base + (top.peak_allocated_bytes - base) * (size / top.size) ** self.degree
+            scaled = grown(top.peak_allocated_bytes, top.resident_bytes, size / top.size,
+                           self.degree)
             if scaled > a_high:
                 a_high = scaled
-                grown = (f", {top.size}'s peak grown in proportion (the probes below it lie on "
-                         "the flat of a fixed peak)")
+                proportional = (f", {top.size}'s peak grown in proportion (the probes below it "
+                                "lie on the flat of a fixed peak)")
         r_high = max(r_central, r_local, a_high)
         lower = self.lower_bound(size)
         basis = (f"{'a quadratic' if self.degree == 2 else 'a line'} through the exact step "
                  f"peaks at {len(self.probes)} sizes "
                  f"({', '.join(str(p.size) for p in sorted(self.probes, key=lambda p: p.size))})"
-                 + ("" if inside else f", extrapolated from {top.size}") + grown)
+                 + ("" if inside else f", extrapolated from {top.size}") + proportional)
         if self.allowance is not None:
             margin = alloc.residual_bytes
             need = (a_high + margin) * self.allowance

@@ -132,7 +132,7 @@ def _fits_doubled(probe: Probe, factor: float, usable: float, degree: int = 1) -
 
 def _proportional_bound(probe: Probe, usable: float, degree: int) -> int:
     """The largest size whose need, grown from ``probe``'s (its resident bytes kept, the rest
-    in proportion to the size, to its square for degree 2: Probe.need_at), stays within
+    in proportion to the size, to its square for degree 2: model.grown, inverted), stays within
     ``usable``: sound for any peak that is a polynomial of the size with non-negative
     coefficients, or the largest of several such."""
     need = probe.must_fit_bytes
