@@ -152,7 +152,8 @@ def gpt2_seq_growth(advice: dict) -> None:
     """A causal LM fine-tuned on longer and longer sequences (a length curriculum: 128, 256,
     512, 768, 1024 at batch 48), fp32, AdamW, 10 GiB. On an H100 (torch 2.11) it runs out at
     its first step, at 128 tokens, and every later step is longer: no earlier step shows the
-    growth, so what fits the first step is not promised (the model takes 1024 positions)."""
+    growth, so what fits the first step is not promised (the model takes 1024 positions); the
+    batch run at 1024 tokens is."""
     torch = _setup(10, advice)
     from transformers import GPT2Config, GPT2LMHeadModel
 

@@ -25,7 +25,10 @@ larger image: the model probe keeps the input's shape per batch size), a later s
 larger still, so the remedy that holds for the rest of the run is a cap on what grew: the
 largest size of that dimension that runs at the failing batch, found by running the step at
 sizes between the past step's and the failing one (each answer one that ran, never one
-extrapolated). Inside ``generate()`` the same search runs over its new tokens.
+extrapolated). Inside ``generate()`` the same search runs over its new tokens. At a first step
+whose token ids are fewer than the model's positions nothing says whether a later batch is
+longer: the batch search also runs at the model's longest input (the ids repeated to it), and
+its answer, run there twice in a row, holds for every length.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from ..predict.model import MemoryModel, Probe, ends_on_flat, fit_model
 from ..predict.search import DEFAULT_MARGIN, FitResult, ProbeOutOfMemory, search
 from ..predict.window import allocator_retries
 from .advice import Measured, MeasuredRemedy, OomEvidence
-from .remedies import grown_dims, raised_fraction
+from .remedies import grown_dims, open_length, raised_fraction
 from .scene import Inputs, OomScene, resize_inputs, slice_inputs
 
 __all__ = ["measure", "OptimizerStep", "CudaDevice"]
@@ -658,6 +661,58 @@ def _input_cap(runner: _Runner, device: Any, opt: OptimizerStep,
         "dims": dims, "batch_size": batch}, need_at, how, ran)
 
 
+def _longest_batch(runner: _Runner, device: Any, opt: OptimizerStep, length: int,
+                   longest: int, start: int, budget: int, usable: float, retries: bool,
+                   late: Callable[[], bool]) -> MeasuredRemedy | str:
+    """At a first step whose ``length`` token ids are fewer than the model's ``longest``
+    positions (``open_length``: a later batch may be longer): the largest batch that runs at
+    the longest input, each sample's ids repeated to ``longest`` (its mask and labels with
+    them). The search runs over slices at that length; its answer is then run twice in a
+    row (the later, longer steps each run in the cache the one before left), the largest
+    slice that fit where two in a row run out. It holds for every length up to ``longest``."""
+    inputs = runner.inputs
+    size, first = inputs.batch_size, inputs.first
+    if first is None or first.dim() < 2 or int(first.shape[1]) != length:
+        return (f"the batch at the model's longest input ({longest} tokens): the token ids "
+                "are not the second dimension of the first input; not run")
+
+    def at(batch: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        args, kwargs = slice_inputs(inputs, batch)
+        return resize_inputs(dataclasses.replace(inputs, args=args, kwargs=kwargs,
+                                                 batch_size=batch), {1: (length, longest)})
+
+    runner.along = at
+    try:
+        result = search(_measure_fn(runner, device, opt, {}), budget, start=start, limit=size,
+                        max_probes=MAX_PROBES, retries=retries)
+        fitting = sorted(p.size for p in result.probes if p.must_fit_bytes <= usable)
+        if result.size < 1 or result.prediction is None or not fitting:
+            return (f"the batch at the model's longest input ({longest} tokens): even "
+                    f"{start} does not fit ({result.reason})")
+        needs = {p.size: p.must_fit_bytes for p in result.probes}
+        needs.setdefault(result.size, result.prediction.need_bytes)
+        how = (f"slices at {longest} tokens ({', '.join(map(str, sorted(needs)))}: "
+               f"{result.prediction.basis})")
+        lower = [b for b in fitting if b < result.size][-1:]
+        for batch in [result.size] + lower:
+            got, text, ran = confirm(runner, device, opt, batch, needs[batch], how, usable,
+                                     late, repeat=2)
+            if not ran or got is not None and got <= usable:
+                break
+        else:
+            return (f"the batch at the model's longest input ({longest} tokens): "
+                    f"{', '.join(map(str, [result.size] + lower))} ran once and fit, but not "
+                    f"twice in a row ({text})")
+    except Exception as exc:  # noqa: BLE001 -- the model refused the longer input
+        return (f"the batch at the model's longest input ({longest} tokens): the step did not "
+                f"run there ({_error_text(exc)})")
+    finally:
+        runner.along = None
+    return MeasuredRemedy("batch_size", {
+        "batch_size": batch, "from_batch_size": size, "at_length": longest,
+        "from_length": length}, got if got is not None else needs[batch], text, ran)
+
+
 def _new_tokens(kwargs: dict[str, Any]) -> int | None:
     """The new tokens a generate() call asked for (max_new_tokens), None when not given."""
     tokens = kwargs.get("max_new_tokens")
@@ -878,6 +933,17 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
             else:
                 remedies.append(capped)
 
+        length = token_length(inputs) if scene.generate_kwargs is None else 0
+        longest = max_positions(scene.model) if length else 0
+        if open_length(e, length, longest) and need > usable and not late():
+            # A later batch may be longer: the batch that fits the longest input holds.
+            at_longest = _longest_batch(runner, device, opt, length, longest, start, budget,
+                                        usable, retries, late)
+            if isinstance(at_longest, str):
+                notes.append(at_longest)
+            else:
+                remedies.append(at_longest)
+
         if forgot_no_grad and not late():
             def grad_off() -> Callable[[], None]:
                 runner.grad = False
@@ -947,11 +1013,10 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                     "optimizer_state", params, lighter[0],
                     f"the same slices ({lighter[1]}), with its optimizer step added"))
         device.free()
-    length = token_length(inputs) if scene.generate_kwargs is None else 0
     return Measured(size=size, what="batch_size", need_bytes=int(need), basis=basis,
                     remedies=remedies, notes=notes, seconds=time.monotonic() - began,
                     lower_bound=_short_of_the_program(e, model, size, int(need)),
-                    length=length, max_length=max_positions(scene.model) if length else 0)
+                    length=length, max_length=longest)
 
 
 #: What the step run again may lack of what the program held at its OOM before its measurement

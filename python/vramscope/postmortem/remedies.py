@@ -653,6 +653,12 @@ def _map_location(e: OomEvidence, need: int) -> Advice | None:
 def _measured_text(kind: str, p: dict[str, Any]) -> tuple[str, str]:
     """The title of a measured remedy of ``kind`` with its parameters ``p``, and how to apply
     it, in one line of code or words (the way it was measured)."""
+    if kind == "batch_size" and "at_length" in p:
+        return (f"use batch size {p['batch_size']} (the largest measured to fit at the "
+                f"model's longest input, {p['at_length']} tokens, so at any length up to it; "
+                f"the failing step had {p['from_batch_size']} at {p['from_length']} tokens)",
+                f"a batch size of {p['batch_size']} (the DataLoader's batch_size, or each "
+                f"batch split into pieces of at most {p['batch_size']})")
     if kind == "batch_size":
         return (f"use batch size {p['batch_size']} (the largest that fits, measured; the "
                 f"failing step had {p['from_batch_size']})",
@@ -718,6 +724,17 @@ def raised_fraction(need: int, total: int) -> float:
     return min(1.0, math.ceil(wanted / total * 100) / 100)
 
 
+def open_length(e: OomEvidence, length: int, longest: int) -> bool:
+    """Are the failing step's token ids (``length`` of them) shorter than the model's
+    ``longest`` positions, at a first step (no step before it, nothing seen to grow, no
+    evaluation keeping predictions, no generate())? A later batch may then be longer (a
+    length curriculum, padding to each batch's longest): only what fits the longest input
+    holds for the run."""
+    kept = e.eval_kept_bytes and e.eval_accumulation_steps != 1
+    return (not _peaks_by_batch(e.steps) and not e.generating and not grown_dims(e)
+            and not kept and 0 < length < longest)
+
+
 def _measured_advice(e: OomEvidence, m: Measured, need: int,
                      rejected: list[tuple[str, str]]) -> list[Advice]:
     """The remedies measured after the OOM (vramscope.postmortem.measure): each fits when its
@@ -734,11 +751,10 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
     kept = (f"the evaluation loop keeps every step's predictions on the device "
             f"({format_bytes(e.eval_kept_bytes)} so far)"
             if e.eval_kept_bytes and e.eval_accumulation_steps != 1 else "")
-    # A first step's token ids shorter than the model's positions: a later batch may be
-    # longer (a length curriculum, padding to each batch's longest), and what fits this one,
-    # a smaller batch included, is measured at this length only.
-    open_length = (not ran and not e.generating and not dims and not kept
-                   and 0 < m.length < m.max_length)
+    # A first step's token ids shorter than the model's positions: what fits this one, a
+    # smaller batch included, is measured at this length only (a batch measured at the
+    # model's longest input holds for every length: ``at_length``).
+    is_open = open_length(e, m.length, m.max_length)
     grew = kept or (
         f"the batch grew from step to step ({max(ran)} -> {m.size})" if batch_grew else
         f"the input grew from step to step ({dims})" if dims else
@@ -748,7 +764,7 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
         "may be larger)" if (_autograd_off(e) or any(r.kind == "no_grad" for r in m.remedies))
         and not e.generating and not ran else
         f"no earlier step was seen, and its {m.length} tokens are fewer than the model's "
-        f"{m.max_length} positions (a later batch may be longer)" if open_length else "")
+        f"{m.max_length} positions (a later batch may be longer)" if is_open else "")
     for r in m.remedies:
         if r.kind == "memory_fraction":
             continue  # the raised cap, below
@@ -758,8 +774,8 @@ def _measured_advice(e: OomEvidence, m: Measured, need: int,
         if r.kind == "batch_size":
             params["batch_grew"] = bool(ran) and int(params["from_batch_size"]) > max(ran)
             params["margin_bytes"] = e.budget_bytes - r.need_bytes
-        caps = not kept and (r.kind in _CAPS or (
-            r.kind == "batch_size" and not open_length and (params["batch_grew"] or not dims)))
+        caps = not kept and (r.kind in _CAPS or r.kind == "batch_size" and (
+            "at_length" in params or not is_open and (params["batch_grew"] or not dims)))
         title, how = _measured_text(r.kind, params)
         detail = (f"measured: the step needs ≈{format_bytes(r.need_bytes)} with it "
                   f"({r.basis}), ≈{format_bytes(m.need_bytes)} without, of a "
@@ -916,7 +932,15 @@ def assess(e: OomEvidence) -> Assessment:
             else a.kind
         return PRIORITY.index(kind)
 
-    advice = sorted((a for a in candidates if covers[id(a)]), key=rank)
+    # A cause first (a leak, a forgotten no_grad, ... expandable segments, what is cached);
+    # then of the step's remedies a promise before one that covers the failing step only
+    # (measured at its input alone, or not run where it is to hold).
+    causes = PRIORITY.index("batch_grew")
+
+    def order(a: Advice) -> tuple[bool, int]:
+        return rank(a) >= causes and not a.fits, rank(a)
+
+    advice = sorted((a for a in candidates if covers[id(a)]), key=order)
     partial = sorted((a for a in candidates if not covers[id(a)]),
                      key=lambda a: -a.recovers_bytes)
     if advice:

@@ -366,7 +366,9 @@ def slice_inputs(inputs: Inputs, size: int) -> tuple[tuple[Any, ...], dict[str, 
 
 def resize_inputs(inputs: Inputs, sizes: Mapping[int, tuple[int, int]]
                   ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The arguments cut along the dimensions that grew (views: nothing is copied).
+    """The arguments cut along the dimensions that grew (views: nothing is copied), or
+    lengthened: to a larger size, a tensor is repeated along the dimension (new tensors: token
+    ids, their mask and labels at a longer length, each value one the model took).
     ``sizes``: dimension of the first tensor -> (its size now, the size to cut to). The first
     tensor is cut at those dimensions; another tensor at each of its non-leading dimensions of
     the same index and size (an attention mask, labels of the same length), or, when one
@@ -384,6 +386,10 @@ def resize_inputs(inputs: Inputs, sizes: Mapping[int, tuple[int, int]]
 
     def cut(t: Any) -> Any:
         for d, new in (dims_of(t) if t.dim() >= 2 else ()):
+            if new > t.shape[d] > 0:
+                times = [1] * t.dim()
+                times[d] = -(-new // t.shape[d])
+                t = t.repeat(*times)
             t = t.narrow(d, 0, new)
         return t
 

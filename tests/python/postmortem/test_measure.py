@@ -633,10 +633,10 @@ def test_no_cap_when_the_input_did_not_grow():
     assert all("input_grew" not in x.params for x in assess(e).advice)
 
 
-def test_a_first_steps_tokens_shorter_than_the_models_positions_promise_nothing():
-    # The GPU's gpt2_seq_growth: a length curriculum ran out at its first step (128 of
-    # GPT-2's 1024 positions); checkpointing and a smaller batch, measured to fit at 128,
-    # ran out at the longer steps after it. No earlier step says whether lengths change.
+def _first_step_of_tokens(longest: int, repeat_share: float = 1.0):
+    """A first training step of token ids at FAILED_LENGTH, batch GROWN_BATCH, run out of
+    memory, for a model that takes ``longest`` positions; measured on the synthetic
+    allocator. Returns the model, the measurement, the evidence and the device."""
     import types
 
     model = Tokens()
@@ -645,26 +645,63 @@ def test_a_first_steps_tokens_shorter_than_the_models_positions_promise_nothing(
     e = _evidence()
     e.batch_size, e.requested_bytes = GROWN_BATCH, GiB // 2
     e.training = True
-    model.config = types.SimpleNamespace(max_position_embeddings=4 * FAILED_LENGTH)
-    m = _measure.measure(scene, e, device=ShapeDevice(model, _sequence_need))
+    model.config = types.SimpleNamespace(max_position_embeddings=longest)
+    device = ShapeDevice(model, _sequence_need, repeat_share)
+    m = _measure.measure(scene, e, device=device)
     assert not isinstance(m, str), m
-    assert (m.length, m.max_length) == (FAILED_LENGTH, 4 * FAILED_LENGTH)
+    return model, scene, m, e, device
+
+
+def test_a_first_steps_tokens_shorter_than_the_models_positions_promise_the_longests_batch():
+    # The GPU's gpt2_seq_growth: a length curriculum ran out at its first step (128 of
+    # GPT-2's 1024 positions); checkpointing and a smaller batch, measured to fit at 128,
+    # ran out at the longer steps after it. No earlier step says whether lengths change:
+    # what is promised is the batch measured at the model's longest input.
+    longest = 2 * FAILED_LENGTH
+    model, scene, m, e, device = _first_step_of_tokens(longest)
+    assert (m.length, m.max_length) == (FAILED_LENGTH, longest)
     e.measured = m
     advice = assess(e).advice
-    measured = [a for a in advice if a.kind in ("activation_checkpointing", "batch_size")]
+    truth = _largest(lambda b: _sequence_need((b, longest), False), range(1, GROWN_BATCH))
+    assert 2 < truth < GROWN_BATCH
+    first = advice[0]
+    assert (first.kind, first.fits) == ("batch_size", True), [(a.kind, a.fits) for a in advice]
+    assert first.params["batch_size"] == truth and first.params["at_length"] == longest
+    assert f"{longest} tokens" in first.title and str(truth) in first.title
+    # It ran there, ids and mask repeated to the longest length, twice in a row.
+    assert (truth, longest) in device.shapes
+    assert "2 steps back to back" in first.detail
+    # What was measured at the failing length only is ranked after it, and not promised.
+    measured = [a for a in advice[1:] if a.kind in ("activation_checkpointing", "batch_size")]
     assert {a.kind for a in measured} == {"activation_checkpointing", "batch_size"}, advice
-    assert not any(a.fits for a in advice), [(a.kind, a.fits) for a in advice]
-    assert all(f"its {FAILED_LENGTH} tokens are fewer than the model's {4 * FAILED_LENGTH} "
+    assert not any(a.fits for a in advice[1:]), [(a.kind, a.fits) for a in advice]
+    assert all(f"its {FAILED_LENGTH} tokens are fewer than the model's {longest} "
                "positions" in a.params["input_grew"] for a in measured)
     # At the model's full length, or after steps of the same shape, they are promises.
     model.config.max_position_embeddings = FAILED_LENGTH
     e.measured = _measure.measure(scene, e, device=ShapeDevice(model, _sequence_need))
+    assert not any("at_length" in r.params for r in e.measured.remedies)
     assert all(a.fits for a in assess(e).advice if a.kind in ("activation_checkpointing",
                                                               "batch_size"))
-    model.config.max_position_embeddings = 4 * FAILED_LENGTH
     e.measured = m
     e.steps = [StepPoint(1, 2 * GiB, GiB, batch_size=GROWN_BATCH)]
     assert any(a.fits for a in assess(e).advice if a.kind == "activation_checkpointing")
+
+
+def test_the_longests_batch_is_one_that_ran_twice_in_a_row():
+    # Two steps back to back need a fifth more than one (the cache the first leaves): the
+    # batch the slices' line gives at the longest length runs once, not twice; a smaller one
+    # that ran twice is what is promised.
+    longest, share = 2 * FAILED_LENGTH, 1.2
+    _, _, m, e, device = _first_step_of_tokens(longest, repeat_share=share)
+    once = _largest(lambda b: _sequence_need((b, longest), False), range(1, GROWN_BATCH))
+    e.measured = m
+    first = assess(e).advice[0]
+    assert (first.kind, first.fits) == ("batch_size", True)
+    batch = first.params["batch_size"]
+    assert batch < once
+    assert _sequence_need((batch, longest), False) * share * ALLOWANCE <= _usable()
+    assert (batch, longest) in device.shapes and "2 steps back to back" in first.detail
 
 
 @pytest.mark.parametrize("how", ["keywords", "generation_config"])
