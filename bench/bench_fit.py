@@ -11,7 +11,13 @@ Models run side by side (one thread per model, each starting its own processes).
 file and prints a table. --known model=N,... takes the true largest batch of an earlier run
 (same cap) and only checks that fit's answer runs in a fresh process.
 
-    python bench/bench_fit.py OUT.json [--fraction 0.042] [--models cnn,vit,...]
+    python bench/bench_fit.py OUT.json [--fraction 6331680423B] [--models cnn,vit,...]
+                                       [--timing cnn,...] [--no-cli]
+
+The default cap is 0.042 of an H200 (143771 MiB) in bytes, so an H100 runs the same budget.
+The timings run first, alone on the GPU; with --beside, in one more lane beside the
+bisections (fit and accelerate then share the card with them alike), so that the six truths,
+the six timings and the CLI fit one 10-minute call.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -96,27 +103,40 @@ def cli_fit(fraction: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out")
-    p.add_argument("--fraction", default="0.042")
+    p.add_argument("--fraction", default="6331680423B",
+                   help="the cap: a share of the device, or bytes ('...B')")
     p.add_argument("--models", default="cnn,vit,gpt2,t5,lightning,hf_trainer")
-    p.add_argument("--timing", default="cnn,vit,gpt2")
-    p.add_argument("--accelerate-start", default="256")
+    p.add_argument("--timing", default="cnn,vit,gpt2,t5,lightning,hf_trainer")
+    p.add_argument("--accelerate-start", default="512",
+                   help="accelerate's starting_batch_size (above every truth: Lightning's is 266)")
     p.add_argument("--known", default="", help="model=true largest batch,... (no bisection)")
     p.add_argument("--no-cli", action="store_true")
+    p.add_argument("--beside", action="store_true",
+                   help="run the timings in a lane beside the bisections, not first alone")
     args = p.parse_args()
     known = {k: int(v) for k, v in (x.split("=") for x in args.known.split(",") if x)}
-    results: dict = {"fraction": args.fraction, "models": {}, "timing": {}}
+    results: dict = {"fraction": args.fraction, "models": {}, "timing": {},
+                     "timing_beside_bisections": args.beside}
     models = [m for m in args.models.split(",") if m]
-    # The wall-time comparison first, alone on the GPU.
-    for m in [m for m in args.timing.split(",") if m]:
-        proc = child("both", m, args.fraction, args.accelerate_start, timeout=400)
-        lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
-        results["timing"][m] = json.loads(lines[-1]) if lines else {"error": proc.stderr[-3000:]}
-        print(json.dumps(results["timing"][m])[:2000], flush=True)
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
-    with concurrent.futures.ThreadPoolExecutor(len(models) + 1) as pool:
+    lock = threading.Lock()
+
+    def timings() -> None:
+        for m in [m for m in args.timing.split(",") if m]:
+            proc = child("both", m, args.fraction, args.accelerate_start, timeout=400)
+            lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+            with lock:
+                results["timing"][m] = json.loads(lines[-1]) if lines else {
+                    "error": proc.stderr[-3000:]}
+                print(json.dumps(results["timing"][m])[:2000], flush=True)
+                with open(args.out, "w", encoding="utf-8") as f:
+                    json.dump(results, f, indent=1)
+
+    if not args.beside:
+        timings()  # the wall-time comparison first, alone on the GPU
+    with concurrent.futures.ThreadPoolExecutor(len(models) + 2) as pool:
         futures = {pool.submit(one_model, m, args.fraction, known): m for m in models}
         cli = None if args.no_cli else pool.submit(cli_fit, args.fraction)
+        lane = pool.submit(timings) if args.beside else None
         for future in concurrent.futures.as_completed(futures):
             m = futures[future]
             try:
@@ -125,15 +145,25 @@ def main() -> None:
                 results["models"][m] = {"model": m, "error": str(e)[-3000:]}
             print(json.dumps(results["models"][m])[:2000], flush=True)
         results["cli"] = cli.result() if cli is not None else None
+        if lane is not None:
+            lane.result()
     print(json.dumps(results["cli"])[:6000], flush=True)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
-    print("model        fit  true  below%  probes  fit_s  ooms")
+    print("model        fit  true  below%  probes  fit_s  ooms | in-process fit_s  "
+          "accelerate  acc_s  acc_ooms")
     for m, r in results["models"].items():
         if "answer" in r and "true_largest" in r:
             below = 100.0 * (r["true_largest"] - r["answer"]) / max(1, r["true_largest"])
+            t = results["timing"].get(m) or {}
+            acc = (f"{t.get('fit_seconds', '-'):>16} {t.get('accelerate_answer', '-'):>11} "
+                   f"{t.get('accelerate_seconds', '-'):>6} {t.get('accelerate_ooms', '-'):>9}")
             print(f"{m:12s} {r['answer']:4d} {r['true_largest']:5d} {below:6.1f}  "
-                  f"{len(r['probes']):6d} {r['fit_seconds']:6.1f} {r['ooms']:5d}")
+                  f"{len(r['probes']):6d} {r['fit_seconds']:6.1f} {r['ooms']:5d} | {acc}")
+        else:
+            print(f"{m:12s} error: {str(r.get('error', ''))[-300:]}")
+    if results.get("cli"):
+        print(f"cli (gpt2): rc {results['cli']['rc']}, {results['cli']['seconds']} s")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
     python bench/fit_models.py both  MODEL FRACTION START   # fit, then accelerate's
                                                             # find_executable_batch_size: JSON
 
-FRACTION is the memory-fraction cap every process sets (the budget). Models are built from
+FRACTION is the memory-fraction cap every process sets (the budget): a share of the device
+(0.042), or bytes ("6331680423B": the same cap on an H100 and an H200). Models are built from
 configs (random weights, no download): cnn (torchvision ResNet-50), vit (torchvision ViT-B/16),
 gpt2 (transformers GPT-2, 6 layers, seq 512), t5 (transformers T5-small shape, 256 -> 64),
 lightning (a LightningModule on ResNet-18, FitBatchSize), hf_trainer (BERT 6 layers, seq 256,
@@ -168,7 +169,9 @@ def fit(name: str) -> dict:
 
 
 def both(name: str, start: int) -> dict:
-    """fit, then accelerate's find_executable_batch_size, on the same step in one process."""
+    """fit, then accelerate's find_executable_batch_size, on the same step in one process: a
+    plain model's step function (its model and optimizer built once), or a whole Lightning or
+    HF Trainer run of 3 steps at each batch (what Trainer(auto_find_batch_size=True) does)."""
     from accelerate.utils import find_executable_batch_size
 
     out = fit(name)
@@ -176,7 +179,16 @@ def both(name: str, start: int) -> dict:
 
     gc.collect()
     torch.cuda.empty_cache()
-    step = plain_step(name)
+    if name in ("lightning", "hf_trainer"):
+        def steps(batch_size: int) -> None:
+            run(name, batch_size)
+    else:
+        step = plain_step(name)
+
+        def steps(batch_size: int) -> None:
+            for _ in range(3):
+                step(batch_size)
+            torch.cuda.synchronize()
     ooms_before = int(torch.cuda.memory_stats().get("num_ooms", 0))
     began = time.perf_counter()
     tried: list[int] = []
@@ -184,9 +196,7 @@ def both(name: str, start: int) -> dict:
     @find_executable_batch_size(starting_batch_size=start)
     def probe(batch_size):
         tried.append(batch_size)
-        for _ in range(3):
-            step(batch_size)
-        torch.cuda.synchronize()
+        steps(batch_size)
         return batch_size
 
     found = probe()
@@ -196,9 +206,16 @@ def both(name: str, start: int) -> dict:
     return out
 
 
+def cap_fraction(cap: str) -> float:
+    """The memory fraction of a FRACTION argument: a share, or bytes ("...B") of this device."""
+    if cap.endswith("B"):
+        return int(cap[:-1]) / torch.cuda.mem_get_info()[1]
+    return float(cap)
+
+
 def main() -> None:
     mode, name = sys.argv[1], sys.argv[2]
-    fraction = float(sys.argv[-1] if mode != "both" else sys.argv[3])
+    fraction = cap_fraction(sys.argv[-1] if mode != "both" else sys.argv[3])
     torch.cuda.set_per_process_memory_fraction(fraction)
     if mode == "run":
         try:

@@ -15,7 +15,8 @@
 #   oom-kinds  bench/oom_kinds.py --jobs 8 (19 OOM programs; first advice and every fits: true
 #              one applied in fresh processes); ONLY=a,b limits the programs, JOBS=N and
 #              LIMIT_S=S change the lanes at once and the limit
-#   fit-bench  bench/bench_fit.py (fit against bisection truth and accelerate)
+#   fit-bench  bench/bench_fit.py (six models: fit against bisection truth, and fit beside
+#              accelerate on the same step, in lanes side by side; FIT_ARGS replaces --beside)
 #   recheck    what a change was made for, in one call: pytest -m slow over TESTS (pytest node
 #              ids; default test_fit.py and the pytest plugin's measured OOM), then, when ONLY
 #              names OOM programs, bench/oom_kinds.py over those (JOBS lanes, 4 by default);
@@ -106,7 +107,8 @@ PY
     fi ;;
   fit-bench)
     source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
-    timeout -s INT -k 20 560 "$py" bench/bench_fit.py "$work/bench_fit.json" 2>&1 \
+    read -r -a fit_args <<< "${FIT_ARGS---beside}"
+    timeout -s INT -k 20 560 "$py" bench/bench_fit.py "$work/bench_fit.json" "${fit_args[@]}" 2>&1 \
       | tee "$work/bench_fit.log" | tail -n 40
     summary="$(tail -n 12 "$work/bench_fit.log")" ;;
   *) echo "call.sh: unknown call $name"; exit 2 ;;
