@@ -207,6 +207,11 @@ class _Runner:
         #: Steps run back to back in one window: two where a cap is confirmed, as the
         #: program's later steps will run it, each in the cache the one before left.
         self.repeat = 1
+        #: Parameter-sized temporaries of the optimizer's step (its ``temporary_bytes`` over
+        #: the parameters' bytes): allocated after each backward of steps run back to back,
+        #: while the gradients live, as the step allocates them (its arithmetic adds them
+        #: to one step; back to back, the cache the second step meets has had them).
+        self.temporaries = 0
 
     def __call__(self, size: int) -> None:
         for _ in range(self.repeat):
@@ -230,6 +235,10 @@ class _Runner:
                     loss = _scalar(output) if self.grad and self.backward else None
                     if loss is not None:
                         loss.backward()
+                        if self.repeat > 1 and self.temporaries:
+                            held = [torch.empty_like(p) for _ in range(self.temporaries)
+                                    for p in self.params if p.grad is not None]
+                            del held
                     del output, loss
         finally:
             for p in self.params:
@@ -861,6 +870,8 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         runner = _Runner(scene, inputs, grad, not forgot_no_grad)
         opt = optimizer_step(scene.optimizer if grad else None, scene.model,
                              scene.gradients_resident)
+        if opt.parameter_bytes > 0:
+            runner.temporaries = round(opt.temporary_bytes / opt.parameter_bytes)
         budget = e.budget_bytes
         raw: dict[int, tuple[Probe, int]] = {}
         retries = allocator_retries()

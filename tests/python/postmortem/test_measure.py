@@ -461,11 +461,12 @@ def _sequence_need(shape, checkpointed: bool) -> int:
     return int(FIXED + b * (PER_TOKEN * length + PER_TOKEN_SQUARED * length ** 2) * share)
 
 
-def _grown_scene(model: torch.nn.Module, x: tuple, fail_above: int) -> _scene.OomScene:
+def _grown_scene(model: torch.nn.Module, x: tuple, fail_above: int,
+                 optimizer: type = torch.optim.SGD) -> _scene.OomScene:
     """The scene of an OOM in the forward of a training loop whose input grew."""
     from vramscope.attribution.model_probe import frames_of_traceback
 
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt = optimizer(model.parameters(), lr=0.1)
 
     def train(*inputs: torch.Tensor) -> None:
         model(*inputs).float().logsumexp(-1).mean().backward()
@@ -587,6 +588,47 @@ def test_an_image_cap_is_run_twice_in_a_row_before_it_is_advised():
     e.measured = m
     first = assess(e).advice[0]
     assert first.kind == "image_size" and first.fits and "320×320" in first.title
+
+
+def test_steps_back_to_back_meet_the_optimizers_temporaries_while_the_gradients_live(
+        monkeypatch):
+    # The GPU's vit_growth ran its capped image twice in a row, in the program's AdamW loop:
+    # between them, the optimizer's step allocated a parameter-sized temporary for each
+    # parameter while the gradients lived, and the cache the second step met had held them.
+    # The measurement's steps back to back do the same; a single step adds them by arithmetic.
+    model = Convs()
+    scene = _grown_scene(model, (torch.randn(8, 3, 448, 448),), 320, torch.optim.AdamW)
+    e = _grown_evidence((8, 3, 448, 448), (8, 3, 320, 320))
+    params = {id(p): p for p in model.parameters()}
+    made: list[tuple[int, bool]] = []  # (repeat of the window, all gradients alive)
+    real = torch.empty_like
+    device = ShapeDevice(model, lambda shape, ckpt: int(FIXED + shape[0] * shape[2] * shape[3]
+                                                        * 6144 * (CHECKPOINT_SHARE if ckpt else 1)))
+
+    def empty_like(t, *args, **kwargs):
+        if id(t) in params:
+            made.append((device.repeat_now, all(p.grad is not None for p in params.values())))
+        return real(t, *args, **kwargs)
+
+    window = device.window
+
+    def window_noting_repeat(call):
+        measure = window(call)
+
+        def noted(size):
+            device.repeat_now = call.repeat
+            return measure(size)
+        return noted
+
+    device.window = window_noting_repeat
+    monkeypatch.setattr(torch, "empty_like", empty_like)
+    m = _measure.measure(scene, e, device=device)
+    assert not isinstance(m, str), m
+    assert any("2 steps back to back" in r.basis for r in m.remedies), m.remedies
+    # One temporary a parameter (AdamW's square roots) after each backward of the two steps,
+    # every gradient alive then; none in a window of one step.
+    assert made and {r for r, _ in made} == {2} and all(alive for _, alive in made)
+    assert len(made) % (2 * len(params)) == 0
 
 
 def test_a_vit_whose_image_grew_is_capped_at_a_multiple_of_its_patch():
