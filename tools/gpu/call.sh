@@ -6,7 +6,8 @@
 # Each NAME fits one 10-minute call on one H200 and starts from a bare machine (a venv seeing the
 # system's torch, the wheel installed with plain pip). Logs go to $OUT/NAME.tar.gz (the device's
 # folder that comes back; /tmp/vramscope-call without one) and a summary is printed last.
-#   main       tools/gpu/reach.sh: the agent compiled on first use (timed), then `pytest tests/gpu`
+#   main       tools/gpu/reach.sh: the agent compiled on first use (timed), then `pytest tests/gpu`;
+#              then `vramscope record` at 1 ms for 10 s, its CPU a sample
 #   slow-fit   pytest -m slow over test_fit.py (fit's probes and bisections) and test_step_peaks.py
 #              (the step peaks under expandable segments and CUDA graphs, and of a Lightning
 #              program in three processes)
@@ -60,10 +61,28 @@ for name, r in sorted(rows.items()):
 print(f"first advice ran: {ran} of {len(rows)}")
 PY
 }
+record_cpu() {  # `vramscope record` at 1 ms for 10 s on this machine's GPUs: CPU a sample (45: <= 10 us)
+  "$py" - "$work/record-1ms.vsrec" <<'PY' 2>&1 | tee "$work/record-1ms.txt"
+import json, resource, subprocess, sys
+out = sys.argv[1]
+subprocess.run(["vramscope", "record", "-o", out, "-i", "1ms", "-d", "10s"], check=True,
+               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = used.ru_utime + used.ru_stime
+show = json.loads(subprocess.run(["vramscope", "show", "--json", out], check=True,
+                                 capture_output=True, text=True).stdout)
+n = show["sample_count"]
+print(f"record -i 1ms -d 10s: {n} samples, {cpu:.3f} s CPU, {1e6 * cpu / max(n, 1):.1f} us a sample")
+PY
+  rm -f "$work/record-1ms.vsrec"
+}
 case "$name" in
   main)
     VRAMSCOPE_GPU_TEST_LIMIT_S="${VRAMSCOPE_GPU_TEST_LIMIT_S:-480}" tools/gpu/reach.sh "$wheel" "$work"
-    summary="$(grep -E '^mode |passed|failed|pytest took' "$work/first-use.log" "$work/pytest.log" | tail -n 6)" ;;
+    py="$work/venv/bin/python" PATH="$work/venv/bin:$PATH" VRAMSCOPE_CACHE_DIR="$work/cache" \
+      record_cpu
+    summary="$(grep -E '^mode |passed|failed|pytest took' "$work/first-use.log" "$work/pytest.log" | tail -n 6)"
+    summary+=$'\n'"$(tail -n 1 "$work/record-1ms.txt")" ;;
   slow-fit|slow-oom)
     # shellcheck source=tools/gpu/wheel-venv.sh
     source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
@@ -83,20 +102,7 @@ case "$name" in
     read -r -a tests <<< "${TESTS:-tests/gpu/test_fit.py tests/gpu/test_integrations_gpu.py::test_plugin_measures_the_oom_that_failed_a_test_and_frees_it}"
     pytest_group "${PYTEST_LIMIT_S:-300}" -m slow -v "${tests[@]}"
     summary="$(tail -n 1 "$work/pytest.log")"
-    # `vramscope record` at 1 ms on this machine's GPUs: CPU a sample (issue 45: <= 10 us)
-    "$py" - "$work/record-1ms.vsrec" <<'PY' 2>&1 | tee "$work/record-1ms.txt"
-import json, resource, subprocess, sys
-out = sys.argv[1]
-subprocess.run(["vramscope", "record", "-o", out, "-i", "1ms", "-d", "10s"], check=True,
-               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-used = resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = used.ru_utime + used.ru_stime
-show = json.loads(subprocess.run(["vramscope", "show", "--json", out], check=True,
-                                 capture_output=True, text=True).stdout)
-n = show["sample_count"]
-print(f"record -i 1ms -d 10s: {n} samples, {cpu:.3f} s CPU, {1e6 * cpu / max(n, 1):.1f} us a sample")
-PY
-    rm -f "$work/record-1ms.vsrec"
+    record_cpu
     for b in ${TRACE_SIZES-48 79}; do  # fit_program's allocator under its cap, for the CPU
       timeout 120 "$py" tests/gpu/fit_program.py trace "$b" "$work/fit-trace-$b.json" 2>&1 | tail -n 1
     done
