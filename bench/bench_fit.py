@@ -97,7 +97,7 @@ def cli_fit(fraction: str) -> dict:
                            MODELS, "run", "gpt2", "{}", fraction], capture_output=True,
                           text=True, timeout=400, check=False)
     return {"rc": proc.returncode, "seconds": round(time.perf_counter() - began, 2),
-            "stdout": proc.stdout[-6000:], "stderr": proc.stderr[-3000:]}
+            "stdout": proc.stdout[-20000:], "stderr": proc.stderr[-3000:]}
 
 
 def main() -> None:
@@ -163,7 +163,16 @@ def main() -> None:
         else:
             print(f"{m:12s} error: {str(r.get('error', ''))[-300:]}")
     if results.get("cli"):
-        print(f"cli (gpt2): rc {results['cli']['rc']}, {results['cli']['seconds']} s")
+        c = results["cli"]
+        try:
+            out = json.loads(c["stdout"])
+            slowest = max(q["seconds"] for q in out["probes"])
+            # Issue 44's speed: the CLI's wall time at most 2x one probe process's.
+            extra = (f"; answer {out['answer']}, {len(out['probes'])} probes, the slowest "
+                     f"{slowest:.1f} s: wall {c['seconds'] / slowest:.2f}x one probe")
+        except (ValueError, KeyError, TypeError):
+            extra = ""
+        print(f"cli (gpt2): rc {c['rc']}, {c['seconds']} s{extra}")
 
 
 if __name__ == "__main__":
