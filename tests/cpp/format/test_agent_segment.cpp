@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -699,6 +701,114 @@ TEST(AgentSegment, DeadWriterSegmentIsRemoved) {
   auto reader = open_agent_segment_reader(dir.path());
   EXPECT_TRUE(poll(*reader).allocators.empty());
   EXPECT_FALSE(fs::exists(path)) << "a dead writer's segment is cleaned up";
+}
+
+// -- between listings: the segments a reader knows, read without listing the directory ----
+
+/// Lets the directory's last change age past the reader's settle window: the listing after it
+/// is trusted, and the polls after that read the segments they know without listing (the
+/// window is a rule on the wall clock, not a wait for another thread).
+void let_the_directory_settle() {
+  std::this_thread::sleep_for(std::chrono::nanoseconds(agent_dir_settle_ns) +
+                              std::chrono::milliseconds(10));
+}
+
+TEST(AgentSegmentBetweenListings, AWriterThatEndsIsDroppedAtTheNextPollAndItsFileRemoved) {
+  TempDir dir;
+  int ready[2];
+  int go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A writer that is killed later: its segment stays, as a crash leaves it.
+    ::close(go[1]);
+    int code = 0;
+    try {
+      auto writer = open_agent_segment_writer(static_cast<uint32_t>(::getpid()), 1, dir.path());
+      AllocatorSample sample = sample_for(5);
+      sample.pid = static_cast<uint32_t>(::getpid());
+      writer->publish(0, sample);
+      static_cast<void>(writer.release());
+    } catch (...) {
+      code = 1;
+    }
+    char byte = 'r';
+    if (::write(ready[1], &byte, 1) != 1) code = 1;
+    while (::read(go[0], &byte, 1) > 0) {
+    }
+    ::_exit(code);
+  }
+  ::close(go[0]);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  const std::string path = dir.path() + "/" + format::segment_file_name(child);
+  let_the_directory_settle();
+  auto reader = open_agent_segment_reader(dir.path());
+  ASSERT_EQ(poll(*reader).allocators.size(), 1U);  // listed
+  ASSERT_EQ(poll(*reader).allocators.size(), 1U);  // known
+  ::close(go[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_TRUE(fs::exists(path)) << "the ended writer left its segment";
+  EXPECT_TRUE(poll(*reader).allocators.empty()) << "the ended writer is reported no more";
+  EXPECT_FALSE(fs::exists(path)) << "and its segment is cleaned up";
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+TEST(AgentSegmentBetweenListings, AFileShrunkUnderItsMappingIsNotRead) {
+  TempDir dir;
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
+  writer->publish(0, sample_for(9));
+  let_the_directory_settle();
+  auto reader = open_agent_segment_reader(dir.path());
+  ASSERT_EQ(poll(*reader).allocators.size(), 1U);
+  ASSERT_EQ(poll(*reader).allocators.size(), 1U);
+  // A truncation leaves the directory as it was: only the file's own size says it. Read
+  // through the old mapping, the pages past the new end raise SIGBUS.
+  EXPECT_EXIT(
+      {
+        const off_t half = static_cast<off_t>(fs::file_size(writer->path()) / 2);
+        const bool cut = ::truncate(writer->path().c_str(), half) == 0;
+        ::_exit(cut && poll(*reader).allocators.empty() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(AgentSegmentBetweenListings, ANewWriterAndNewNumbersAreSeenAtTheNextPoll) {
+  TempDir dir;
+  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
+  writer->publish(0, sample_for(11));
+  let_the_directory_settle();
+  auto reader = open_agent_segment_reader(dir.path());
+  ASSERT_EQ(poll(*reader).allocators.size(), 1U);
+  writer->publish(0, sample_for(12));
+  Polled known = poll(*reader);
+  ASSERT_EQ(known.allocators.size(), 1U);
+  EXPECT_EQ(known.allocators[0].allocated_bytes, 12U) << "what was published since is read";
+  // A second writer (pid 1: alive, and its start time left unknown) appears: the directory
+  // changed, and the next poll lists it.
+  const std::string copy = dir.path() + "/" + format::segment_file_name(1);
+  {
+    std::ifstream in(writer->path(), std::ios::binary);
+    std::ofstream(copy, std::ios::binary) << in.rdbuf();
+  }
+  ASSERT_EQ(::chmod(copy.c_str(), 0600), 0);
+  const int fd = ::open(copy.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  format::SegmentHeader header{};
+  ASSERT_EQ(::pread(fd, &header, sizeof(header), 0), static_cast<ssize_t>(sizeof(header)));
+  header.writer_pid = 1;
+  header.writer_start_ticks = 0;
+  ASSERT_EQ(::pwrite(fd, &header, sizeof(header), 0), static_cast<ssize_t>(sizeof(header)));
+  ::close(fd);
+  std::vector<uint32_t> pids;
+  for (const AllocatorSample& a : poll(*reader).allocators) pids.push_back(a.pid);
+  std::sort(pids.begin(), pids.end());
+  EXPECT_EQ(pids, (std::vector<uint32_t>{1, self_pid()}));
 }
 
 TEST(AgentSegment, RecycledPidIsDetectedByStartTime) {
