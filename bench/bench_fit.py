@@ -17,7 +17,9 @@ file and prints a table. --known model=N,... takes the true largest batch of an 
 The default cap is 0.042 of an H200 (143771 MiB) in bytes, so an H100 runs the same budget.
 The timings run first, alone on the GPU; with --beside, in one more lane beside the
 bisections (fit and accelerate then share the card with them alike), so that the six truths,
-the six timings and the CLI fit one 10-minute call.
+the six timings and the CLI fit one 10-minute call. Every GPU process takes a lane, the CLI
+four (its probes run side by side), and the card holds as many lanes as it has room for a cap
+and a context each (--lanes): a step of the bisection must meet its cap, never a full card.
 """
 
 from __future__ import annotations
@@ -33,11 +35,55 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "fit_models.py")
+#: What one process of a capped model holds beyond its cap (its CUDA context, cuBLAS, cuDNN).
+CONTEXT_BYTES = 1 << 30
+#: Probe processes `vramscope fit` may run side by side, counted as that many lanes.
+CLI_LANES = 4
+
+
+class Lanes:
+    """The GPU processes the bench runs at once: each takes its cap and a context, and the card
+    holds so many (an H100's 80 GB nine at a 5.9 GiB cap, an H200's seventeen), so that no
+    bisection's step runs out of the card's memory instead of its cap's."""
+
+    def __init__(self, count: int) -> None:
+        self.free = count
+        self.count = count
+        self.cond = threading.Condition()
+
+    def take(self, n: int = 1) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.free >= min(n, self.count))
+            self.free -= min(n, self.count)
+
+    def give(self, n: int = 1) -> None:
+        with self.cond:
+            self.free += min(n, self.count)
+            self.cond.notify_all()
+
+
+LANES = Lanes(8)
+
+
+def card_lanes(cap: str) -> int:
+    """How many capped processes the card holds at once (8 where nvidia-smi does not say)."""
+    try:
+        total = int(subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+            capture_output=True, text=True, check=True, timeout=60).stdout.split()[0]) << 20
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return 8
+    cap_bytes = int(cap[:-1]) if cap.endswith("B") else int(float(cap) * total)
+    return max(2, int(0.9 * total) // (cap_bytes + CONTEXT_BYTES))
 
 
 def child(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, MODELS, *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    LANES.take()
+    try:
+        return subprocess.run([sys.executable, MODELS, *args], capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    finally:
+        LANES.give()
 
 
 def runs(model: str, batch: int, fraction: str, log: list) -> bool:
@@ -92,11 +138,16 @@ def one_model(model: str, fraction: str, known: dict[str, int]) -> dict:
 
 
 def cli_fit(fraction: str) -> dict:
-    began = time.perf_counter()
-    proc = subprocess.run(["vramscope", "fit", "--budget", "cap", "--json", "--", sys.executable,
-                           MODELS, "run", "gpt2", "{}", fraction], capture_output=True,
-                          text=True, timeout=400, check=False)
-    return {"rc": proc.returncode, "seconds": round(time.perf_counter() - began, 2),
+    LANES.take(CLI_LANES)
+    try:
+        began = time.perf_counter()
+        proc = subprocess.run(["vramscope", "fit", "--budget", "cap", "--json", "--",
+                               sys.executable, MODELS, "run", "gpt2", "{}", fraction],
+                              capture_output=True, text=True, timeout=400, check=False)
+        seconds = time.perf_counter() - began
+    finally:
+        LANES.give(CLI_LANES)
+    return {"rc": proc.returncode, "seconds": round(seconds, 2),
             "stdout": proc.stdout[-20000:], "stderr": proc.stderr[-3000:]}
 
 
@@ -113,10 +164,15 @@ def main() -> None:
     p.add_argument("--no-cli", action="store_true")
     p.add_argument("--beside", action="store_true",
                    help="run the timings in a lane beside the bisections, not first alone")
+    p.add_argument("--lanes", type=int, default=0,
+                   help="GPU processes at once (default: as many as the card holds at the cap)")
     args = p.parse_args()
+    global LANES
+    LANES = Lanes(args.lanes if args.lanes > 0 else card_lanes(args.fraction))
+    print(f"bench_fit: {LANES.count} lanes", flush=True)
     known = {k: int(v) for k, v in (x.split("=") for x in args.known.split(",") if x)}
     results: dict = {"fraction": args.fraction, "models": {}, "timing": {},
-                     "timing_beside_bisections": args.beside}
+                     "timing_beside_bisections": args.beside, "lanes": LANES.count}
     models = [m for m in args.models.split(",") if m]
     lock = threading.Lock()
 
