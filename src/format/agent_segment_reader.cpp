@@ -242,6 +242,10 @@ class SegmentReader final : public AgentSegmentReader {
                     listed_wall_ns - m_dir_ctime_ns >= agent_dir_settle_ns;
     std::map<Key, std::unique_ptr<MappedSegment>> seen;
     std::set<Key> refused;
+    // Writers watched through a pidfd: those of the last listing (some may end in this one: a
+    // bound from above), and each one this listing opens.
+    auto watched = static_cast<std::size_t>(std::count_if(
+        m_segments.begin(), m_segments.end(), [](const auto& s) { return s.second->pidfd >= 0; }));
     // The listing reads its own descriptor (fdopendir takes it); dir_fd stays for the *at()
     // calls and the polls after.
     const int list_fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -291,7 +295,7 @@ class SegmentReader final : public AgentSegmentReader {
         complete = false;
         continue;
       }
-      if (segment->pidfd < 0 && same_namespace(segment->header)) watch_writer(*segment);
+      if (segment->pidfd < 0 && same_namespace(segment->header)) watch_writer(*segment, watched);
       m_order.push_back(key);
       if (!writer_is_stale(*segment)) read_segment(*segment, allocators, new_steps, new_ooms);
       seen.emplace(key, std::move(segment));
@@ -305,10 +309,9 @@ class SegmentReader final : public AgentSegmentReader {
   }
 
   /// Opens a pidfd of the segment's writer, found alive: kept where its start time still
-  /// matches once it is open (the pid was not reused in between), within max_pidfds.
-  void watch_writer(MappedSegment& segment) const {
-    const auto watched = static_cast<std::size_t>(std::count_if(
-        m_segments.begin(), m_segments.end(), [](const auto& s) { return s.second->pidfd >= 0; }));
+  /// matches once it is open (the pid was not reused in between), while `watched` (counted on)
+  /// is below max_pidfds.
+  void watch_writer(MappedSegment& segment, std::size_t& watched) const {
     if (watched >= max_pidfds) return;
     const int fd = open_pidfd(segment.header.writer_pid);
     if (fd < 0) return;
@@ -317,6 +320,7 @@ class SegmentReader final : public AgentSegmentReader {
       return;
     }
     segment.pidfd = fd;
+    ++watched;
   }
 
   /// Maps a valid segment; null otherwise. A file of another format version sets

@@ -811,6 +811,67 @@ TEST(AgentSegmentBetweenListings, ANewWriterAndNewNumbersAreSeenAtTheNextPoll) {
   EXPECT_EQ(pids, (std::vector<uint32_t>{1, self_pid()}));
 }
 
+/// Open file descriptors of this process.
+std::size_t open_fds() {
+  return static_cast<std::size_t>(
+      std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{}));
+}
+
+TEST(AgentSegmentBetweenListings, WritersWatchedThroughPidfdsAreBoundedAndAllChecked) {
+  // A pidfd a writer, up to 64: more writers (a job of many ranks, or a same-user process
+  // forging segments of live pids) never cost the reader more descriptors; the ones past the
+  // bound are checked through /proc, and their end is seen all the same.
+  constexpr int writers = 70;
+  TempDir dir;
+  int ready[2];
+  int go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < writers; ++i) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::close(go[1]);
+      char byte = 'r';
+      try {
+        auto writer = open_agent_segment_writer(static_cast<uint32_t>(::getpid()), 1, dir.path());
+        writer->publish(0, sample_for(static_cast<uint64_t>(i) + 1));
+        static_cast<void>(writer.release());
+      } catch (...) {
+        byte = 'x';
+      }
+      if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
+      while (::read(go[0], &byte, 1) > 0) {
+      }
+      ::_exit(0);
+    }
+    children.push_back(child);
+  }
+  ::close(go[0]);
+  for (int i = 0; i < writers; ++i) {
+    char byte = 0;
+    ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+    ASSERT_EQ(byte, 'r');
+  }
+  let_the_directory_settle();
+  const std::size_t before = open_fds();
+  auto reader = open_agent_segment_reader(dir.path());
+  ASSERT_EQ(poll(*reader).allocators.size(), static_cast<std::size_t>(writers));
+  ASSERT_EQ(poll(*reader).allocators.size(), static_cast<std::size_t>(writers));
+  // The directory kept open, and at most 64 pidfds.
+  EXPECT_LE(open_fds(), before + 1 + 64);
+  ::close(go[1]);
+  for (const pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+  }
+  EXPECT_TRUE(poll(*reader).allocators.empty()) << "every ended writer is seen as ended";
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
 TEST(AgentSegment, RecycledPidIsDetectedByStartTime) {
   TempDir dir;
   auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
