@@ -13,6 +13,8 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "format/fixtures.hpp"
 #include "format/test_data.hpp"
@@ -713,50 +715,81 @@ void let_the_directory_settle() {
                               std::chrono::milliseconds(10));
 }
 
+/// Writers in child processes, each publishing one segment in `dir` and waiting, until end()
+/// ends them all as a crash does (their segments left behind) and reaps them.
+class ChildWriters {
+ public:
+  ChildWriters(const std::string& dir, int count) {
+    if (::pipe(m_ready) != 0 || ::pipe(m_go) != 0) throw std::runtime_error("pipe failed");
+    for (int i = 0; i < count; ++i) {
+      const pid_t child = ::fork();
+      if (child < 0) throw std::runtime_error("fork failed");
+      if (child == 0) run(dir, static_cast<uint64_t>(i) + 1);
+      m_children.push_back(child);
+    }
+    ::close(m_go[0]);
+    for (int i = 0; i < count; ++i) {
+      char byte = 0;
+      if (::read(m_ready[0], &byte, 1) != 1 || byte != 'r') throw std::runtime_error("no writer");
+    }
+  }
+  ChildWriters(const ChildWriters&) = delete;
+  ChildWriters& operator=(const ChildWriters&) = delete;
+  ~ChildWriters() {
+    end();
+    ::close(m_ready[0]);
+    ::close(m_ready[1]);
+  }
+
+  const std::vector<pid_t>& pids() const { return m_children; }
+
+  /// Ends every writer and reaps it; true when each exited cleanly.
+  bool end() {
+    if (m_go[1] >= 0) ::close(m_go[1]);
+    m_go[1] = -1;
+    bool clean = true;
+    for (const pid_t child : std::exchange(m_children, {})) {
+      int status = 0;
+      clean = ::waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0 && clean;
+    }
+    return clean;
+  }
+
+ private:
+  [[noreturn]] void run(const std::string& dir, uint64_t bytes) {
+    ::close(m_go[1]);
+    char byte = 'r';
+    try {
+      auto writer = open_agent_segment_writer(static_cast<uint32_t>(::getpid()), 1, dir);
+      writer->publish(0, sample_for(bytes));
+      static_cast<void>(writer.release());  // a crashed writer never cleans up
+    } catch (...) {
+      byte = 'x';
+    }
+    if (::write(m_ready[1], &byte, 1) != 1) ::_exit(1);
+    while (::read(m_go[0], &byte, 1) > 0) {
+    }
+    ::_exit(0);
+  }
+
+  int m_ready[2] = {-1, -1};
+  int m_go[2] = {-1, -1};
+  std::vector<pid_t> m_children;
+};
+
 TEST(AgentSegmentBetweenListings, AWriterThatEndsIsDroppedAtTheNextPollAndItsFileRemoved) {
   TempDir dir;
-  int ready[2];
-  int go[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  ASSERT_EQ(::pipe(go), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // A writer that is killed later: its segment stays, as a crash leaves it.
-    ::close(go[1]);
-    int code = 0;
-    try {
-      auto writer = open_agent_segment_writer(static_cast<uint32_t>(::getpid()), 1, dir.path());
-      AllocatorSample sample = sample_for(5);
-      sample.pid = static_cast<uint32_t>(::getpid());
-      writer->publish(0, sample);
-      static_cast<void>(writer.release());
-    } catch (...) {
-      code = 1;
-    }
-    char byte = 'r';
-    if (::write(ready[1], &byte, 1) != 1) code = 1;
-    while (::read(go[0], &byte, 1) > 0) {
-    }
-    ::_exit(code);
-  }
-  ::close(go[0]);
-  char byte = 0;
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
-  const std::string path = dir.path() + "/" + format::segment_file_name(child);
+  ChildWriters writer(dir.path(), 1);
+  const std::string path = dir.path() + "/" + format::segment_file_name(writer.pids()[0]);
   let_the_directory_settle();
   auto reader = open_agent_segment_reader(dir.path());
   ASSERT_EQ(poll(*reader).allocators.size(), 1U);  // listed
   ASSERT_EQ(poll(*reader).allocators.size(), 1U);  // known
-  ::close(go[1]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_TRUE(writer.end());
   ASSERT_TRUE(fs::exists(path)) << "the ended writer left its segment";
   EXPECT_TRUE(poll(*reader).allocators.empty()) << "the ended writer is reported no more";
   EXPECT_FALSE(fs::exists(path)) << "and its segment is cleaned up";
-  ::close(ready[0]);
-  ::close(ready[1]);
 }
 
 TEST(AgentSegmentBetweenListings, AFileShrunkUnderItsMappingIsNotRead) {
@@ -821,55 +854,19 @@ TEST(AgentSegmentBetweenListings, WritersWatchedThroughPidfdsAreBoundedAndAllChe
   // A pidfd a writer, up to 64: more writers (a job of many ranks, or a same-user process
   // forging segments of live pids) never cost the reader more descriptors; the ones past the
   // bound are checked through /proc, and their end is seen all the same.
-  constexpr int writers = 70;
+  constexpr std::size_t count = 70;
   TempDir dir;
-  int ready[2];
-  int go[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  ASSERT_EQ(::pipe(go), 0);
-  std::vector<pid_t> children;
-  for (int i = 0; i < writers; ++i) {
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      ::close(go[1]);
-      char byte = 'r';
-      try {
-        auto writer = open_agent_segment_writer(static_cast<uint32_t>(::getpid()), 1, dir.path());
-        writer->publish(0, sample_for(static_cast<uint64_t>(i) + 1));
-        static_cast<void>(writer.release());
-      } catch (...) {
-        byte = 'x';
-      }
-      if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
-      while (::read(go[0], &byte, 1) > 0) {
-      }
-      ::_exit(0);
-    }
-    children.push_back(child);
-  }
-  ::close(go[0]);
-  for (int i = 0; i < writers; ++i) {
-    char byte = 0;
-    ASSERT_EQ(::read(ready[0], &byte, 1), 1);
-    ASSERT_EQ(byte, 'r');
-  }
+  ChildWriters writers(dir.path(), static_cast<int>(count));
   let_the_directory_settle();
   const std::size_t before = open_fds();
   auto reader = open_agent_segment_reader(dir.path());
-  ASSERT_EQ(poll(*reader).allocators.size(), static_cast<std::size_t>(writers));
-  ASSERT_EQ(poll(*reader).allocators.size(), static_cast<std::size_t>(writers));
+  ASSERT_EQ(poll(*reader).allocators.size(), count);
+  ASSERT_EQ(poll(*reader).allocators.size(), count);
   // The directory kept open, and at most 64 pidfds.
   EXPECT_LE(open_fds(), before + 1 + 64);
-  ::close(go[1]);
-  for (const pid_t child : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-  }
+  ASSERT_TRUE(writers.end());
   EXPECT_TRUE(poll(*reader).allocators.empty()) << "every ended writer is seen as ended";
   EXPECT_TRUE(fs::is_empty(dir.path()));
-  ::close(ready[0]);
-  ::close(ready[1]);
 }
 
 TEST(AgentSegment, RecycledPidIsDetectedByStartTime) {
