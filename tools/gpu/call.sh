@@ -114,7 +114,7 @@ case "$name" in
   fit-bench)
     source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
     read -r -a fit_args <<< "${FIT_ARGS---beside}"
-    timeout -s INT -k 20 560 "$py" bench/bench_fit.py "$work/bench_fit.json" "${fit_args[@]}" 2>&1 \
+    timeout -s INT -k 20 "${LIMIT_S:-560}" "$py" bench/bench_fit.py "$work/bench_fit.json" "${fit_args[@]}" 2>&1 \
       | tee "$work/bench_fit.log" | tail -n 40
     summary="$(tail -n 12 "$work/bench_fit.log")" ;;
   *) echo "call.sh: unknown call $name"; exit 2 ;;
