@@ -207,6 +207,9 @@ class _Runner:
         #: Steps run back to back in one window: two where a cap is confirmed, as the
         #: program's later steps will run it, each in the cache the one before left.
         self.repeat = 1
+        #: A size run once before them (None: none): the past step's, whose segments shaped
+        #: the cache the program's capped steps meet.
+        self.prelude: int | None = None
         #: Parameter-sized temporaries of the optimizer's step (its ``temporary_bytes`` over
         #: the parameters' bytes): allocated after each backward of steps run back to back,
         #: while the gradients live, as the step allocates them (its arithmetic adds them
@@ -214,6 +217,8 @@ class _Runner:
         self.temporaries = 0
 
     def __call__(self, size: int) -> None:
+        if self.prelude is not None:
+            self._once(self.prelude)
         for _ in range(self.repeat):
             self._once(size)
 
@@ -314,9 +319,11 @@ def _variant(runner: _Runner, device: Any, opt: OptimizerStep, sizes: list[int],
 def confirm(runner: _Runner, device: Any, opt: OptimizerStep, size: int, need: int, how: str,
             usable: float, late: Callable[[], bool],
             setup: Callable[[], Callable[[], None]] | None = None,
-            repeat: int = 1) -> tuple[int | None, str, bool]:
+            repeat: int = 1, before: int | None = None) -> tuple[int | None, str, bool]:
     """A remedy predicted to fit (``need`` by ``how``) run at ``size`` itself, ``repeat``
-    steps back to back: what it needs there, measured, how, and True; None and why when it ran
+    steps back to back (after one at ``before``, where given: the past step's size, whose
+    segments the program's cache still holds when its steps reach the cap): what it needs
+    there, measured, how, and True; None and why when it ran
     out of memory there. Unconfirmed (no time left, or it does not run there for another
     reason): the prediction, why, and False: it is not promised. A prediction past the largest
     slice misses what changes between (a step 2.3 times past its slices needed 3 % more than
@@ -326,20 +333,21 @@ def confirm(runner: _Runner, device: Any, opt: OptimizerStep, size: int, need: i
     if late():
         return need, f"{how}; not run at {size} (no time left)", False
     undo = setup() if setup is not None else None
-    runner.repeat = repeat
+    runner.repeat, runner.prelude = repeat, before
+    after = f" after one at {before}" if before is not None else ""
     try:
         measured = _measure_fn(runner, device, opt, {})(size)
     except ProbeOutOfMemory:
         return None, (f"{how}: predicted ≈{format_bytes(need)} at {size}, and ran out of memory "
-                      f"when run there{' twice in a row' if repeat > 1 else ''}"), True
+                      f"when run there{' twice in a row' if repeat > 1 else ''}{after}"), True
     except Exception as exc:  # noqa: BLE001 -- it ran at the slices: unconfirmed, not promised
         return need, f"{how}; did not run at {size} ({_error_text(exc)})", False
     finally:
-        runner.repeat = 1
+        runner.repeat, runner.prelude = 1, None
         if undo is not None:
             undo()
     steps = f"{repeat} steps back to back" if repeat > 1 else "run"
-    return measured.must_fit_bytes, (f"{how}, then {steps} at {size}: "
+    return measured.must_fit_bytes, (f"{how}, then {steps} at {size}{after}: "
                                      f"{format_bytes(measured.must_fit_bytes)}"), True
 
 
@@ -641,12 +649,16 @@ def _input_cap(runner: _Runner, device: Any, opt: OptimizerStep,
                                         need, usable, step, late)
         if answer == 0 or probe is None:
             return f"even the past step's size {past} does not fit at this batch ({how})"
-        # Every later step runs at the cap, each in the cache the one before left: the cap
-        # is run twice in a row (one size lower where that runs out) before it is advised.
+        # Every later step runs at the cap, each in the cache the one before left, and the
+        # first of them in the one the past, smaller step left (on an H100 a ViT's image cap
+        # that ran twice in a row in an emptied cache ran out at its second step after a
+        # 224-pixel one, 1.95 GiB cached in segments live blocks held): the cap is run twice
+        # in a row after one step at the past size (one size lower where that runs out)
+        # before it is advised.
         how = f"run at sizes {how}"
         for size in [answer] + ([answer - step] if answer - step >= past else []):
             got, text, ran = confirm(runner, device, opt, size, probe.must_fit_bytes, how,
-                                     usable, late, repeat=2)
+                                     usable, late, repeat=2, before=past)
             if not ran or got is not None and got <= usable:
                 break
         else:
