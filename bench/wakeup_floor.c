@@ -18,8 +18,8 @@
 static double cpu_seconds(void) {
   struct rusage used;
   getrusage(RUSAGE_SELF, &used);
-  return (double)used.ru_utime.tv_sec + used.ru_utime.tv_usec / 1e6 +
-         (double)used.ru_stime.tv_sec + used.ru_stime.tv_usec / 1e6;
+  return (double)used.ru_utime.tv_sec + used.ru_utime.tv_usec / 1e6 + (double)used.ru_stime.tv_sec +
+         used.ru_stime.tv_usec / 1e6;
 }
 
 /// What reading a clock costs here (a vDSO read, or a system call where the clocksource is not
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     }
   }
   const double cpu = cpu_seconds() - before;
-  printf("wake-ups at 1 ms for %.0f s%s: %ld, %.3f s CPU, %.1f us a wake-up\n", seconds,
+  printf("wake-ups at 1 ms for %g s%s: %ld, %.3f s CPU, %.1f us a wake-up\n", seconds,
          read_memory != NULL ? ", each reading GPU 0's memory through NVML" : "", count, cpu,
          1e6 * cpu / (double)count);
   return 0;
