@@ -631,6 +631,22 @@ def cap_search(measure: Callable[[int], Probe], low: int, high: int, high_need: 
     return lo, best, ", ".join(ran)
 
 
+def _twice(runner: _Runner, device: Any, opt: OptimizerStep, sizes: list[int],
+           need: Callable[[int], int], how: str, usable: float, late: Callable[[], bool],
+           before: int | None = None) -> tuple[int, int | None, str, bool] | str:
+    """The first of ``sizes`` (the largest first) whose step runs twice in a row (after one at
+    ``before``, where given) and fits ``usable``, or could not be run there (unconfirmed, not
+    promised): it, what it needed (``confirm``), how, and whether it ran; where every one ran
+    out or needed more, the last run's words."""
+    text = ""
+    for size in sizes:
+        got, text, ran = confirm(runner, device, opt, size, need(size), how, usable, late,
+                                 repeat=2, before=before)
+        if not ran or got is not None and got <= usable:
+            return size, got, text, ran
+    return text
+
+
 def _input_cap(runner: _Runner, device: Any, opt: OptimizerStep,
                sizes: dict[int, tuple[int, int]], need: int, usable: float,
                late: Callable[[], bool]) -> MeasuredRemedy | str:
@@ -656,16 +672,15 @@ def _input_cap(runner: _Runner, device: Any, opt: OptimizerStep,
         # in a row after one step at the past size (one size lower where that runs out)
         # before it is advised.
         how = f"run at sizes {how}"
-        for size in [answer] + ([answer - step] if answer - step >= past else []):
-            got, text, ran = confirm(runner, device, opt, size, probe.must_fit_bytes, how,
-                                     usable, late, repeat=2, before=past)
-            if not ran or got is not None and got <= usable:
-                break
-        else:
+        measured = probe.must_fit_bytes
+        tries = [answer] + ([answer - step] if answer - step >= past else [])
+        found = _twice(runner, device, opt, tries, lambda _: measured, how, usable, late,
+                       before=past)
+        if isinstance(found, str):
             return (f"capped at {answer}, the step ran once and fit, but not twice in a row "
-                    f"({text})")
-        answer, how = size, text
-        need_at = got if got is not None else probe.must_fit_bytes
+                    f"({found})")
+        answer, got, how, ran = found
+        need_at = got if got is not None else measured
     except Exception as exc:  # noqa: BLE001 -- the model refused the cut input
         return f"the input cut to a smaller size did not run ({_error_text(exc)})"
     finally:
@@ -714,16 +729,13 @@ def _longest_batch(runner: _Runner, device: Any, opt: OptimizerStep, length: int
         needs.setdefault(result.size, result.prediction.need_bytes)
         how = (f"slices at {longest} tokens ({', '.join(map(str, sorted(needs)))}: "
                f"{result.prediction.basis})")
-        lower = [b for b in fitting if b < result.size][-1:]
-        for batch in [result.size] + lower:
-            got, text, ran = confirm(runner, device, opt, batch, needs[batch], how, usable,
-                                     late, repeat=2)
-            if not ran or got is not None and got <= usable:
-                break
-        else:
+        tries = [result.size] + [b for b in fitting if b < result.size][-1:]
+        found = _twice(runner, device, opt, tries, needs.__getitem__, how, usable, late)
+        if isinstance(found, str):
             return (f"the batch at the model's longest input ({longest} tokens): "
-                    f"{', '.join(map(str, [result.size] + lower))} ran once and fit, but not "
-                    f"twice in a row ({text})")
+                    f"{', '.join(map(str, tries))} ran once and fit, but not twice in a row "
+                    f"({found})")
+        batch, got, text, ran = found
     except Exception as exc:  # noqa: BLE001 -- the model refused the longer input
         return (f"the batch at the model's longest input ({longest} tokens): the step did not "
                 f"run there ({_error_text(exc)})")
