@@ -4,7 +4,7 @@
 #   tools/gpu/record_cost.sh WHEEL OUTDIR
 #
 # Prints the floor (bench/wakeup_floor.c: a clock read, a bare 1 ms wake-up), the clocksource,
-# the NVML calls a sample makes (bench/nvml_cost.py), then `record -i 1ms`'s CPU a sample
+# the NVML calls a sample makes (tools/gpu/probe_nvml_calls.py), then `record -i 1ms`'s CPU a sample
 # (tools/gpu/record_cpu.py: its start and end taken out) with agents read and with --no-agents,
 # and, where strace is installed, its system calls (strace -c, OUTDIR/strace.txt).
 set -uo pipefail
@@ -19,7 +19,7 @@ for c in cc gcc /opt/gcc/bin/gcc; do
   }
 done
 echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
-python3 bench/nvml_cost.py 20000
+python3 tools/gpu/probe_nvml_calls.py --calls 20000
 # shellcheck source=tools/gpu/wheel-venv.sh
 source tools/gpu/wheel-venv.sh "$wheel" "$out" >/dev/null || exit 1
 "$py" tools/gpu/record_cpu.py "$out/r.vsrec"
