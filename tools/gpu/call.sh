@@ -7,7 +7,7 @@
 # system's torch, the wheel installed with plain pip). Logs go to $OUT/NAME.tar.gz (the device's
 # folder that comes back; /tmp/vramscope-call without one) and a summary is printed last.
 #   main       tools/gpu/reach.sh: the agent compiled on first use (timed), then `pytest tests/gpu`;
-#              then `vramscope record` at 1 ms for 10 s, its CPU a sample
+#              then `vramscope record` at 1 ms, its CPU a sample (tools/gpu/record_cpu.py)
 #   slow-fit   pytest -m slow over test_fit.py (fit's probes and bisections) and test_step_peaks.py
 #              (the step peaks under expandable segments and CUDA graphs, and of a Lightning
 #              program in three processes)
@@ -23,7 +23,7 @@
 #              names OOM programs, bench/oom_kinds.py over those (JOBS lanes, 4 by default);
 #              and tests/gpu/fit_program.py's allocator traced under its cap at TRACE_SIZES
 #              (default "48 79"), for the simulation of what must fit (predict/capped.py);
-#              and `vramscope record` at 1 ms for 10 s, its CPU a sample
+#              and `vramscope record` at 1 ms, its CPU a sample
 # The results go into docs/oom-advice.md, docs/benchmarks.md and docs/testing.md.
 set -uo pipefail
 name="${1:?usage: call.sh main|slow-fit|slow-oom|oom-kinds|fit-bench|recheck [WHEEL]}"
@@ -61,19 +61,8 @@ for name, r in sorted(rows.items()):
 print(f"first advice ran: {ran} of {len(rows)}")
 PY
 }
-record_cpu() {  # `vramscope record` at 1 ms for 10 s on this machine's GPUs: CPU a sample (45: <= 10 us)
-  "$py" - "$work/record-1ms.vsrec" <<'PY' 2>&1 | tee "$work/record-1ms.txt"
-import json, resource, subprocess, sys
-out = sys.argv[1]
-subprocess.run(["vramscope", "record", "-o", out, "-i", "1ms", "-d", "10s"], check=True,
-               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-used = resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = used.ru_utime + used.ru_stime
-show = json.loads(subprocess.run(["vramscope", "show", "--json", out], check=True,
-                                 capture_output=True, text=True).stdout)
-n = show["sample_count"]
-print(f"record -i 1ms -d 10s: {n} samples, {cpu:.3f} s CPU, {1e6 * cpu / max(n, 1):.1f} us a sample")
-PY
+record_cpu() {  # `vramscope record -i 1ms` on this machine's GPUs: CPU a sample (45: <= 10 us)
+  "$py" tools/gpu/record_cpu.py "$work/record-1ms.vsrec" 2>&1 | tee "$work/record-1ms.txt"
   rm -f "$work/record-1ms.vsrec"
 }
 case "$name" in

@@ -49,7 +49,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["CappedNeed", "capped_need"]
+__all__ = ["CappedNeed", "capped_need", "event_field"]
 
 MiB = 1 << 20
 #: The allocator's constants (CUDACachingAllocator.cpp): requests are rounded up to
@@ -91,7 +91,7 @@ class CappedNeed:
     unknown_frees: int = 0
 
 
-def _get(event: Any, key: str, index: int) -> Any:
+def event_field(event: Any, key: str, index: int) -> Any:
     """A field of a trace event: a mapping, or a tuple ``(action, size, stream, addr)``."""
     return event[key] if isinstance(event, Mapping) else event[index]
 
@@ -172,17 +172,17 @@ def _plan(segments: Iterable[Mapping[str, Any]], events: list[Any]) -> tuple[_Pl
     ops: list[tuple[int, int, int, int, int, int]] = []
     unknown = 0
     for event in events:
-        action = _get(event, "action", 0)
+        action = event_field(event, "action", 0)
         if action == "alloc":
-            size = _round(int(_get(event, "size", 1)))
+            size = _round(int(event_field(event, "size", 1)))
             small = size <= SMALL_SIZE
             stream = event.get("stream", 0) if isinstance(event, Mapping) else event[2]
-            live[int(_get(event, "addr", 3))] = ids
+            live[int(event_field(event, "addr", 3))] = ids
             ops.append((ALLOC, size, pool_of(small, int(stream or 0)), ids,
                         _segment_size(size), MIN_BLOCK if small else SMALL_SIZE + 1))
             ids += 1
         elif action == "free_completed":
-            known = live.pop(int(_get(event, "addr", 3)), None)
+            known = live.pop(int(event_field(event, "addr", 3)), None)
             if known is None:
                 unknown += 1
             else:

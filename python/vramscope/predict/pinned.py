@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .capped import _get, capped_need
+from .capped import capped_need, event_field
 
 __all__ = ["PinnedPeak", "pinned_peak"]
 
@@ -51,6 +51,12 @@ class PinnedPeak:
     #: The smallest cap under which the allocator simulated on the same events does not raise
     #: (vramscope.predict.capped): what must fit under a cap. 0: not simulated.
     capped_bytes: int = 0
+
+    @property
+    def need_bytes(self) -> int:
+        """What must fit under a cap: the simulated need, else (not simulated) the pinned
+        peak."""
+        return self.capped_bytes or self.pinned_bytes
 
     @property
     def allowance(self) -> float:
@@ -137,11 +143,11 @@ def pinned_peak(segments: Iterable[Mapping[str, Any]], events: Iterable[Any],
     count = unknown = orphans = 0
     for event in events:
         count += 1
-        action = _get(event, "action", 0)
+        action = event_field(event, "action", 0)
         if action not in REPLAYED:
             continue
-        size = int(_get(event, "size", 1))
-        address = int(_get(event, "addr", 3))
+        size = int(event_field(event, "size", 1))
+        address = int(event_field(event, "addr", 3))
         if action == "segment_alloc" or action == "segment_map":
             # The moment a cap is checked: every segment in use, and this one.
             peak_pinned = max(peak_pinned, segs.pinned + orphans + size + outside_bytes)
@@ -177,6 +183,7 @@ def pinned_peak(segments: Iterable[Mapping[str, Any]], events: Iterable[Any],
                 segs.pin(known[1], -1)
     # The simulation is the native allocator's; expandable segments map and unmap pages of
     # one virtual range instead (segment_map/segment_unmap): for them the replay stands.
-    expandable = any(_get(e, "action", 0) in ("segment_map", "segment_unmap") for e in events)
+    expandable = any(event_field(e, "action", 0) in ("segment_map", "segment_unmap")
+                     for e in events)
     return PinnedPeak(peak_alloc, peak_pinned, peak_reserved, count, unknown, allocated,
                       0 if expandable else capped_need(segments, events, outside_bytes).need_bytes)

@@ -153,7 +153,7 @@ class Window:
         replay = pinned_peak(self._segments, events)
         if replay.unknown_events > MAX_UNKNOWN_SHARE * max(1, replay.events):
             return 0, replay.final_allocated_bytes
-        return replay.capped_bytes or replay.pinned_bytes, replay.final_allocated_bytes
+        return replay.need_bytes, replay.final_allocated_bytes
 
     # ----- the window
     def start(self) -> None:
@@ -215,7 +215,7 @@ class PinnedWindows:
         w._first_event = len(events)
         if replay.unknown_events > MAX_UNKNOWN_SHARE * max(1, replay.events):
             return 0
-        return replay.capped_bytes or replay.pinned_bytes
+        return replay.need_bytes
 
     def close(self) -> None:
         """Stops the history (when this started it)."""

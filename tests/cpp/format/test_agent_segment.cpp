@@ -792,13 +792,29 @@ TEST(AgentSegmentBetweenListings, AWriterThatEndsIsDroppedAtTheNextPollAndItsFil
   EXPECT_FALSE(fs::exists(path)) << "and its segment is cleaned up";
 }
 
+/// A writer of this process that published `bytes`, and a reader that listed it once the
+/// directory had settled: its next polls read the segment without listing.
+struct SettledSegment {
+  std::unique_ptr<AgentSegmentWriter> writer;
+  std::unique_ptr<AgentSegmentReader> reader;
+  /// What the listing poll returned.
+  Polled listed;
+};
+
+SettledSegment settled_segment(const std::string& dir, uint64_t bytes) {
+  SettledSegment s;
+  s.writer = open_agent_segment_writer(self_pid(), 1, dir);
+  s.writer->publish(0, sample_for(bytes));
+  let_the_directory_settle();
+  s.reader = open_agent_segment_reader(dir);
+  s.listed = poll(*s.reader);
+  return s;
+}
+
 TEST(AgentSegmentBetweenListings, AFileShrunkUnderItsMappingIsNotRead) {
   TempDir dir;
-  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
-  writer->publish(0, sample_for(9));
-  let_the_directory_settle();
-  auto reader = open_agent_segment_reader(dir.path());
-  ASSERT_EQ(poll(*reader).allocators.size(), 1U);
+  auto [writer, reader, listed] = settled_segment(dir.path(), 9);
+  ASSERT_EQ(listed.allocators.size(), 1U);
   ASSERT_EQ(poll(*reader).allocators.size(), 1U);
   // A truncation leaves the directory as it was: only the file's own size says it. Read
   // through the old mapping, the pages past the new end raise SIGBUS.
@@ -813,11 +829,8 @@ TEST(AgentSegmentBetweenListings, AFileShrunkUnderItsMappingIsNotRead) {
 
 TEST(AgentSegmentBetweenListings, ANewWriterAndNewNumbersAreSeenAtTheNextPoll) {
   TempDir dir;
-  auto writer = open_agent_segment_writer(self_pid(), 1, dir.path());
-  writer->publish(0, sample_for(11));
-  let_the_directory_settle();
-  auto reader = open_agent_segment_reader(dir.path());
-  ASSERT_EQ(poll(*reader).allocators.size(), 1U);
+  auto [writer, reader, listed] = settled_segment(dir.path(), 11);
+  ASSERT_EQ(listed.allocators.size(), 1U);
   writer->publish(0, sample_for(12));
   Polled known = poll(*reader);
   ASSERT_EQ(known.allocators.size(), 1U);
