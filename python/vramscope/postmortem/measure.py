@@ -416,13 +416,28 @@ def _batch_remedy(result: FitResult, probes: list[Probe], measure_slice: Callabl
                           f"{batch}, predicted by {basis}, {missed} when run")
 
 
+#: What other processes may hold on the device while a raised cap is run in the dying process
+#: (a desktop's compositor, a monitor's context). A program that caps itself often shares its
+#: card: beside a process holding more, the raised cap could take memory that process is about
+#: to use (on an H100, one such measurement took 66 GiB while four capped programs ran beside
+#: it, and two of them ran out of memory for it), so it is advised without being run.
+SHARED_DEVICE_BYTES = 1 << 30
+
+
+def others_bytes(e: OomEvidence, total: int, free: int, reserved: int) -> int:
+    """What is used on the device now outside this process: the driver's used bytes less this
+    process's allocator (``reserved`` now) and its non-PyTorch bytes at the OOM; where NVML
+    could not tell those, all that is outside its allocator (an upper bound)."""
+    return max(0, total - free - reserved - (e.non_pytorch_bytes or 0))
+
+
 def _raised_cap(runner: _Runner, device: Any, opt: OptimizerStep, e: OomEvidence, size: int,
-                need: int, late: Callable[[], bool]) -> MeasuredRemedy | None:
+                need: int, late: Callable[[], bool]) -> MeasuredRemedy | str | None:
     """The program's own cap raised to what the failing step needs, and the step run at its
     size under it (twice in a row in training: the later steps run in the cache the first
     leaves), before it is advised: what it needed there; where it ran out, more than that cap.
-    None where the program set no cap, the device has no room for it now, or the device
-    cannot raise one."""
+    A note instead where other processes use the device (``SHARED_DEVICE_BYTES``); None where
+    the program set no cap, the device has no room for it now, or the device cannot raise one."""
     total, limit = e.device_total_bytes, e.limit_bytes
     capped = getattr(device, "capped", None)
     if capped is None or limit is None or not 0 < limit < total:
@@ -432,6 +447,11 @@ def _raised_cap(runner: _Runner, device: Any, opt: OptimizerStep, e: OomEvidence
     now = device.memory()
     if raised <= limit or now.free_bytes + now.reserved_bytes < raised:
         return None
+    others = others_bytes(e, now.total_bytes, now.free_bytes, now.reserved_bytes)
+    if others > SHARED_DEVICE_BYTES:
+        return (f"the cap raised to {fraction}: not run, since other processes use "
+                f"{format_bytes(others)} of the device (a raised cap run beside them could take "
+                f"memory they need)")
     how = f"the step run at {size} under the cap {fraction}"
     with capped(fraction, limit / total):
         got, text, ran = confirm(runner, device, opt, size, need, how,
@@ -1038,7 +1058,9 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 remedies.append(capped)
         if need > usable and not late():
             raised = _raised_cap(runner, device, opt, e, size, int(need), late)
-            if raised is not None:
+            if isinstance(raised, str):
+                notes.append(raised)
+            elif raised is not None:
                 remedies.append(raised)
         if opt.state_full_bytes > 0 and raw:
             light, params = opt.lighter(opt.gradients_resident)

@@ -1567,16 +1567,20 @@ class CappedDevice(SyntheticDevice):
     cap, steps run back to back need ``whole_share`` more than the slices' line says (the KV
     cache of generate() at its whole batch, on an H100); above the cap in force, out of memory."""
 
-    def __init__(self, whole_share: float) -> None:
+    def __init__(self, whole_share: float, others: int = 0) -> None:
         super().__init__(amp_share=1.0)
         self.whole_share = whole_share
         self.cap = CAP
         self.caps: list[tuple[float, float]] = []
+        #: Bytes other processes hold on the device.
+        self.others = others
 
     def memory(self):
         from vramscope.predict.budget import DeviceMemory
 
-        return DeviceMemory(80 * GiB, 60 * GiB, 0, self.cap / (80 * GiB))
+        reserved = 9 * GiB
+        return DeviceMemory(80 * GiB, 80 * GiB - reserved - self.others, reserved,
+                            self.cap / (80 * GiB))
 
     @contextlib.contextmanager
     def capped(self, fraction: float, restore: float):
@@ -1627,6 +1631,27 @@ def test_a_raised_cap_is_promised_only_where_the_step_ran_under_it(whole_share):
     else:
         assert cap is None or not cap.fits, cap
         assert "memory_fraction" in dict(a.not_advised)
+
+
+@pytest.mark.parametrize("others_gib", [0.5, 2.0])
+def test_a_raised_cap_is_run_only_where_no_other_process_uses_the_device(others_gib):
+    # On an H100, cnn_fp32's raised cap took 66 GiB in the dying process while four capped
+    # programs ran beside it; two ran out of memory for it. Beside more than a compositor's
+    # bytes, the cap is advised without being run, and never promised.
+    scene = _oom_scene(Blocks())
+    scene.grad_enabled = True
+    device = CappedDevice(1.0, others=int(others_gib * GiB))
+    e = _evidence()
+    m = _measure.measure(scene, e, device=device)
+    assert not isinstance(m, str), m
+    alone = others_gib * GiB <= _measure.SHARED_DEVICE_BYTES
+    assert bool(device.caps) == alone and device.cap == CAP
+    assert any(r.kind == "memory_fraction" for r in m.remedies) == alone
+    noted = [n for n in m.notes if "other processes use" in n]
+    assert bool(noted) != alone, m.notes
+    e.measured = m
+    cap = next((x for x in assess(e).advice if x.kind == "memory_fraction"), None)
+    assert cap is None or cap.fits == alone, cap
 
 
 def test_a_batch_predicted_and_not_run_for_lack_of_time_is_not_promised():
