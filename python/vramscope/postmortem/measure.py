@@ -376,7 +376,8 @@ def _nearer(result: FitResult, measure_slice: Callable[[int], Probe], e: OomEvid
     if len(known) == len(result.probes):
         return result
     return search(measure_slice, result.budget_bytes, start=start, limit=size,
-                  max_probes=len(known) + MAX_PROBES, retries=retries, known=known)
+                  max_probes=len(known) + MAX_PROBES, retries=retries, known=known,
+                  confirm=False)
 
 
 def _batch_remedy(result: FitResult, probes: list[Probe], measure_slice: Callable[[int], Probe],
@@ -740,7 +741,7 @@ def _longest_batch(runner: _Runner, device: Any, opt: OptimizerStep, length: int
     runner.along = at
     try:
         result = search(_measure_fn(runner, device, opt, {}), budget, start=start, limit=size,
-                        max_probes=MAX_PROBES, retries=retries)
+                        max_probes=MAX_PROBES, retries=retries, confirm=False)
         fitting = sorted(p.size for p in result.probes if p.must_fit_bytes <= usable)
         if result.size < 1 or result.prediction is None or not fitting:
             return (f"the batch at the model's longest input ({longest} tokens): even "
@@ -922,7 +923,7 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
         measure_slice = _measure_fn(runner, device, opt, raw)
         try:
             result = search(measure_slice, budget, start=start, limit=size,
-                            max_probes=MAX_PROBES, retries=retries)
+                            max_probes=MAX_PROBES, retries=retries, confirm=False)
             if ends_on_flat(result.probes) and 2 * result.probes[-1].size <= size and \
                     result.size < size and not result.reason.startswith("probing stopped") \
                     and time.monotonic() - began < deadline_s / 2:
@@ -931,7 +932,7 @@ def measure(scene: OomScene, e: OomEvidence, deadline_s: float = 120.0,
                 # next slice may only grow in proportion. More slices, to get past it.
                 result = search(measure_slice, budget, start=start, limit=size,
                                 max_probes=len(result.probes) + MAX_PROBES, retries=retries,
-                                known=result.probes)
+                                known=result.probes, confirm=False)
             result = _nearer(result, measure_slice, e, size, start, retries,
                              time.monotonic() - began < deadline_s / 2)
         except Exception as exc:  # noqa: BLE001 -- a slice that does not run: say so, not raise

@@ -13,7 +13,12 @@ process per size under ``vramscope fit --``) at sizes it picks:
    proportion to the size allows (a fixed peak at small sizes, such as the optimizer's step,
    can hide the per-sample bytes), so the last fit extrapolates little;
 3. it stops when the answer moved by less than ``settle`` between fits, after ``max_probes``
-   probes, or when the next size would not be larger than the last.
+   probes, or when the next size would not be larger than the last;
+4. an answer above every probe that fits, with no probe above it that does not, is an
+   extrapolation: it is run before it is given (up to ``CONFIRMS`` times, the model fit again
+   each time), and where it could not be, the answer is the largest size measured to fit.
+   An answer between a probe that fits and one that does not is read from the line through
+   them.
 
 Pure: ``measure`` is the only contact with a GPU, so the CPU tests drive it with a synthetic
 step of known memory.
@@ -31,6 +36,8 @@ __all__ = ["DEFAULT_MARGIN", "FitResult", "ProbeOutOfMemory", "guard_answer", "s
 
 #: Shares of the current answer probed after the first two sizes.
 PROBE_SHARES = (0.5, 0.8)
+#: Probes the search adds at its own answer before it gives it (step 4).
+CONFIRMS = 2
 #: The share of the budget an answer keeps free by default: the need already holds the
 #: measured allowance under a cap (vramscope.predict.model); this covers what the probes did
 #: not see at the answer's size (another cuDNN algorithm and its workspace). With it the
@@ -149,7 +156,7 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *,
            unit: str = "sample", what: str = "batch_size",
            known: Sequence[Probe] = (), retries: bool = True,
            measure_many: Callable[[Sequence[int]], Sequence[Probe | ProbeOutOfMemory]]
-           | None = None) -> FitResult:
+           | None = None, confirm: bool = True) -> FitResult:
     """Probes sizes (see the module docstring) and returns the answer. ``limit``: never answer
     (or probe) above it; ``multiple``: round the answer down to it; ``quadratic``: fit a
     quadratic term (a sequence length under attention); ``known``: probes measured before;
@@ -157,7 +164,9 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *,
     vramscope.predict.model)? ``measure_many(sizes)``: measures several sizes at once (probe
     processes side by side), each a Probe or the ProbeOutOfMemory it raised; given, the search
     asks it for every size it may probe together: the doublings the first probe alone shows to
-    fit, then each share of the answer within what the largest probe shows to fit."""
+    fit, then each share of the answer within what the largest probe shows to fit.
+    ``confirm``: run the answer before giving it (step 4; the OOM post-mortem runs the batch it
+    advises itself, within its time)."""
     if not 0.0 <= margin < 1.0:
         raise ValueError(f"vramscope: margin must be in [0, 1), got {margin}")
     if start < 1:
@@ -178,7 +187,9 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *,
         size = rounded
         prediction = None
         if size > 0:
-            prediction = (model.predict(size) if model is not None
+            # A size measured is given with its own peaks, not the line's.
+            prediction = (model.predict(size)
+                          if model is not None and all(p.size != size for p in probes)
                           else _measured(size, probes, what))
         return FitResult(size, budget_bytes, margin, model, prediction,
                          tuple(sorted(probes, key=lambda p: p.size)), reason, what)
@@ -208,7 +219,7 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *,
                        done, start=start, limit=limit,
                        multiple=multiple, quadratic=quadratic, max_probes=max_probes,
                        settle=settle, unit=unit, what=what, budget_bytes=budget_bytes,
-                       margin=margin, retries=retries)
+                       margin=margin, retries=retries, confirm=confirm)
     except ProbeOutOfMemory as oom:
         # The model missed: answer only what ran.
         ran = [p.size for p in probes if p.size < oom.size]
@@ -221,7 +232,7 @@ def _search(run: Callable[[int], Probe], run_many: Callable[[Sequence[int]], Non
             done: Callable[[int, MemoryModel | None, str], FitResult], *, start: int,
             limit: int | None, multiple: int | None, quadratic: bool, max_probes: int,
             settle: float, unit: str, what: str, budget_bytes: int, margin: float,
-            retries: bool) -> FitResult:
+            retries: bool, confirm: bool) -> FitResult:
     needed = 3 if quadratic else 2
 
     # 1. The first sizes: each at most twice the last (a sound bound from one point).
@@ -299,7 +310,57 @@ def _search(run: Callable[[int], Probe], run_many: Callable[[Sequence[int]], Non
     answer, far = guard_answer(answer, probes, usable, degree, what)
     if far:
         reason += f"; {far}"
+    elif confirm:
+        answer, model, confirmed = _confirm(run, probes, answer, model, usable, budget_bytes,
+                                            margin=margin, limit=limit, multiple=multiple,
+                                            quadratic=quadratic, unit=unit, retries=retries,
+                                            max_probes=max_probes, what=what)
+        if confirmed:
+            reason += f"; {confirmed}"
     return done(answer, model, reason)
+
+
+def _confirm(run: Callable[[int], Probe], probes: list[Probe], answer: int,
+             model: MemoryModel, usable: float, budget_bytes: int, *, margin: float,
+             limit: int | None, multiple: int | None, quadratic: bool, unit: str,
+             retries: bool, max_probes: int, what: str) -> tuple[int, MemoryModel, str]:
+    """Step 4: the answer as measured. A size to be given (``answer`` rounded down to
+    ``multiple``) above every probe that fits is run first, unless a probe above it measured
+    more than the budget allows (the line through the two brackets it); the model is then fit
+    again. A size that ran out of memory says nothing of the need below it: the next size tried
+    is halfway to it from the largest that fits. Returns the answer, the model and what was
+    done, in words ("" when the answer was measured or bracketed already)."""
+    ran: list[str] = []
+    failed: list[int] = []  # sizes that ran out of memory (no Probe)
+    for attempt in range(CONFIRMS + 1):
+        given = round_down(answer, multiple)
+        fits = max((p.size for p in probes if p.must_fit_bytes <= usable), default=0)
+        over = min((p.size for p in probes if p.must_fit_bytes > usable), default=None)
+        bracketed = over is not None and given < over and all(f > over for f in failed)
+        if given <= fits or bracketed:
+            break
+        if attempt == CONFIRMS or len(probes) >= max_probes:
+            ran.append(f"{given} not measured, so the answer is the largest size that was")
+            answer = fits
+            break
+        try:
+            probe = run(given)
+            verdict = "fits" if probe.must_fit_bytes <= usable else "needs more than allowed"
+            ran.append(f"{given} measured ({verdict})")
+        except ProbeOutOfMemory:
+            failed.append(given)
+            ran.append(f"{given} ran out of memory")
+        refit = fit_model(probes, quadratic, unit, retries)
+        if refit is not None:
+            model = refit
+        fits = max((p.size for p in probes if p.must_fit_bytes <= usable), default=0)
+        answer = max(model.largest_fitting(budget_bytes, margin, limit), fits)
+        over = min((p.size for p in probes if p.must_fit_bytes > usable), default=None)
+        if over is not None:
+            answer = min(answer, over - 1)
+        if failed and min(failed) <= answer:
+            answer = fits + (min(failed) - fits) // 2
+    return answer, model, ("the answer checked: " + ", ".join(ran)) if ran else ""
 
 
 def guard_answer(answer: int, probes: Sequence[Probe], usable: float, degree: int = 1,
