@@ -217,7 +217,10 @@ Command add_record_command(CLI::App& app) {
       ->required();
   record
       ->add_option("-i,--interval", options->interval,
-                   "Time between samples: 10ms, 0.5s, 2 (seconds); 1ms to 24h")
+                   "Time between samples: 10ms, 0.5s, 2 (seconds); 1ms to 24h. Below 10ms the "
+                   "driver's memory and process lists are read every 10ms and whenever an "
+                   "agent's reserved bytes move, and repeated in between (--no-agents: every "
+                   "sample)")
       ->capture_default_str();
   // Empty means "no limit" inside: given empty on the command line, it would record forever.
   record

@@ -43,6 +43,9 @@ class DeviceBackend {
   /// pass the previous sample back in; it is not cleared first). Per-device failures (a lost GPU, a
   /// field that is not supported) are recorded in that DeviceSample and never abort the others.
   virtual void sample_devices(std::vector<DeviceSample>& out) = 0;
+  /// Says that what the driver reports may have changed (an allocator's reserved bytes moved):
+  /// the next sample_devices() reads afresh what a backend repeats between its readings.
+  virtual void mark_changed() {}
 };
 
 /// Result of opening a backend: either a backend or a failure with a one-line message.

@@ -6,6 +6,7 @@
 // puts NVML and format's segment reader into it: core links neither.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,7 +42,14 @@ class Sampler {
   std::string m_driver_version;
   std::string m_hostname;
   std::function<void(const std::string&)> m_on_warning;
+  /// reserved_signature() of the last sample's allocators.
+  uint64_t m_reserved_signature = 0;
 };
+
+/// A hash of which allocators there are and their reserved bytes: equal between two samples
+/// when no allocator came, went or moved its reserved bytes (the Sampler's cue to read the
+/// driver afresh).
+uint64_t reserved_signature(const std::vector<AllocatorSample>& allocators);
 
 /// gethostname(), or "" when it fails.
 std::string local_hostname();

@@ -47,7 +47,7 @@ NvmlBackend::NvmlBackend(std::unique_ptr<nvml::Library> library, unsigned count,
       m_driver_version(std::move(driver_version)),
       m_resolve_processes(options.resolve_processes),
       m_bar1_refresh_ns(std::max<int64_t>(0, options.bar1_refresh_ns)),
-      m_processes_refresh_ns(std::max<int64_t>(0, options.processes_refresh_ns)),
+      m_driver_refresh_ns(std::max<int64_t>(0, options.driver_refresh_ns)),
       m_gpus(count) {
   for (unsigned i = 0; i < count; ++i) {
     // A GPU whose handle fails now (lost, no permission) is retried by each sample.
@@ -58,19 +58,21 @@ NvmlBackend::NvmlBackend(std::unique_ptr<nvml::Library> library, unsigned count,
 
 void NvmlBackend::sample_devices(std::vector<DeviceSample>& out) {
   const int64_t now_ns = monotonic_ns();
-  // All GPUs refresh their process lists in the same sample, so that the /proc cache (which
-  // forgets pids not seen in a refreshing sample) keeps every GPU's processes.
-  const bool refresh_processes = now_ns - m_processes_read_ns >= m_processes_refresh_ns;
-  if (refresh_processes) {
-    m_processes_read_ns = now_ns;
+  // All GPUs refresh their memory and process lists in the same sample: one driver reading,
+  // and the /proc cache (which forgets pids not seen in a refreshing sample) keeps every GPU's
+  // processes.
+  const bool refresh = m_changed || now_ns - m_driver_read_ns >= m_driver_refresh_ns;
+  if (refresh) {
+    m_driver_read_ns = now_ns;
+    m_changed = false;
     if (m_resolve_processes) m_proc_cache.begin_sample(now_ns);
   }
   out.resize(m_gpus.size());
   for (std::size_t i = 0; i < m_gpus.size(); ++i) {
     reset_sample(out[i], static_cast<uint32_t>(i));
-    sample_gpu(m_gpus[i], out[i], now_ns, refresh_processes);
+    sample_gpu(m_gpus[i], out[i], now_ns, refresh);
   }
-  if (refresh_processes && m_resolve_processes) m_proc_cache.end_sample();
+  if (refresh && m_resolve_processes) m_proc_cache.end_sample();
 }
 
 bool NvmlBackend::ok(nvml::Return status, GpuState& gpu, DeviceSample& sample, const char* what) {
@@ -92,15 +94,15 @@ bool NvmlBackend::ok(nvml::Return status, GpuState& gpu, DeviceSample& sample, c
 }
 
 void NvmlBackend::sample_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns,
-                             bool refresh_processes) {
+                             bool refresh) {
   // The sample is reused from the previous call: a GPU that stops half-way must not show
   // the processes of an earlier sample.
-  if (!read_gpu(gpu, sample, now_ns, refresh_processes)) sample.processes.clear();
+  if (!read_gpu(gpu, sample, now_ns, refresh)) sample.processes.clear();
 }
 
-bool NvmlBackend::read_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns,
-                           bool refresh_processes) {
+bool NvmlBackend::read_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns, bool refresh) {
   if (gpu.gpu.handle == nullptr) {
+    gpu.memory_read = false;  // a fresh handle: nothing of the last one is repeated
     const nvml::Return status = m_api.device_get_handle_by_index(sample.index, &gpu.gpu.handle);
     if (!ok(status, gpu, sample, "the device handle")) {
       gpu.gpu.handle = nullptr;
@@ -111,7 +113,11 @@ bool NvmlBackend::read_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns,
   if (!gpu.identity_read && !read_identity(gpu, sample)) return false;
   copy_identity(gpu, sample);
 
-  const MemoryReading memory = read_memory(gpu.gpu);
+  if (refresh || !gpu.memory_read) {
+    gpu.memory = read_memory(gpu.gpu);
+    gpu.memory_read = gpu.memory.status == nvml::Success;
+  }
+  const MemoryReading& memory = gpu.memory;
   if (ok(memory.status, gpu, sample, "memory")) {
     sample.memory_v2 = memory.v2;
     sample.total_bytes = memory.total;
@@ -133,7 +139,7 @@ bool NvmlBackend::read_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns,
   sample.mig_enabled = gpu.mig_enabled;
   read_mig_instances(gpu, sample);
   if (sample.lost) return false;
-  if (refresh_processes || !gpu.processes_read) {
+  if (refresh || !gpu.processes_read) {
     read_processes(gpu, sample);
     if (sample.lost) return false;
     gpu.processes_read = true;

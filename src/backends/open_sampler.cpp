@@ -55,7 +55,10 @@ Error backend_open_error(BackendFailure failure, const std::string& message) {
 }
 
 std::unique_ptr<Sampler> open_sampler(const SamplerOptions& options) {
-  BackendOpenResult opened = open_nvml_backend(options.nvml);
+  NvmlOptions nvml = options.nvml;
+  // Without the agents nothing says when the driver's memory moved: it is read every sample.
+  if (!options.read_agents) nvml.driver_refresh_ns = 0;
+  BackendOpenResult opened = open_nvml_backend(nvml);
   if (!opened.backend) {
     throw backend_open_error(
         opened.failure == BackendFailure::None ? BackendFailure::Other : opened.failure,

@@ -49,7 +49,7 @@ class NvmlDoubleTest : public ::testing::Test {
   static NvmlOptions every_sample() {
     NvmlOptions options;
     options.bar1_refresh_ns = 0;
-    options.processes_refresh_ns = 0;
+    options.driver_refresh_ns = 0;
     return options;
   }
 

@@ -225,23 +225,41 @@ TEST_F(NvmlBackendTest, SteadyStateMakesFiveCallsPerGpu) {
   EXPECT_EQ(calls("nvmlDeviceGetMPSComputeRunningProcesses_v3"), 8U);
 }
 
-TEST_F(NvmlBackendTest, FastSamplingRepeatsBar1AndProcessesBetweenRefreshes) {
+TEST_F(NvmlBackendTest, FastSamplingRepeatsTheDriverBetweenRefreshesUntilMarkedChanged) {
   use_data_script("eight_gpus_64_procs.json");
   NvmlOptions options;
   options.bar1_refresh_ns = int64_t{3600} * 1'000'000'000;  // never again within the test
-  options.processes_refresh_ns = int64_t{3600} * 1'000'000'000;
+  options.driver_refresh_ns = int64_t{3600} * 1'000'000'000;
   auto backend = open_ok(VRAMSCOPE_NVML_DOUBLE_PATH, options);
   const auto first = sample(*backend);
   reset_calls();
   const auto second = sample(*backend);
   ASSERT_EQ(second.size(), 8U);
-  // Only the memory call runs; BAR1 and the three lists (~170 µs on an H200) are repeated.
-  EXPECT_EQ(calls("nvmlDeviceGetMemoryInfo_v2"), 8U);
+  // No driver call runs: the memory, BAR1 and the three lists are repeated (a 1 kHz sample
+  // pays 15-20 µs for the memory call alone after a sleep on an H100).
+  EXPECT_EQ(calls("nvmlDeviceGetMemoryInfo_v2"), 0U);
   EXPECT_EQ(calls("nvmlDeviceGetBAR1MemoryInfo"), 0U);
   EXPECT_EQ(calls("nvmlDeviceGetComputeRunningProcesses_v3"), 0U);
   EXPECT_EQ(calls("nvmlDeviceGetGraphicsRunningProcesses_v3"), 0U);
   EXPECT_EQ(calls("nvmlDeviceGetMPSComputeRunningProcesses_v3"), 0U);
+  // Marked changed (an allocator's reserved bytes moved), the next sample reads the memory
+  // and the lists of every GPU afresh; the one after repeats them again.
+  backend->mark_changed();
+  const auto third = sample(*backend);
+  EXPECT_EQ(calls("nvmlDeviceGetMemoryInfo_v2"), 8U);
+  EXPECT_EQ(calls("nvmlDeviceGetComputeRunningProcesses_v3"), 8U);
+  EXPECT_EQ(calls("nvmlDeviceGetBAR1MemoryInfo"), 0U);
+  reset_calls();
+  (void)sample(*backend);
+  EXPECT_EQ(calls("nvmlDeviceGetMemoryInfo_v2"), 0U);
+  EXPECT_EQ(calls("nvmlDeviceGetComputeRunningProcesses_v3"), 0U);
   for (std::size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(second[i].used_bytes, first[i].used_bytes);
+    EXPECT_EQ(second[i].free_bytes, first[i].free_bytes);
+    EXPECT_EQ(second[i].reserved_bytes, first[i].reserved_bytes);
+    EXPECT_EQ(second[i].total_bytes, first[i].total_bytes);
+    EXPECT_EQ(second[i].memory_v2, first[i].memory_v2);
+    EXPECT_EQ(third[i].used_bytes, first[i].used_bytes);
     EXPECT_EQ(second[i].bar1_used_bytes, first[i].bar1_used_bytes);
     EXPECT_EQ(second[i].processes_supported, first[i].processes_supported);
     ASSERT_EQ(second[i].processes.size(), first[i].processes.size());

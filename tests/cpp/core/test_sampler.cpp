@@ -41,5 +41,45 @@ TEST(Sampler, FillsTimestampHostDriverAndReplacesThePreviousSample) {
   EXPECT_TRUE(sample.allocators.empty());
 }
 
+TEST(Sampler, ReservedSignatureMovesWithEveryAllocatorsReservedBytes) {
+  std::vector<AllocatorSample> allocators(2);
+  allocators[0].pid = 10;
+  allocators[0].reserved_bytes = 2 << 20;
+  allocators[1].pid = 11;
+  allocators[1].cuda_device = 1;
+  allocators[1].reserved_bytes = 4 << 20;
+  const uint64_t base = reserved_signature(allocators);
+  EXPECT_EQ(reserved_signature(allocators), base);
+  auto changed = allocators;
+  changed[1].reserved_bytes += 2 << 20;  // a new segment
+  EXPECT_NE(reserved_signature(changed), base);
+  changed = allocators;
+  changed[0].allocated_bytes += 512;  // allocated moves within reserved: the driver does not
+  EXPECT_EQ(reserved_signature(changed), base);
+  changed = allocators;
+  changed[1].cuda_device = 0;
+  EXPECT_NE(reserved_signature(changed), base);
+  changed.pop_back();  // an allocator went away
+  EXPECT_NE(reserved_signature(changed), base);
+  EXPECT_NE(reserved_signature({}), base);
+}
+
+/// Counts the driver readings the Sampler asks to be fresh.
+class CountingBackend : public OneDeviceBackend {
+ public:
+  int marked = 0;
+  void mark_changed() override { ++marked; }
+};
+
+TEST(Sampler, WithoutAgentsTheDriverIsNeverMarkedChangedAfterTheFirstSample) {
+  auto backend = std::make_unique<CountingBackend>();
+  CountingBackend* counting = backend.get();
+  Sampler sampler(std::move(backend), nullptr);
+  SystemSample sample;
+  for (int i = 0; i < 5; ++i) sampler.sample(sample);
+  // The first sample's signature differs from the none-yet state; then nothing moves.
+  EXPECT_EQ(counting->marked, 1);
+}
+
 }  // namespace
 }  // namespace vramscope

@@ -51,6 +51,16 @@ struct MigSlot {
 };
 
 /// What outlives one sample for one GPU.
+/// A memory reading from v2 or v1.
+struct MemoryReading {
+  nvml::Return status = nvml::ErrorFunctionNotFound;
+  bool v2 = false;
+  uint64_t total = 0;
+  uint64_t reserved = 0;
+  uint64_t used = 0;
+  uint64_t free = 0;
+};
+
 struct GpuState {
   HandleState gpu;
   /// Name, UUID and bus id never change while a handle is valid: read once.
@@ -63,6 +73,10 @@ struct GpuState {
   int64_t bar1_read_ns = never_ns;
   std::optional<uint64_t> bar1_total_bytes;
   std::optional<uint64_t> bar1_used_bytes;
+  /// Last memory reading (repeated between refreshes) and whether it is valid: a failed one is
+  /// read again at the next sample, so that its error is never repeated silently.
+  bool memory_read = false;
+  MemoryReading memory;
   /// Last merged process list (repeated between refreshes) and whether it is valid.
   bool processes_read = false;
   bool processes_supported = false;
@@ -78,15 +92,6 @@ struct GpuState {
   std::vector<nvml::MergedProcess> merged;
 };
 
-/// A memory reading from v2 or v1.
-struct MemoryReading {
-  nvml::Return status = nvml::ErrorFunctionNotFound;
-  bool v2 = false;
-  uint64_t total = 0;
-  uint64_t reserved = 0;
-  uint64_t used = 0;
-  uint64_t free = 0;
-};
 
 /// A NUL-terminated NVML string buffer as a std::string, bounded even if the NUL is missing.
 inline std::string from_buffer(const char* buffer, std::size_t size) {
@@ -113,6 +118,7 @@ class NvmlBackend final : public DeviceBackend {
   unsigned device_count() const override { return static_cast<unsigned>(m_gpus.size()); }
 
   void sample_devices(std::vector<DeviceSample>& out) override;
+  void mark_changed() override { m_changed = true; }
 
  private:
   /// Returns true on Success. Otherwise records why in `sample` (NOT_SUPPORTED and a missing
@@ -121,10 +127,11 @@ class NvmlBackend final : public DeviceBackend {
   bool ok(nvml::Return status, GpuState& gpu, DeviceSample& sample, const char* what);
 
   /// Samples one GPU into `sample`; clears its processes when it stopped early.
-  void sample_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns, bool refresh_processes);
+  void sample_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns, bool refresh);
 
-  /// Fills `sample`; false when it stopped early (no handle, GPU lost).
-  bool read_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns, bool refresh_processes);
+  /// Fills `sample` (its memory and processes read afresh when `refresh`, else repeated);
+  /// false when it stopped early (no handle, GPU lost).
+  bool read_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns, bool refresh);
 
   /// Reads name, UUID and bus id once; false when the GPU was lost meanwhile.
   bool read_identity(GpuState& gpu, DeviceSample& sample);
@@ -153,8 +160,10 @@ class NvmlBackend final : public DeviceBackend {
   std::string m_driver_version;
   bool m_resolve_processes;
   int64_t m_bar1_refresh_ns;
-  int64_t m_processes_refresh_ns;
-  int64_t m_processes_read_ns = never_ns;
+  int64_t m_driver_refresh_ns;
+  int64_t m_driver_read_ns = never_ns;
+  /// Was mark_changed() called since the last reading?
+  bool m_changed = false;
   std::vector<GpuState> m_gpus;
   nvml::ProcessListReader m_reader;
   ProcCache m_proc_cache;

@@ -26,9 +26,12 @@ struct NvmlOptions {
   /// BAR1 is read at most this often and repeated in between: the call costs ~160 µs on an
   /// H200 (40x the memory call) and the mapping window changes only when mappings do.
   int64_t bar1_refresh_ns = 1'000'000'000;
-  /// The three process lists (~9 µs each) are read at most this often, so that sampling the
-  /// device memory at up to 1 kHz does not pay for them every time; 0 reads them every sample.
-  int64_t processes_refresh_ns = 10'000'000;
+  /// The device memory and the three process lists (one driver reading: 15-20 µs of CPU after
+  /// a sleep on an H100, the lists ~9 µs each) are read at most this often and repeated in
+  /// between, unless DeviceBackend::mark_changed() was called since the last reading (the
+  /// Sampler calls it when an allocator's reserved bytes moved); 0 reads them every sample.
+  /// Sampling at 1 kHz then costs a wake-up and the agents' segments, not the driver's calls.
+  int64_t driver_refresh_ns = 10'000'000;
 };
 
 /// dlopens NVML and initialises it. Never throws.
