@@ -93,8 +93,7 @@ bool NvmlBackend::ok(nvml::Return status, GpuState& gpu, DeviceSample& sample, c
   return false;
 }
 
-void NvmlBackend::sample_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns,
-                             bool refresh) {
+void NvmlBackend::sample_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns, bool refresh) {
   // The sample is reused from the previous call: a GPU that stops half-way must not show
   // the processes of an earlier sample.
   if (!read_gpu(gpu, sample, now_ns, refresh)) sample.processes.clear();

@@ -92,7 +92,6 @@ struct GpuState {
   std::vector<nvml::MergedProcess> merged;
 };
 
-
 /// A NUL-terminated NVML string buffer as a std::string, bounded even if the NUL is missing.
 inline std::string from_buffer(const char* buffer, std::size_t size) {
   return {buffer, strnlen(buffer, size)};
