@@ -199,20 +199,24 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *,
         probes.append(probe)
         return probe
 
-    def run_many(sizes: Sequence[int]) -> None:
-        # Every size measured is kept; the smallest that ran out of memory then ends the search.
+    def run_many(sizes: Sequence[int], answer: int | None = None) -> list[int]:
+        # Every size measured is kept; the smallest that ran out of memory then ends the search,
+        # unless it is ``answer`` (the model's answer run beside its shares, step 4's probe):
+        # that one only bounds the answer, and its size is returned.
         if measure_many is None or len(sizes) < 2:
             for size in sizes:
                 run(size)
-            return
+            return []
         failed = []
         for got in measure_many(sizes):
             if isinstance(got, ProbeOutOfMemory):
                 failed.append(got)
             else:
                 probes.append(got)
-        if failed:
-            raise min(failed, key=lambda oom: oom.size)
+        hard = [oom for oom in failed if oom.size != answer]
+        if hard:
+            raise min(hard, key=lambda oom: oom.size)
+        return [oom.size for oom in failed]
 
     try:
         return _search(run, run_many if measure_many is not None else None, probes, usable,
@@ -227,7 +231,8 @@ def search(measure: Callable[[int], Probe], budget_bytes: int, *,
                     f"probing stopped: {oom}; the answer is the largest size that ran")
 
 
-def _search(run: Callable[[int], Probe], run_many: Callable[[Sequence[int]], None] | None,
+def _search(run: Callable[[int], Probe],
+            run_many: Callable[..., list[int]] | None,
             probes: list[Probe], usable: float,
             done: Callable[[int, MemoryModel | None, str], FitResult], *, start: int,
             limit: int | None, multiple: int | None, quadratic: bool, max_probes: int,
@@ -270,6 +275,7 @@ def _search(run: Callable[[int], Probe], run_many: Callable[[Sequence[int]], Non
     # the per-sample bytes, and the model then promises far too much.
     answer_before = 0
     reason = f"{max_probes} probes taken"
+    failed: list[int] = []  # answers run beside their shares that ran out of memory
     while True:
         model = fit_model(probes, quadratic, unit, retries)
         if model is None:
@@ -303,18 +309,27 @@ def _search(run: Callable[[int], Probe], run_many: Callable[[Sequence[int]], Non
         together = sorted({min(int(answer * s), bound, cap) for s in PROBE_SHARES
                            if s >= share and int(answer * s) >= 1.25 * top.size})
         together = [x for x in together if x > top.size][:max(1, max_probes - len(probes))]
+        # Side by side, the answer itself too (rounded as it will be given): step 4 then seldom
+        # needs a round of its own.
+        given = round_down(min(answer, limit or answer), multiple) if confirm else 0
+        if run_many is not None and together and given > together[-1] and \
+                len(together) < max_probes - len(probes) and all(given < f for f in failed):
+            together.append(given)
         if run_many is not None and len(together) >= 2:
-            run_many(together)
+            failed += run_many(together, given)
         else:
             run(nxt)
     answer, far = guard_answer(answer, probes, usable, degree, what)
     if far:
         reason += f"; {far}"
+        if failed:
+            answer = min(answer, min(failed) - 1)
     elif confirm:
         answer, model, confirmed = _confirm(run, probes, answer, model, usable, budget_bytes,
                                             margin=margin, limit=limit, multiple=multiple,
                                             quadratic=quadratic, unit=unit, retries=retries,
-                                            max_probes=max_probes, what=what)
+                                            max_probes=max_probes, what=what, failed=failed,
+                                            settle=settle)
         if confirmed:
             reason += f"; {confirmed}"
     return done(answer, model, reason)
@@ -323,21 +338,31 @@ def _search(run: Callable[[int], Probe], run_many: Callable[[Sequence[int]], Non
 def _confirm(run: Callable[[int], Probe], probes: list[Probe], answer: int,
              model: MemoryModel, usable: float, budget_bytes: int, *, margin: float,
              limit: int | None, multiple: int | None, quadratic: bool, unit: str,
-             retries: bool, max_probes: int, what: str) -> tuple[int, MemoryModel, str]:
+             retries: bool, max_probes: int, what: str,
+             failed: Sequence[int] = (), settle: float = 0.0) -> tuple[int, MemoryModel, str]:
     """Step 4: the answer as measured. A size to be given (``answer`` rounded down to
     ``multiple``) above every probe that fits is run first, unless a probe above it measured
     more than the budget allows (the line through the two brackets it); the model is then fit
     again. A size that ran out of memory says nothing of the need below it: the next size tried
     is halfway to it from the largest that fits. Returns the answer, the model and what was
-    done, in words ("" when the answer was measured or bracketed already)."""
-    ran: list[str] = []
-    failed: list[int] = []  # sizes that ran out of memory (no Probe)
+    done, in words ("" when the answer was measured or bracketed already). ``failed``: sizes
+    that ran out of memory before (no Probe). An answer within ``settle`` above the largest
+    size that fits is given as that size: one more probe (a process's time in the CLI) for a
+    few percent."""
+    ran: list[str] = [f"{size} ran out of memory" for size in failed]
+    failed = list(failed)
     for attempt in range(CONFIRMS + 1):
-        given = round_down(answer, multiple)
         fits = max((p.size for p in probes if p.must_fit_bytes <= usable), default=0)
+        if failed and min(failed) <= answer:
+            answer = fits + (min(failed) - fits) // 2
+        given = round_down(answer, multiple)
         over = min((p.size for p in probes if p.must_fit_bytes > usable), default=None)
         bracketed = over is not None and given < over and all(f > over for f in failed)
         if given <= fits or bracketed:
+            break
+        if fits and given <= fits * (1.0 + settle):
+            ran.append(f"{given} is within {settle:.0%} of {fits}, measured: {fits} given")
+            answer = fits
             break
         if attempt == CONFIRMS or len(probes) >= max_probes:
             ran.append(f"{given} not measured, so the answer is the largest size that was")
@@ -358,8 +383,6 @@ def _confirm(run: Callable[[int], Probe], probes: list[Probe], answer: int,
         over = min((p.size for p in probes if p.must_fit_bytes > usable), default=None)
         if over is not None:
             answer = min(answer, over - 1)
-        if failed and min(failed) <= answer:
-            answer = fits + (min(failed) - fits) // 2
     return answer, model, ("the answer checked: " + ", ".join(ran)) if ran else ""
 
 

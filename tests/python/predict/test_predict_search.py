@@ -250,3 +250,44 @@ def test_an_answer_above_every_probe_is_run_before_it_is_given(past, raises):
                        confirm=False)
     if past == 60:  # the jump lies between the last probe and the line's answer
         assert unchecked.size > truth, unchecked.size
+
+
+@pytest.mark.parametrize("past", [60, 200], ids=["a_jump_past_the_probes", "a_line"])
+def test_side_by_side_the_answer_runs_beside_its_shares(past):
+    # The CLI's probes are processes, side by side when the card has room: the answer of
+    # step 4 joins the shares' round rather than taking one of its own (each round costs a
+    # probe process's time: 2x one probe is the goal). A probe there that runs out of memory
+    # bounds the answer; it does not end the search at the largest size that ran.
+    budget, margin = int(5.9 * GiB), 0.01
+    rounds: list[list[int]] = []
+
+    def one(size: int) -> Probe:
+        probe = _workspace_step(size, past)
+        if probe.peak_reserved_bytes > budget:
+            raise ProbeOutOfMemory(size)
+        return probe
+
+    def measure(size: int) -> Probe:
+        rounds.append([size])
+        return one(size)
+
+    def many(sizes):
+        rounds.append(list(sizes))
+        out = []
+        for size in sizes:
+            try:
+                out.append(one(size))
+            except ProbeOutOfMemory as oom:
+                out.append(oom)
+        return out
+
+    result = search(measure, budget, margin=margin, measure_many=many)
+    fits = [s for s in range(1, 200)
+            if _workspace_step(s, past).peak_reserved_bytes <= budget * (1 - margin)]
+    truth = max(s for s in fits if s - 1 in fits or s == 1)
+    assert truth - 8 <= result.size <= truth, (result.size, truth, rounds, result.reason)
+    assert any(s >= result.size for r in rounds for s in r), rounds
+    if past == 200:
+        # The first alone, its doublings, two rounds of shares, the last with the answer.
+        assert len(rounds) <= 4, rounds
+        assert any(len(r) >= 2 and result.size <= max(r) for r in rounds), rounds
