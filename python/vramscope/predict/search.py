@@ -329,7 +329,7 @@ def _search(run: Callable[[int], Probe],
                                             margin=margin, limit=limit, multiple=multiple,
                                             quadratic=quadratic, unit=unit, retries=retries,
                                             max_probes=max_probes, what=what, failed=failed,
-                                            settle=settle)
+                                            settle=settle if run_many is not None else 0.0)
         if confirmed:
             reason += f"; {confirmed}"
     return done(answer, model, reason)
@@ -347,8 +347,8 @@ def _confirm(run: Callable[[int], Probe], probes: list[Probe], answer: int,
     is halfway to it from the largest that fits. Returns the answer, the model and what was
     done, in words ("" when the answer was measured or bracketed already). ``failed``: sizes
     that ran out of memory before (no Probe). An answer within ``settle`` above the largest
-    size that fits is given as that size: one more probe (a process's time in the CLI) for a
-    few percent."""
+    size that fits is given as that size (the CLI's: one more probe is a process's time for a
+    few percent; in-process probes are cheap, and ``settle`` is 0 there)."""
     ran: list[str] = [f"{size} ran out of memory" for size in failed]
     failed = list(failed)
     for attempt in range(CONFIRMS + 1):
