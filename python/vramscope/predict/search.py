@@ -247,16 +247,20 @@ def _search(run: Callable[[int], Probe],
     if first.must_fit_bytes > usable:
         return done(0, None, f"{what} {first.size} already needs more than the budget allows")
     degree = 2 if quadratic else 1
-    # Every doubling the first probe alone shows to fit, at once (up to three, as many as
-    # the model needs more), when they may run side by side.
+    # Every doubling the first probe alone shows to fit, at once (up to three), when they may
+    # run side by side: the farther the largest, the nearer the next round's shares may go to
+    # the answer (each within what the largest probe shows to fit). With few probes left, as
+    # many as the model needs.
     first_top = max(probes, key=lambda p: p.size)
     ladder = [first_top.size * 2 ** k for k in (1, 2, 3)
               if (limit is None or first_top.size * 2 ** k <= limit)
               and _fits_doubled(first_top, 2 ** k, usable, degree)]
     if run_many is not None and len(ladder) >= 2 and len({p.size for p in probes}) < needed:
         assert run_many is not None
-        run_many(ladder[:max(needed - len({p.size for p in probes}), 2)]
-                 if max_probes - len(probes) >= 2 else ladder[:1])
+        left = max_probes - len(probes)
+        run_many(ladder if left >= len(ladder) + 3
+                 else ladder[:max(needed - len({p.size for p in probes}), 2)] if left >= 2
+                 else ladder[:1])
     while len({p.size for p in probes}) < needed:
         last = max(probes, key=lambda p: p.size)
         nxt = last.size * 2

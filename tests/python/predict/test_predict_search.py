@@ -291,3 +291,32 @@ def test_side_by_side_the_answer_runs_beside_its_shares(past):
         # The first alone, its doublings, two rounds of shares, the last with the answer.
         assert len(rounds) <= 4, rounds
         assert any(len(r) >= 2 and result.size <= max(r) for r in rounds), rounds
+
+
+def test_side_by_side_every_doubling_the_first_probe_shows_to_fit_runs_at_once():
+    # GPT-2 under a 5.9 GiB cap on an H100: batch 1 peaks at 1.9 GiB, 1.5 GiB of it resident
+    # (parameters, AdamW's state); 2, 4 and 8 all fit by that probe alone, and run in one round.
+    budget = int(5.9 * GiB)
+    resident, per_sample = int(1.5 * GiB), int(0.4 * GiB)
+    rounds: list[list[int]] = []
+
+    def one(size: int) -> Probe:
+        peak = resident + per_sample * size
+        return Probe(size, peak, peak, resident_bytes=resident)
+
+    def measure(size: int) -> Probe:
+        rounds.append([size])
+        return one(size)
+
+    def many(sizes):
+        rounds.append(list(sizes))
+        return [one(size) for size in sizes]
+
+    result = search(measure, budget, margin=0.01, measure_many=many)
+    assert rounds[:2] == [[1], [2, 4, 8]], rounds
+    truth = int((budget * 0.99 - resident) // per_sample)
+    assert truth - 1 <= result.size <= truth, (result.size, truth, rounds)
+    # Without the room to run them side by side, one after another as before.
+    rounds.clear()
+    search(measure, budget, margin=0.01)
+    assert all(len(r) == 1 for r in rounds) and rounds[:2] == [[1], [2]], rounds
