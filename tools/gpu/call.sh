@@ -62,7 +62,16 @@ print(f"first advice ran: {ran} of {len(rows)}")
 PY
 }
 record_cpu() {  # `vramscope record -i 1ms` on this machine's GPUs: CPU a sample (45: <= 10 us)
+  # Three ways: the agents' directory read (none running), --no-agents (the driver read every
+  # sample), and beside a training loop under the agent (its segment read every sample).
   "$py" tools/gpu/record_cpu.py "$work/record-1ms.vsrec" 2>&1 | tee "$work/record-1ms.txt"
+  "$py" tools/gpu/record_cpu.py "$work/record-1ms.vsrec" --no-agents 2>&1 | tee -a "$work/record-1ms.txt"
+  "$py" -m vramscope.run tools/gpu/train_loop.py 40 > "$work/train-loop.log" 2>&1 &
+  local loop=$! i
+  for i in $(seq 120); do grep -q "train_loop: ready" "$work/train-loop.log" && break; sleep 0.5; done
+  "$py" tools/gpu/record_cpu.py "$work/record-1ms.vsrec" 2>&1 | sed 's/^/beside a training loop: /' \
+    | tee -a "$work/record-1ms.txt"
+  kill "$loop" 2>/dev/null; wait "$loop" 2>/dev/null
   rm -f "$work/record-1ms.vsrec"
 }
 case "$name" in
@@ -71,7 +80,7 @@ case "$name" in
     py="$work/venv/bin/python" PATH="$work/venv/bin:$PATH" VRAMSCOPE_CACHE_DIR="$work/cache" \
       record_cpu
     summary="$(grep -E '^mode |passed|failed|pytest took' "$work/first-use.log" "$work/pytest.log" | tail -n 6)"
-    summary+=$'\n'"$(tail -n 1 "$work/record-1ms.txt")" ;;
+    summary+=$'\n'"$(cat "$work/record-1ms.txt")" ;;
   slow-fit|slow-oom)
     # shellcheck source=tools/gpu/wheel-venv.sh
     source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
