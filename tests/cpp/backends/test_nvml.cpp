@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <string>
 
 #include "nvml_double_fixture.hpp"
@@ -268,6 +269,24 @@ TEST_F(NvmlBackendTest, FastSamplingRepeatsTheDriverBetweenRefreshesUntilMarkedC
       EXPECT_EQ(second[i].processes[p].used_bytes, first[i].processes[p].used_bytes);
       EXPECT_EQ(second[i].processes[p].command, first[i].processes[p].command);
     }
+  }
+}
+
+TEST_F(NvmlBackendTest, ADriverReadingIsDueAQuarterOfItsPeriodEarly) {
+  // Samples every 10 ms come a little early or late: each must still read the driver. A
+  // period of 4 ms and samples at least 3.2 ms apart (a sleep never ends early): every one.
+  use_data_script("eight_gpus_64_procs.json");
+  NvmlOptions options;
+  options.driver_refresh_ns = 4'000'000;
+  auto backend = open_ok(VRAMSCOPE_NVML_DOUBLE_PATH, options);
+  (void)sample(*backend);
+  for (int i = 0; i < 3; ++i) {
+    reset_calls();
+    const timespec pause{0, 3'200'000};
+    nanosleep(&pause, nullptr);
+    (void)sample(*backend);
+    EXPECT_EQ(calls("nvmlDeviceGetMemoryInfo_v2"), 8U) << i;
+    EXPECT_EQ(calls("nvmlDeviceGetComputeRunningProcesses_v3"), 8U) << i;
   }
 }
 

@@ -27,7 +27,8 @@ struct NvmlOptions {
   /// H200 (40x the memory call) and the mapping window changes only when mappings do.
   int64_t bar1_refresh_ns = 1'000'000'000;
   /// The device memory and the three process lists (one driver reading: 15-20 µs of CPU after
-  /// a sleep on an H100, the lists ~9 µs each) are read at most this often and repeated in
+  /// a sleep on an H100, the lists ~9 µs each) are read when this long has passed (a quarter
+  /// of it early counts, for the scheduler's jitter at this very interval) and repeated in
   /// between, unless DeviceBackend::mark_changed() was called since the last reading (the
   /// Sampler calls it when an allocator's reserved bytes moved); 0 reads them every sample.
   /// Sampling at 1 kHz then costs a wake-up and the agents' segments, not the driver's calls.
