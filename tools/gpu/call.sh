@@ -16,6 +16,8 @@
 #   oom-kinds  bench/oom_kinds.py --jobs 8 (19 OOM programs; first advice and every fits: true
 #              one applied in fresh processes); ONLY=a,b limits the programs, JOBS=N and
 #              LIMIT_S=S change the lanes at once and the limit
+#   driver     `vramscope record -i 1ms` timed three ways, then test_nvml_backend, test_cli_join
+#              and test_driver_parts (the driver view and its join; a short call)
 #   fit-bench  bench/bench_fit.py (six models: fit against bisection truth, and fit beside
 #              accelerate on the same step, in lanes side by side; FIT_ARGS replaces --beside)
 #   recheck    what a change was made for, in one call: pytest -m slow over TESTS (pytest node
@@ -26,7 +28,7 @@
 #              and `vramscope record` at 1 ms, its CPU a sample
 # The results go into docs/oom-advice.md, docs/benchmarks.md and docs/testing.md.
 set -uo pipefail
-name="${1:?usage: call.sh main|slow-fit|slow-oom|oom-kinds|fit-bench|recheck [WHEEL]}"
+name="${1:?usage: call.sh main|slow-fit|slow-oom|oom-kinds|driver|fit-bench|recheck [WHEEL]}"
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 wheel="${2:-$(find dist -maxdepth 1 -name 'vramscope-*-cp312-*.whl' 2>/dev/null | head -n 1)}"
 [[ -f "$wheel" ]] || { echo "call.sh: no wheel (build one: tools/build-wheel.sh --python 3.12)"; exit 2; }
@@ -109,6 +111,14 @@ case "$name" in
           --jobs "${JOBS:-4}" --only "$ONLY" 2>&1 | tee "$work/oom_kinds.log" | cut -c1-300
       summary+=$'\n'"$(kinds_summary "$work/oom_kinds.json")"
     fi ;;
+  driver)
+    # The driver view's own checks, short: record at 1 ms timed, then the main group's tests of
+    # the NVML backend and the driver joined with the agents (PYTEST_LIMIT_S, default 120).
+    source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
+    record_cpu
+    pytest_group "${PYTEST_LIMIT_S:-120}" -v tests/gpu/test_nvml_backend.py \
+      tests/gpu/test_cli_join.py tests/gpu/test_driver_parts.py
+    summary="$(cat "$work/record-1ms.txt")"$'\n'"$(tail -n 1 "$work/pytest.log")" ;;
   fit-bench)
     source tools/gpu/wheel-venv.sh "$wheel" "$work" || exit 1
     read -r -a fit_args <<< "${FIT_ARGS---beside}"
