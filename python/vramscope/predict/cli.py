@@ -195,7 +195,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="fit a term in size² (attention over a sequence length; always with "
                         "--over seq_len)")
     p.add_argument("--max-probes", type=_whole(2, MAX_PROBES), default=8,
-                   help=f"at most this many probes, 2-{MAX_PROBES} (default 8)")
+                   help=f"at most this many probes, 2-{MAX_PROBES} (default 8); the answer is a "
+                        "size a probe measured, or one between two: with too few it is the "
+                        "largest measured to fit")
     p.add_argument("--timeout", type=_seconds, default=600.0,
                    help="seconds one probe may take, its process group killed after "
                         "(default 600)")
