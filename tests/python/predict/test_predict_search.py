@@ -320,3 +320,26 @@ def test_side_by_side_every_doubling_the_first_probe_shows_to_fit_runs_at_once()
     rounds.clear()
     search(measure, budget, margin=0.01)
     assert all(len(r) == 1 for r in rounds) and rounds[:2] == [[1], [2]], rounds
+
+
+@pytest.mark.parametrize("max_probes", range(3, 9))
+@pytest.mark.parametrize("past", [40, 60, 200])
+def test_whatever_the_probes_left_the_answer_is_measured_or_bounded(max_probes, past):
+    # Never the line alone past every probe: the answer is a size measured to fit (or between
+    # one that fits and one that needs more), or, far from the probes, what the largest one's
+    # peak grown in proportion allows; and never above the truth.
+    budget, margin = int(5.9 * GiB), 0.01
+    ran: list[int] = []
+
+    def measure(size: int) -> Probe:
+        ran.append(size)
+        return _workspace_step(size, past)
+
+    result = search(measure, budget, margin=margin, max_probes=max_probes)
+    fits = [s for s in range(1, 400)
+            if _workspace_step(s, past).peak_reserved_bytes <= budget * (1 - margin)]
+    truth = max(s for s in fits if s - 1 in fits or s == 1)
+    assert len(ran) <= max_probes, ran
+    assert result.size <= truth, (result.size, truth, ran, result.reason)
+    measured = any(s >= result.size for s in ran)
+    assert measured or "far from the probes" in result.reason, (result.size, ran, result.reason)
