@@ -60,9 +60,8 @@ void NvmlBackend::sample_devices(std::vector<DeviceSample>& out) {
   const int64_t now_ns = monotonic_ns();
   // All GPUs refresh their memory and process lists in the same sample: one driver reading,
   // and the /proc cache (which forgets pids not seen in a refreshing sample) keeps every GPU's
-  // processes.
-  // A quarter of the period early counts as due: samples taken every 10 ms, a little early or
-  // late by the scheduler, each read the driver (at 1 ms: every 8th sample).
+  // processes. A quarter of the period early counts as due: samples taken every 10 ms, a
+  // little early or late by the scheduler, each read the driver (at 1 ms: every 8th sample).
   const bool refresh =
       m_changed || now_ns - m_driver_read_ns >= m_driver_refresh_ns - m_driver_refresh_ns / 4;
   if (refresh) {
@@ -104,7 +103,7 @@ void NvmlBackend::sample_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns
 
 bool NvmlBackend::read_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns, bool refresh) {
   if (gpu.gpu.handle == nullptr) {
-    gpu.memory_read = false;  // a fresh handle: nothing of the last one is repeated
+    gpu.memory = {};  // a fresh handle: nothing of the last one is repeated
     const nvml::Return status = m_api.device_get_handle_by_index(sample.index, &gpu.gpu.handle);
     if (!ok(status, gpu, sample, "the device handle")) {
       gpu.gpu.handle = nullptr;
@@ -115,10 +114,7 @@ bool NvmlBackend::read_gpu(GpuState& gpu, DeviceSample& sample, int64_t now_ns, 
   if (!gpu.identity_read && !read_identity(gpu, sample)) return false;
   copy_identity(gpu, sample);
 
-  if (refresh || !gpu.memory_read) {
-    gpu.memory = read_memory(gpu.gpu);
-    gpu.memory_read = gpu.memory.status == nvml::Success;
-  }
+  if (refresh || gpu.memory.status != nvml::Success) gpu.memory = read_memory(gpu.gpu);
   const MemoryReading& memory = gpu.memory;
   if (ok(memory.status, gpu, sample, "memory")) {
     sample.memory_v2 = memory.v2;

@@ -425,7 +425,7 @@ def _batch_remedy(result: FitResult, probes: list[Probe], measure_slice: Callabl
 SHARED_DEVICE_BYTES = 1 << 30
 
 
-def others_bytes(e: OomEvidence, total: int, free: int, reserved: int) -> int:
+def _others_bytes(e: OomEvidence, total: int, free: int, reserved: int) -> int:
     """What is used on the device now outside this process: the driver's used bytes less this
     process's allocator (``reserved`` now) and its non-PyTorch bytes at the OOM; where NVML
     could not tell those, all that is outside its allocator (an upper bound)."""
@@ -448,7 +448,7 @@ def _raised_cap(runner: _Runner, device: Any, opt: OptimizerStep, e: OomEvidence
     now = device.memory()
     if raised <= limit or now.free_bytes + now.reserved_bytes < raised:
         return None
-    others = others_bytes(e, now.total_bytes, now.free_bytes, now.reserved_bytes)
+    others = _others_bytes(e, now.total_bytes, now.free_bytes, now.reserved_bytes)
     if others > SHARED_DEVICE_BYTES:
         return (f"the cap raised to {fraction}: not run, since other processes use "
                 f"{format_bytes(others)} of the device (a raised cap run beside them could take "

@@ -315,7 +315,7 @@ def _search(run: Callable[[int], Probe],
         together = [x for x in together if x > top.size][:max(1, max_probes - len(probes))]
         # Side by side, the answer itself too (rounded as it will be given): step 4 then seldom
         # needs a round of its own.
-        given = round_down(min(answer, limit or answer), multiple) if confirm else 0
+        given = round_down(answer, multiple) if confirm else 0  # the model keeps within limit
         if run_many is not None and together and given > together[-1] and \
                 len(together) < max_probes - len(probes) and all(given < f for f in failed):
             together.append(given)
@@ -353,14 +353,19 @@ def _confirm(run: Callable[[int], Probe], probes: list[Probe], answer: int,
     that ran out of memory before (no Probe). An answer within ``settle`` above the largest
     size that fits is given as that size (the CLI's: one more probe is a process's time for a
     few percent; in-process probes are cheap, and ``settle`` is 0 there)."""
+    def bounds() -> tuple[int, int | None]:
+        # The largest size measured to fit (0: none) and the smallest measured to need more.
+        fits = max((p.size for p in probes if p.must_fit_bytes <= usable), default=0)
+        over = min((p.size for p in probes if p.must_fit_bytes > usable), default=None)
+        return fits, over
+
     ran: list[str] = [f"{size} ran out of memory" for size in failed]
     failed = list(failed)
     for attempt in range(CONFIRMS + 1):
-        fits = max((p.size for p in probes if p.must_fit_bytes <= usable), default=0)
+        fits, over = bounds()
         if failed and min(failed) <= answer:
             answer = fits + (min(failed) - fits) // 2
         given = round_down(answer, multiple)
-        over = min((p.size for p in probes if p.must_fit_bytes > usable), default=None)
         bracketed = over is not None and given < over and all(f > over for f in failed)
         if given <= fits or bracketed:
             break
@@ -382,9 +387,8 @@ def _confirm(run: Callable[[int], Probe], probes: list[Probe], answer: int,
         refit = fit_model(probes, quadratic, unit, retries)
         if refit is not None:
             model = refit
-        fits = max((p.size for p in probes if p.must_fit_bytes <= usable), default=0)
+        fits, over = bounds()
         answer = max(model.largest_fitting(budget_bytes, margin, limit), fits)
-        over = min((p.size for p in probes if p.must_fit_bytes > usable), default=None)
         if over is not None:
             answer = min(answer, over - 1)
     return answer, model, ("the answer checked: " + ", ".join(ran)) if ran else ""

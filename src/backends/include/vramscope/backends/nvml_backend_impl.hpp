@@ -50,7 +50,6 @@ struct MigSlot {
   std::optional<uint32_t> compute_instance_id;
 };
 
-/// What outlives one sample for one GPU.
 /// A memory reading from v2 or v1.
 struct MemoryReading {
   nvml::Return status = nvml::ErrorFunctionNotFound;
@@ -61,6 +60,7 @@ struct MemoryReading {
   uint64_t free = 0;
 };
 
+/// What outlives one sample for one GPU.
 struct GpuState {
   HandleState gpu;
   /// Name, UUID and bus id never change while a handle is valid: read once.
@@ -73,9 +73,8 @@ struct GpuState {
   int64_t bar1_read_ns = never_ns;
   std::optional<uint64_t> bar1_total_bytes;
   std::optional<uint64_t> bar1_used_bytes;
-  /// Last memory reading (repeated between refreshes) and whether it is valid: a failed one is
-  /// read again at the next sample, so that its error is never repeated silently.
-  bool memory_read = false;
+  /// Last memory reading, repeated between refreshes while its status is Success (a failed one
+  /// is read again at the next sample, so that its error is never repeated silently).
   MemoryReading memory;
   /// Last merged process list (repeated between refreshes) and whether it is valid.
   bool processes_read = false;
